@@ -1,0 +1,141 @@
+"""The numba kernels: cell placement and rasterization.
+
+Kernels take only C-contiguous arrays and scalars, write into preallocated outputs
+and return nothing. Every kernel is compiled with the one policy below; ``prange``
+runs only over disjoint outputs (one page per iteration).
+
+Cell grid values: a glyph index >= 0, ``EMPTY`` (-1) for a blank cell, ``WIDE_TAIL``
+(-2) for the right half of a wide glyph, ``UNREADABLE`` (-3) in a grid read back from
+pixels that match no glyph.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numba
+import numpy as np
+
+#: The one JIT policy: cached to disk so a second process does not compile, and
+#: releasing the GIL so callers can run kernels from threads.
+jit = functools.partial(numba.njit, cache=True, nogil=True)
+
+EMPTY = -1
+WIDE_TAIL = -2
+UNREADABLE = -3  # only in grids read back from pixels: the cell matches no glyph
+LINE_BREAK = -1  # in a glyph stream (never in a grid)
+
+
+@jit
+def place_cells(glyphs, cell_widths, cols, wrap_glyph, grid, rows_used):
+    """Lay a glyph stream out on rows of ``cols`` cells.
+
+    Args:
+        glyphs: int32[n] glyph indices; ``LINE_BREAK`` starts a new row.
+        cell_widths: uint8[N] cells per glyph index (1 or 2).
+        cols: cells per row (>= 4).
+        wrap_glyph: glyph index of the wrap marker for the ``lines`` layout, or -1 for
+            ``flow`` (rows simply continue; no marker).
+        grid: int32[R, cols] prefilled with ``EMPTY`` and receiving the glyphs, or an
+            array with 0 rows to only count.
+        rows_used: int64[1], receives the number of rows the stream needs.
+
+    A wide glyph never splits across rows. In the ``lines`` layout the last column of
+    a row is kept for the wrap marker unless the glyph placed there ends its line.
+    """
+    write = grid.shape[0] > 0
+    n = glyphs.shape[0]
+    row = 0
+    col = 0
+    for i in range(n):
+        g = glyphs[i]
+        if g == LINE_BREAK:
+            row += 1
+            col = 0
+            continue
+        width = cell_widths[g]
+        if wrap_glyph >= 0:
+            ends_line = i + 1 == n or glyphs[i + 1] == LINE_BREAK
+            if col + width > cols - 1 and not (ends_line and col + width <= cols):
+                if write:
+                    grid[row, cols - 1] = wrap_glyph
+                row += 1
+                col = 0
+        elif col + width > cols:
+            row += 1
+            col = 0
+        if write:
+            grid[row, col] = g
+            if width == 2:
+                grid[row, col + 1] = WIDE_TAIL
+        col += width
+    rows_used[0] = row + 1 if n > 0 else 0
+
+
+@jit
+def _append_bytes(out_words, word, acc, pending, value, count):
+    """Append ``count`` (1..8) little-endian bytes of ``value`` to a row being written.
+
+    ``acc`` holds ``pending`` (0..7) bytes not yet stored; full 8-byte words go to
+    ``out_words[word]``. Returns the new (word, acc, pending).
+    """
+    acc |= value << np.uint64(8 * pending)
+    if pending + count < 8:
+        return word, acc, pending + count
+    out_words[word] = acc
+    consumed = 8 - pending
+    acc = value >> np.uint64(8 * consumed) if consumed < 8 else np.uint64(0)
+    return word + 1, acc, pending + count - 8
+
+
+@jit(parallel=True)
+def rasterize(grid, row_words, cell_widths, advance, pitch, pixel_words):
+    """Draw cell grids into page pixel arrays, eight pixels (bytes) per store.
+
+    Args:
+        grid: int32[P, R, C] cell grids, one per page.
+        row_words: uint64[N, gh, K] each glyph's pixel rows, one byte per pixel (1 =
+            ink), zero-padded to ``advance * cell_width`` bytes and packed
+            little-endian into K words (see ``glyph_row_words``).
+        cell_widths: uint8[N].
+        advance, pitch: cell step, px.
+        pixel_words: uint64[P, R * pitch, W // 8] with W >= C * advance: the pages'
+            uint8[P, R * pitch, W] pixels viewed as words. Every word is written, so
+            the array need not be zeroed first.
+    """
+    n_pages, n_rows, n_cols = grid.shape
+    glyph_height = row_words.shape[1]
+    for p in numba.prange(n_pages):
+        for r in range(n_rows):
+            for y in range(glyph_height):
+                out_words = pixel_words[p, r * pitch + y]
+                word = 0
+                acc = np.uint64(0)
+                pending = 0
+                for c in range(n_cols):
+                    g = grid[p, r, c]
+                    if g == WIDE_TAIL:
+                        continue  # the wide glyph's own span already covered this cell
+                    if g < 0:
+                        pending += advance  # blank: zero bytes, only the position moves
+                        while pending >= 8:
+                            out_words[word] = acc
+                            acc = np.uint64(0)
+                            word += 1
+                            pending -= 8
+                        continue
+                    span = advance * cell_widths[g]
+                    k = 0
+                    while span > 0:
+                        count = min(span, 8)
+                        word, acc, pending = _append_bytes(out_words, word, acc, pending, row_words[g, y, k], count)
+                        span -= count
+                        k += 1
+                if pending > 0:
+                    out_words[word] = acc
+                    word += 1
+                while word < out_words.shape[0]:
+                    out_words[word] = 0
+                    word += 1
+            for y in range(glyph_height, pitch):
+                pixel_words[p, r * pitch + y, :] = 0

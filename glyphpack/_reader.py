@@ -1,0 +1,115 @@
+"""Reading pages back: every cell matched exactly against the atlas.
+
+The reader is the rasterizer's oracle (reading a rendering's pages gives its text)
+and the base of the legibility measurements: a cell that matches no glyph exactly
+is ``UNREADABLE``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ._errors import PageError
+from ._fonts import FontAtlas
+from ._kernels import EMPTY, UNREADABLE, WIDE_TAIL
+from ._layout import grid_text
+from ._png import decode_png
+from ._shapes import Shape, get_shape
+
+@functools.lru_cache(maxsize=16)
+def _glyph_keys(atlas: FontAtlas, cells: int) -> dict[bytes, int]:
+    """Packed bitmap -> glyph index of the canonical glyph, for glyphs ``cells`` wide."""
+    width = atlas.glyph_width * cells
+    keys: dict[bytes, int] = {}
+    for index in np.flatnonzero(atlas.cell_widths == cells).tolist():
+        key = np.packbits(atlas.bitmaps[index, :, :width]).tobytes()
+        keys.setdefault(key, index)  # indices ascend with codepoints: first is canonical
+    return keys
+
+
+def _cell_keys(pixels: np.ndarray, rows: int, cols: int, shape: Shape, cells: int) -> np.ndarray:
+    """Packed bits of each cell's glyph box, as an object array [rows, cols] of bytes."""
+    atlas = shape.atlas
+    gh, width = atlas.glyph_height, atlas.glyph_width * cells
+    canvas = np.zeros((rows * shape.pitch, cols * shape.advance + width), dtype=np.uint8)
+    canvas[: pixels.shape[0], : pixels.shape[1]] = pixels
+    # Gather each cell's box: [rows, cols, gh, width].
+    ys = (np.arange(rows) * shape.pitch)[:, None] + np.arange(gh)[None, :]
+    xs = (np.arange(cols) * shape.advance)[:, None] + np.arange(width)[None, :]
+    boxes = canvas[ys[:, None, :, None], xs[None, :, None, :]]
+    packed = np.packbits(boxes.reshape(rows, cols, gh * width), axis=-1)
+    return packed.view(f"V{packed.shape[-1]}").reshape(rows, cols)
+
+
+def _lookup(keys: np.ndarray, table: dict[bytes, int]) -> np.ndarray:
+    unique, inverse = np.unique(keys.ravel(), return_inverse=True)
+    found = np.array([table.get(u.tobytes(), UNREADABLE) for u in unique], dtype=np.int32)
+    return found[inverse].reshape(keys.shape)
+
+
+def read_grid(pixels: np.ndarray, shape: Shape | str | None = None) -> np.ndarray:
+    """Cell grid of page pixels.
+
+    Args:
+        pixels: uint8[H, W], 1 = ink; H a multiple of the shape's pitch and W of its advance.
+
+    Returns:
+        int32[H // pitch, W // advance]: per cell the canonical glyph index, ``EMPTY``
+        (-1) for a blank cell, ``WIDE_TAIL`` (-2) for a wide glyph's right half,
+        ``UNREADABLE`` (-3) where the pixels match no glyph.
+    """
+    shape = get_shape(shape)
+    atlas = shape.atlas
+    height, width = pixels.shape
+    if height % shape.pitch or width % shape.advance:
+        raise PageError(
+            f"a {width}x{height} image is not a grid of {shape.advance}x{shape.pitch} cells "
+            f"(shape {shape.name!r}); is this page from another shape?"
+        )
+    rows, cols = height // shape.pitch, width // shape.advance
+    grid = _lookup(_cell_keys(pixels, rows, cols, shape, 1), _glyph_keys(atlas, 1))
+    grid[grid == atlas.space_index] = EMPTY
+    if atlas.has_wide and cols > 1:
+        wide = _lookup(_cell_keys(pixels, rows, cols - 1, shape, 2), _glyph_keys(atlas, 2))
+        for r, c in zip(*np.nonzero(wide >= 0)):
+            # Left to right, a wide match wins unless its left cell is another wide glyph's tail.
+            if grid[r, c] != WIDE_TAIL:
+                grid[r, c], grid[r, c + 1] = wide[r, c], WIDE_TAIL
+    return grid
+
+
+def _page_bytes_and_shape(page, shape, layout):
+    if hasattr(page, "png"):  # a Page: it knows its shape and layout
+        return page.png, shape or page.shape, layout or page.layout
+    return page, shape, layout or "flow"
+
+
+def read_page(page, shape: Shape | str | None = None, layout: str | None = None) -> str:
+    """Decode one page back to text.
+
+    Args:
+        page: PNG bytes, or a ``Page`` (which supplies its own shape and layout).
+        shape: the shape it was drawn with (default: the page's, else the default).
+        layout: ``"flow"`` or ``"lines"`` (default: the page's, else ``"flow"``).
+
+    Glyphs with identical bitmaps read as one canonical character (the smallest
+    codepoint); a cell that matches no glyph reads as U+FFFD.
+    """
+    return read_pages([page], shape, layout)
+
+
+def read_pages(pages, shape: Shape | str | None = None, layout: str | None = None) -> str:
+    """Decode consecutive pages of one rendering back to its text."""
+    grids, chosen, chosen_layout = [], shape, layout
+    for page in pages:
+        png, chosen, chosen_layout = _page_bytes_and_shape(page, shape, layout)
+        grids.append(read_grid(decode_png(png), chosen))
+    if not grids:
+        return ""
+    resolved = get_shape(chosen)
+    cols = {g.shape[1] for g in grids}
+    if len(cols) > 1:
+        raise PageError(f"pages have different widths ({sorted(cols)} columns): not one rendering")
+    return grid_text(np.concatenate(grids), resolved.atlas, chosen_layout)

@@ -1,0 +1,111 @@
+"""Shapes: a font plus cell advance, line pitch and page size limits."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ._errors import ShapeError
+from ._fonts import FontAtlas, load_atlas
+
+#: The largest page standard Claude models never resize (56 x 28 patches = 1568 tokens).
+DEFAULT_PAGE_SIZE = (1568, 784)
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """How glyphs sit on a page.
+
+    Attributes:
+        name: catalog name.
+        font: shipped font name or font file path.
+        advance: horizontal step between narrow cells, px (>= glyph width).
+        pitch: vertical step between rows, px (>= glyph height).
+        max_width, max_height: page size limit, px. The page width is fixed at
+            ``cols * advance``; the height hugs the rows actually used.
+        description: one line for listings.
+    """
+
+    name: str
+    font: str
+    advance: int
+    pitch: int
+    max_width: int = DEFAULT_PAGE_SIZE[0]
+    max_height: int = DEFAULT_PAGE_SIZE[1]
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        # Four columns is the least a row needs: a wide glyph, a wrap marker, room to move.
+        if self.cols < 4 or self.max_rows < 1:
+            raise ShapeError(
+                f"shape {self.name!r}: a {self.max_width}x{self.max_height} page holds {self.cols} "
+                f"columns and {self.max_rows} rows of {self.advance}x{self.pitch} cells; it needs at "
+                f"least 4 columns and 1 row"
+            )
+
+    @property
+    def atlas(self) -> FontAtlas:
+        """The shape's font atlas, checked to fit the cell (loading is cached)."""
+        atlas = load_atlas(self.font)
+        if self.advance < atlas.glyph_width or self.pitch < atlas.glyph_height:
+            raise ShapeError(
+                f"shape {self.name!r}: advance {self.advance} and pitch {self.pitch} must be at least "
+                f"the glyph cell {atlas.glyph_width}x{atlas.glyph_height} of font {self.font!r}"
+            )
+        return atlas
+
+    @property
+    def cols(self) -> int:
+        return self.max_width // self.advance
+
+    @property
+    def max_rows(self) -> int:
+        return self.max_height // self.pitch
+
+    @property
+    def page_width(self) -> int:
+        return self.cols * self.advance
+
+    def page_height(self, rows: int) -> int:
+        return rows * self.pitch
+
+    @property
+    def cells_per_page(self) -> int:
+        return self.cols * self.max_rows
+
+    def with_page_size(self, width: int, height: int) -> "Shape":
+        """The same glyph grid on a different page size limit."""
+        return dataclasses.replace(self, max_width=int(width), max_height=int(height))
+
+
+SHAPES: dict[str, Shape] = {
+    s.name: s
+    for s in (
+        Shape("5x8", "5x8", 5, 8, description="misc-fixed 5x8: the dense default, 5-pixel glyphs"),
+        Shape("6x13", "6x13", 6, 13, description="misc-fixed 6x13: larger, easier to read"),
+        Shape("8x13", "8x13", 8, 13, description="misc-fixed 8x13: large and legible"),
+        Shape(
+            "8x13-loose",
+            "8x13",
+            11,
+            16,
+            description="8x13 glyphs on an 11 px advance and 16 px pitch (peer-tested legibility)",
+        ),
+        Shape("unifont", "unifont", 8, 16, description="GNU Unifont 8x16 / 16x16: all of the BMP, CJK"),
+    )
+}
+
+DEFAULT_SHAPE = "5x8"
+#: Chosen automatically when most of a text's characters are missing from the default font.
+WIDE_SCRIPT_SHAPE = "unifont"
+
+
+def get_shape(shape: Shape | str | None) -> Shape:
+    """A ``Shape`` from a shape, a catalog name, or None (the default)."""
+    if shape is None:
+        return SHAPES[DEFAULT_SHAPE]
+    if isinstance(shape, Shape):
+        return shape
+    try:
+        return SHAPES[shape]
+    except KeyError:
+        raise ShapeError(f"unknown shape {shape!r}; choose one of {', '.join(SHAPES)}") from None

@@ -1,0 +1,192 @@
+"""Text normalization: a str becomes an int32 stream of glyph indices for one atlas.
+
+Everything that depends on characters happens here, in Python and numpy, so that no
+string ever reaches a numba kernel. The bulk of the work is vectorized: each distinct
+character the font lacks is resolved once (fold, caret notation, drop or replace)
+and the resolution is scattered to every place it occurs.
+
+Rules, in order:
+  1. CRLF and lone CR become LF; ANSI escape sequences are stripped.
+  2. NFC composes combining marks where Unicode can.
+  3. Tabs expand to tab stops (``str.expandtabs``, per source line).
+  4. Trailing whitespace at the end of the text is removed (it draws nothing); in the
+     ``lines`` layout, trailing spaces at the end of every line too.
+  5. Per character: the font's glyph; else a fold to characters the font has
+     (typographic quotes, dashes, ellipsis, arrows, box drawing, NFKD without marks);
+     C0 controls and DEL become caret notation (``^@``, ``^[``, ``^?``); C1 controls,
+     format characters and leftover combining marks are dropped; anything else is the
+     replacement glyph. Every change is counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import unicodedata
+
+import numpy as np
+
+from ._fonts import NEWLINE, FontAtlas
+
+#: Glyph-stream value for a line break in the ``lines`` layout (no glyph is drawn).
+LINE_BREAK = -1
+
+LAYOUTS = ("flow", "lines")
+TAB_SIZE = 8
+
+_ANSI = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor movement
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC: titles, hyperlinks
+    r"|\x1b[PX^_][^\x1b]*\x1b\\"  # DCS, SOS, PM, APC strings
+    r"|\x1b[ -/]*[0-~]"  # two-character escapes
+)
+_TRAILING_SPACES = re.compile(r" +(?=\n)")
+
+# Folds tried before NFKD, for characters whose decomposition does not help.
+_FOLDS: dict[str, str] = {
+    "\u2018": "'", "\u2019": "'", "\u201a": ",", "\u201b": "'", "\u2032": "'", "\u2035": "'",
+    "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"', "\u00ab": "<<", "\u00bb": ">>",
+    "\u2039": "<", "\u203a": ">",
+    "\u2010": "-", "\u2011": "-", "\u2012": "-", "\u2013": "-", "\u2014": "--", "\u2015": "--", "\u2212": "-",
+    "\u2026": "...", "\u2022": "*", "\u2023": ">", "\u2043": "-", "\u25cf": "*", "\u25e6": "o", "\u00b7": ".",
+    "\u2190": "<-", "\u2192": "->", "\u2191": "^", "\u2193": "v", "\u2194": "<->", "\u21d0": "<=",
+    "\u21d2": "=>", "\u21d4": "<=>", "\u27f6": "-->", "\u27f5": "<--",
+    "\u2713": "v", "\u2714": "v", "\u2717": "x", "\u2718": "x", "\u00d7": "x",
+    "\u2264": "<=", "\u2265": ">=", "\u2260": "!=", "\u2248": "~=",
+    "\u00a0": " ", "\u2007": " ", "\u202f": " ", "\u3000": "  ",
+}
+# Box drawing, for fonts without it: horizontals to '-' (double ones to '='), verticals
+# to '|', corners, tees and crosses to '+'. Derived from the names so the whole block
+# is covered.
+for _cp in range(0x2500, 0x2580):
+    _name = unicodedata.name(chr(_cp), "")
+    if "HORIZONTAL" in _name and "VERTICAL" not in _name:
+        _FOLDS[chr(_cp)] = "=" if "DOUBLE" in _name else "-"
+    elif "VERTICAL" in _name and "HORIZONTAL" not in _name and "AND" not in _name:
+        _FOLDS[chr(_cp)] = "|"
+    else:
+        _FOLDS[chr(_cp)] = "+"
+
+_DROPPED_CATEGORIES = frozenset({"Mn", "Me", "Cf"})
+
+
+@dataclasses.dataclass(frozen=True)
+class TextCounts:
+    """What normalization changed, counted in source characters."""
+
+    folded: int = 0  # replaced by a close equivalent the font has
+    replaced: int = 0  # drawn as the replacement glyph
+    dropped: int = 0  # removed: C1 controls, format characters, stray combining marks
+    controls: int = 0  # C0 controls and DEL made visible in caret notation
+    ansi_sequences: int = 0  # ANSI escape sequences stripped
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class NormalizedText:
+    """A text ready for layout.
+
+    Attributes:
+        glyphs: int32[n], atlas glyph indices; ``LINE_BREAK`` (-1) marks a row break
+            in the ``lines`` layout.
+        counts: what was changed on the way.
+        source_chars: length of the input string.
+    """
+
+    glyphs: np.ndarray
+    counts: TextCounts
+    source_chars: int
+
+
+def _caret(codepoint: int) -> str:
+    return "^?" if codepoint == 0x7F else "^" + chr(codepoint + 0x40)
+
+
+def _resolve_missing(codepoint: int, atlas: FontAtlas) -> tuple[list[int], str]:
+    """Glyph indices for a character the atlas lacks, and which count it adds to."""
+
+    def indices(replacement: str) -> list[int] | None:
+        found = [atlas.index_of(ord(c)) for c in replacement]
+        return found if replacement and all(i >= 0 for i in found) else None
+
+    if codepoint < 0x20 or codepoint == 0x7F:
+        caret = indices(_caret(codepoint))
+        if caret is not None:
+            return caret, "controls"
+        return [atlas.replacement_index], "replaced"
+    if 0xD800 <= codepoint <= 0xDFFF:
+        return [atlas.replacement_index], "replaced"  # a lone surrogate draws nothing real
+    char = chr(codepoint)
+    category = unicodedata.category(char)
+    if 0x80 <= codepoint <= 0x9F or category in _DROPPED_CATEGORIES:
+        return [], "dropped"
+    fold = _FOLDS.get(char)
+    if fold is not None and (found := indices(fold)) is not None:
+        return found, "folded"
+    decomposed = "".join(
+        c for c in unicodedata.normalize("NFKD", char) if unicodedata.category(c) not in ("Mn", "Me")
+    )
+    if decomposed != char and (found := indices(decomposed)) is not None:
+        return found, "folded"
+    return [atlas.replacement_index], "replaced"
+
+
+def clean_text(text: str, layout: str) -> tuple[str, int]:
+    """Steps 1-4 of the rules: the string-level clean-up, and the ANSI sequences stripped."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    ansi = 0
+    if "\x1b" in text:
+        text, ansi = _ANSI.subn("", text)
+    if not text.isascii():
+        text = unicodedata.normalize("NFC", text)
+    if "\t" in text:
+        text = text.expandtabs(TAB_SIZE)
+    text = text.rstrip(" \n")
+    if layout == "lines" and " \n" in text:
+        text = _TRAILING_SPACES.sub("", text)
+    return text, ansi
+
+
+def normalize(text: str, atlas: FontAtlas, layout: str = "flow") -> NormalizedText:
+    """Normalize ``text`` for ``atlas`` and map it to glyph indices (see module docstring)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
+    source_chars = len(text)
+    text, ansi = clean_text(text, layout)
+    # surrogatepass keeps lone surrogates as codepoints so they can be counted and replaced.
+    codepoints = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.int32)
+    glyphs = np.searchsorted(atlas.codepoints, codepoints).astype(np.int32)
+    np.minimum(glyphs, len(atlas) - 1, out=glyphs)
+    found = atlas.codepoints[glyphs] == codepoints
+    if layout == "lines":
+        found[codepoints == NEWLINE] = True
+        glyphs[codepoints == NEWLINE] = np.int32(-1)
+
+    counts = {"folded": 0, "replaced": 0, "dropped": 0, "controls": 0}
+    if found.all():
+        return NormalizedText(glyphs, TextCounts(ansi_sequences=ansi), source_chars)
+
+    missing_at = np.flatnonzero(~found)
+    missing_cps, which, occurrences = np.unique(codepoints[missing_at], return_inverse=True, return_counts=True)
+    resolutions = []
+    for k, cp in enumerate(missing_cps.tolist()):
+        resolved, kind = _resolve_missing(cp, atlas)
+        counts[kind] += int(occurrences[k])
+        resolutions.append(resolved)
+
+    lengths = np.ones(len(codepoints), dtype=np.int64)
+    lengths[missing_at] = np.array([len(r) for r in resolutions], dtype=np.int64)[which]
+    starts = np.cumsum(lengths) - lengths
+    out = np.empty(int(lengths.sum()), dtype=np.int32)
+    out[starts[found]] = glyphs[found]
+    for k, resolved in enumerate(resolutions):
+        at = starts[missing_at[which == k]]
+        for offset, glyph in enumerate(resolved):
+            out[at + offset] = glyph
+    return NormalizedText(out, TextCounts(ansi_sequences=ansi, **counts), source_chars)
+
+
+def glyphs_to_text(glyphs: np.ndarray, atlas: FontAtlas) -> str:
+    """The text a reader sees in a glyph stream: canonical characters, LINE_BREAK as LF."""
+    cps = np.where(glyphs == LINE_BREAK, NEWLINE, atlas.canonical[np.maximum(glyphs, 0)])
+    return cps.astype(np.uint32).tobytes().decode("utf-32-le", "surrogatepass")
