@@ -13,7 +13,6 @@ from ._render import Page, Pages, RenderReport, count_pages, plan, render
 from ._shapes import SHAPES, Shape
 
 __all__ = [
-    "SHAPES",
     "FontAtlas",
     "FontError",
     "GlyphpackError",
@@ -22,6 +21,7 @@ __all__ = [
     "PageError",
     "Pages",
     "RenderReport",
+    "SHAPES",
     "Shape",
     "ShapeError",
     "count_pages",

@@ -253,6 +253,8 @@ def _parse_hex(path: Path, data: bytes) -> _ParsedFont:
         if not line:
             continue
         cp_text, sep, bits = line.partition(b":")
+        if sep and len(bits) not in (32, 64):
+            raise FontError(f"{path}:{lineno}: expected 32 or 64 hex digits after ':', found {len(bits)}")
         try:
             if not sep:
                 raise ValueError
@@ -265,13 +267,9 @@ def _parse_hex(path: Path, data: bytes) -> _ParsedFont:
         if len(bits) == 32:
             narrow_cps.append(codepoint)
             narrow_hex.append(bits)
-        elif len(bits) == 64:
+        else:
             wide_cps.append(codepoint)
             wide_hex.append(bits)
-        else:
-            raise FontError(
-                f"{path}:{lineno}: expected 32 or 64 hex digits after ':', found {len(bits)}"
-            )
     glyphs: dict[int, tuple[np.ndarray, int]] = {}
     for cps, hexes, cells in ((narrow_cps, narrow_hex, 1), (wide_cps, wide_hex, 2)):
         if not cps:

@@ -9,13 +9,14 @@ Rules, in order:
   1. CRLF and lone CR become LF; ANSI escape sequences are stripped.
   2. NFC composes combining marks where Unicode can.
   3. Tabs expand to tab stops (``str.expandtabs``, per source line).
-  4. Trailing whitespace at the end of the text is removed (it draws nothing); in the
-     ``lines`` layout, trailing spaces at the end of every line too.
-  5. Per character: the font's glyph; else a fold to characters the font has
+  4. Per character: the font's glyph; else a fold to characters the font has
      (typographic quotes, dashes, ellipsis, arrows, box drawing, NFKD without marks);
      C0 controls and DEL become caret notation (``^@``, ``^[``, ``^?``); C1 controls,
      format characters and leftover combining marks are dropped; anything else is the
      replacement glyph. Every change is counted.
+  5. Blanks at the end of the text are removed, and in the ``lines`` layout blanks at
+     the end of every line and line breaks at the end of the text (a reader cannot
+     see them). In ``flow``, newline markers at the end are dropped too.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ _ANSI = re.compile(
     r"|\x1b[PX^_][^\x1b]*\x1b\\"  # DCS, SOS, PM, APC strings
     r"|\x1b[ -/]*[0-~]"  # two-character escapes
 )
-_TRAILING_SPACES = re.compile(r" +(?=\n)")
 
 # Folds tried before NFKD, for characters whose decomposition does not help.
 _FOLDS: dict[str, str] = {
@@ -130,8 +130,8 @@ def _resolve_missing(codepoint: int, atlas: FontAtlas) -> tuple[list[int], str]:
     return [atlas.replacement_index], "replaced"
 
 
-def clean_text(text: str, layout: str) -> tuple[str, int]:
-    """Steps 1-4 of the rules: the string-level clean-up, and the ANSI sequences stripped."""
+def clean_text(text: str) -> tuple[str, int]:
+    """Steps 1-3 of the rules: the string-level clean-up, and the ANSI sequences stripped."""
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     ansi = 0
@@ -141,9 +141,6 @@ def clean_text(text: str, layout: str) -> tuple[str, int]:
         text = unicodedata.normalize("NFC", text)
     if "\t" in text:
         text = text.expandtabs(TAB_SIZE)
-    text = text.rstrip(" \n")
-    if layout == "lines" and " \n" in text:
-        text = _TRAILING_SPACES.sub("", text)
     return text, ansi
 
 
@@ -152,7 +149,7 @@ def normalize(text: str, atlas: FontAtlas, layout: str = "flow") -> NormalizedTe
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
     source_chars = len(text)
-    text, ansi = clean_text(text, layout)
+    text, ansi = clean_text(text)
     # surrogatepass keeps lone surrogates as codepoints so they can be counted and replaced.
     codepoints = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.int32)
     glyphs = np.searchsorted(atlas.codepoints, codepoints).astype(np.int32)
@@ -164,7 +161,7 @@ def normalize(text: str, atlas: FontAtlas, layout: str = "flow") -> NormalizedTe
 
     counts = {"folded": 0, "replaced": 0, "dropped": 0, "controls": 0}
     if found.all():
-        return NormalizedText(glyphs, TextCounts(ansi_sequences=ansi), source_chars)
+        return NormalizedText(_trim_blanks(glyphs, atlas, layout), TextCounts(ansi_sequences=ansi), source_chars)
 
     missing_at = np.flatnonzero(~found)
     missing_cps, which, occurrences = np.unique(codepoints[missing_at], return_inverse=True, return_counts=True)
@@ -183,7 +180,36 @@ def normalize(text: str, atlas: FontAtlas, layout: str = "flow") -> NormalizedTe
         at = starts[missing_at[which == k]]
         for offset, glyph in enumerate(resolved):
             out[at + offset] = glyph
-    return NormalizedText(out, TextCounts(ansi_sequences=ansi, **counts), source_chars)
+    return NormalizedText(_trim_blanks(out, atlas, layout), TextCounts(ansi_sequences=ansi, **counts), source_chars)
+
+
+def _trim_blanks(glyphs: np.ndarray, atlas: FontAtlas, layout: str) -> np.ndarray:
+    """Rule 4: drop blanks that end the text (and, in ``lines``, blanks that end a line).
+
+    Done on glyphs, after dropping, so that a line ending in a dropped character is
+    trimmed too: a reader cannot see trailing blanks, so the page must not hold them.
+    """
+    n = glyphs.size
+    if n == 0:
+        return glyphs
+    blank = atlas.canonical[np.maximum(glyphs, 0)] == 0x20
+    blank &= glyphs >= 0
+    ends_line = glyphs == (LINE_BREAK if layout == "lines" else atlas.newline_index)
+    if layout == "flow":
+        # Only the very end: newline markers are visible, so blanks before them stay.
+        trailing = np.logical_or.accumulate((~(blank | ends_line))[::-1])[::-1]
+        return glyphs[trailing]
+    solid = np.flatnonzero(~blank)
+    # For each position, the next glyph that is not blank (n past the end).
+    next_solid = np.full(n, n, dtype=np.int64)
+    next_solid[solid] = solid
+    next_solid = np.minimum.accumulate(next_solid[::-1])[::-1]
+    next_is_break = np.where(next_solid < n, ends_line[np.minimum(next_solid, n - 1)], True)
+    keep = ~(blank & next_is_break)
+    kept = glyphs[keep]
+    # A text ends with its last line, not with line breaks.
+    last = np.flatnonzero(kept != LINE_BREAK)
+    return kept[: last[-1] + 1] if last.size else kept[:0]
 
 
 def glyphs_to_text(glyphs: np.ndarray, atlas: FontAtlas) -> str:

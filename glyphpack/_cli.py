@@ -1,0 +1,165 @@
+"""The ``glyphpack`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ._errors import GlyphpackError
+from ._fonts import load_atlas
+from ._reader import read_pages
+from ._render import render
+from ._shapes import SHAPES, get_shape
+from ._text import LAYOUTS
+
+
+def _page_size(value: str) -> tuple[int, int]:
+    try:
+        width, height = (int(v) for v in value.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"page size must look like 1568x784, not {value!r}") from None
+    return width, height
+
+
+def _read_input(name: str) -> str:
+    if name == "-":
+        return sys.stdin.read()
+    try:
+        return Path(name).read_text(encoding="utf-8", errors="surrogateescape")
+    except OSError as exc:
+        raise GlyphpackError(f"cannot read {name}: {exc.strerror}") from None
+
+
+def table(rows: list[tuple[str, str]]) -> str:
+    """Two aligned columns."""
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def _progress_bar(description: str):
+    """A tqdm bar on stderr that appears only if the work takes more than half a second."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=0, unit="page", desc=description, delay=0.5, file=sys.stderr, leave=False, disable=None)
+
+    def update(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    return bar, update
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    text = _read_input(args.file)
+    bar, update = _progress_bar("rendering")
+    try:
+        pages = render(
+            text,
+            shape=args.shape,
+            layout=args.layout,
+            page_size=args.page_size,
+            max_pages=args.max_pages,
+            progress=update,
+        )
+    finally:
+        bar.close()
+    report = pages.report
+    written = []
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        for page in pages:
+            path = out / f"page-{page.index + 1:04d}.png"
+            path.write_bytes(page.png)
+            written.append(str(path))
+    if args.json:
+        print(json.dumps(report.as_dict() | {"files": written}, indent=2))
+        return 0
+    size = f"{report.page_width}x{report.page_height}" if report.pages else "-"
+    rows = [
+        ("shape", f"{report.shape} ({report.layout})"),
+        ("pages", f"{report.pages}"),
+        ("page size", f"{size} px (last page may be shorter)"),
+        ("characters", f"{report.source_chars:,} in, {report.chars:,} drawn"),
+        ("cells used", f"{report.cells_used:,} of {report.cells_total:,} ({report.cells_used_fraction:.1%})"),
+        ("PNG bytes", f"{report.png_bytes:,}"),
+        ("folded", f"{report.folded:,}"),
+        ("replaced", f"{report.replaced:,}"),
+        ("dropped", f"{report.dropped:,}"),
+        ("controls shown", f"{report.controls:,}"),
+        ("ANSI stripped", f"{report.ansi_sequences:,} sequences"),
+    ]
+    if written:
+        rows.append(("written", f"{written[0]} .. {written[-1]}" if len(written) > 1 else written[0]))
+    print(table(rows))
+    return 0
+
+
+def cmd_read(args: argparse.Namespace) -> int:
+    pngs = []
+    for name in args.pages:
+        try:
+            pngs.append(Path(name).read_bytes())
+        except OSError as exc:
+            raise GlyphpackError(f"cannot read {name}: {exc.strerror}") from None
+    sys.stdout.write(read_pages(pngs, args.shape, args.layout) + "\n")
+    return 0
+
+
+def cmd_fonts(args: argparse.Namespace) -> int:
+    lines = [f"{'shape':<11} {'font':<8} {'glyph':>6} {'cell':>6} {'glyphs':>7} {'wide':>6} {'page':>10} {'cells/page':>10}  description"]
+    for shape in SHAPES.values():
+        atlas = load_atlas(shape.font)
+        wide = int((atlas.cell_widths == 2).sum())
+        lines.append(
+            f"{shape.name:<11} {shape.font:<8} {atlas.glyph_width:>3}x{atlas.glyph_height:<2} "
+            f"{shape.advance:>3}x{shape.pitch:<2} {len(atlas):>7} {wide:>6} "
+            f"{shape.page_width:>5}x{shape.page_height(shape.max_rows):<4} {shape.cells_per_page:>10,}  {shape.description}"
+        )
+    print("\n".join(lines))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="glyphpack", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("render", help="render a text file to PNG pages and report what it cost")
+    p.add_argument("file", help="a UTF-8 text file, or - for standard input")
+    p.add_argument("--shape", choices=sorted(SHAPES), help="glyph shape (default: chosen from the text)")
+    p.add_argument("--layout", choices=LAYOUTS, default="flow")
+    p.add_argument("--page-size", type=_page_size, metavar="WxH", help="page size limit in px")
+    p.add_argument("--max-pages", type=int, default=5000)
+    p.add_argument("--out", metavar="DIR", help="write page-0001.png ... here")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(run=cmd_render)
+
+    p = sub.add_parser("read", help="decode page PNGs back to text")
+    p.add_argument("pages", nargs="+", metavar="PAGE.png")
+    p.add_argument("--shape", choices=sorted(SHAPES), default=None)
+    p.add_argument("--layout", choices=LAYOUTS, default="flow")
+    p.set_defaults(run=cmd_read)
+
+    p = sub.add_parser("fonts", help="list shapes and their fonts' coverage")
+    p.set_defaults(run=cmd_fonts)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "shape", None) is not None:
+        args.shape = get_shape(args.shape)
+    try:
+        return args.run(args)
+    except GlyphpackError as exc:
+        print(f"glyphpack: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""Plain-Python reference for the numba kernels: slow, obvious, and the judge of them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+EMPTY, WIDE_TAIL, LINE_BREAK = -1, -2, -1
+
+
+def place_cells(glyphs, cell_widths, cols, wrap_glyph):
+    """The cell grid (list of rows, each a list of ``cols`` ints) for a glyph stream."""
+    rows = [[EMPTY] * cols] if len(glyphs) else []
+    col = 0
+    glyphs = [int(g) for g in glyphs]
+    for i, g in enumerate(glyphs):
+        if g == LINE_BREAK:
+            rows.append([EMPTY] * cols)
+            col = 0
+            continue
+        width = int(cell_widths[g])
+        if wrap_glyph >= 0:
+            ends_line = i + 1 == len(glyphs) or glyphs[i + 1] == LINE_BREAK
+            fits = col + width <= cols - 1 or (ends_line and col + width <= cols)
+            if not fits:
+                rows[-1][cols - 1] = wrap_glyph
+                rows.append([EMPTY] * cols)
+                col = 0
+        elif col + width > cols:
+            rows.append([EMPTY] * cols)
+            col = 0
+        rows[-1][col] = g
+        if width == 2:
+            rows[-1][col + 1] = WIDE_TAIL
+        col += width
+    return rows
+
+
+def rasterize(grid, bitmaps, cell_widths, glyph_width, advance, pitch):
+    """uint8[R * pitch, C * advance] pixels of one page's grid (list of rows)."""
+    n_rows, n_cols = len(grid), len(grid[0])
+    pixels = np.zeros((n_rows * pitch, n_cols * advance), dtype=np.uint8)
+    gh = bitmaps.shape[1]
+    for r in range(n_rows):
+        for c in range(n_cols):
+            g = grid[r][c]
+            if g < 0:
+                continue
+            for y in range(gh):
+                for x in range(glyph_width * int(cell_widths[g])):
+                    if bitmaps[g, y, x]:
+                        pixels[r * pitch + y, c * advance + x] = 1
+    return pixels

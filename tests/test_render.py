@@ -1,0 +1,147 @@
+import io
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from PIL import Image
+
+import glyphpack
+from glyphpack import LimitError, PageError, ShapeError, count_pages, read_page, read_pages, render
+from glyphpack._layout import lay_out
+from glyphpack._shapes import SHAPES
+from glyphpack._text import glyphs_to_text, normalize
+
+PIECES = st.sampled_from(
+    ["\n", "\t", "\r\n", "\r", "\x1b[31m", "\x00", "\x85", "\ud800", "中文", "é", "e\u0301", "  ", "\u200b", "\U0001f600", "Ж"]
+)
+TEXTS = st.lists(st.one_of(st.characters(), st.text(max_size=12), PIECES), max_size=120).map("".join)
+SMALL_PAGES = {"5x8": (5 * 17, 8 * 3), "8x13-loose": (11 * 9, 16 * 2), "unifont": (8 * 11, 16 * 3)}
+
+
+def expected_text(text, shape, layout):
+    atlas = shape.atlas
+    return glyphs_to_text(normalize(text, atlas, layout).glyphs, atlas)
+
+
+@pytest.mark.parametrize("layout", ["flow", "lines"])
+@pytest.mark.parametrize("name", sorted(SMALL_PAGES))
+@given(text=TEXTS)
+def test_reading_pages_back_gives_the_normalized_text(name, layout, text):
+    shape = SHAPES[name].with_page_size(*SMALL_PAGES[name])
+    pages = render(text, shape=shape, layout=layout, max_pages=10**6)
+    read = read_pages(pages, shape)
+    assert read == lay_out(normalize(text, shape.atlas, layout), shape, layout).text()
+    expected = expected_text(text, shape, layout)
+    if shape.atlas.has_wide:
+        # a wide glyph that does not fit at a row end leaves a blank cell, read as a space
+        assert read.replace(" ", "") == expected.replace(" ", "")
+    else:
+        assert read == expected
+    for page in pages:
+        assert page.width <= shape.max_width and page.height <= shape.max_height
+        assert page.height == page.rows * shape.pitch and page.width == page.cols * shape.advance
+    assert len(pages) == count_pages(text, shape=shape, layout=layout)
+
+
+@given(text=TEXTS)
+def test_rendering_twice_gives_identical_bytes(text):
+    first = render(text, shape="5x8", page_size=(200, 40), max_pages=10**6)
+    second = render(text, shape="5x8", page_size=(200, 40), max_pages=10**6)
+    assert [p.png for p in first] == [p.png for p in second]
+
+
+def test_pages_decode_with_pillow_as_one_bit_images():
+    pages = render("The quick brown fox jumps over the lazy dog.\n" * 2000)
+    assert len(pages) == 3
+    for page in pages:
+        with Image.open(io.BytesIO(page.png)) as image:
+            assert image.format == "PNG" and image.mode == "P"
+            assert image.size == (page.width, page.height)
+            assert image.info.get("transparency") is None
+    # full pages are the shape's full size; the last one hugs its rows
+    assert (pages[0].width, pages[0].height) == (1565, 784)
+    assert pages[-1].height < 784 and pages[-1].height % 8 == 0
+
+
+def test_report_counts():
+    pages = render("a\x00b\x1b[0m\u200b\u27f6 \U0001f600\n" * 3)
+    report = pages.report
+    assert report.pages == 1 and report.shape == "5x8"
+    assert (report.controls, report.ansi_sequences, report.dropped, report.folded, report.replaced) == (3, 3, 3, 3, 3)
+    assert report.png_bytes == sum(len(p.png) for p in pages)
+    assert report.chars == sum(p.chars for p in pages)
+    assert glyphpack.plan("a\x00b\x1b[0m\u200b\u27f6 \U0001f600\n" * 3).chars == report.chars
+
+
+def test_empty_and_whitespace_text_gives_no_pages():
+    for text in ("", "   \n\n  "):
+        pages = render(text)
+        assert list(pages) == [] and pages.report.pages == 0
+        assert count_pages(text) == 0
+
+
+def test_cjk_text_chooses_unifont():
+    pages = render("日本語のテキストです。" * 10)
+    assert pages[0].shape == "unifont"
+    assert read_page(pages[0]) == "日本語のテキストです。" * 10
+    assert render("mostly ascii with one 字")[0].shape == "5x8"
+
+
+def test_a_ten_megabyte_line_renders(monkeypatch):
+    line = "0123456789abcdef" * (10 * 1024 * 1024 // 16)
+    pages = render(line, layout="lines")
+    assert len(pages) == count_pages(line, layout="lines") == -(-len(line) // (312 * 98))
+    assert read_page(pages[0], layout="lines") == line[: 312 * 98]
+
+
+def test_page_limit_is_checked_before_rasterizing(monkeypatch):
+    import glyphpack._render as render_module
+
+    def fail(*args):
+        raise AssertionError("rasterized despite the page limit")
+
+    monkeypatch.setattr(render_module, "rasterize_pages", fail)
+    with pytest.raises(LimitError, match="needs 4 pages .* over max_pages=3"):
+        render("x" * (30674 * 3 + 1), max_pages=3)
+
+
+def test_text_length_limit(monkeypatch):
+    import glyphpack._render as render_module
+
+    monkeypatch.setattr(render_module, "MAX_TEXT_CHARS", 10)
+    with pytest.raises(LimitError, match="11 characters, over the limit of 10"):
+        render("x" * 11)
+
+
+def test_bad_arguments_get_clear_errors():
+    with pytest.raises(TypeError, match="decode bytes first"):
+        render(b"bytes")
+    with pytest.raises(ShapeError, match="unknown shape 'nope'"):
+        render("x", shape="nope")
+    with pytest.raises(ShapeError, match="needs at least 4 columns"):
+        render("x", page_size=(10, 784))
+    with pytest.raises(ValueError, match="layout must be one of"):
+        render("x", layout="grid")
+
+
+def test_reader_rejects_foreign_images():
+    with pytest.raises(PageError, match="not a readable image"):
+        read_page(b"not a png")
+    buffer = io.BytesIO()
+    Image.new("1", (13, 8)).save(buffer, "PNG")
+    with pytest.raises(PageError, match="not a grid of 5x8 cells"):
+        read_page(buffer.getvalue())
+
+
+def test_reader_marks_unreadable_cells():
+    pixels = np.zeros((8, 10), np.uint8)
+    pixels[2:6, 5:10] = 1  # a solid block matches no 5x8 glyph
+    grid = glyphpack.read_grid(pixels, "5x8")
+    assert grid.tolist() == [[-1, -3]]
+
+
+def test_progress_is_reported_per_batch():
+    calls = []
+    render("y" * 30674 * 20, progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(16, 20), (20, 20)]

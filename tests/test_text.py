@@ -1,0 +1,94 @@
+import numpy as np
+import pytest
+
+import glyphpack
+from glyphpack._shapes import SHAPES
+from glyphpack._text import glyphs_to_text, normalize
+
+ATLAS = SHAPES["5x8"].atlas
+
+
+def norm(text, layout="flow", atlas=ATLAS):
+    result = normalize(text, atlas, layout)
+    return glyphs_to_text(result.glyphs, atlas), result.counts
+
+
+def test_plain_ascii_is_unchanged():
+    text, counts = norm("Hello, world! 0123 {}[]")
+    assert text == "Hello, world! 0123 {}[]"
+    assert counts == glyphpack._text.TextCounts()
+
+
+def test_newlines_tabs_and_trailing_whitespace():
+    assert norm("a\r\nb\rc\n")[0] == "a\nb\nc"
+    assert norm("a\tb\n\tc")[0] == "a       b\n        c"
+    assert norm("code   \nmore  \n\n", "lines")[0] == "code\nmore"
+    assert norm("   ")[0] == ""
+
+
+def test_ansi_escapes_are_stripped_and_counted():
+    text, counts = norm("\x1b[1;31mred\x1b[0m \x1b]0;title\x07ok \x1b(B!")
+    assert text == "red ok !"
+    assert counts.ansi_sequences == 4
+
+
+def test_controls_become_caret_notation():
+    text, counts = norm("a\x00b\x07c\x7fd\x1ae")
+    assert text == "a^@b^Gc^?d^Ze"
+    assert counts.controls == 4
+
+
+def test_c1_controls_format_characters_and_stray_marks_are_dropped():
+    text, counts = norm("a\x85b\u200bc\ufeffd\u0301\u0301")
+    # d + two acute accents: NFC composes one (d has no precomposed acute... so both drop)
+    assert text == "abcd"
+    assert counts.dropped == 5
+
+
+def test_combining_marks_compose():
+    text, counts = norm("e\u0301 n\u0303")
+    assert text == "é ñ"
+    assert counts.dropped == 0
+
+
+def test_folds_and_replacements():
+    for char in "\u27f6\u2474\uff21\U0001f600":
+        assert not ATLAS.has(ord(char))
+    text, counts = norm("\u27f6 \u2474 \uff21 \U0001f600")  # long arrow, parenthesized 1, fullwidth A, emoji
+    assert text == "--> (1) A \ufffd"
+    assert counts.replaced == 1
+    assert counts.folded == 3
+
+
+def test_lone_surrogate_is_replaced_not_crashing():
+    text, counts = norm("a\ud800b\udfffc")
+    assert text == "a\ufffdb\ufffdc"
+    assert counts.replaced == 2
+
+
+def test_wide_characters_in_unifont():
+    atlas = SHAPES["unifont"].atlas
+    result = normalize("中a", atlas)
+    assert atlas.cell_widths[result.glyphs].tolist() == [2, 1]
+
+
+def test_lines_layout_marks_line_breaks():
+    result = normalize("ab\ncd", ATLAS, "lines")
+    assert result.glyphs.tolist()[2] == -1
+
+
+def test_every_character_is_accounted_for():
+    """Nothing disappears silently: drawn + dropped + expansions cover the input."""
+    rng = np.random.default_rng(1)
+    text = "".join(chr(c) for c in rng.integers(0x20, 0x3000, 5000) if not 0xD800 <= c <= 0xDFFF)
+    result = normalize(text, ATLAS)
+    counts = result.counts
+    assert counts.folded + counts.replaced + counts.dropped > 0
+    drawn = result.glyphs.size
+    # every non-dropped source character draws at least one glyph
+    assert drawn >= len(text.rstrip(" \n")) - counts.dropped - 0  # folds only ever add glyphs
+
+
+def test_unknown_layout():
+    with pytest.raises(ValueError, match="layout must be one of"):
+        normalize("x", ATLAS, "columns")
