@@ -108,6 +108,28 @@ class FontAtlas:
     def replacement_index(self) -> int:
         return self.index_of(REPLACEMENT)
 
+    @functools.cached_property
+    def bmp_lookup(self) -> np.ndarray:
+        """int32[0x10000]: glyph index per Basic Multilingual Plane codepoint, -1 if absent.
+
+        A table lookup is several times faster than a binary search over
+        ``codepoints`` for the bulk of any text.
+        """
+        table = np.full(0x10000, -1, dtype=np.int32)
+        in_bmp = np.flatnonzero(self.codepoints < 0x10000)
+        table[self.codepoints[in_bmp]] = in_bmp.astype(np.int32)
+        return table
+
+    def lookup(self, codepoints: np.ndarray) -> np.ndarray:
+        """int32[n] glyph index of each of int32[n] codepoints, -1 where the font has none."""
+        table = self.bmp_lookup
+        glyphs = table[np.minimum(codepoints, 0xFFFF)]
+        astral = np.flatnonzero(codepoints > 0xFFFF)
+        if astral.size:
+            at = np.minimum(np.searchsorted(self.codepoints, codepoints[astral]), len(self) - 1)
+            glyphs[astral] = np.where(self.codepoints[at] == codepoints[astral], at, -1)
+        return glyphs
+
     @property
     def has_wide(self) -> bool:
         return bool((self.cell_widths == 2).any())

@@ -35,12 +35,23 @@ def glyph_row_words(shape: Shape) -> np.ndarray:
     return np.ascontiguousarray(padded).view("<u8")
 
 
-def rasterize_pages(layout: Layout, first_page: int, stop_page: int) -> list[np.ndarray]:
+def page_buffer(shape: Shape, pages: int) -> np.ndarray:
+    """uint8[pages, max_rows * pitch, W]: room to rasterize ``pages`` full pages
+    (W is the page width rounded up to whole 8-byte words)."""
+    padded_width = -(-shape.page_width // 8) * 8
+    return np.empty((pages, shape.max_rows * shape.pitch, padded_width), dtype=np.uint8)
+
+
+def rasterize_pages(layout: Layout, first_page: int, stop_page: int, buffer: np.ndarray | None = None) -> list[np.ndarray]:
     """Pixels of pages ``first_page`` to ``stop_page - 1``.
+
+    Args:
+        buffer: from ``page_buffer`` with room for the pages, reused between calls;
+            None allocates one.
 
     Returns:
         one uint8[rows_on_page * pitch, cols * advance] array per page, 1 = ink, each
-        cropped to the rows that page uses.
+        cropped to the rows that page uses; views into ``buffer``.
     """
     shape = layout.shape
     atlas = shape.atlas
@@ -49,6 +60,10 @@ def rasterize_pages(layout: Layout, first_page: int, stop_page: int) -> list[np.
     count = stop_page - first_page
     if count == 0:
         return []
+    if buffer is None:
+        buffer = page_buffer(shape, count)
+    if buffer.shape[0] < count or buffer.shape[1:] != page_buffer(shape, 0).shape[1:]:
+        raise ValueError(f"a pixel buffer of shape {buffer.shape} cannot hold {count} pages of shape {shape.name!r}")
     start_row = first_page * shape.max_rows
     stop_row = min(stop_page * shape.max_rows, layout.rows)
     rows = layout.grid[start_row:stop_row]
@@ -56,8 +71,7 @@ def rasterize_pages(layout: Layout, first_page: int, stop_page: int) -> list[np.
     grid = np.full((count * shape.max_rows, shape.cols), EMPTY, dtype=np.int32)
     grid[: rows.shape[0]] = rows
     grid = grid.reshape(count, shape.max_rows, shape.cols)
-    padded_width = -(-shape.page_width // 8) * 8
-    pixels = np.zeros((count, shape.max_rows * shape.pitch, padded_width), dtype=np.uint8)
+    pixels = buffer[:count]
     rasterize(grid, glyph_row_words(shape), atlas.cell_widths, shape.advance, shape.pitch, pixels.view(np.uint64))
     out = []
     for i in range(count):

@@ -10,11 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ._errors import LimitError
-from ._fonts import load_atlas
 from ._kernels import EMPTY
 from ._layout import Layout, count_rows, drawn_chars, lay_out, pages_for_rows
 from ._png import encode_png
-from ._raster import rasterize_pages
+from ._raster import page_buffer, rasterize_pages
 from ._shapes import DEFAULT_SHAPE, WIDE_SCRIPT_SHAPE, SHAPES, Shape, get_shape
 from ._text import LAYOUTS, NormalizedText, TextCounts, normalize
 
@@ -24,7 +23,7 @@ MAX_TEXT_CHARS = 64 * 1024 * 1024
 DEFAULT_MAX_PAGES = 5000
 # Pages rasterized per batch: bounds memory (a 1568x784 page is 1.2 MB of pixels)
 # while giving each thread several pages to encode.
-_BATCH_PAGES = 16
+_BATCH_PAGES = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,31 +102,22 @@ def _check_text(text: str) -> None:
         )
 
 
-def choose_shape(text: str, shape: Shape | str | None = None) -> Shape:
-    """The shape to draw ``text`` with: the one given, else the default 5x8, or Unifont
-    when most of the text's visible characters are missing from the default font but
-    present in Unifont (CJK text, for instance)."""
+def _normalize_for(text: str, shape: Shape | str | None, layout: str) -> tuple[Shape, NormalizedText]:
+    """Normalize for the shape given; with none, for the default 5x8 shape, or Unifont
+    when the default font would draw most of the text as replacement glyphs (CJK text,
+    for instance) and Unifont draws fewer."""
     if shape is not None:
-        return get_shape(shape)
+        chosen = get_shape(shape)
+        return chosen, normalize(text, chosen.atlas, layout)
     default = SHAPES[DEFAULT_SHAPE]
-    if text.isascii():
-        return default
-    codepoints = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.int32)
-    codepoints = codepoints[codepoints > 0x20]
-    if codepoints.size == 0:
-        return default
-    missing = codepoints[~_has_glyph(load_atlas(default.font).codepoints, codepoints)]
-    if missing.size * 2 <= codepoints.size:
-        return default
+    normalized = normalize(text, default.atlas, layout)
+    if normalized.counts.replaced * 2 <= normalized.glyphs.size:
+        return default, normalized
     wide = SHAPES[WIDE_SCRIPT_SHAPE]
-    covered = int(_has_glyph(load_atlas(wide.font).codepoints, missing).sum())
-    return wide if covered * 2 > codepoints.size else default
-
-
-def _has_glyph(atlas_codepoints: np.ndarray, codepoints: np.ndarray) -> np.ndarray:
-    """bool[n]: whether each of int32[n] codepoints is in the sorted int32 atlas codepoints."""
-    at = np.minimum(np.searchsorted(atlas_codepoints, codepoints), len(atlas_codepoints) - 1)
-    return atlas_codepoints[at] == codepoints
+    wide_normalized = normalize(text, wide.atlas, layout)
+    if wide_normalized.counts.replaced < normalized.counts.replaced:
+        return wide, wide_normalized
+    return default, normalized
 
 
 def _prepare(
@@ -136,10 +126,11 @@ def _prepare(
     _check_text(text)
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
-    chosen = choose_shape(text, shape)
+    if page_size is not None:
+        get_shape(shape).with_page_size(*page_size)  # an impossible page size fails before any work
+    chosen, normalized = _normalize_for(text, shape, layout)
     if page_size is not None:
         chosen = chosen.with_page_size(*page_size)
-    normalized = normalize(text, chosen.atlas, layout)
     return chosen, normalized, count_rows(normalized, chosen, layout)
 
 
@@ -233,10 +224,13 @@ def _encode_pages(grid_layout: Layout, progress: Callable[[int, int], None] | No
     shape = grid_layout.shape
     total = grid_layout.pages
     pages: list[Page] = []
+    # One pixel buffer serves every batch: allocating fresh pages each time costs more
+    # in page faults than rasterizing them.
+    buffer = page_buffer(shape, min(_BATCH_PAGES, total))
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         for start in range(0, total, _BATCH_PAGES):
             stop = min(start + _BATCH_PAGES, total)
-            pixels = rasterize_pages(grid_layout, start, stop)
+            pixels = rasterize_pages(grid_layout, start, stop, buffer)
             for offset, png in enumerate(pool.map(encode_png, pixels)):
                 index = start + offset
                 pages.append(

@@ -152,9 +152,8 @@ def normalize(text: str, atlas: FontAtlas, layout: str = "flow") -> NormalizedTe
     text, ansi = clean_text(text)
     # surrogatepass keeps lone surrogates as codepoints so they can be counted and replaced.
     codepoints = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.int32)
-    glyphs = np.searchsorted(atlas.codepoints, codepoints).astype(np.int32)
-    np.minimum(glyphs, len(atlas) - 1, out=glyphs)
-    found = atlas.codepoints[glyphs] == codepoints
+    glyphs = atlas.lookup(codepoints)
+    found = glyphs >= 0
     if layout == "lines":
         found[codepoints == NEWLINE] = True
         glyphs[codepoints == NEWLINE] = np.int32(-1)
@@ -171,6 +170,9 @@ def normalize(text: str, atlas: FontAtlas, layout: str = "flow") -> NormalizedTe
         counts[kind] += int(occurrences[k])
         resolutions.append(resolved)
 
+    if all(len(r) == 1 for r in resolutions):  # one glyph for one character: no shifting
+        glyphs[missing_at] = np.array([r[0] for r in resolutions], dtype=np.int32)[which]
+        return NormalizedText(_trim_blanks(glyphs, atlas, layout), TextCounts(ansi_sequences=ansi, **counts), source_chars)
     lengths = np.ones(len(codepoints), dtype=np.int64)
     lengths[missing_at] = np.array([len(r) for r in resolutions], dtype=np.int64)[which]
     starts = np.cumsum(lengths) - lengths
@@ -192,13 +194,18 @@ def _trim_blanks(glyphs: np.ndarray, atlas: FontAtlas, layout: str) -> np.ndarra
     n = glyphs.size
     if n == 0:
         return glyphs
-    blank = atlas.canonical[np.maximum(glyphs, 0)] == 0x20
-    blank &= glyphs >= 0
-    ends_line = glyphs == (LINE_BREAK if layout == "lines" else atlas.newline_index)
     if layout == "flow":
         # Only the very end: newline markers are visible, so blanks before them stay.
-        trailing = np.logical_or.accumulate((~(blank | ends_line))[::-1])[::-1]
-        return glyphs[trailing]
+        # Scan back from the end in growing windows: the tail is nearly always short.
+        window = 256
+        while True:
+            tail = glyphs[max(n - window, 0) :]
+            solid = np.flatnonzero((atlas.canonical[tail] != 0x20) & (tail != atlas.newline_index))
+            if solid.size or window >= n:
+                return glyphs[: n - tail.size + (int(solid[-1]) + 1 if solid.size else 0)]
+            window *= 4
+    blank = (atlas.canonical[np.maximum(glyphs, 0)] == 0x20) & (glyphs >= 0)
+    ends_line = glyphs == LINE_BREAK
     solid = np.flatnonzero(~blank)
     # For each position, the next glyph that is not blank (n past the end).
     next_solid = np.full(n, n, dtype=np.int64)

@@ -144,4 +144,4 @@ def test_reader_marks_unreadable_cells():
 def test_progress_is_reported_per_batch():
     calls = []
     render("y" * 30674 * 20, progress=lambda done, total: calls.append((done, total)))
-    assert calls == [(16, 20), (20, 20)]
+    assert calls == [(8, 20), (16, 20), (20, 20)]

@@ -1,0 +1,31 @@
+import os
+import tempfile
+
+import pytest
+
+os.environ.setdefault("GLYPHPACK_CACHE_DIR", os.path.join(tempfile.gettempdir(), "glyphpack-bench-cache"))
+
+from corpus import stdlib_corpus  # noqa: E402
+
+#: name -> (value, unit): filled by the benchmarks, printed as one table at the end.
+RESULTS: dict[str, tuple[float, str]] = {}
+
+
+@pytest.fixture(scope="session")
+def corpus() -> str:
+    return stdlib_corpus()
+
+
+@pytest.fixture(scope="session")
+def results():
+    return RESULTS
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not RESULTS:
+        return
+    terminalreporter.write_sep("=", "glyphpack benchmark summary (one run)")
+    terminalreporter.write_line("| measure | value |")
+    terminalreporter.write_line("|---|---|")
+    for name, (value, unit) in RESULTS.items():
+        terminalreporter.write_line(f"| {name} | {value:,.2f} {unit} |")
