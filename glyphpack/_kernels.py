@@ -72,7 +72,7 @@ def place_cells(glyphs, cell_widths, cols, wrap_glyph, grid, rows_used):
     rows_used[0] = row + 1 if n > 0 else 0
 
 
-@jit
+@jit(inline="always")
 def _append_bytes(out_words, word, acc, pending, value, count):
     """Append ``count`` (1..8) little-endian bytes of ``value`` to a row being written.
 
@@ -125,6 +125,9 @@ def rasterize(grid, row_words, cell_widths, advance, pitch, pixel_words):
                             pending -= 8
                         continue
                     span = advance * cell_widths[g]
+                    if span <= 8:  # the common case: one word holds the whole cell row
+                        word, acc, pending = _append_bytes(out_words, word, acc, pending, row_words[g, y, 0], span)
+                        continue
                     k = 0
                     while span > 0:
                         count = min(span, 8)
