@@ -8,9 +8,11 @@
 
 from ._errors import FontError, GlyphpackError, LimitError, PageError, ShapeError
 from ._fonts import FontAtlas
+from ._providers import Profile, ProfileWarning, TextOnlyModelError, resolve
 from ._reader import read_grid, read_page, read_pages
 from ._render import Page, Pages, RenderReport, count_pages, plan, render
 from ._shapes import SHAPES, Shape
+from ._tokens import TextEstimator, estimate_text_tokens
 
 __all__ = [
     "FontAtlas",
@@ -20,16 +22,22 @@ __all__ = [
     "Page",
     "PageError",
     "Pages",
+    "Profile",
+    "ProfileWarning",
     "RenderReport",
     "SHAPES",
     "Shape",
     "ShapeError",
+    "TextEstimator",
+    "TextOnlyModelError",
     "count_pages",
+    "estimate_text_tokens",
     "plan",
     "read_grid",
     "read_page",
     "read_pages",
     "render",
+    "resolve",
 ]
 
 __version__ = "0.1.0"

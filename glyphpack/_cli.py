@@ -9,9 +9,10 @@ from pathlib import Path
 
 from ._errors import GlyphpackError
 from ._fonts import load_atlas
+from ._providers import catalog
 from ._reader import read_pages
 from ._render import render
-from ._shapes import SHAPES, get_shape
+from ._shapes import SHAPES
 from ._text import LAYOUTS
 
 
@@ -58,6 +59,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     try:
         pages = render(
             text,
+            model=args.model,
             shape=args.shape,
             layout=args.layout,
             page_size=args.page_size,
@@ -79,7 +81,10 @@ def cmd_render(args: argparse.Namespace) -> int:
         print(json.dumps(report.as_dict() | {"files": written}, indent=2))
         return 0
     size = f"{report.page_width}x{report.page_height}" if report.pages else "-"
-    rows = [
+    rows = []
+    if report.model is not None:
+        rows.append(("model", f"{report.model} ({report.profile})"))
+    rows += [
         ("shape", f"{report.shape} ({report.layout})"),
         ("pages", f"{report.pages}"),
         ("page size", f"{size} px (last page may be shorter)"),
@@ -92,6 +97,15 @@ def cmd_render(args: argparse.Namespace) -> int:
         ("controls shown", f"{report.controls:,}"),
         ("ANSI stripped", f"{report.ansi_sequences:,} sequences"),
     ]
+    if report.model is not None:
+        rows += [
+            ("image tokens", f"{report.image_tokens:,} billed for the pages"),
+            ("text tokens", f"~{report.text_tokens:,} estimated for the same text sent as text"),
+            ("compression", f"{report.compression:.2f}x fewer tokens" if report.compression else "image area not billed on this route"),
+            ("requests", f"{report.requests} (images per request limit)"),
+        ]
+    else:
+        rows.append(("text tokens", f"~{report.text_tokens:,} estimated (pass --model for image cost)"))
     if written:
         rows.append(("written", f"{written[0]} .. {written[-1]}" if len(written) > 1 else written[0]))
     print(table(rows))
@@ -123,12 +137,49 @@ def cmd_fonts(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_profiles(args: argparse.Namespace) -> int:
+    entries = []
+    for profile in catalog():
+        for shape in SHAPES.values():
+            width, height = profile.page_size(shape)
+            chars = (width // shape.advance) * (height // shape.pitch)
+            tokens = profile.tokens(width, height)
+            entries.append(
+                {
+                    "profile": profile.name,
+                    "shape": shape.name,
+                    "page_width": width,
+                    "page_height": height,
+                    "chars_per_page": chars,
+                    "tokens_per_page": tokens,
+                    "chars_per_token": round(chars / tokens, 2) if tokens else None,
+                    "max_images": profile.max_images,
+                    "max_image_bytes": profile.max_image_bytes,
+                    "billing": profile.route.billing,
+                    "notes": "; ".join(n for n in (profile.reader.notes, profile.route.notes) if n),
+                }
+            )
+    if args.json:
+        print(json.dumps(entries, indent=2))
+        return 0
+    shown = [e for e in entries if args.shape in (None, "all") or e["shape"] == args.shape]
+    print(f"{'profile':<36} {'shape':<11} {'page':>10} {'chars/page':>10} {'tokens':>6} {'chars/token':>11}")
+    for e in shown:
+        cpt = f"{e['chars_per_token']:.1f}" if e["chars_per_token"] else "free"
+        print(
+            f"{e['profile']:<36} {e['shape']:<11} {e['page_width']:>5}x{e['page_height']:<4} "
+            f"{e['chars_per_page']:>10,} {e['tokens_per_page']:>6,} {cpt:>11}"
+        )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="glyphpack", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("render", help="render a text file to PNG pages and report what it cost")
     p.add_argument("file", help="a UTF-8 text file, or - for standard input")
+    p.add_argument("--model", help="size pages for this model id and print what they cost (e.g. claude-sonnet-4-5)")
     p.add_argument("--shape", choices=sorted(SHAPES), help="glyph shape (default: chosen from the text)")
     p.add_argument("--layout", choices=LAYOUTS, default="flow")
     p.add_argument("--page-size", type=_page_size, metavar="WxH", help="page size limit in px")
@@ -143,6 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--layout", choices=LAYOUTS, default="flow")
     p.set_defaults(run=cmd_read)
 
+    p = sub.add_parser("profiles", help="page size and characters per billed token per provider profile")
+    p.add_argument("--shape", default="5x8", choices=sorted(SHAPES) + ["all"], help="one shape's rows, or all (default: 5x8)")
+    p.add_argument("--json", action="store_true", help="every profile and shape, as JSON")
+    p.set_defaults(run=cmd_profiles)
+
     p = sub.add_parser("fonts", help="list shapes and their fonts' coverage")
     p.set_defaults(run=cmd_fonts)
     return parser
@@ -150,8 +206,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if getattr(args, "shape", None) is not None:
-        args.shape = get_shape(args.shape)
     try:
         return args.run(args)
     except GlyphpackError as exc:

@@ -15,7 +15,10 @@ from ._layout import Layout, count_rows, drawn_chars, lay_out, pages_for_rows
 from ._png import encode_png
 from ._raster import page_buffer, rasterize_pages
 from ._shapes import DEFAULT_SHAPE, WIDE_SCRIPT_SHAPE, SHAPES, Shape, get_shape
-from ._text import LAYOUTS, NormalizedText, TextCounts, normalize
+from ._blocks import image_block
+from ._providers import Profile, resolve
+from ._text import LAYOUTS, NormalizedText, normalize
+from ._tokens import estimate_text_tokens
 
 #: Longest text accepted, in characters (a 10 MB log is well inside it).
 MAX_TEXT_CHARS = 64 * 1024 * 1024
@@ -38,6 +41,9 @@ class Page:
         index: position in the rendering, from 0.
         shape: name of the shape drawn with.
         layout: ``"flow"`` or ``"lines"``.
+        tokens: image tokens billed for this page on the profile's route (None
+            without a model).
+        profile: the ``Profile`` the page was sized for (None without a model).
     """
 
     png: bytes = dataclasses.field(repr=False)
@@ -49,16 +55,26 @@ class Page:
     index: int
     shape: str
     layout: str
+    tokens: int | None = None
+    profile: Profile | None = dataclasses.field(default=None, repr=False)
+
+    def to_block(self, api: str) -> dict:
+        """This page as an image content block for ``api``: ``anthropic``,
+        ``openai-chat``, ``openai-responses`` or ``gemini`` (see ``glyphpack._blocks``)."""
+        return image_block(self.png, api, self.profile)
 
 
 @dataclasses.dataclass(frozen=True)
 class RenderReport:
-    """What a rendering did to a text.
+    """What a rendering did to a text and what it costs.
 
     ``folded``, ``replaced``, ``dropped``, ``controls`` and ``ansi_sequences`` count
     source characters changed by normalization (see ``glyphpack._text``);
     ``cells_used`` of ``cells_total`` are the cells on the billed page area that hold
     something; ``png_bytes`` is None when nothing was encoded (``plan``).
+    With a model: ``image_tokens`` billed for all pages, ``requests`` needed to carry
+    them (the route's images-per-request limit). ``text_tokens`` estimates what the
+    same text costs sent as text.
     """
 
     shape: str
@@ -75,14 +91,29 @@ class RenderReport:
     dropped: int
     controls: int
     ansi_sequences: int
+    text_tokens: int
     png_bytes: int | None = None
+    model: str | None = None
+    profile: str | None = None
+    image_tokens: int | None = None
+    requests: int | None = None
 
     @property
     def cells_used_fraction(self) -> float:
         return self.cells_used / self.cells_total if self.cells_total else 0.0
 
+    @property
+    def compression(self) -> float | None:
+        """Text tokens per billed image token (None without a model or when free)."""
+        if not self.image_tokens:
+            return None
+        return self.text_tokens / self.image_tokens
+
     def as_dict(self) -> dict:
-        return dataclasses.asdict(self) | {"cells_used_fraction": round(self.cells_used_fraction, 4)}
+        extra = {"cells_used_fraction": round(self.cells_used_fraction, 4)}
+        if self.compression is not None:
+            extra["compression"] = round(self.compression, 3)
+        return dataclasses.asdict(self) | extra
 
 
 class Pages(list):
@@ -120,72 +151,120 @@ def _normalize_for(text: str, shape: Shape | str | None, layout: str) -> tuple[S
     return default, normalized
 
 
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """Everything decided before rasterizing."""
+
+    text: str
+    shape: Shape
+    layout: str
+    normalized: NormalizedText
+    rows: int
+    profile: Profile | None
+
+    @property
+    def pages(self) -> int:
+        return pages_for_rows(self.rows, self.shape)
+
+
 def _prepare(
-    text: str, shape: Shape | str | None, layout: str, page_size: tuple[int, int] | None
-) -> tuple[Shape, NormalizedText, int]:
+    text: str,
+    shape: Shape | str | None,
+    layout: str,
+    page_size: tuple[int, int] | None,
+    model: str | Profile | None,
+) -> _Plan:
     _check_text(text)
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
+    profile = None
+    if model is not None:
+        profile = resolve(model)
+        profile.fits(1, 1)  # a text-only model fails here, before any work
     if page_size is not None:
         get_shape(shape).with_page_size(*page_size)  # an impossible page size fails before any work
     chosen, normalized = _normalize_for(text, shape, layout)
     if page_size is not None:
         chosen = chosen.with_page_size(*page_size)
-    return chosen, normalized, count_rows(normalized, chosen, layout)
+    elif profile is not None:
+        chosen = chosen.with_page_size(*profile.page_size(chosen))
+    rows = count_rows(normalized, chosen, layout)
+    if profile is not None and page_size is None:
+        # Many pages may need smaller ones (Anthropic: over 20 images, each <= 2000 px).
+        resized = chosen.with_page_size(*profile.page_size(chosen, pages_for_rows(rows, chosen)))
+        if resized != chosen:
+            chosen = resized
+            rows = count_rows(normalized, chosen, layout)
+    return _Plan(text, chosen, layout, normalized, rows, profile)
 
 
-def _report(shape: Shape, layout: str, normalized: NormalizedText, rows: int, grid: np.ndarray | None,
-            png_bytes: int | None) -> RenderReport:
-    pages = pages_for_rows(rows, shape)
-    counts: TextCounts = normalized.counts
+def _report(plan: _Plan, grid: np.ndarray | None, pages: list[Page] | None) -> RenderReport:
+    shape, normalized, rows, profile = plan.shape, plan.normalized, plan.rows, plan.profile
     if grid is not None:
         cells_used = int(np.count_nonzero(grid != EMPTY))
         chars = drawn_chars(grid, shape.atlas)
-    else:  # estimate without a grid: every glyph is a char, wide glyphs take two cells
-        chars = int(np.count_nonzero(normalized.glyphs >= 0))
-        cells_used = int(shape.atlas.cell_widths[normalized.glyphs[normalized.glyphs >= 0]].sum())
+    else:  # without a grid: every glyph is a char, wide glyphs take two cells
+        glyphs = normalized.glyphs[normalized.glyphs >= 0]
+        chars = int(glyphs.size)
+        cells_used = int(shape.atlas.cell_widths[glyphs].sum())
+    image_tokens = requests = None
+    if profile is not None:
+        if pages is not None:
+            image_tokens = sum(page.tokens for page in pages)
+        else:  # every page but the last is full height
+            full = shape.page_height(shape.max_rows)
+            last = shape.page_height(rows - (plan.pages - 1) * shape.max_rows) if rows else 0
+            image_tokens = (plan.pages - 1) * profile.tokens(shape.page_width, full) if plan.pages > 1 else 0
+            image_tokens += profile.tokens(shape.page_width, last) if rows else 0
+        requests = -(-plan.pages // profile.max_images) if profile.max_images else 1
     return RenderReport(
         shape=shape.name,
-        layout=layout,
+        layout=plan.layout,
         source_chars=normalized.source_chars,
         chars=chars,
-        pages=pages,
+        pages=plan.pages,
         page_width=shape.page_width if rows else 0,
         page_height=shape.page_height(min(rows, shape.max_rows)),
         cells_used=cells_used,
         cells_total=rows * shape.cols,
-        png_bytes=png_bytes,
-        **dataclasses.asdict(counts),
+        text_tokens=estimate_text_tokens(plan.text),
+        png_bytes=None if pages is None else sum(len(p.png) for p in pages),
+        model=None if profile is None else profile.model,
+        profile=None if profile is None else profile.name,
+        image_tokens=image_tokens,
+        requests=requests,
+        **dataclasses.asdict(normalized.counts),
     )
 
 
 def plan(
     text: str,
     *,
+    model: str | Profile | None = None,
     shape: Shape | str | None = None,
     layout: str = "flow",
     page_size: tuple[int, int] | None = None,
 ) -> RenderReport:
-    """The ``RenderReport`` of rendering ``text``, without rasterizing or encoding."""
-    chosen, normalized, rows = _prepare(text, shape, layout, page_size)
-    return _report(chosen, layout, normalized, rows, None, None)
+    """The ``RenderReport`` of rendering ``text`` (pages, cost), without rasterizing or encoding."""
+    return _report(_prepare(text, shape, layout, page_size, model), None, None)
 
 
 def count_pages(
     text: str,
     *,
+    model: str | Profile | None = None,
     shape: Shape | str | None = None,
     layout: str = "flow",
     page_size: tuple[int, int] | None = None,
 ) -> int:
     """How many pages ``render`` would produce, without rasterizing."""
-    chosen, _, rows = _prepare(text, shape, layout, page_size)
-    return pages_for_rows(rows, chosen)
+    return _prepare(text, shape, layout, page_size, model).pages
 
 
 def render(
     text: str,
     *,
+    model: str | Profile | None = None,
     shape: Shape | str | None = None,
     layout: str = "flow",
     page_size: tuple[int, int] | None = None,
@@ -196,10 +275,15 @@ def render(
 
     Args:
         text: any str (lone surrogates, controls and ANSI escapes included).
+        model: a model id (``"claude-sonnet-4-5"``, ``"openrouter/openai/gpt-5.4"``) or
+            a ``Profile``: pages are sized so that model never resizes them, and each
+            page carries its billed ``tokens``. Raises ``TextOnlyModelError`` for a
+            model without vision.
         shape: a ``Shape``, a name from ``SHAPES``, or None to choose automatically.
         layout: ``"flow"`` (dense; newlines drawn as a marker) or ``"lines"``
             (a row per source line, long lines wrapped with a marker; for code).
-        page_size: (width, height) page size limit in px, replacing the shape's.
+        page_size: (width, height) page size limit in px, replacing the shape's
+            (or the model's).
         max_pages: refuse, before rasterizing, a text that needs more pages.
         progress: called as ``progress(pages_done, pages_total)`` after each batch.
 
@@ -207,23 +291,26 @@ def render(
         ``Pages``, a list of ``Page`` with a ``report`` attribute (``RenderReport``).
         An empty or all-whitespace text gives no pages.
     """
-    chosen, normalized, rows = _prepare(text, shape, layout, page_size)
-    total = pages_for_rows(rows, chosen)
-    if total > max_pages:
+    plan_ = _prepare(text, shape, layout, page_size, model)
+    shape_ = plan_.shape
+    if plan_.pages > max_pages:
         raise LimitError(
-            f"text needs {total:,} pages of {chosen.page_width}x{chosen.page_height(chosen.max_rows)} px "
-            f"with shape {chosen.name!r}, over max_pages={max_pages:,}; raise max_pages or split the text"
+            f"text needs {plan_.pages:,} pages of {shape_.page_width}x{shape_.page_height(shape_.max_rows)} px "
+            f"with shape {shape_.name!r}, over max_pages={max_pages:,}; raise max_pages or split the text"
         )
-    grid_layout = lay_out(normalized, chosen, layout, rows)
-    pages = _encode_pages(grid_layout, progress)
-    report = _report(chosen, layout, normalized, rows, grid_layout.grid, sum(len(p.png) for p in pages))
-    return Pages(pages, report)
+    grid_layout = lay_out(plan_.normalized, shape_, layout, plan_.rows)
+    pages = _encode_pages(grid_layout, plan_.profile, progress)
+    return Pages(pages, _report(plan_, grid_layout.grid, pages))
 
 
-def _encode_pages(grid_layout: Layout, progress: Callable[[int, int], None] | None) -> list[Page]:
+def _encode_pages(
+    grid_layout: Layout, profile: Profile | None, progress: Callable[[int, int], None] | None
+) -> list[Page]:
     shape = grid_layout.shape
     total = grid_layout.pages
     pages: list[Page] = []
+    if total == 0:
+        return pages
     # One pixel buffer serves every batch: allocating fresh pages each time costs more
     # in page faults than rasterizing them.
     buffer = page_buffer(shape, min(_BATCH_PAGES, total))
@@ -233,17 +320,20 @@ def _encode_pages(grid_layout: Layout, progress: Callable[[int, int], None] | No
             pixels = rasterize_pages(grid_layout, start, stop, buffer)
             for offset, png in enumerate(pool.map(encode_png, pixels)):
                 index = start + offset
+                height, width = pixels[offset].shape
                 pages.append(
                     Page(
                         png=png,
-                        width=int(pixels[offset].shape[1]),
-                        height=int(pixels[offset].shape[0]),
+                        width=width,
+                        height=height,
                         chars=grid_layout.page_chars(index),
-                        rows=int(pixels[offset].shape[0]) // shape.pitch,
+                        rows=height // shape.pitch,
                         cols=shape.cols,
                         index=index,
                         shape=shape.name,
                         layout=grid_layout.layout,
+                        tokens=None if profile is None else profile.tokens(width, height),
+                        profile=profile,
                     )
                 )
             if progress is not None:

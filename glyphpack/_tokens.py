@@ -1,0 +1,76 @@
+"""A fast local estimate of how many text tokens a string costs.
+
+Tokenizers differ per provider and none ships here, so the estimate counts characters
+per script class and multiplies by a rate (tokens per character). The default rates
+are rough published averages for current BPE tokenizers: about 4 characters per token
+for English prose, fewer for code (more punctuation), about 2.5 for Cyrillic and
+Greek, about one token per CJK character. ``TextEstimator.recalibrated`` scales the
+rates to a count a provider actually reported, so the estimate tracks the real
+tokenizer after the first response.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+# Script classes, by codepoint range: index into ``TextEstimator.rates``.
+SCRIPTS = ("latin", "punctuation", "cyrillic_greek", "cjk", "other")
+_LATIN, _PUNCT, _CYRILLIC_GREEK, _CJK, _OTHER = range(5)
+
+
+def _class_table() -> np.ndarray:
+    table = np.full(0x10000, _OTHER, dtype=np.uint8)
+    table[0x00:0x80] = _PUNCT
+    for lo, hi in ((0x30, 0x3A), (0x41, 0x5B), (0x61, 0x7B), (0xC0, 0x250)):
+        table[lo:hi] = _LATIN
+    table[0x20] = _LATIN  # spaces mostly merge into the following word's token
+    table[0x0A] = _LATIN
+    table[0x370:0x530] = _CYRILLIC_GREEK
+    for lo, hi in ((0x2E80, 0xA000), (0xAC00, 0xD7B0), (0xF900, 0xFB00), (0xFF00, 0xFFF0)):
+        table[lo:hi] = _CJK
+    return table
+
+
+_CLASS = _class_table()
+
+
+@dataclasses.dataclass(frozen=True)
+class TextEstimator:
+    """Tokens per character for each script class (see ``SCRIPTS``)."""
+
+    latin: float = 0.25
+    punctuation: float = 0.55
+    cyrillic_greek: float = 0.4
+    cjk: float = 1.0
+    other: float = 0.6
+
+    def counts(self, text: str) -> np.ndarray:
+        """int64[5]: characters of ``text`` per script class."""
+        codepoints = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        classes = np.where(codepoints < 0x10000, _CLASS[np.minimum(codepoints, 0xFFFF)], _OTHER)
+        return np.bincount(classes, minlength=len(SCRIPTS)).astype(np.int64)
+
+    def estimate(self, text: str) -> int:
+        """Estimated text tokens of ``text`` (at least 1 for any non-empty text)."""
+        if not text:
+            return 0
+        rates = np.array([getattr(self, name) for name in SCRIPTS])
+        return max(1, int(np.ceil(float(self.counts(text) @ rates))))
+
+    def recalibrated(self, text: str, measured_tokens: int) -> "TextEstimator":
+        """These rates scaled so that ``estimate(text) == measured_tokens`` (about)."""
+        estimated = self.estimate(text)
+        if estimated == 0 or measured_tokens <= 0:
+            return self
+        factor = measured_tokens / estimated
+        return dataclasses.replace(self, **{name: getattr(self, name) * factor for name in SCRIPTS})
+
+
+DEFAULT_ESTIMATOR = TextEstimator()
+
+
+def estimate_text_tokens(text: str, estimator: TextEstimator = DEFAULT_ESTIMATOR) -> int:
+    """Estimated text tokens of ``text`` with the default (or given) rates."""
+    return estimator.estimate(text)
