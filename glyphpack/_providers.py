@@ -288,7 +288,7 @@ READERS: dict[str, Reader] = {
         Reader(
             "conservative",
             "anthropic",
-            resize=Resize("patch-cap", max_edge=1568, budget=1568, short_edge=768),
+            resize=Resize("patch-cap", max_edge=1536, budget=1568, short_edge=768),
             billing=Billing("patch", patch=28),
             many_images=(20, 2000),
             max_images=20,
@@ -594,7 +594,7 @@ def resolve(model_id: str | Profile, *, route: str | None = None, **reader_overr
         if reader_name is None:
             warnings.warn(
                 f"unknown model {model_id!r}: using the most conservative known image limits "
-                f"(pages of at most 1568x768); pass a Profile or overrides to do better",
+                f"(pages within 1536x768); pass a Profile or overrides to do better",
                 ProfileWarning,
                 stacklevel=2,
             )

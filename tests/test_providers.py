@@ -1,0 +1,261 @@
+"""Provider profiles: every worked example of PROVIDERS.md, resolve(), page geometry, blocks."""
+
+import base64
+import json
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import glyphpack
+from glyphpack import ProfileWarning, TextOnlyModelError, resolve
+from glyphpack._providers import EXAMPLE_MODELS, catalog
+from glyphpack._shapes import SHAPES
+
+# ---------------------------------------------------------------- PROVIDERS.md examples
+
+ANTHROPIC_STANDARD = [((1000, 1000), (1000, 1000), 1296), ((1092, 1092), (1092, 1092), 1521), ((1920, 1080), (1456, 819), 1560)]
+ANTHROPIC_HIGHRES = [((1920, 1080), (1920, 1080), 2691), ((2000, 1500), (2000, 1500), 3888), ((3840, 2160), (2576, 1449), 4784)]
+
+
+@pytest.mark.parametrize("size, served, tokens", ANTHROPIC_STANDARD)
+def test_anthropic_standard_worked_examples(size, served, tokens):
+    profile = resolve("claude-sonnet-4-5")
+    assert profile.resize(*size) == served
+    assert profile.tokens(*size) == tokens
+
+
+@pytest.mark.parametrize("size, served, tokens", ANTHROPIC_HIGHRES)
+def test_anthropic_highres_worked_examples(size, served, tokens):
+    profile = resolve("claude-opus-4-8")
+    assert profile.resize(*size) == served
+    assert profile.tokens(*size) == tokens
+
+
+def test_largest_never_resized_claude_pages():
+    standard, highres = resolve("claude-sonnet-4-5"), resolve("claude-opus-4-7")
+    assert standard.resize(1568, 784) == (1568, 784) and standard.tokens(1568, 784) == 1568
+    assert highres.resize(2576, 1456) == (2576, 1456) and highres.tokens(2576, 1456) == 4784
+    assert highres.resize(1932, 1932) == (1932, 1932) and highres.tokens(1932, 1932) == 4761
+    assert standard.resize(1569, 784) != (1569, 784)
+
+
+def test_openai_patch_worked_example():
+    profile = resolve("gpt-5.4:high")
+    assert profile.resize(2048, 2048) == (1600, 1600)
+    assert profile.tokens(2048, 2048) == 3000
+
+
+def test_openai_tile_models():
+    gpt4o = resolve("gpt-4o")
+    assert gpt4o.resize(768, 2048) == (768, 2048)  # the largest never-resized page
+    assert gpt4o.tokens(768, 2048) == 85 + 170 * 8
+    assert gpt4o.resize(2048, 2048) == (768, 768)  # short side scaled to 768
+    assert resolve("gpt-5").tokens(512, 512) == 70 + 140
+    assert resolve("o3").tokens(512, 512) == 75 + 150
+
+
+def test_gemini_billing():
+    assert resolve("gemini-3-pro").tokens(2048, 2048) == 1120
+    assert resolve("gemini-3-pro:low").tokens(100, 100) == 280
+    assert resolve("gemini-3-pro:ultra_high").tokens(100, 100) == 2240
+    gemini2 = resolve("gemini-2.5-pro")
+    assert gemini2.tokens(384, 384) == 258
+    assert gemini2.tokens(1536, 768) == 2 * 258
+
+
+def test_multipliers():
+    assert resolve("gpt-4.1-mini").tokens(1024, 1024) == int(np.ceil(1024 * 1.62))
+    assert resolve("gpt-4.1-nano").tokens(64, 64) == int(np.ceil(4 * 2.46))
+    assert resolve("o4-mini").tokens(64, 64) == int(np.ceil(4 * 1.72))
+
+
+# ------------------------------------------------------------------------------ resolve
+
+SPELLINGS = [
+    ("claude-opus-4-8", "claude-highres", "anthropic"),
+    ("claude-sonnet-4-5-20250929", "claude", "anthropic"),
+    ("Claude-Sonnet-4.5", "claude", "anthropic"),
+    ("anthropic/claude-sonnet-4.5", "claude", "anthropic"),
+    ("openrouter/anthropic/claude-sonnet-4.5", "claude", "openrouter"),
+    ("~anthropic/claude-sonnet-latest", "claude", "anthropic"),
+    ("bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0", "claude", "bedrock"),
+    ("anthropic.claude-sonnet-4-5-20250929-v1:0", "claude", "bedrock"),
+    ("global.anthropic.claude-opus-4-7-v1:0", "claude-highres", "bedrock"),
+    ("vertex_ai/claude-opus-4-7", "claude-highres", "vertex"),
+    ("claude-sonnet-4-5@20250929", "claude", "vertex"),
+    ("github_copilot/claude-sonnet-4.6", "claude", "github-copilot"),
+    ("claude-opus-4.7", "claude-highres", "anthropic"),
+    ("gemini/gemini-3-pro-preview", "gemini-3-high", "google-ai"),
+    ("models/gemini-2.5-flash", "gemini-2", "google-ai"),
+    ("gpt-5.4", "gpt-5.4-original", "openai"),
+    ("gpt-5.4-mini", "gpt-5.4-original", "openai"),
+    ("openai/gpt-5.4:high", "gpt-5.4-high", "openai"),
+    ("azure/gpt-4.1", "gpt-4.1", "azure"),
+    ("gpt-4.1-mini-2025-04-14", "gpt-4.1-mini", "openai"),
+    ("GPT-4o-2024-08-06", "gpt-4o", "openai"),
+    ("gpt-4o-mini", "gpt-4o-mini", "openai"),
+    ("o3", "o3", "openai"),
+    ("o4-mini", "o4-mini", "openai"),
+    ("gpt-5.6", "gpt-5.6-original", "openai"),
+    ("gpt-5.5:high", "gpt-5.5-high", "openai"),
+    ("gpt-5", "gpt-5", "openai"),
+    ("gpt-5.1", "gpt-5.1", "openai"),
+]
+
+
+@pytest.mark.parametrize("model_id, reader, route", SPELLINGS)
+def test_resolve_spellings(model_id, reader, route):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        profile = resolve(model_id)
+    assert (profile.reader.name, profile.route.name) == (reader, route)
+
+
+def test_unknown_model_gets_conservative_limits_and_a_warning():
+    with pytest.warns(ProfileWarning, match="unknown model 'acme-vision-9'"):
+        profile = resolve("acme-vision-9")
+    assert profile.reader.name == "conservative"
+    width, height = profile.page_size(SHAPES["5x8"])
+    for known in catalog():  # a page for an unknown model is safe on every known reader
+        assert known.reader.resize.fits(width, height), known.name
+
+
+def test_text_only_models():
+    for model_id in ("o3-mini", "gpt-3.5-turbo", "deepseek-chat"):
+        profile = resolve(model_id)
+        assert profile.vision is False
+        with pytest.raises(TextOnlyModelError, match="does not take images"):
+            glyphpack.render("hello", model=profile)
+    declared = resolve("claude-sonnet-4-5", vision=False)
+    assert not declared.vision
+    with pytest.raises(TextOnlyModelError):
+        glyphpack.count_pages("hello", model=declared)
+
+
+def test_overrides_and_bad_ids():
+    assert resolve("claude-sonnet-4-5", route="bedrock").route.name == "bedrock"
+    with pytest.raises(glyphpack.GlyphpackError, match="unknown route"):
+        resolve("claude-sonnet-4-5", route="carrier-pigeon")
+    with pytest.raises(glyphpack.GlyphpackError, match="unknown reader fields"):
+        resolve("claude-sonnet-4-5", colour=True)
+    with pytest.raises(glyphpack.GlyphpackError, match="not a detail level"):
+        resolve("gpt-5.4:ultra")
+    with pytest.raises(glyphpack.GlyphpackError, match="non-empty string"):
+        resolve("")
+
+
+# ----------------------------------------------------------------------- page geometry
+
+
+def test_page_sizes_per_provider():
+    shape = SHAPES["5x8"]
+    assert resolve("claude-sonnet-4-5").page_size(shape) == (1565, 784)
+    assert resolve("claude-opus-4-8").page_size(shape) == (2575, 1456)
+    # more than 20 images in a request: every page within 2000 x 2000
+    assert max(resolve("claude-opus-4-8").page_size(shape, pages=21)) <= 2000
+    w, h = resolve("gpt-4o").page_size(shape)
+    assert min(w, h) <= 768 and max(w, h) <= 2048
+
+
+def test_many_pages_use_the_smaller_page():
+    text = "x" * 95_000 * 22
+    pages_small = glyphpack.count_pages(text, model="claude-opus-4-8")
+    assert pages_small > 20
+    report = glyphpack.plan(text, model="claude-opus-4-8")
+    assert max(report.page_width, report.page_height) <= 2000
+
+
+def test_byte_limits_shrink_pages_before_rendering():
+    from glyphpack._providers import ROUTES, Profile, _worst_case_png_bytes
+
+    tiny_route = ROUTES["anthropic"].__class__("tiny", max_image_bytes=40_000)
+    profile = Profile("claude-sonnet-4-5", resolve("claude-sonnet-4-5").reader, tiny_route)
+    width, height = profile.page_size(SHAPES["5x8"])
+    assert _worst_case_png_bytes(width, height) <= 40_000
+    noise = "".join(chr(c) for c in np.random.default_rng(0).integers(33, 127, 200_000))
+    for page in glyphpack.render(noise, model=profile):
+        assert len(page.png) <= 40_000
+
+
+def test_image_count_is_reported_before_rendering():
+    profile = resolve("bedrock/anthropic.claude-sonnet-4-5-v1:0")
+    report = glyphpack.plan("y" * 30674 * 25, model=profile)
+    assert report.pages == 25 and report.requests == 2
+    with pytest.raises(glyphpack.LimitError, match="limit of 20 images per request"):
+        profile.check_request(report.pages)
+
+
+VISION_PROFILES = [p for p in catalog()]
+
+
+@pytest.mark.parametrize("shape_name", ["5x8", "8x13-loose", "unifont"])
+@given(text=st.text(min_size=1, max_size=3000), profile_index=st.integers(0, len(VISION_PROFILES) - 1))
+def test_every_page_is_untouched_by_its_profile_and_billed_exactly(shape_name, text, profile_index):
+    profile = VISION_PROFILES[profile_index]
+    pages = glyphpack.render(text * 40, model=profile, shape=shape_name)
+    for page in pages:
+        assert profile.resize(page.width, page.height) == (page.width, page.height)
+        assert page.tokens == profile.tokens(page.width, page.height)
+        if profile.max_image_bytes is not None:
+            assert len(page.png) <= profile.max_image_bytes
+    assert pages.report.image_tokens == sum(p.tokens for p in pages)
+    assert glyphpack.plan(text * 40, model=profile, shape=shape_name).image_tokens == pages.report.image_tokens
+
+
+# ------------------------------------------------------------------------ content blocks
+
+
+@pytest.fixture(scope="module")
+def claude_page():
+    return glyphpack.render("hello blocks", model="claude-sonnet-4-5")[0]
+
+
+def test_anthropic_block_validates_against_the_sdk(claude_page):
+    from anthropic.types import ImageBlockParam
+    from pydantic import TypeAdapter
+
+    block = claude_page.to_block("anthropic")
+    assert TypeAdapter(ImageBlockParam).validate_python(block) == block
+    assert base64.b64decode(block["source"]["data"]) == claude_page.png
+
+
+def test_openai_blocks_validate_against_the_sdk():
+    from openai.types.chat import ChatCompletionContentPartImageParam
+    from openai.types.responses import ResponseInputImageParam
+    from pydantic import TypeAdapter
+
+    page = glyphpack.render("hello blocks", model="gpt-5.4")[0]
+    chat = page.to_block("openai-chat")
+    assert TypeAdapter(ChatCompletionContentPartImageParam).validate_python(chat) == chat
+    assert chat["image_url"]["detail"] == "original"
+    responses = page.to_block("openai-responses")
+    assert TypeAdapter(ResponseInputImageParam).validate_python(responses) == responses
+    assert responses["image_url"].startswith("data:image/png;base64,")
+    assert glyphpack.render("x", model="gpt-4o")[0].to_block("openai-chat")["image_url"]["detail"] == "high"
+
+
+def test_gemini_block_validates_against_the_sdk():
+    from google.genai import types
+
+    page = glyphpack.render("hello blocks", model="gemini-3-pro")[0]
+    block = page.to_block("gemini")
+    part = types.Part.model_validate_json(json.dumps(block))
+    assert part.inline_data.data == page.png
+    assert part.inline_data.mime_type == "image/png"
+    assert part.media_resolution.level == types.PartMediaResolutionLevel.MEDIA_RESOLUTION_HIGH
+    assert types.Part.model_validate_json(json.dumps(glyphpack.render("x", model="gemini-2.5-pro")[0].to_block("gemini")))
+
+
+def test_unknown_api(claude_page):
+    with pytest.raises(ValueError, match="api must be one of"):
+        claude_page.to_block("carrier-pigeon")
+
+
+def test_every_example_model_resolves_without_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for model_id in EXAMPLE_MODELS:
+            resolve(model_id)
