@@ -8,6 +8,7 @@
 
 from ._errors import FontError, GlyphpackError, LimitError, PageError, ShapeError
 from ._fonts import FontAtlas
+from ._legibility import confusable_pairs, downscale, legibility, simulate
 from ._providers import Profile, ProfileWarning, TextOnlyModelError, resolve
 from ._reader import read_grid, read_page, read_pages
 from ._render import Page, Pages, RenderReport, count_pages, plan, render
@@ -30,14 +31,18 @@ __all__ = [
     "ShapeError",
     "TextEstimator",
     "TextOnlyModelError",
+    "confusable_pairs",
     "count_pages",
+    "downscale",
     "estimate_text_tokens",
+    "legibility",
     "plan",
     "read_grid",
     "read_page",
     "read_pages",
     "render",
     "resolve",
+    "simulate",
 ]
 
 __version__ = "0.1.0"

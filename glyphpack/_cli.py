@@ -33,6 +33,15 @@ def _read_input(name: str) -> str:
         raise GlyphpackError(f"cannot read {name}: {exc.strerror}") from None
 
 
+def _show(char: str) -> str:
+    """A character as it can be printed: controls and markers by name."""
+    if char == "\n":
+        return "(newline marker)"
+    if ord(char) > 0x10FFFF or not char.isprintable():
+        return "(marker)" if ord(char) > 0x10FFFF else repr(char)
+    return char
+
+
 def table(rows: list[tuple[str, str]]) -> str:
     """Two aligned columns."""
     width = max(len(k) for k, _ in rows)
@@ -123,7 +132,52 @@ def cmd_read(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_legibility(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from ._legibility import FILTERS, SWEEP_FACTORS, plot_sweep, sweep, unreadable_below
+
+    shapes = [SHAPES[args.shape]] if args.shape else list(SHAPES.values())
+    with tqdm(total=len(shapes) * len(FILTERS) * len(SWEEP_FACTORS), unit="page", desc="measuring",
+              delay=0.5, file=sys.stderr, leave=False, disable=None) as bar:
+        records = sweep(shapes, progress=bar.update)
+    if args.out:
+        plot_sweep(records, args.out)
+    if args.json:
+        print(json.dumps(records, indent=2))
+        return 0
+    factors = sorted({r["factor"] for r in records}, reverse=True)
+    print("| shape | filter | " + " | ".join(f"{f:g}" for f in factors) + " |")
+    print("|---|---|" + "---|" * len(factors))
+    for shape in shapes:
+        for filter_name in FILTERS:
+            scores = {r["factor"]: r["legibility"] for r in records if r["shape"] == shape.name and r["filter"] == filter_name}
+            print(f"| {shape.name} | {filter_name} | " + " | ".join(f"{scores[f]:.2f}" for f in factors) + " |")
+    print()
+    for shape in shapes:
+        limit = unreadable_below(records, shape.name)
+        verdict = (
+            f"unreadable (under 50% of glyphs with every filter) from {limit:g}x, the largest such factor measured"
+            if limit
+            else "readable at every factor measured"
+        )
+        print(f"{shape.name}: {verdict}")
+    if args.out:
+        print(f"plot written to {args.out}")
+    return 0
+
+
 def cmd_fonts(args: argparse.Namespace) -> int:
+    if args.confusables:
+        from ._legibility import confusable_pairs
+
+        pairs = confusable_pairs(args.confusables, max_distance=2)
+        for a, b, distance in pairs:
+            kind = "identical" if distance == 0 else f"{distance} px apart"
+            print(f"U+{ord(a):04X} {_show(a)}  U+{ord(b):04X} {_show(b)}  {kind}")
+        counts = [sum(1 for p in pairs if p[2] == d) for d in range(3)]
+        print(f"{args.confusables}: {counts[0]} identical pairs, {counts[1]} pairs 1 px apart, {counts[2]} pairs 2 px apart")
+        return 0
     lines = [f"{'shape':<11} {'font':<8} {'glyph':>6} {'cell':>6} {'glyphs':>7} {'wide':>6} {'page':>10} {'cells/page':>10}  description"]
     for shape in SHAPES.values():
         atlas = load_atlas(shape.font)
@@ -199,7 +253,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="every profile and shape, as JSON")
     p.set_defaults(run=cmd_profiles)
 
+    p = sub.add_parser("legibility", help="measure legibility under downscaling; table and plot")
+    p.add_argument("--shape", choices=sorted(SHAPES), help="one shape (default: every shape)")
+    p.add_argument("--out", metavar="FILE.png", help="write the plot here")
+    p.add_argument("--json", action="store_true", help="print every measurement as JSON")
+    p.set_defaults(run=cmd_legibility)
+
     p = sub.add_parser("fonts", help="list shapes and their fonts' coverage")
+    p.add_argument("--confusables", metavar="SHAPE", choices=sorted(SHAPES),
+                   help="list glyph pairs of SHAPE's font that are identical or 1-2 px apart")
     p.set_defaults(run=cmd_fonts)
     return parser
 

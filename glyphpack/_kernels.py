@@ -142,3 +142,81 @@ def rasterize(grid, row_words, cell_widths, advance, pitch, pixel_words):
                     word += 1
             for y in range(glyph_height, pitch):
                 pixel_words[p, r * pitch + y, :] = 0
+
+
+@jit(inline="always")
+def _popcount(x):
+    """Set bits of a uint64 (SWAR: numba has no popcount intrinsic to call)."""
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return (x * np.uint64(0x0101010101010101)) >> np.uint64(56)
+
+
+@jit(parallel=True)
+def nearest_glyphs(cells, glyphs, out):
+    """Index of the glyph nearest (fewest differing pixels) to each cell.
+
+    Args:
+        cells: uint64[M, K] packed cell bitmaps.
+        glyphs: uint64[N, K] packed glyph bitmaps (same packing).
+        out: int32[M], receives the index into ``glyphs``; ties go to the lower index.
+    """
+    n_cells, words = cells.shape
+    for m in numba.prange(n_cells):
+        best = 0
+        best_distance = 1 << 30
+        for g in range(glyphs.shape[0]):
+            distance = 0
+            for k in range(words):
+                distance += _popcount(cells[m, k] ^ glyphs[g, k])
+            if distance < best_distance:
+                best_distance = distance
+                best = g
+        out[m] = best
+
+
+@jit(parallel=True)
+def count_close_pairs(packed, max_distance, counts):
+    """counts[i] = number of j > i with popcount(packed[i] ^ packed[j]) <= max_distance.
+
+    Args:
+        packed: uint64[N, K] packed bitmaps.
+        counts: int64[N] output.
+    """
+    n, words = packed.shape
+    for i in numba.prange(n):
+        found = 0
+        for j in range(i + 1, n):
+            distance = 0
+            for k in range(words):
+                distance += _popcount(packed[i, k] ^ packed[j, k])
+                if distance > max_distance:
+                    break
+            if distance <= max_distance:
+                found += 1
+        counts[i] = found
+
+
+@jit(parallel=True)
+def list_close_pairs(packed, max_distance, starts, out):
+    """Fill ``out[starts[i]:starts[i+1]]`` with (i, j, distance) rows (see ``count_close_pairs``).
+
+    Args:
+        packed: uint64[N, K]; starts: int64[N + 1] prefix sums of the counts;
+        out: int64[total, 3] output.
+    """
+    n, words = packed.shape
+    for i in numba.prange(n):
+        row = starts[i]
+        for j in range(i + 1, n):
+            distance = 0
+            for k in range(words):
+                distance += _popcount(packed[i, k] ^ packed[j, k])
+                if distance > max_distance:
+                    break
+            if distance <= max_distance:
+                out[row, 0] = i
+                out[row, 1] = j
+                out[row, 2] = distance
+                row += 1

@@ -7,6 +7,7 @@ def test_public_api_is_pinned():
         "SHAPES", "FontAtlas", "FontError", "GlyphpackError", "LimitError", "Page", "PageError", "Pages",
         "RenderReport", "Shape", "ShapeError", "count_pages", "plan", "read_grid", "read_page", "read_pages", "render",
         "Profile", "ProfileWarning", "TextOnlyModelError", "resolve", "TextEstimator", "estimate_text_tokens",
+        "confusable_pairs", "downscale", "legibility", "simulate",
     }
     for name in glyphpack.__all__:
         assert getattr(glyphpack, name) is not None

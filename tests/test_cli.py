@@ -44,3 +44,19 @@ def test_fonts_lists_every_shape(capsys):
     out = capsys.readouterr().out
     for name in ("5x8", "6x13", "8x13", "8x13-loose", "unifont"):
         assert name in out
+
+
+def test_confusables_listing(capsys):
+    assert main(["fonts", "--confusables", "5x8"]) == 0
+    out = capsys.readouterr().out
+    assert "U+003B ;  U+037E" in out and "identical" in out
+    assert out.strip().splitlines()[-1].startswith("5x8: ")
+
+
+def test_legibility_command_writes_plot_and_table(tmp_path, capsys):
+    plot = tmp_path / "legibility.png"
+    assert main(["legibility", "--shape", "5x8", "--out", str(plot)]) == 0
+    out = capsys.readouterr().out
+    assert "| 5x8 | bicubic | 1.00 |" in out
+    assert "5x8: unreadable" in out
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
