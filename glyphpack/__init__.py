@@ -1,25 +1,80 @@
-"""glyphpack: text packed into pages of 5-pixel bitmap glyphs for vision models.
+"""glyphpack: text packed into pages of 5-pixel bitmap glyphs for vision models,
+and the transcript, session-tree and compaction machinery of an agent harness on top.
 
     >>> import glyphpack
-    >>> pages = glyphpack.render("hello, world")
+    >>> pages = glyphpack.render("hello, world", model="claude-sonnet-4-5")
     >>> glyphpack.read_page(pages[0])
     'hello, world'
+
+Names are imported on first use, so ``import glyphpack`` stays cheap for code that
+needs only the transcript layer (numba loads with the renderer).
 """
 
-from ._errors import FontError, GlyphpackError, LimitError, PageError, ShapeError
-from ._fonts import FontAtlas
-from ._legibility import confusable_pairs, downscale, legibility, simulate
-from ._providers import Profile, ProfileWarning, TextOnlyModelError, resolve
-from ._reader import read_grid, read_page, read_pages
-from ._render import Page, Pages, RenderReport, count_pages, plan, render
-from ._shapes import SHAPES, Shape
-from ._tokens import TextEstimator, estimate_text_tokens
+import importlib
+
+__version__ = "0.1.0"
+
+# Public name -> private module that defines it.
+_EXPORTS = {
+    "FontError": "_errors",
+    "GlyphpackError": "_errors",
+    "LimitError": "_errors",
+    "PageError": "_errors",
+    "ShapeError": "_errors",
+    "FontAtlas": "_fonts",
+    "confusable_pairs": "_legibility",
+    "downscale": "_legibility",
+    "legibility": "_legibility",
+    "simulate": "_legibility",
+    "Profile": "_providers",
+    "ProfileWarning": "_providers",
+    "TextOnlyModelError": "_providers",
+    "resolve": "_providers",
+    "read_grid": "_reader",
+    "read_page": "_reader",
+    "read_pages": "_reader",
+    "Page": "_render",
+    "Pages": "_render",
+    "RenderReport": "_render",
+    "count_pages": "_render",
+    "plan": "_render",
+    "render": "_render",
+    "SHAPES": "_shapes",
+    "Shape": "_shapes",
+    "TextEstimator": "_tokens",
+    "estimate_text_tokens": "_tokens",
+    "HistoryError": "_messages",
+    "Image": "_messages",
+    "Message": "_messages",
+    "Text": "_messages",
+    "Thinking": "_messages",
+    "ToolCall": "_messages",
+    "ToolResult": "_messages",
+    "from_anthropic": "_messages",
+    "from_openai_chat": "_messages",
+    "is_turn_boundary": "_messages",
+    "to_anthropic": "_messages",
+    "to_openai_chat": "_messages",
+    "turn_boundaries": "_messages",
+    "validate_history": "_messages",
+    "ConflictError": "_store",
+    "StoreError": "_store",
+    "Transcript": "_store",
+    "Workspace": "_store",
+    "SessionTree": "_tree",
+    "export_json": "_export",
+    "export_markdown": "_export",
+}
 
 __all__ = [
+    "ConflictError",
     "FontAtlas",
     "FontError",
     "GlyphpackError",
+    "HistoryError",
+    "Image",
     "LimitError",
+    "Message",
     "Page",
     "PageError",
     "Pages",
@@ -27,14 +82,27 @@ __all__ = [
     "ProfileWarning",
     "RenderReport",
     "SHAPES",
+    "SessionTree",
     "Shape",
     "ShapeError",
+    "StoreError",
+    "Text",
     "TextEstimator",
     "TextOnlyModelError",
+    "Thinking",
+    "ToolCall",
+    "ToolResult",
+    "Transcript",
+    "Workspace",
     "confusable_pairs",
     "count_pages",
     "downscale",
     "estimate_text_tokens",
+    "export_json",
+    "export_markdown",
+    "from_anthropic",
+    "from_openai_chat",
+    "is_turn_boundary",
     "legibility",
     "plan",
     "read_grid",
@@ -43,6 +111,22 @@ __all__ = [
     "render",
     "resolve",
     "simulate",
+    "to_anthropic",
+    "to_openai_chat",
+    "turn_boundaries",
+    "validate_history",
 ]
 
-__version__ = "0.1.0"
+
+def __getattr__(name: str):
+    try:
+        module = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'glyphpack' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module("." + module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -227,6 +227,70 @@ def cmd_profiles(args: argparse.Namespace) -> int:
     return 0
 
 
+def _workspace(path: str):
+    from ._store import StoreError, Workspace
+
+    if not Path(path, "tree.sqlite3").is_file():
+        raise StoreError(f"{path} is not a glyphpack workspace (no tree.sqlite3 in it)")
+    return Workspace(path)
+
+
+def cmd_tree(args: argparse.Namespace) -> int:
+    from ._export import draw_tree
+
+    with _workspace(args.workspace) as workspace:
+        tree = workspace.tree
+        conversations = [args.conversation] if args.conversation else [c.id for c in tree.conversations()]
+        if not conversations:
+            print("(no conversations)")
+        for conversation in conversations:
+            print("\n".join(draw_tree(tree, conversation)))
+    return 0
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    with _workspace(args.workspace) as workspace:
+        at = _find_message(workspace.tree, args.conversation, args.at) if args.at else None
+        new = workspace.tree.fork(args.conversation, at, new_conversation=args.new)
+        print(new)
+    return 0
+
+
+def cmd_branch(args: argparse.Namespace) -> int:
+    with _workspace(args.workspace) as workspace:
+        tree = workspace.tree
+        target = _find_message(tree, args.conversation, args.message)
+        tree.branch(args.conversation, target)
+        print(f"{args.conversation}: tip is now {target}")
+    return 0
+
+
+def _find_message(tree, conversation: str, prefix: str) -> str:
+    """A message id of the conversation from a unique prefix (as the tree drawing shows)."""
+    from ._store import StoreError
+
+    matches = [n.message.id for n in tree.nodes(conversation) if n.message.id.startswith(prefix)]
+    if len(matches) != 1:
+        found = "no message" if not matches else f"{len(matches)} messages"
+        raise StoreError(f"{found} in {conversation!r} with an id starting {prefix!r}")
+    return matches[0]
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from ._export import export_json, export_markdown
+
+    with _workspace(args.workspace) as workspace:
+        if args.format == "json":
+            text = json.dumps(export_json(workspace.tree, args.conversation, whole_tree=args.whole_tree), indent=2, ensure_ascii=False)
+        else:
+            text = export_markdown(workspace.tree, args.conversation, whole_tree=args.whole_tree)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    else:
+        print(text)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="glyphpack", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -258,6 +322,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE.png", help="write the plot here")
     p.add_argument("--json", action="store_true", help="print every measurement as JSON")
     p.set_defaults(run=cmd_legibility)
+
+    p = sub.add_parser("tree", help="draw a workspace's conversations with their branches and tips")
+    p.add_argument("workspace")
+    p.add_argument("conversation", nargs="?")
+    p.set_defaults(run=cmd_tree)
+
+    p = sub.add_parser("fork", help="copy a conversation's path into a new conversation")
+    p.add_argument("workspace")
+    p.add_argument("conversation")
+    p.add_argument("--at", metavar="MESSAGE", help="fork at this message (id or unique prefix; default: the tip)")
+    p.add_argument("--new", metavar="ID", help="the new conversation's id (default: generated)")
+    p.set_defaults(run=cmd_fork)
+
+    p = sub.add_parser("branch", help="move a conversation's tip to one of its messages")
+    p.add_argument("workspace")
+    p.add_argument("conversation")
+    p.add_argument("message", help="message id or a unique prefix of it")
+    p.set_defaults(run=cmd_branch)
+
+    p = sub.add_parser("export", help="a conversation as JSON or Markdown")
+    p.add_argument("workspace")
+    p.add_argument("conversation")
+    p.add_argument("--format", choices=("json", "md"), default="md")
+    p.add_argument("--whole-tree", action="store_true", help="every branch, not just the path to the tip")
+    p.add_argument("--out", metavar="FILE")
+    p.set_defaults(run=cmd_export)
 
     p = sub.add_parser("fonts", help="list shapes and their fonts' coverage")
     p.add_argument("--confusables", metavar="SHAPE", choices=sorted(SHAPES),

@@ -4,10 +4,20 @@ import glyphpack
 def test_public_api_is_pinned():
     assert glyphpack.__all__ == sorted(glyphpack.__all__)
     assert set(glyphpack.__all__) == {
-        "SHAPES", "FontAtlas", "FontError", "GlyphpackError", "LimitError", "Page", "PageError", "Pages",
-        "RenderReport", "Shape", "ShapeError", "count_pages", "plan", "read_grid", "read_page", "read_pages", "render",
-        "Profile", "ProfileWarning", "TextOnlyModelError", "resolve", "TextEstimator", "estimate_text_tokens",
+        # rendering
+        "SHAPES", "FontAtlas", "Page", "Pages", "RenderReport", "Shape", "count_pages", "plan",
+        "read_grid", "read_page", "read_pages", "render",
+        # providers and cost
+        "Profile", "ProfileWarning", "resolve", "TextEstimator", "estimate_text_tokens",
+        # legibility
         "confusable_pairs", "downscale", "legibility", "simulate",
+        # transcripts and the session tree
+        "Message", "Text", "Image", "ToolCall", "ToolResult", "Thinking", "is_turn_boundary",
+        "turn_boundaries", "validate_history", "to_anthropic", "from_anthropic", "to_openai_chat",
+        "from_openai_chat", "Workspace", "Transcript", "SessionTree", "export_json", "export_markdown",
+        # errors
+        "GlyphpackError", "FontError", "LimitError", "PageError", "ShapeError", "TextOnlyModelError",
+        "HistoryError", "StoreError", "ConflictError",
     }
     for name in glyphpack.__all__:
         assert getattr(glyphpack, name) is not None
@@ -15,5 +25,14 @@ def test_public_api_is_pinned():
 
 def test_errors_share_one_root():
     for error in (glyphpack.FontError, glyphpack.LimitError, glyphpack.ShapeError, glyphpack.PageError,
-                  glyphpack.TextOnlyModelError):
+                  glyphpack.TextOnlyModelError, glyphpack.HistoryError, glyphpack.StoreError, glyphpack.ConflictError):
         assert issubclass(error, glyphpack.GlyphpackError)
+
+
+def test_transcript_layer_imports_without_numba():
+    import subprocess
+    import sys
+
+    probe = "import sys, glyphpack; glyphpack.Workspace; glyphpack.Message; print('numba' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

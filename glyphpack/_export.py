@@ -1,0 +1,104 @@
+"""Export a conversation (its path or its whole tree) as JSON or Markdown, and draw it."""
+
+from __future__ import annotations
+
+import json
+
+from ._messages import Image, Message, Text, Thinking, ToolCall, ToolResult, message_to_json
+from ._tree import SessionTree
+
+
+def export_json(tree: SessionTree, conversation: str, *, whole_tree: bool = False) -> dict:
+    """The conversation as a JSON-ready dict: its path (root to tip), or every message
+    with its parent when ``whole_tree``."""
+    info = tree.conversation(conversation)
+    out = {"conversation": info.id, "title": info.title, "tip": info.tip}
+    if info.forked_from:
+        out["forked_from"] = {"conversation": info.forked_from, "message": info.forked_at}
+    if whole_tree:
+        out["messages"] = [message_to_json(n.message) | {"parent": n.parent} for n in tree.nodes(conversation)]
+    else:
+        out["messages"] = [message_to_json(m) for m in tree.path(conversation)]
+    return out
+
+
+def _block_markdown(block) -> str:
+    if isinstance(block, Text):
+        return block.text
+    if isinstance(block, Image):
+        size = f"{len(block.data):,} bytes" if block.data is not None else block.ref
+        return f"*[image {block.media_type}, {size}]*"
+    if isinstance(block, ToolCall):
+        return f"**tool call** `{block.name}` (`{block.id}`)\n\n```json\n{json.dumps(block.arguments, indent=2, ensure_ascii=False)}\n```"
+    if isinstance(block, ToolResult):
+        status = "error" if block.is_error else "result"
+        body = "\n\n".join(_block_markdown(b) for b in block.content)
+        return f"**tool {status}** for `{block.call_id}`\n\n```\n{body}\n```"
+    if isinstance(block, Thinking):
+        return "> " + block.text.replace("\n", "\n> ")
+    return repr(block)
+
+
+def message_markdown(message: Message) -> str:
+    body = "\n\n".join(_block_markdown(b) for b in message.content)
+    return f"### {message.role} `{message.id[:8]}`\n\n{body}\n"
+
+
+def export_markdown(tree: SessionTree, conversation: str, *, whole_tree: bool = False) -> str:
+    """The conversation as Markdown: its path, or every branch when ``whole_tree``."""
+    info = tree.conversation(conversation)
+    lines = [f"# {info.title or info.id}\n"]
+    if whole_tree:
+        lines.append("```\n" + "\n".join(draw_tree(tree, conversation)) + "\n```\n")
+        for node in tree.nodes(conversation):
+            parent = f" (after `{node.parent[:8]}`)" if node.parent else " (root)"
+            lines.append(message_markdown(node.message).replace("\n", f"{parent}\n", 1))
+    else:
+        lines += [message_markdown(m) for m in tree.path(conversation)]
+    return "\n".join(lines)
+
+
+def _summary(message: Message, width: int = 60) -> str:
+    parts = []
+    for block in message.content:
+        if isinstance(block, Text):
+            parts.append(block.text)
+        elif isinstance(block, ToolCall):
+            parts.append(f"{block.name}(...)")
+        elif isinstance(block, ToolResult):
+            parts.append("[error]" if block.is_error else "[result]")
+        elif isinstance(block, Image):
+            parts.append("[image]")
+    text = " ".join(" ".join(parts).split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def draw_tree(tree: SessionTree, conversation: str) -> list[str]:
+    """Lines drawing every branch of a conversation; the tip is marked ``<- tip``.
+
+    A run without branches stays in one column; each branch point indents its
+    branches, so a long conversation does not walk off the right edge.
+    """
+    info = tree.conversation(conversation)
+    children: dict[str | None, list] = {}
+    for node in tree.nodes(conversation):
+        children.setdefault(node.parent, []).append(node)
+    lines = [info.id + (f"  {info.title}" if info.title else "")]
+    if info.tip is None:
+        lines.append("* (empty)  <- tip")
+
+    def branches(kids: list, prefix: str) -> list[tuple]:
+        if len(kids) == 1:
+            return [(kids[0], prefix, prefix)]
+        return [
+            (kid, prefix + ("└─" if i == len(kids) - 1 else "├─"), prefix + ("  " if i == len(kids) - 1 else "│ "))
+            for i, kid in enumerate(kids)
+        ]
+
+    stack = list(reversed(branches(children.get(None, []), "")))
+    while stack:  # depth-first without recursion: paths can be thousands of messages long
+        node, line_prefix, child_prefix = stack.pop()
+        mark = "  <- tip" if node.message.id == info.tip else ""
+        lines.append(f"{line_prefix}* {node.message.role}: {_summary(node.message)} [{node.message.id[:8]}]{mark}")
+        stack.extend(reversed(branches(children.get(node.message.id, []), child_prefix)))
+    return lines

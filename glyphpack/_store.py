@@ -1,0 +1,395 @@
+"""The workspace: one directory holding the session tree (SQLite) and one JSON
+transcript per (conversation, agent), with checkpoints.
+
+Writes are atomic: a temporary file in the same directory, fsync, rename, fsync of
+the directory, so a crash at any instant leaves the previous or the new complete
+file. Savers of one transcript take an exclusive lock on a sidecar lock file (released
+by the kernel if the holder dies) and compare revisions: a save based on an older
+revision raises ``ConflictError`` and writes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ._errors import GlyphpackError
+from ._messages import (
+    HistoryError,
+    Message,
+    Text,
+    history_from_json,
+    history_to_json,
+    turn_boundaries,
+    validate_history,
+)
+from ._tokens import DEFAULT_ESTIMATOR, TextEstimator
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no advisory locks; revisions still checked
+    fcntl = None
+
+FORMAT = "glyphpack-transcript"
+FORMAT_VERSION = 1
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+#: Tokens counted for an image in a trim budget when no profile prices it.
+IMAGE_TOKENS_ESTIMATE = 1568
+
+
+class StoreError(GlyphpackError):
+    """A transcript could not be read or written (the file named is left as it was)."""
+
+
+class ConflictError(StoreError):
+    """Another writer saved first: the save was based on an older revision."""
+
+
+def check_id(value: str, what: str) -> str:
+    """A conversation or agent id, refused unless it is a plain file-name-safe token."""
+    if not isinstance(value, str) or not _ID.match(value):
+        raise StoreError(
+            f"{what} id {value!r} is not allowed: use 1-128 letters, digits, '.', '_' or '-', "
+            f"starting with a letter or digit"
+        )
+    return value
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise StoreError(f"could not write {path}: {exc.strerror or exc}; the previous file is intact") from exc
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    if os.name != "posix":  # pragma: no cover - directories cannot be opened for fsync elsewhere
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """An exclusive lock for writers of ``path`` (a sidecar ``.lock`` file)."""
+    lock_path = path.with_name(path.name + ".lock")
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+@dataclasses.dataclass(frozen=True)
+class Transcript:
+    """A loaded transcript.
+
+    Attributes:
+        conversation, agent: whose history it is.
+        messages: the (possibly trimmed) history.
+        revision: the stored revision it was read at (0: nothing stored). Pass it
+            back to ``save`` to have the save rejected if someone saved since.
+        state: ``"empty"`` (nothing stored), ``"clean"`` (the last turn ended with the
+            assistant's answer: nothing to retry) or ``"failed"`` (the last turn did
+            not complete: retry possible).
+        error: why the last turn failed, when the caller said so.
+        checkpoints: name -> id of the message the mark follows (None: the start).
+        dropped_checkpoints: checkpoints left out because trimming removed their target.
+        trimmed: how many messages the load cut from the front.
+    """
+
+    conversation: str
+    agent: str
+    messages: tuple = ()
+    revision: int = 0
+    state: str = "empty"
+    error: str | None = None
+    checkpoints: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
+    dropped_checkpoints: tuple = ()
+    trimmed: int = 0
+
+
+def _state(messages: Sequence[Message], error: str | None) -> str:
+    if not messages:
+        return "empty"
+    if error is not None or messages[-1].role != "assistant":
+        return "failed"
+    return "clean"
+
+
+def trim_start(
+    messages: Sequence[Message],
+    keep: int | None = None,
+    budget: int | None = None,
+    estimator: TextEstimator = DEFAULT_ESTIMATOR,
+) -> int:
+    """Where to cut a history so it keeps its newest messages: at most ``keep``
+    messages, or at most ``budget`` estimated tokens.
+
+    The cut lands only where the earlier part is at a turn boundary and the kept part
+    starts with a user message, so no tool result is orphaned and no call loses its
+    result. Leading system messages are not counted and always kept. When no cut
+    meets the limit, the latest valid cut is used (the shortest valid history).
+    """
+    n = len(messages)
+    head = 0
+    while head < n and messages[head].role == "system":
+        head += 1
+    boundaries = set(turn_boundaries(messages))
+    starts = [s for s in range(head, n) if s in boundaries and messages[s].role == "user"]
+    if not starts:
+        return head
+    if keep is None and budget is None:
+        return head
+    costs = [_message_tokens(m, estimator) for m in messages] if budget is not None else None
+    suffix = 0
+    suffix_cost = {}
+    for s in range(n - 1, head - 1, -1):
+        if costs is not None:
+            suffix += costs[s]
+            suffix_cost[s] = suffix
+    for s in starts:
+        fits = True
+        if keep is not None and n - s > keep:
+            fits = False
+        if budget is not None and suffix_cost[s] > budget:
+            fits = False
+        if fits:
+            return s
+    return starts[-1]
+
+
+def _message_tokens(message: Message, estimator: TextEstimator) -> int:
+    from ._messages import Image, ToolCall, ToolResult
+
+    tokens = estimator.estimate(message.text) + 4
+    for block in message.content:
+        if isinstance(block, Image):
+            tokens += IMAGE_TOKENS_ESTIMATE
+        elif isinstance(block, ToolCall):
+            tokens += estimator.estimate(block.name + json.dumps(block.arguments))
+        elif isinstance(block, ToolResult):
+            tokens += IMAGE_TOKENS_ESTIMATE * sum(isinstance(b, Image) for b in block.content)
+    return tokens
+
+
+class Workspace:
+    """One directory: ``tree.sqlite3`` (the session tree) and
+    ``transcripts/<conversation>/<agent>.json``."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot use {self.path} as a workspace: {exc.strerror}") from None
+        self._tree = None
+
+    def __repr__(self) -> str:
+        return f"Workspace({str(self.path)!r})"
+
+    @property
+    def tree(self):
+        """The session tree (``SessionTree``) in ``tree.sqlite3``."""
+        if self._tree is None:
+            from ._tree import SessionTree
+
+            self._tree = SessionTree(self.path / "tree.sqlite3")
+        return self._tree
+
+    def close(self) -> None:
+        if self._tree is not None:
+            self._tree.close()
+            self._tree = None
+
+    def __enter__(self) -> "Workspace":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def transcript_path(self, conversation: str, agent: str) -> Path:
+        return self.path / "transcripts" / check_id(conversation, "conversation") / f"{check_id(agent, 'agent')}.json"
+
+    def transcripts(self) -> list[tuple[str, str]]:
+        """Every stored (conversation, agent) pair."""
+        root = self.path / "transcripts"
+        if not root.is_dir():
+            return []
+        return sorted((p.parent.name, p.stem) for p in root.glob("*/*.json"))
+
+    # ---------------------------------------------------------------- reading
+
+    def _read(self, path: Path) -> dict | None:
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StoreError(f"cannot read {path}: {exc.strerror}") from None
+        try:
+            data = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise StoreError(f"{path} is corrupted or truncated: not valid JSON ({exc}); it was left untouched") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise StoreError(f"{path} is not a glyphpack transcript (no format {FORMAT!r}); it was left untouched")
+        if data.get("version") != FORMAT_VERSION:
+            raise StoreError(f"{path} has transcript format version {data.get('version')!r}; this glyphpack reads {FORMAT_VERSION}")
+        for key, kind in (("revision", int), ("messages", list), ("checkpoints", dict)):
+            if not isinstance(data.get(key), kind):
+                raise StoreError(f"{path} is damaged: {key!r} is missing or not a {kind.__name__}; it was left untouched")
+        return data
+
+    def load(
+        self,
+        conversation: str,
+        agent: str,
+        *,
+        keep: int | None = None,
+        budget: int | None = None,
+        estimator: TextEstimator = DEFAULT_ESTIMATOR,
+    ) -> Transcript:
+        """The stored transcript, trimmed to its newest messages when ``keep``
+        (messages) or ``budget`` (estimated tokens) is given. Never writes."""
+        path = self.transcript_path(conversation, agent)
+        data = self._read(path)
+        if data is None:
+            return Transcript(conversation, agent)
+        try:
+            messages = history_from_json(data["messages"])
+        except HistoryError as exc:
+            raise StoreError(f"{path} is damaged: {exc}; it was left untouched") from None
+        start = trim_start(messages, keep, budget, estimator)
+        head = [m for m in messages[:start] if m.role == "system"]
+        kept = head + messages[start:]
+        kept_ids = {m.id for m in kept}
+        checkpoints, dropped = {}, []
+        for name, target in data["checkpoints"].items():
+            if target is None and start > len(head):
+                dropped.append(name)  # the start of the history was trimmed away
+            elif target is None or target in kept_ids:
+                checkpoints[name] = target
+            else:
+                dropped.append(name)
+        return Transcript(
+            conversation,
+            agent,
+            tuple(kept),
+            data["revision"],
+            _state(messages, data.get("error")),
+            data.get("error"),
+            checkpoints,
+            tuple(dropped),
+            start - len(head),
+        )
+
+    # ---------------------------------------------------------------- writing
+
+    def save(
+        self,
+        conversation: str,
+        agent: str,
+        messages: Sequence[Message],
+        *,
+        revision: int,
+        error: str | None = None,
+        checkpoints: Mapping[str, str | None] | None = None,
+    ) -> Transcript:
+        """Store ``messages`` as the transcript, at a turn boundary only.
+
+        Args:
+            revision: the revision the caller's history is based on (from ``load``;
+                0 for a new transcript). If the stored revision differs, raises
+                ``ConflictError`` and writes nothing.
+            error: mark the last turn as failed, with why (``state == "failed"``).
+            checkpoints: the marks to store; default: the stored ones whose target
+                is still in ``messages``.
+
+        Returns:
+            the transcript as stored, at ``revision + 1``.
+        """
+        messages = tuple(messages)
+        try:
+            validate_history(messages, allow_pending=False)
+        except HistoryError as exc:
+            raise HistoryError(f"not saved: {exc} (save only at a turn boundary)") from None
+        path = self.transcript_path(conversation, agent)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create {path.parent}: {exc.strerror}") from None
+        ids = {m.id for m in messages}
+        with _locked(path):
+            stored = self._read(path)
+            stored_revision = stored["revision"] if stored else 0
+            if stored_revision != revision:
+                raise ConflictError(
+                    f"{path} is at revision {stored_revision}, not {revision}: another writer saved first; "
+                    f"load it again and redo the change"
+                )
+            if checkpoints is None:
+                checkpoints = {n: t for n, t in (stored or {}).get("checkpoints", {}).items() if t is None or t in ids}
+            for name, target in checkpoints.items():
+                if target is not None and target not in ids:
+                    raise HistoryError(f"checkpoint {name!r} points at message {target!r}, which is not in the history")
+            document = {
+                "format": FORMAT,
+                "version": FORMAT_VERSION,
+                "conversation": conversation,
+                "agent": agent,
+                "revision": revision + 1,
+                "error": error,
+                "checkpoints": dict(checkpoints),
+                "messages": history_to_json(messages),
+            }
+            # Under the lock every temporary file of this transcript is a crashed writer's.
+            for stale in path.parent.glob(f".{path.name}.*.tmp"):
+                with contextlib.suppress(OSError):
+                    stale.unlink()
+            atomic_write(path, json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+        return Transcript(conversation, agent, messages, revision + 1, _state(messages, error), error, dict(checkpoints))
+
+    def checkpoint(self, conversation: str, agent: str, name: str) -> Transcript:
+        """Mark the transcript's current end as checkpoint ``name`` (a clean turn boundary only)."""
+        current = self.load(conversation, agent)
+        validate_history(current.messages, allow_pending=False)
+        target = current.messages[-1].id if current.messages else None
+        marks = dict(current.checkpoints) | {name: target}
+        return self.save(conversation, agent, current.messages, revision=current.revision, error=current.error, checkpoints=marks)
+
+    def rewind(self, conversation: str, agent: str, name: str, digest: str) -> Transcript:
+        """Return to checkpoint ``name`` and append ``digest`` (what was explored since)
+        as a user message. Checkpoints whose target is cut off go with it."""
+        current = self.load(conversation, agent)
+        if name not in current.checkpoints:
+            known = ", ".join(sorted(current.checkpoints)) or "none"
+            raise StoreError(f"no checkpoint {name!r} in {conversation}/{agent} (checkpoints: {known})")
+        target = current.checkpoints[name]
+        ids = [m.id for m in current.messages]
+        end = 0 if target is None else ids.index(target) + 1
+        kept = current.messages[:end] + (Message("user", (Text(f"[rewound to checkpoint {name!r}] {digest}"),)),)
+        kept_ids = {m.id for m in kept}
+        marks = {n: t for n, t in current.checkpoints.items() if t is None or t in kept_ids}
+        return self.save(conversation, agent, kept, revision=current.revision, checkpoints=marks)

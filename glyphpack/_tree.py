@@ -1,0 +1,259 @@
+"""The session tree in SQLite: messages with parent pointers, a tip per conversation.
+
+``append`` adds a message under the conversation's tip and moves the tip;
+``branch`` moves the tip to an earlier message and writes nothing else; ``fork``
+copies the path to a message into a new conversation with new ids (no shared rows).
+The tip moves by compare-and-swap inside an immediate transaction, so two writers
+never clobber each other. WAL mode; the schema is versioned and migrated forward.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+from ._messages import Message, message_from_json, message_to_json, new_id
+from ._store import ConflictError, StoreError, check_id
+
+# Each entry moves the schema from version i to i + 1.
+MIGRATIONS = (
+    """
+    CREATE TABLE conversations (
+        id TEXT PRIMARY KEY,
+        title TEXT NOT NULL DEFAULT '',
+        tip TEXT,
+        created REAL NOT NULL,
+        forked_from TEXT,
+        forked_at TEXT
+    );
+    CREATE TABLE messages (
+        id TEXT PRIMARY KEY,
+        conversation TEXT NOT NULL REFERENCES conversations(id),
+        parent TEXT REFERENCES messages(id),
+        role TEXT NOT NULL,
+        body TEXT NOT NULL,
+        created REAL NOT NULL
+    );
+    CREATE INDEX messages_parent ON messages(parent);
+    CREATE INDEX messages_conversation ON messages(conversation);
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+@dataclasses.dataclass(frozen=True)
+class Conversation:
+    id: str
+    title: str
+    tip: str | None
+    created: float
+    forked_from: str | None = None
+    forked_at: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Node:
+    """A message in the tree: the message, its parent's id and its conversation."""
+
+    message: Message
+    parent: str | None
+    conversation: str
+
+
+class SessionTree:
+    """Messages with parent pointers and a tip per conversation, in one SQLite file."""
+
+    def __init__(self, path: str | Path):
+        self.db_path = Path(path)
+        try:
+            self._db = sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.execute("PRAGMA busy_timeout=30000")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.db_path}: not a usable session tree database ({exc})") from None
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _migrate(self) -> None:
+        with self._write():
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.db_path} has schema version {version}, newer than this glyphpack's {SCHEMA_VERSION}; upgrade glyphpack"
+                )
+            for step in range(version, SCHEMA_VERSION):
+                for statement in MIGRATIONS[step].split(";"):
+                    if statement.strip():
+                        self._db.execute(statement)
+                self._db.execute(f"PRAGMA user_version={step + 1}")
+
+    def _write(self):
+        return _Transaction(self._db)
+
+    # ------------------------------------------------------------------ reading
+
+    def conversations(self) -> list[Conversation]:
+        rows = self._db.execute(
+            "SELECT id, title, tip, created, forked_from, forked_at FROM conversations ORDER BY created, id"
+        ).fetchall()
+        return [Conversation(*row) for row in rows]
+
+    def conversation(self, conversation: str) -> Conversation:
+        row = self._db.execute(
+            "SELECT id, title, tip, created, forked_from, forked_at FROM conversations WHERE id = ?", (conversation,)
+        ).fetchone()
+        if row is None:
+            raise StoreError(f"no conversation {conversation!r} in {self.db_path}")
+        return Conversation(*row)
+
+    def tip(self, conversation: str) -> str | None:
+        return self.conversation(conversation).tip
+
+    def node(self, message_id: str) -> Node:
+        row = self._db.execute("SELECT body, parent, conversation FROM messages WHERE id = ?", (message_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"no message {message_id!r} in {self.db_path}")
+        return Node(message_from_json(json.loads(row[0])), row[1], row[2])
+
+    def path_to(self, message_id: str | None) -> list[Message]:
+        """The messages from the root to ``message_id``, in order."""
+        if message_id is None:
+            return []
+        rows = self._db.execute(
+            """
+            WITH RECURSIVE up(id, parent, body, depth) AS (
+                SELECT id, parent, body, 0 FROM messages WHERE id = ?
+                UNION ALL
+                SELECT m.id, m.parent, m.body, up.depth + 1 FROM messages m JOIN up ON m.id = up.parent
+            )
+            SELECT body FROM up ORDER BY depth DESC
+            """,
+            (message_id,),
+        ).fetchall()
+        if not rows:
+            raise StoreError(f"no message {message_id!r} in {self.db_path}")
+        return [message_from_json(json.loads(body)) for (body,) in rows]
+
+    def path(self, conversation: str) -> list[Message]:
+        """The conversation's current history: root to tip."""
+        return self.path_to(self.tip(conversation))
+
+    def children(self, message_id: str) -> list[Message]:
+        rows = self._db.execute(
+            "SELECT body FROM messages WHERE parent = ? ORDER BY created, rowid", (message_id,)
+        ).fetchall()
+        return [message_from_json(json.loads(body)) for (body,) in rows]
+
+    def nodes(self, conversation: str) -> list[Node]:
+        """Every message stored for a conversation, in insertion order (the whole tree)."""
+        self.conversation(conversation)
+        rows = self._db.execute(
+            "SELECT body, parent FROM messages WHERE conversation = ? ORDER BY created, rowid", (conversation,)
+        ).fetchall()
+        return [Node(message_from_json(json.loads(body)), parent, conversation) for body, parent in rows]
+
+    # ------------------------------------------------------------------ writing
+
+    def create(self, conversation: str | None = None, title: str = "") -> str:
+        """A new, empty conversation; returns its id."""
+        conversation = check_id(conversation or new_id(), "conversation")
+        with self._write():
+            try:
+                self._db.execute(
+                    "INSERT INTO conversations (id, title, tip, created) VALUES (?, ?, NULL, ?)",
+                    (conversation, title, time.time()),
+                )
+            except sqlite3.IntegrityError:
+                raise StoreError(f"conversation {conversation!r} already exists") from None
+        return conversation
+
+    def append(self, conversation: str, message: Message, *, expected_tip: str | None | type = ...) -> str:
+        """Add ``message`` under the tip and move the tip to it; returns its id.
+
+        ``expected_tip``: the tip the caller's message continues from. If the tip has
+        moved since, raises ``ConflictError`` and writes nothing. Omitted, the message
+        goes under whatever the tip is now (appends from several writers chain up).
+        """
+        body = json.dumps(message_to_json(message), ensure_ascii=False)
+        with self._write():
+            tip = self.tip(conversation)
+            if expected_tip is not ... and expected_tip != tip:
+                raise ConflictError(
+                    f"conversation {conversation!r} has moved to tip {tip!r}, not {expected_tip!r}: reload it and retry"
+                )
+            try:
+                self._db.execute(
+                    "INSERT INTO messages (id, conversation, parent, role, body, created) VALUES (?, ?, ?, ?, ?, ?)",
+                    (message.id, conversation, tip, message.role, body, time.time()),
+                )
+            except sqlite3.IntegrityError:
+                raise StoreError(f"message id {message.id!r} is already in the tree; messages are stored once") from None
+            self._move_tip(conversation, tip, message.id)
+        return message.id
+
+    def _move_tip(self, conversation: str, old: str | None, new: str | None) -> None:
+        moved = self._db.execute(
+            "UPDATE conversations SET tip = ? WHERE id = ? AND tip IS ?", (new, conversation, old)
+        ).rowcount
+        if moved != 1:
+            raise ConflictError(f"conversation {conversation!r}: the tip moved underneath this write")
+
+    def branch(self, conversation: str, message_id: str | None) -> None:
+        """Move the conversation's tip to ``message_id`` (one of its messages, or None
+        for the empty start). Writes nothing but the tip."""
+        with self._write():
+            current = self.tip(conversation)
+            if message_id is not None:
+                node = self.node(message_id)
+                if node.conversation != conversation:
+                    raise StoreError(f"message {message_id!r} belongs to {node.conversation!r}, not {conversation!r}")
+            self._move_tip(conversation, current, message_id)
+
+    def fork(self, conversation: str, at: str | None = None, *, new_conversation: str | None = None, title: str = "") -> str:
+        """Copy the path root..``at`` (default: the tip) into a new conversation with
+        new message ids; the original is untouched. Returns the new conversation's id."""
+        source = self.conversation(conversation)
+        at = source.tip if at is None else at
+        if at is not None and self.node(at).conversation != conversation:
+            raise StoreError(f"message {at!r} is not in conversation {conversation!r}")
+        path = self.path_to(at)
+        new = check_id(new_conversation or new_id(), "conversation")
+        with self._write():
+            try:
+                self._db.execute(
+                    "INSERT INTO conversations (id, title, tip, created, forked_from, forked_at) VALUES (?, ?, NULL, ?, ?, ?)",
+                    (new, title or source.title, time.time(), conversation, at),
+                )
+            except sqlite3.IntegrityError:
+                raise StoreError(f"conversation {new!r} already exists") from None
+            parent = None
+            for message in path:
+                copy = dataclasses.replace(message, id=new_id())
+                self._db.execute(
+                    "INSERT INTO messages (id, conversation, parent, role, body, created) VALUES (?, ?, ?, ?, ?, ?)",
+                    (copy.id, new, parent, copy.role, json.dumps(message_to_json(copy), ensure_ascii=False), time.time()),
+                )
+                parent = copy.id
+            self._move_tip(new, None, parent)
+        return new
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error): one writer at a time."""
+
+    def __init__(self, db: sqlite3.Connection):
+        self.db = db
+
+    def __enter__(self):
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, kind, value, traceback):
+        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+        return False

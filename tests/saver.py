@@ -1,0 +1,27 @@
+"""A child process for fault injection: saves growing histories in a loop until killed.
+
+Usage: python saver.py WORKSPACE
+Prints "ready" once it is about to start saving.
+"""
+
+import sys
+
+from glyphpack import Workspace
+from histories import history
+
+CYCLE = 40
+
+
+def main() -> None:
+    workspace = Workspace(sys.argv[1])
+    revision = workspace.load("conv", "agent").revision
+    print("ready", flush=True)
+    k = 0
+    while True:
+        workspace.save("conv", "agent", history(k % CYCLE + 1, 1), revision=revision)
+        revision += 1
+        k += 1
+
+
+if __name__ == "__main__":
+    main()

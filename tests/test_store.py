@@ -1,0 +1,247 @@
+import errno
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from glyphpack import ConflictError, HistoryError, Message, StoreError, Text, Workspace
+from glyphpack._messages import validate_history
+from glyphpack._store import trim_start
+from histories import histories, history, turn
+
+TESTS = Path(__file__).parent
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    with Workspace(tmp_path / "ws") as ws:
+        yield ws
+
+
+def test_save_and_load_round_trip(workspace):
+    assert workspace.load("c1", "main").state == "empty"
+    saved = workspace.save("c1", "main", history(2), revision=0)
+    assert saved.revision == 1 and saved.state == "clean"
+    loaded = workspace.load("c1", "main")
+    assert list(loaded.messages) == history(2)
+    assert (loaded.revision, loaded.state) == (1, "clean")
+    assert workspace.transcripts() == [("c1", "main")]
+
+
+def test_two_agents_keep_two_transcripts(workspace):
+    workspace.save("c1", "planner", history(1), revision=0)
+    workspace.save("c1", "coder", history(3), revision=0)
+    assert len(workspace.load("c1", "planner").messages) == len(history(1))
+    assert len(workspace.load("c1", "coder").messages) == len(history(3))
+    assert workspace.transcripts() == [("c1", "coder"), ("c1", "planner")]
+
+
+def test_failed_turns_are_told_apart(workspace):
+    messages = history(1) + [Message("user", "next question")]
+    assert workspace.save("c", "a", messages, revision=0).state == "failed"  # no answer yet
+    done = workspace.save("c", "a", history(2), revision=1, error=None)
+    assert done.state == "clean"
+    failed = workspace.save("c", "a", history(2), revision=2, error="529 overloaded")
+    assert workspace.load("c", "a").state == "failed" and workspace.load("c", "a").error == "529 overloaded"
+    assert failed.revision == 3
+
+
+def test_mid_turn_save_is_refused_and_writes_nothing(workspace):
+    workspace.save("c", "a", history(1), revision=0)
+    mid = history(2)[:-2]  # ends on an assistant tool call without its result
+    with pytest.raises(HistoryError, match="not saved: mid-turn"):
+        workspace.save("c", "a", mid, revision=1)
+    assert workspace.load("c", "a").revision == 1
+
+
+def test_stale_revision_is_a_conflict(workspace):
+    workspace.save("c", "a", history(1), revision=0)
+    workspace.save("c", "a", history(2), revision=1)
+    with pytest.raises(ConflictError, match="at revision 2, not 1"):
+        workspace.save("c", "a", history(3), revision=1)
+    with pytest.raises(ConflictError):
+        workspace.save("c", "a", history(3), revision=0)
+    assert list(workspace.load("c", "a").messages) == history(2)
+
+
+@pytest.mark.parametrize("bad", ["../escape", "a/b", ".hidden", "", "x" * 200, "sp ace", "..", "c:\\\\x"])
+def test_ids_cannot_leave_the_workspace(workspace, bad):
+    with pytest.raises(StoreError, match="is not allowed"):
+        workspace.save(bad, "agent", history(1), revision=0)
+    with pytest.raises(StoreError, match="is not allowed"):
+        workspace.load("conv", bad)
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda raw: raw[: len(raw) // 2], "corrupted or truncated"),
+        (lambda raw: b"[]", "not a glyphpack transcript"),
+        (lambda raw: raw.replace(b'"revision":1', b'"revision":"1"'), "'revision' is missing or not a int"),
+        (lambda raw: raw.replace(b'"role":"user"', b'"role":"robot"', 1), "role must be one of"),
+    ],
+)
+def test_damaged_files_are_named_and_never_overwritten_by_load(workspace, damage, message):
+    workspace.save("c", "a", history(1), revision=0)
+    path = workspace.transcript_path("c", "a")
+    damaged = damage(path.read_bytes())
+    path.write_bytes(damaged)
+    with pytest.raises(StoreError, match=message) as info:
+        workspace.load("c", "a")
+    assert str(path) in str(info.value)
+    assert path.read_bytes() == damaged
+
+
+@given(histories(max_turns=6), st.integers(0, 30), st.none() | st.integers(0, 400))
+def test_trimming_keeps_a_valid_newest_suffix(messages, keep, budget):
+    start = trim_start(messages, keep=keep, budget=budget)
+    head = [m for m in messages[:start] if m.role == "system"]
+    kept = head + messages[start:]
+    validate_history(kept, allow_pending=False)  # no orphaned result, no unanswered call
+    body = [m for m in kept if m.role != "system"]
+    if body:
+        assert body[0].role == "user"
+    assert messages[start:] == kept[len(head):]  # a suffix: the newest messages
+
+
+def test_load_trims_and_reports(workspace):
+    workspace.save("c", "a", history(6), revision=0)
+    loaded = workspace.load("c", "a", keep=12)
+    assert loaded.messages[0].role == "system" and loaded.messages[1].role == "user"
+    assert len(loaded.messages) - 1 <= 12
+    assert loaded.trimmed == len(history(6)) - len(loaded.messages)
+    by_budget = workspace.load("c", "a", budget=120)
+    assert 0 < len(by_budget.messages) < len(history(6))
+
+
+def test_checkpoints_survive_a_restart_and_rewind(tmp_path):
+    with Workspace(tmp_path) as ws:
+        ws.save("c", "a", history(2), revision=0)
+        ws.checkpoint("c", "a", "before-refactor")
+        current = ws.load("c", "a")
+        ws.save("c", "a", list(current.messages) + turn(7, 2), revision=current.revision)
+    with Workspace(tmp_path) as ws:  # a new process would see the same file
+        loaded = ws.load("c", "a")
+        assert loaded.checkpoints["before-refactor"] == history(2)[-1].id
+        rewound = ws.rewind("c", "a", "before-refactor", "tried splitting the module; tests broke")
+        assert list(rewound.messages[:-1]) == history(2)
+        assert rewound.messages[-1].text.endswith("tried splitting the module; tests broke")
+        assert "before-refactor" in ws.load("c", "a").checkpoints
+
+
+def test_checkpoint_mid_turn_is_refused(workspace):
+    with pytest.raises(HistoryError):
+        workspace.save("c", "a", history(1)[:3], revision=0)
+    workspace.save("c", "a", history(1), revision=0)
+    with pytest.raises(StoreError, match="no checkpoint 'nope'"):
+        workspace.rewind("c", "a", "nope", "x")
+
+
+def test_a_trimmed_away_checkpoint_is_dropped_not_moved(workspace):
+    workspace.save("c", "a", history(1), revision=0)
+    workspace.checkpoint("c", "a", "early")
+    current = workspace.load("c", "a")
+    workspace.save("c", "a", list(current.messages) + turn(1, 1) + turn(2, 1) + turn(3, 1), revision=current.revision)
+    trimmed = workspace.load("c", "a", keep=4)
+    assert "early" not in trimmed.checkpoints and trimmed.dropped_checkpoints == ("early",)
+    assert "early" in workspace.load("c", "a").checkpoints  # the stored file still has it
+
+
+@pytest.mark.parametrize("fail_at", ["write", "fsync", "replace"])
+def test_write_failure_leaves_the_previous_file_intact(workspace, monkeypatch, fail_at):
+    workspace.save("c", "a", history(1), revision=0)
+    path = workspace.transcript_path("c", "a")
+    before = path.read_bytes()
+    import glyphpack._store as store
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def denied(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    if fail_at == "write":
+        real_fdopen = os.fdopen
+
+        class FullFile:
+            def __init__(self, f):
+                self.f = f
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                self.f.close()
+
+            def write(self, data):
+                self.f.write(data[: len(data) // 2])
+                disk_full()
+
+        monkeypatch.setattr(store.os, "fdopen", lambda fd, mode: FullFile(real_fdopen(fd, mode)))
+    elif fail_at == "fsync":
+        monkeypatch.setattr(store.os, "fsync", disk_full)
+    else:
+        monkeypatch.setattr(store.os, "replace", denied)
+    with pytest.raises(StoreError, match="previous file is intact"):
+        workspace.save("c", "a", history(3), revision=1)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert not list(path.parent.glob(".*.tmp"))
+    assert workspace.load("c", "a").revision == 1
+
+
+def test_sigkill_at_random_moments_leaves_a_saved_turn_boundary(tmp_path):
+    """A child saves growing histories in a loop; SIGKILL it 50 times at random moments."""
+    sys.path.insert(0, str(TESTS))
+    import saver
+
+    valid = {json.dumps([m.id for m in history(k, 1)]) for k in range(1, saver.CYCLE + 1)}
+    rng = random.Random(1234)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(TESTS.parent)]))
+    ws_path = tmp_path / "ws"
+    kills_during_saves = 0
+    for _ in range(50):
+        child = subprocess.Popen([sys.executable, str(TESTS / "saver.py"), str(ws_path)], stdout=subprocess.PIPE, env=env)
+        assert child.stdout.readline().strip() == b"ready"
+        before = Workspace(ws_path).load("conv", "agent").revision
+        import time
+
+        time.sleep(rng.uniform(0.0, 0.05))
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        child.stdout.close()
+        loaded = Workspace(ws_path).load("conv", "agent")
+        assert json.dumps([m.id for m in loaded.messages]) in valid
+        assert list(loaded.messages) == history(len({m.id for m in loaded.messages if m.role == "user"}), 1)
+        kills_during_saves += loaded.revision > before
+    assert kills_during_saves >= 40  # the kills really landed while the child was saving
+
+
+def test_concurrent_writers_lose_nothing_silently(tmp_path):
+    ws_path = tmp_path / "ws"
+    with Workspace(ws_path) as ws:
+        ws.tree.create("shared")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(TESTS.parent)]))
+    children = [
+        subprocess.Popen([sys.executable, str(TESTS / "worker.py"), str(ws_path), name, "60"], stdout=subprocess.PIPE, env=env)
+        for name in ("alpha", "beta")
+    ]
+    outputs = [c.communicate(timeout=120)[0].split() for c in children]
+    assert all(c.returncode == 0 for c in children)
+    successes = sum(int(o[0]) for o in outputs)
+    conflicts = sum(int(o[1]) for o in outputs)
+    assert successes + conflicts == 120
+    with Workspace(ws_path) as ws:
+        # every save that was not reported as a conflict is in the file: no silent overwrite
+        assert ws.load("shared", "agent").revision == successes
+        assert len(ws.load("shared", "agent").messages) == 2 * successes
+        # every append is in the tree, on one chain
+        path_ids = [m.id for m in ws.tree.path("shared")]
+        assert sorted(path_ids) == sorted(f"{n}-{i}" for n in ("alpha", "beta") for i in range(60))

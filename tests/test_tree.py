@@ -1,0 +1,126 @@
+import json
+import sqlite3
+
+import pytest
+
+from glyphpack import ConflictError, Message, StoreError, Workspace, export_json, export_markdown
+from glyphpack._cli import main
+from glyphpack._tree import SCHEMA_VERSION, SessionTree
+
+
+@pytest.fixture
+def tree(tmp_path):
+    with Workspace(tmp_path / "ws") as ws:
+        yield ws.tree
+
+
+def chat(tree, conversation, texts):
+    ids = []
+    for i, text in enumerate(texts):
+        ids.append(tree.append(conversation, Message("user" if i % 2 == 0 else "assistant", text)))
+    return ids
+
+
+def test_append_path_children(tree):
+    c = tree.create("c1", "first")
+    ids = chat(tree, c, ["hi", "hello", "do x", "done"])
+    assert tree.tip(c) == ids[-1]
+    assert [m.id for m in tree.path(c)] == ids
+    assert [m.id for m in tree.children(ids[0])] == [ids[1]]
+    assert [conv.id for conv in tree.conversations()] == ["c1"]
+
+
+def test_branch_moves_only_the_tip(tree, tmp_path):
+    c = tree.create("c1")
+    ids = chat(tree, c, ["a", "b", "c", "d"])
+    before = tree._db.execute("SELECT id, parent, body FROM messages ORDER BY id").fetchall()
+    tree.branch(c, ids[1])
+    assert tree._db.execute("SELECT id, parent, body FROM messages ORDER BY id").fetchall() == before
+    assert [m.id for m in tree.path(c)] == ids[:2]
+    new = tree.append(c, Message("user", "c'"))
+    assert sorted(m.id for m in tree.children(ids[1])) == sorted([ids[2], new])
+    tree.branch(c, None)
+    assert tree.path(c) == []
+
+
+def test_fork_copies_the_path_with_new_ids(tree):
+    c = tree.create("c1", "origin")
+    ids = chat(tree, c, ["a", "b", "c", "d"])
+    f = tree.fork(c, at=ids[2], new_conversation="c2")
+    copied = tree.path(f)
+    assert [m.text for m in copied] == ["a", "b", "c"]
+    assert not {m.id for m in copied} & set(ids)  # no shared rows
+    assert [m.id for m in tree.path(c)] == ids  # the original is untouched
+    assert tree.conversation(f).forked_from == "c1" and tree.conversation(f).forked_at == ids[2]
+    tree.append(f, Message("assistant", "e"))
+    assert len(tree.path(c)) == 4
+
+
+def test_tip_compare_and_swap(tree):
+    c = tree.create("c1")
+    first = tree.append(c, Message("user", "a"))
+    tree.append(c, Message("assistant", "b"), expected_tip=first)
+    with pytest.raises(ConflictError, match="has moved"):
+        tree.append(c, Message("assistant", "stale"), expected_tip=first)
+    assert [m.text for m in tree.path(c)] == ["a", "b"]
+
+
+def test_bad_references(tree):
+    a, b = tree.create("a"), tree.create("b")
+    m = tree.append(a, Message("user", "x"))
+    with pytest.raises(StoreError, match="belongs to 'a', not 'b'"):
+        tree.branch(b, m)
+    with pytest.raises(StoreError, match="no conversation 'zz'"):
+        tree.append("zz", Message("user", "x"))
+    with pytest.raises(StoreError, match="already exists"):
+        tree.create("a")
+    with pytest.raises(StoreError, match="already in the tree"):
+        tree.append(a, Message("user", "again", id=m))
+
+
+def test_schema_is_versioned_and_wal(tmp_path):
+    path = tmp_path / "t.sqlite3"
+    SessionTree(path).close()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="newer than this glyphpack"):
+        SessionTree(path)
+    (tmp_path / "junk.sqlite3").write_bytes(b"not a database at all" * 100)
+    with pytest.raises(StoreError, match="not a usable session tree"):
+        SessionTree(tmp_path / "junk.sqlite3")
+
+
+def test_export_json_and_markdown(tree):
+    c = tree.create("c1", "Export me")
+    ids = chat(tree, c, ["question", "answer"])
+    tree.branch(c, ids[0])
+    tree.append(c, Message("assistant", "other answer"))
+    path = export_json(tree, c)
+    assert [m["content"][0]["text"] for m in path["messages"]] == ["question", "other answer"]
+    whole = export_json(tree, c, whole_tree=True)
+    assert len(whole["messages"]) == 3 and whole["messages"][1]["parent"] == ids[0]
+    md = export_markdown(tree, c, whole_tree=True)
+    assert md.startswith("# Export me") and "<- tip" in md and "other answer" in md
+
+
+def test_cli_tree_branch_fork_export(tmp_path, capsys):
+    ws_path = tmp_path / "ws"
+    with Workspace(ws_path) as ws:
+        c = ws.tree.create("demo")
+        ids = chat(ws.tree, c, ["hello", "hi", "try A", "A done"])
+    assert main(["tree", str(ws_path)]) == 0
+    drawn = capsys.readouterr().out
+    assert "A done" in drawn and drawn.count("<- tip") == 1
+    assert main(["branch", str(ws_path), "demo", ids[1][:10]]) == 0
+    capsys.readouterr()
+    assert main(["fork", str(ws_path), "demo", "--new", "demo2"]) == 0
+    assert capsys.readouterr().out.strip() == "demo2"
+    assert main(["export", str(ws_path), "demo2", "--format", "json"]) == 0
+    exported = json.loads(capsys.readouterr().out)
+    assert [m["content"][0]["text"] for m in exported["messages"]] == ["hello", "hi"]
+    assert main(["tree", str(tmp_path / "nowhere")]) == 2
+    assert "not a glyphpack workspace" in capsys.readouterr().err
