@@ -1,0 +1,267 @@
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from glyphpack import Image, Message, Text, ToolResult, Workspace, read_pages
+from glyphpack._compaction import (
+    CompactionError,
+    CostModel,
+    Summarizer,
+    compact,
+    compact_transcript,
+    drop_images,
+    elide,
+    parse_overflow,
+    recover,
+    request_bytes,
+    serialize_message,
+    shake,
+    should_compact,
+    snapshot,
+    summarize,
+)
+from glyphpack._fonts import load_atlas
+from glyphpack._messages import validate_history
+from glyphpack._providers import resolve
+from glyphpack._sessions import generate_session
+from glyphpack._text import glyphs_to_text, normalize
+
+CLAUDE = resolve("claude-sonnet-4-5")
+
+
+@pytest.fixture(scope="module")
+def session():
+    return generate_session(300_000, seed=3)
+
+
+def fake_summarizer(window=20_000, calls=None):
+    def fn(prompt):
+        if calls is not None:
+            calls.append(prompt)
+        return "Summary: " + " ".join(prompt.split()[-40:])
+
+    return Summarizer(fn, window=window, output_reserve=1000)
+
+
+def images_in(messages):
+    return sum(
+        isinstance(b, Image) or (isinstance(b, ToolResult) and sum(isinstance(c, Image) for c in b.content))
+        for m in messages
+        for b in m.content
+    )
+
+
+def test_generated_sessions_are_realistic_and_deterministic(session):
+    assert session == generate_session(300_000, seed=3)
+    validate_history(session, allow_pending=False)
+    results = [b for m in session for b in m.tool_results]
+    assert any(r.is_error for r in results) and images_in(session) > 0
+    assert any("def " in m.text for m in session)  # real standard-library source
+    assert sum(len(m.text) for m in session) >= 300_000
+
+
+def test_elision_keeps_errors_recent_turns_and_what_the_caller_marks(session):
+    cost = CostModel(CLAUDE)
+    view, report = elide(session, cost, protect_turns=2, remarkable=lambda r, c: c is not None and c.name == "grep")
+    assert report.changed > 0 and report.tokens_after < report.tokens_before
+    calls = {c.id: c for m in session for c in m.tool_calls}
+    protected = [i for i, m in enumerate(session) if m.role == "user"][-2]
+    for old, new in zip(session, view):
+        for before, after in zip(old.tool_results, new.tool_results):
+            elided = after.content[0].text.startswith("[elided by glyphpack")
+            if elided:
+                assert not before.is_error and calls[before.call_id].name != "grep"
+                assert session.index(old) < protected
+                assert f"{len(before.content[0].text):,} chars" in after.content[0].text
+    assert view[protected:] == session[protected:]
+
+
+def test_image_drop(session):
+    cost = CostModel(CLAUDE)
+    view, report = drop_images(session, cost, protect_turns=1)
+    protected = [i for i, m in enumerate(session) if m.role == "user"][-1]
+    assert images_in(view[:protected]) == 0 and view[protected:] == session[protected:]
+    assert report.changed == images_in(session[:protected])
+    assert "image dropped by glyphpack: image/png" in json.dumps([m.text for m in view]) or report.changed == 0
+
+
+def test_snapshot_keeps_head_and_tail_and_pages_read_back(session):
+    cost = CostModel(CLAUDE)
+    shaken = list(shake(session, CLAUDE).view)
+    budget = cost.history(shaken) // 2
+    view, report, pages = snapshot(shaken, cost, budget)
+    assert pages and report.tokens_after <= budget
+    snap_index = next(i for i, m in enumerate(view) if m.id.startswith("snapshot-"))
+    assert view[:snap_index] == shaken[:2]  # system prompt and the task, verbatim
+    tail = view[snap_index + 1 :]
+    assert tail == shaken[len(shaken) - len(tail) :]  # the newest turns, verbatim
+    middle = shaken[2 : len(shaken) - len(tail)]
+    text = "".join(serialize_message(m) for m in middle)
+    atlas = load_atlas("5x8")
+    assert read_pages(pages) == glyphs_to_text(normalize(text, atlas).glyphs, atlas)
+    assert all(p.tokens == CLAUDE.tokens(p.width, p.height) for p in pages)
+
+
+def test_snapshot_is_skipped_without_vision(session):
+    view, report, pages = snapshot(session, CostModel(resolve("o3-mini")), 10_000)
+    assert pages == [] and "no vision" in report.details and view == list(session)
+
+
+def test_summarization_fits_the_summarizers_own_window(session):
+    calls = []
+    summarizer = fake_summarizer(window=4_000, calls=calls)
+    cost = CostModel(CLAUDE)
+    view, report = summarize(session, cost, 30_000, summarizer)
+    assert len(calls) > 1  # chunked
+    limit = summarizer.window - summarizer.output_reserve
+    assert all(cost.text(prompt) <= limit for prompt in calls)
+    validate_history(view, allow_pending=False)
+    assert view[:2] == session[:2] and "[glyphpack summary of messages 3-" in view[2].text
+
+
+def test_text_only_reader_never_receives_an_image(session):
+    for budget in (1_000_000, 60_000, 20_000):
+        result = compact(session, "o3-mini", budget, summarizer=fake_summarizer())
+        assert images_in(result.view) == 0 and result.pages == ()
+        assert all(r.rung != "snapshot" for r in result.report.rungs)
+    assert images_in(shake(session, "deepseek-chat").view) == 0
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    chars=st.integers(5_000, 120_000),
+    seed=st.integers(0, 50),
+    fraction=st.floats(0.15, 1.2),
+    model=st.sampled_from(["claude-sonnet-4-5", "claude-opus-4-8", "gpt-5.4", "gpt-4o", "gemini-3-pro", "o3-mini"]),
+)
+def test_the_ladder_meets_any_budget_it_can(chars, seed, fraction, model):
+    history = generate_session(chars, seed)
+    profile = resolve(model)
+    cost = CostModel(profile)
+    budget = max(1, int(cost.history(history) * fraction))
+    result = compact(history, profile, budget, summarizer=fake_summarizer())
+    view = list(result.view)
+    validate_history(view, allow_pending=False)  # no orphans: a provider accepts it
+    assert view[:2] == history[:2]  # the head verbatim
+    assert result.report.fits == (cost.history(view) <= budget)
+    if result.report.fits:
+        assert cost.history(view) <= budget
+    if not profile.vision:
+        assert images_in(view) == 0
+    snap = [i for i, m in enumerate(view) if m.id.startswith("snapshot-")]
+    if snap:
+        tail = view[snap[0] + 1 :]
+        # the pages hold exactly the serialized middle of the history the rungs before made
+        shaken = list(history)
+        for report in result.report.rungs:
+            if report.rung == "elision":
+                shaken, _ = elide(shaken, cost)
+            elif report.rung == "image drop":
+                shaken, _ = drop_images(shaken, cost)
+        assert tail == shaken[len(shaken) - len(tail):]
+        middle = shaken[2 : len(shaken) - len(tail)]
+        text = "".join(serialize_message(m) for m in middle)
+        atlas = load_atlas(result.pages[0].shape)
+        assert read_pages(result.pages) == glyphs_to_text(normalize(text, atlas).glyphs, atlas)
+    assert len(result.report.rungs) <= 5  # each rung at most once: it never loops
+
+
+def test_recompaction_keeps_earlier_pages_byte_identical():
+    history = generate_session(1_000_000, seed=7)
+    longer = history + generate_session(100_000, seed=8)[1:]  # more turns: a new task and its work
+    budget = CostModel(CLAUDE).history(shake(history, CLAUDE).view) // 4
+    first = compact(history, "claude-sonnet-4-5", budget)
+    second = compact(longer, "claude-sonnet-4-5", budget)
+    assert first.pages and second.pages
+
+    def middle_text(result, source):
+        snap = next(i for i, m in enumerate(result.view) if m.id.startswith("snapshot-"))
+        tail = len(result.view) - snap - 1
+        shaken = list(source)  # the rungs before the snapshot
+        from glyphpack._compaction import CostModel as CM, drop_images as di, elide as el
+
+        cost = CM(resolve("claude-sonnet-4-5"))
+        shaken, _ = el(shaken, cost)
+        shaken, _ = di(shaken, cost)
+        return "".join(serialize_message(m) for m in shaken[2 : len(shaken) - tail])
+
+    a, b = middle_text(first, history), middle_text(second, longer)
+    first_change = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    per_page = first.pages[0].chars
+    unchanged_pages = first_change // per_page
+    assert unchanged_pages >= 1
+    for i in range(min(unchanged_pages, len(first.pages) - 1)):
+        assert first.pages[i].png == second.pages[i].png
+
+
+ERRORS = [
+    ("anthropic", "Error code: 400 - {'type': 'error', 'error': {'type': 'invalid_request_error', 'message': 'prompt is too long: 215147 tokens > 200000 maximum'}}", 215147, 200000),
+    ("openai", "Error code: 400 - {'error': {'message': \"This model's maximum context length is 128000 tokens. However, your messages resulted in 130532 tokens. Please reduce the length of the messages.\", 'type': 'invalid_request_error', 'param': 'messages', 'code': 'context_length_exceeded'}}", 130532, 128000),
+    ("gemini", "400 INVALID_ARGUMENT. {'error': {'code': 400, 'message': 'The input token count (1245760) exceeds the maximum number of tokens allowed (1048576).', 'status': 'INVALID_ARGUMENT'}}", 1245760, 1048576),
+]
+
+
+@pytest.mark.parametrize("provider, text, measured, limit", ERRORS)
+def test_parse_real_overflow_wordings(provider, text, measured, limit):
+    overflow = parse_overflow(text)
+    assert (overflow.kind, overflow.measured, overflow.limit, overflow.provider) == ("tokens", measured, limit, provider)
+
+
+def test_parse_413_and_others():
+    class APIStatusError(Exception):
+        status_code = 413
+
+    assert parse_overflow(APIStatusError("Error code: 413 - request_too_large")).kind == "bytes"
+    assert parse_overflow({"type": "error", "error": {"type": "request_too_large", "message": "Request exceeds the maximum size"}}).kind == "bytes"
+    assert parse_overflow("Your input exceeds the context window of this model.").kind == "tokens"
+    assert parse_overflow("529 overloaded_error") is None
+    with pytest.raises(CompactionError, match="not a 'request too long' error"):
+        recover([], CLAUDE, "rate limited")
+
+
+def test_recover_trusts_the_providers_count(session):
+    cost = CostModel(CLAUDE)
+    estimate = cost.history(session)
+    measured = int(estimate * 1.5)  # the provider counted half again as much as we did
+    limit = int(measured * 0.6)
+    error = f"prompt is too long: {measured} tokens > {limit} maximum"
+    result = recover(session, CLAUDE, error, summarizer=fake_summarizer())
+    assert result.report.budget == int(limit * 0.9)
+    # judged with the provider-calibrated estimate, the view is under the target
+    scaled = CostModel(CLAUDE, cost.estimator.scaled((measured - cost.breakdown(session)["images"]) / (estimate - cost.breakdown(session)["images"])))
+    assert scaled.history(result.view) <= result.report.budget
+    assert "measured by the provider" in result.report.message
+
+
+def test_recover_from_413_needs_fewer_bytes(session):
+    before = request_bytes(session)
+    result = recover(session, CLAUDE, "Error code: 413 - {'error': {'type': 'request_too_large'}}", summarizer=fake_summarizer())
+    assert request_bytes(result.view) <= before * 0.5 * 0.9
+    assert images_in(result.view) == 0
+    validate_history(result.view, allow_pending=False)
+
+
+def test_proactive_trigger_and_budget_errors(session):
+    cost = CostModel(CLAUDE).history(session)
+    assert should_compact(session, CLAUDE, cost - 1) and not should_compact(session, CLAUDE, cost + 1)
+    with pytest.raises(CompactionError, match="positive number of tokens"):
+        compact(session, CLAUDE, 0)
+
+
+def test_ladder_says_when_it_cannot_fit(session):
+    result = compact(session, CLAUDE, 100)  # no summarizer, impossible budget
+    assert not result.report.fits and "does not fit" in result.report.message
+    assert "a summarizer would free more" in result.report.message
+
+
+def test_compacting_a_stored_transcript_leaves_it_untouched(tmp_path, session):
+    with Workspace(tmp_path) as ws:
+        ws.save("c", "a", session, revision=0)
+        path = ws.transcript_path("c", "a")
+        stored = path.read_bytes()
+        result = compact_transcript(ws, "c", "a", "claude-sonnet-4-5", 50_000)
+        assert result.report.fits
+        assert path.read_bytes() == stored
+        assert list(ws.load("c", "a").messages) == list(session)
