@@ -291,6 +291,83 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_history(path: str):
+    """Messages from a transcript file (glyphpack's format) or a JSON list of messages."""
+    from ._messages import HistoryError, history_from_json
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise GlyphpackError(f"cannot read {path}: {exc.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise GlyphpackError(f"{path} is not JSON: {exc}") from None
+    if isinstance(data, dict) and isinstance(data.get("messages"), list):
+        data = data["messages"]
+    if not isinstance(data, list):
+        raise GlyphpackError(f"{path}: expected a transcript or a JSON list of messages")
+    try:
+        return history_from_json(data)
+    except HistoryError as exc:
+        raise GlyphpackError(f"{path}: {exc}") from None
+
+
+def _write_view(result, out: str | None) -> list[str]:
+    from ._messages import history_to_json
+
+    if not out:
+        return []
+    directory = Path(out)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "view.json").write_text(json.dumps(history_to_json(result.view), ensure_ascii=False), encoding="utf-8")
+    written = [str(directory / "view.json")]
+    for page in result.pages:
+        path = directory / f"page-{page.index + 1:04d}.png"
+        path.write_bytes(page.png)
+        written.append(str(path))
+    return written
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    from ._compaction import compact, shake
+
+    history = _load_history(args.transcript)
+    if args.command == "shake":
+        result = shake(history, args.model, protect_turns=args.protect_turns)
+    else:
+        result = compact(history, args.model, args.budget, protect_turns=args.protect_turns)
+    print("\n".join(result.report.lines()))
+    written = _write_view(result, args.out)
+    if written:
+        print(f"wrote {written[0]}" + (f" and {len(written) - 1} page(s)" if len(written) > 1 else ""))
+    return 0 if result.report.fits else 1
+
+
+def cmd_context(args: argparse.Namespace) -> int:
+    from ._compaction import CostModel
+    from ._providers import resolve
+
+    history = _load_history(args.transcript)
+    cost = CostModel(resolve(args.model))
+    parts = cost.breakdown(history)
+    total = sum(parts.values()) or 1
+    width = 40
+    print(f"{len(history)} messages, ~{total:,} tokens for {args.model} ({cost.profile.name})")
+    for name, tokens in parts.items():
+        bar = "█" * round(width * tokens / total)
+        print(f"{name:<13} {tokens:>10,} {tokens / total:>6.1%}  {bar}")
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from ._messages import history_to_json
+    from ._sessions import generate_session
+
+    history = generate_session(args.chars, args.seed)
+    Path(args.out).write_text(json.dumps(history_to_json(history), ensure_ascii=False), encoding="utf-8")
+    print(f"wrote {args.out}: {len(history)} messages, {sum(len(m.text) for m in history):,} characters")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="glyphpack", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -348,6 +425,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--whole-tree", action="store_true", help="every branch, not just the path to the tip")
     p.add_argument("--out", metavar="FILE")
     p.set_defaults(run=cmd_export)
+
+    for name, helptext in (
+        ("compact", "run the compaction ladder on a transcript until it fits a budget"),
+        ("shake", "run only the free rungs (elision, image drop) on a transcript"),
+    ):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("transcript", help="a transcript file or a JSON list of messages")
+        p.add_argument("--model", required=True, help="the reader's model id")
+        if name == "compact":
+            p.add_argument("--budget", type=int, required=True, help="tokens the view must fit in")
+        p.add_argument("--protect-turns", type=int, default=2, help="newest user turns the free rungs leave alone")
+        p.add_argument("--out", metavar="DIR", help="write view.json and the snapshot pages here")
+        p.set_defaults(run=cmd_compact)
+
+    p = sub.add_parser("context", help="what fills the context: tokens per category, with bars")
+    p.add_argument("transcript")
+    p.add_argument("--model", required=True)
+    p.set_defaults(run=cmd_context)
+
+    p = sub.add_parser("generate-session", help="write a realistic generated agent session (for trying the ladder)")
+    p.add_argument("out", metavar="FILE.json")
+    p.add_argument("--chars", type=int, default=300_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(run=cmd_generate)
 
     p = sub.add_parser("fonts", help="list shapes and their fonts' coverage")
     p.add_argument("--confusables", metavar="SHAPE", choices=sorted(SHAPES),

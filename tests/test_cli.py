@@ -60,3 +60,26 @@ def test_legibility_command_writes_plot_and_table(tmp_path, capsys):
     assert "| 5x8 | bicubic | 1.00 |" in out
     assert "5x8: unreadable" in out
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_generate_context_compact_shake(tmp_path, capsys):
+    session = tmp_path / "session.json"
+    assert main(["generate-session", str(session), "--chars", "200000", "--seed", "4"]) == 0
+    capsys.readouterr()
+    assert main(["context", str(session), "--model", "claude-sonnet-4-5"]) == 0
+    out = capsys.readouterr().out
+    assert "tool results" in out and "█" in out
+    out_dir = tmp_path / "view"
+    assert main(["compact", str(session), "--model", "claude-sonnet-4-5", "--budget", "8000", "--out", str(out_dir)]) == 0
+    report = capsys.readouterr().out
+    assert "snapshot" in report and "fits:" in report
+    view = json.loads((out_dir / "view.json").read_text())
+    assert any(m["id"].startswith("snapshot-") for m in view)
+    assert sorted(p.name for p in out_dir.glob("page-*.png"))
+    assert main(["compact", str(session), "--model", "o3-mini", "--budget", "100"]) == 1  # cannot fit: says so
+    assert "does not fit" in capsys.readouterr().out
+    assert main(["shake", str(session), "--model", "gpt-5.4"]) == 0
+    assert "shake:" in capsys.readouterr().out
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert main(["context", str(bad), "--model", "gpt-5.4"]) == 2
