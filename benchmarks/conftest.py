@@ -9,6 +9,8 @@ from corpus import stdlib_corpus  # noqa: E402
 
 #: name -> (value, unit): filled by the benchmarks, printed as one table at the end.
 RESULTS: dict[str, tuple[float, str]] = {}
+#: Whole tables (lists of Markdown lines) other benchmarks print at the end.
+TABLES: dict[str, list[str]] = {}
 
 
 @pytest.fixture(scope="session")
@@ -22,6 +24,10 @@ def results():
 
 
 def pytest_terminal_summary(terminalreporter):
+    for title, lines in TABLES.items():
+        terminalreporter.write_sep("=", title)
+        for line in lines:
+            terminalreporter.write_line(line)
     if not RESULTS:
         return
     terminalreporter.write_sep("=", "glyphpack benchmark summary (one run)")

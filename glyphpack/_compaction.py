@@ -70,6 +70,9 @@ class CostModel:
     profile: Profile
     estimator: TextEstimator = DEFAULT_ESTIMATOR
     tokenizer: Callable[[str], int] | None = None
+    # id(message) -> (message, tokens): the ladder prices the same messages many
+    # times; holding the message keeps its id from being reused.
+    _memo: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     def text(self, text: str) -> int:
         if not text:
@@ -97,7 +100,12 @@ class CostModel:
         return 0
 
     def message(self, message: Message) -> int:
-        return MESSAGE_OVERHEAD + sum(self.block(b) for b in message.content)
+        hit = self._memo.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        tokens = MESSAGE_OVERHEAD + sum(self.block(b) for b in message.content)
+        self._memo[id(message)] = (message, tokens)
+        return tokens
 
     def history(self, messages: Sequence[Message]) -> int:
         return sum(self.message(m) for m in messages)

@@ -15,6 +15,9 @@ def test_public_api_is_pinned():
         "Message", "Text", "Image", "ToolCall", "ToolResult", "Thinking", "is_turn_boundary",
         "turn_boundaries", "validate_history", "to_anthropic", "from_anthropic", "to_openai_chat",
         "from_openai_chat", "Workspace", "Transcript", "SessionTree", "export_json", "export_markdown",
+        # compaction
+        "Compaction", "CompactionError", "Summarizer", "compact", "parse_overflow", "recover", "shake",
+        "should_compact", "generate_session",
         # errors
         "GlyphpackError", "FontError", "LimitError", "PageError", "ShapeError", "TextOnlyModelError",
         "HistoryError", "StoreError", "ConflictError",
@@ -25,7 +28,8 @@ def test_public_api_is_pinned():
 
 def test_errors_share_one_root():
     for error in (glyphpack.FontError, glyphpack.LimitError, glyphpack.ShapeError, glyphpack.PageError,
-                  glyphpack.TextOnlyModelError, glyphpack.HistoryError, glyphpack.StoreError, glyphpack.ConflictError):
+                  glyphpack.TextOnlyModelError, glyphpack.HistoryError, glyphpack.StoreError, glyphpack.ConflictError,
+                  glyphpack.CompactionError):
         assert issubclass(error, glyphpack.GlyphpackError)
 
 

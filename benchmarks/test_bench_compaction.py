@@ -1,0 +1,70 @@
+"""Compaction of generated agent sessions: 100k, 1M and 10M characters, for a Claude,
+a GPT and a Gemini profile. Records time per rung, pages, tokens before and after,
+and the snapshot rung's compression against the estimated text tokens of the same
+middle; prints a table at the end of the run."""
+
+import re
+
+import pytest
+
+from conftest import TABLES
+from glyphpack._compaction import CostModel, compact, shake
+from glyphpack._providers import resolve
+from glyphpack._sessions import generate_session
+
+SIZES = (100_000, 1_000_000, 10_000_000)
+MODELS = ("claude-sonnet-4-5", "gpt-5.4", "gemini-3-pro")
+ROWS: list[dict] = []
+
+
+@pytest.fixture(scope="module", params=SIZES, ids=lambda n: f"{n // 1000}k")
+def session(request):
+    return request.param, generate_session(request.param, seed=11)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_compact(benchmark, session, model):
+    size, history = session
+    profile = resolve(model)
+    cost = CostModel(profile)
+    # Tight enough that every rung up to snapshots runs.
+    budget = max(2_000, cost.history(shake(history, profile).view) // 4)
+    benchmark.group = f"compact {size:,} chars"
+    result = benchmark.pedantic(compact, args=(history, profile, budget), rounds=1 if size >= 10_000_000 else 3, iterations=1)
+    rungs = {r.rung: r for r in result.report.rungs}
+    snap = rungs.get("snapshot")
+    compression = None
+    if snap is not None and snap.pages:
+        match = re.search(r"~([\d,]+) text tokens\) -> \d+ pages, ([\d,]+) image tokens", snap.details)
+        compression = int(match[1].replace(",", "")) / int(match[2].replace(",", ""))
+    ROWS.append(
+        {
+            "chars": size,
+            "model": model,
+            "before": result.report.tokens_before,
+            "after": result.report.tokens_after,
+            "budget": budget,
+            "pages": len(result.pages),
+            "seconds": benchmark.stats.stats.min,
+            **{f"{name} s": round(r.seconds, 3) for name, r in rungs.items()},
+            "snapshot compression": compression,
+        }
+    )
+    assert result.report.fits
+
+
+@pytest.fixture(scope="module", autouse=True)
+def table():
+    yield
+    lines = [
+        "| chars | model | tokens before | after (budget) | pages | elision s | image drop s | snapshot s | total s | µs per 1k chars | snapshot compression |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in ROWS:
+        comp = f"{r['snapshot compression']:.1f}x" if r["snapshot compression"] else "-"
+        lines.append(
+            f"| {r['chars']:,} | {r['model']} | {r['before']:,} | {r['after']:,} ({r['budget']:,}) | {r['pages']} | "
+            f"{r.get('elision s', 0):.3f} | {r.get('image drop s', 0):.3f} | {r.get('snapshot s', 0):.3f} | "
+            f"{r['seconds']:.3f} | {1e6 * r['seconds'] / (r['chars'] / 1000):.0f} | {comp} |"
+        )
+    TABLES["compaction of generated sessions (one run)"] = lines
