@@ -176,47 +176,40 @@ def nearest_glyphs(cells, glyphs, out):
         out[m] = best
 
 
+@jit(inline="always")
+def _distance(packed, i, j, max_distance):
+    """Differing bits of rows i and j of uint64[N, K], counted only up to max_distance + 1."""
+    distance = 0
+    for k in range(packed.shape[1]):
+        distance += _popcount(packed[i, k] ^ packed[j, k])
+        if distance > max_distance:
+            break
+    return distance
+
+
 @jit(parallel=True)
-def count_close_pairs(packed, max_distance, counts):
-    """counts[i] = number of j > i with popcount(packed[i] ^ packed[j]) <= max_distance.
+def close_pairs(packed, max_distance, starts, counts, out):
+    """Pairs of rows at most ``max_distance`` bits apart, in two passes.
 
     Args:
         packed: uint64[N, K] packed bitmaps.
-        counts: int64[N] output.
+        starts: int64[N + 1] prefix sums of ``counts`` (second pass only).
+        counts: int64[N]: the first pass (``out`` with 0 rows) stores, per row i,
+            how many j > i are close.
+        out: int64[total, 3]: the second pass fills ``out[starts[i]:starts[i+1]]``
+            with (i, j, distance) rows.
     """
-    n, words = packed.shape
+    n = packed.shape[0]
+    write = out.shape[0] > 0
     for i in numba.prange(n):
-        found = 0
+        row = starts[i] if write else 0
         for j in range(i + 1, n):
-            distance = 0
-            for k in range(words):
-                distance += _popcount(packed[i, k] ^ packed[j, k])
-                if distance > max_distance:
-                    break
+            distance = _distance(packed, i, j, max_distance)
             if distance <= max_distance:
-                found += 1
-        counts[i] = found
-
-
-@jit(parallel=True)
-def list_close_pairs(packed, max_distance, starts, out):
-    """Fill ``out[starts[i]:starts[i+1]]`` with (i, j, distance) rows (see ``count_close_pairs``).
-
-    Args:
-        packed: uint64[N, K]; starts: int64[N + 1] prefix sums of the counts;
-        out: int64[total, 3] output.
-    """
-    n, words = packed.shape
-    for i in numba.prange(n):
-        row = starts[i]
-        for j in range(i + 1, n):
-            distance = 0
-            for k in range(words):
-                distance += _popcount(packed[i, k] ^ packed[j, k])
-                if distance > max_distance:
-                    break
-            if distance <= max_distance:
-                out[row, 0] = i
-                out[row, 1] = j
-                out[row, 2] = distance
+                if write:
+                    out[row, 0] = i
+                    out[row, 1] = j
+                    out[row, 2] = distance
                 row += 1
+        if not write:
+            counts[i] = row

@@ -16,7 +16,7 @@ from PIL import Image
 
 from ._errors import GlyphpackError
 from ._fonts import FontAtlas
-from ._kernels import nearest_glyphs
+from ._kernels import close_pairs, nearest_glyphs
 from ._layout import lay_out
 from ._png import decode_png
 from ._providers import Profile, resolve
@@ -200,13 +200,13 @@ def confusable_pairs(shape: Shape | str, max_distance: int = 2) -> list[tuple[st
 
 def hamming_pairs(packed: np.ndarray, max_distance: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(i, j, distance) for i < j with popcount(packed[i] ^ packed[j]) <= max_distance."""
-    from ._kernels import count_close_pairs, list_close_pairs
-
     counts = np.zeros(packed.shape[0], dtype=np.int64)
-    count_close_pairs(packed, max_distance, counts)
-    starts = np.concatenate(([0], np.cumsum(counts)))
+    starts = np.zeros(packed.shape[0] + 1, dtype=np.int64)
+    close_pairs(packed, max_distance, starts, counts, np.empty((0, 3), dtype=np.int64))
+    starts[1:] = np.cumsum(counts)
     out = np.empty((int(starts[-1]), 3), dtype=np.int64)
-    list_close_pairs(packed, max_distance, starts, out)
+    if out.shape[0]:
+        close_pairs(packed, max_distance, starts, counts, out)
     return out[:, 0], out[:, 1], out[:, 2]
 
 

@@ -112,3 +112,28 @@ def test_custom_shape_with_odd_advance():
     grid = reference.place_cells(glyphs, atlas.cell_widths, shape.cols, -1)
     expected = reference.rasterize(grid, atlas.bitmaps, atlas.cell_widths, 5, 7, 9)
     assert np.array_equal(kernel_pixels(shape, grid), expected)
+
+
+def _bits(rows):
+    from glyphpack._legibility import _packed_rows
+
+    return _packed_rows(np.array(rows, dtype=np.uint8))
+
+
+@given(st.lists(st.lists(st.integers(0, 1), min_size=70, max_size=70), min_size=1, max_size=12), st.integers(0, 3))
+def test_close_pairs_and_nearest_match_a_plain_reference(rows, max_distance):
+    from glyphpack._kernels import nearest_glyphs
+    from glyphpack._legibility import hamming_pairs
+
+    packed = _bits(rows)  # 70 bits: two words per row
+    distance = lambda a, b: sum(x != y for x, y in zip(rows[a], rows[b]))
+    expected = sorted(
+        (i, j, distance(i, j)) for i in range(len(rows)) for j in range(i + 1, len(rows)) if distance(i, j) <= max_distance
+    )
+    first, second, dist = hamming_pairs(packed, max_distance)
+    assert sorted(zip(first.tolist(), second.tolist(), dist.tolist())) == expected
+    out = np.empty(len(rows), dtype=np.int32)
+    nearest_glyphs(packed, packed[::-1].copy(), out)
+    for m in range(len(rows)):
+        candidates = [distance(m, len(rows) - 1 - g) for g in range(len(rows))]
+        assert out[m] == candidates.index(min(candidates))  # ties go to the lower index
