@@ -9,13 +9,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 import pytest
 from PIL import BdfFontFile, Image, ImageDraw, ImageFont
 
 import glyphpack
+from glyphpack._fonts import FONT_DIR, FONT_FILES
 from glyphpack._kernels import rasterize
 from glyphpack._layout import lay_out
 from glyphpack._raster import glyph_row_words
@@ -75,7 +75,7 @@ def test_end_to_end_glyphpack(benchmark, corpus, results):
 def pillow_font():
     """The same 5x8 BDF font loaded the way a Pillow user would (Latin-1 only: Pillow's limit)."""
     directory = tempfile.mkdtemp()
-    with open(SHAPE.atlas and os.path.join(os.path.dirname(glyphpack.__file__), "fonts", "5x8.bdf"), "rb") as f:
+    with open(FONT_DIR / FONT_FILES[SHAPE.font], "rb") as f:
         BdfFontFile.BdfFontFile(f).save(os.path.join(directory, "5x8"))
     return ImageFont.load(os.path.join(directory, "5x8.pil"))
 

@@ -9,8 +9,6 @@ glyph is the exact glyph, so legibility is exactly 1.0.
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 from PIL import Image
 
@@ -208,14 +206,6 @@ def hamming_pairs(packed: np.ndarray, max_distance: int) -> tuple[np.ndarray, np
     if out.shape[0]:
         close_pairs(packed, max_distance, starts, counts, out)
     return out[:, 0], out[:, 1], out[:, 2]
-
-
-def page_image(pixels: np.ndarray) -> bytes:
-    """PNG bytes of float or 0/1 ink pixels (black on white), for looking at."""
-    gray = (255 - np.clip(np.asarray(pixels, dtype=np.float32), 0, 1) * 255).astype(np.uint8)
-    buffer = io.BytesIO()
-    Image.fromarray(gray, mode="L").save(buffer, "PNG")
-    return buffer.getvalue()
 
 
 #: A fixed sample for sweeps: prose, code, numbers and the punctuation pairs that

@@ -291,16 +291,16 @@ def render(
         ``Pages``, a list of ``Page`` with a ``report`` attribute (``RenderReport``).
         An empty or all-whitespace text gives no pages.
     """
-    plan_ = _prepare(text, shape, layout, page_size, model)
-    shape_ = plan_.shape
-    if plan_.pages > max_pages:
+    prepared = _prepare(text, shape, layout, page_size, model)
+    chosen = prepared.shape
+    if prepared.pages > max_pages:
         raise LimitError(
-            f"text needs {plan_.pages:,} pages of {shape_.page_width}x{shape_.page_height(shape_.max_rows)} px "
-            f"with shape {shape_.name!r}, over max_pages={max_pages:,}; raise max_pages or split the text"
+            f"text needs {prepared.pages:,} pages of {chosen.page_width}x{chosen.page_height(chosen.max_rows)} px "
+            f"with shape {chosen.name!r}, over max_pages={max_pages:,}; raise max_pages or split the text"
         )
-    grid_layout = lay_out(plan_.normalized, shape_, layout, plan_.rows)
-    pages = _encode_pages(grid_layout, plan_.profile, progress)
-    return Pages(pages, _report(plan_, grid_layout.grid, pages))
+    grid_layout = lay_out(prepared.normalized, chosen, layout, prepared.rows)
+    pages = _encode_pages(grid_layout, prepared.profile, progress)
+    return Pages(pages, _report(prepared, grid_layout.grid, pages))
 
 
 def _encode_pages(

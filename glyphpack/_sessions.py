@@ -55,7 +55,7 @@ def _screenshot(rng: random.Random) -> bytes:
 
 def _test_run(rng: random.Random, path: Path, failing: bool) -> str:
     names = [f"test_{path.stem}_{i}" for i in range(rng.randint(5, 40))]
-    lines = [f"============ test session starts ============", f"collected {len(names)} items", ""]
+    lines = ["============ test session starts ============", f"collected {len(names)} items", ""]
     for name in names:
         lines.append(f"tests/test_{path.stem}.py::{name} PASSED")
     if failing:

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from glyphpack import Image, Message, Text, ToolResult, Workspace, read_pages
+from glyphpack import Image, ToolResult, Workspace, read_pages
 from glyphpack._compaction import (
     CompactionError,
     CostModel,

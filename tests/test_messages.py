@@ -3,9 +3,9 @@ from hypothesis import given
 from pydantic import TypeAdapter
 
 import glyphpack
-from glyphpack import HistoryError, Image, Message, Text, ToolCall, ToolResult
+from glyphpack import HistoryError, Image, Message
 from glyphpack._messages import history_from_json, history_to_json, pending_calls
-from histories import PNG, histories, history, turn
+from histories import histories, history, turn
 
 
 @given(histories())

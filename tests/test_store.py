@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from glyphpack import ConflictError, HistoryError, Message, StoreError, Text, Workspace
+from glyphpack import ConflictError, HistoryError, Message, StoreError, Workspace
 from glyphpack._messages import validate_history
 from glyphpack._store import trim_start
 from histories import histories, history, turn
