@@ -79,6 +79,10 @@ def cmd_render(args: argparse.Namespace) -> int:
         bar.close()
     report = pages.report
     written = []
+    if args.contact_sheet:
+        from ._sheet import contact_sheet
+
+        Path(args.contact_sheet).write_bytes(contact_sheet(pages))
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -115,6 +119,8 @@ def cmd_render(args: argparse.Namespace) -> int:
         ]
     else:
         rows.append(("text tokens", f"~{report.text_tokens:,} estimated (pass --model for image cost)"))
+    if args.contact_sheet:
+        rows.append(("contact sheet", args.contact_sheet))
     if written:
         rows.append(("written", f"{written[0]} .. {written[-1]}" if len(written) > 1 else written[0]))
     print(table(rows))
@@ -369,7 +375,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="glyphpack", description=__doc__)
+    from . import __version__
+
+    parser = argparse.ArgumentParser(prog="glyphpack", description="Text packed into pages of bitmap glyphs for vision models.")
+    parser.add_argument("--version", action="version", version=f"glyphpack {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("render", help="render a text file to PNG pages and report what it cost")
@@ -381,6 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-pages", type=int, default=5000)
     p.add_argument("--out", metavar="DIR", help="write page-0001.png ... here")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--contact-sheet", metavar="FILE.png", help="also write every page as a labelled thumbnail here")
     p.set_defaults(run=cmd_render)
 
     p = sub.add_parser("read", help="decode page PNGs back to text")

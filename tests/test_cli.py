@@ -83,3 +83,32 @@ def test_generate_context_compact_shake(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     assert main(["context", str(bad), "--model", "gpt-5.4"]) == 2
+
+
+def test_contact_sheet(tmp_path, capsys):
+    import io
+
+    from PIL import Image
+
+    source = tmp_path / "in.txt"
+    source.write_text("contact sheet text " * 8000)
+    sheet = tmp_path / "sheet.png"
+    assert main(["render", str(source), "--model", "claude-sonnet-4-5", "--contact-sheet", str(sheet)]) == 0
+    assert "contact sheet" in capsys.readouterr().out
+    with Image.open(io.BytesIO(sheet.read_bytes())) as image:
+        assert image.width == 1600 and image.height > 100
+    from glyphpack import GlyphpackError
+    from glyphpack._sheet import contact_sheet
+
+    import pytest
+
+    with pytest.raises(GlyphpackError, match="no pages"):
+        contact_sheet([])
+
+
+def test_version(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out.startswith("glyphpack ")
