@@ -330,7 +330,8 @@ def snapshot(
     Cuts fall only at turn boundaries. Returns (view, report, pages); the view is the
     input unchanged when no cut fits the budget or the reader has no vision.
     """
-    from ._render import plan, render
+    from ._render import render
+    from ._shapes import get_shape
 
     started = time.perf_counter()
     before = cost.history(messages)
@@ -354,10 +355,12 @@ def snapshot(
     prefix_chars = [0]
     for text in texts:
         prefix_chars.append(prefix_chars[-1] + len(text))
-    # Price a page from a plan of one full page of this reader's default geometry.
-    sample = plan("x" * 200_000, model=profile, shape=shape, layout="flow")
-    per_page_chars = max(1, sample.chars // max(1, sample.pages))
-    per_page_tokens = max(1, (sample.image_tokens or 0) // max(1, sample.pages))
+    # Price the middle from one full page of the reader's geometry (exactly checked
+    # after rendering; this only orders the search).
+    page_shape = get_shape(shape)
+    page_width, page_height = profile.page_size(page_shape)
+    per_page_chars = (page_width // page_shape.advance) * (page_height // page_shape.pitch)
+    per_page_tokens = max(1, profile.tokens(page_width, page_height))
     header_cost = 100
     correction = 0  # how far the estimate fell short on the last render: raised as renders teach
     renders = 0
