@@ -12,6 +12,7 @@ pixels that match no glyph.
 from __future__ import annotations
 
 import functools
+import threading
 
 import numba
 import numpy as np
@@ -19,6 +20,12 @@ import numpy as np
 #: The one JIT policy: cached to disk so a second process does not compile, and
 #: releasing the GIL so callers can run kernels from threads.
 jit = functools.partial(numba.njit, cache=True, nogil=True)
+
+#: Held around every launch of a ``parallel=True`` kernel. Numba's fallback threading
+#: layer (workqueue, used where neither OpenMP nor TBB is available) aborts the
+#: process when two threads launch parallel kernels at once; a parallel kernel uses
+#: every core anyway, so taking turns costs no throughput.
+parallel_launch = threading.Lock()
 
 EMPTY = -1
 WIDE_TAIL = -2

@@ -14,7 +14,7 @@ from PIL import Image
 
 from ._errors import GlyphpackError
 from ._fonts import FontAtlas
-from ._kernels import close_pairs, nearest_glyphs
+from ._kernels import close_pairs, nearest_glyphs, parallel_launch
 from ._layout import lay_out
 from ._png import decode_png
 from ._providers import Profile, resolve
@@ -120,7 +120,8 @@ def nearest_read(pixels: np.ndarray, shape: Shape, expected_grid: np.ndarray) ->
         blocks = canvas[ys[:, :, None], xs[:, None, :]].reshape(len(at), gh * width)
         glyph_bits = atlas.bitmaps[candidates, :, :width].reshape(len(candidates), gh * width)
         best = np.empty(len(at), dtype=np.int32)
-        nearest_glyphs(_packed_rows(blocks), _packed_rows(glyph_bits), best)
+        with parallel_launch:
+            nearest_glyphs(_packed_rows(blocks), _packed_rows(glyph_bits), best)
         read[at[:, 0], at[:, 1]] = atlas.canonical[candidates[best]]
     return read
 
@@ -200,11 +201,12 @@ def hamming_pairs(packed: np.ndarray, max_distance: int) -> tuple[np.ndarray, np
     """(i, j, distance) for i < j with popcount(packed[i] ^ packed[j]) <= max_distance."""
     counts = np.zeros(packed.shape[0], dtype=np.int64)
     starts = np.zeros(packed.shape[0] + 1, dtype=np.int64)
-    close_pairs(packed, max_distance, starts, counts, np.empty((0, 3), dtype=np.int64))
-    starts[1:] = np.cumsum(counts)
-    out = np.empty((int(starts[-1]), 3), dtype=np.int64)
-    if out.shape[0]:
-        close_pairs(packed, max_distance, starts, counts, out)
+    with parallel_launch:
+        close_pairs(packed, max_distance, starts, counts, np.empty((0, 3), dtype=np.int64))
+        starts[1:] = np.cumsum(counts)
+        out = np.empty((int(starts[-1]), 3), dtype=np.int64)
+        if out.shape[0]:
+            close_pairs(packed, max_distance, starts, counts, out)
     return out[:, 0], out[:, 1], out[:, 2]
 
 

@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from ._kernels import EMPTY, rasterize
+from ._kernels import EMPTY, parallel_launch, rasterize
 from ._layout import Layout
 from ._shapes import Shape
 
@@ -72,7 +72,8 @@ def rasterize_pages(layout: Layout, first_page: int, stop_page: int, buffer: np.
     grid[: rows.shape[0]] = rows
     grid = grid.reshape(count, shape.max_rows, shape.cols)
     pixels = buffer[:count]
-    rasterize(grid, glyph_row_words(shape), atlas.cell_widths, shape.advance, shape.pitch, pixels.view(np.uint64))
+    with parallel_launch:
+        rasterize(grid, glyph_row_words(shape), atlas.cell_widths, shape.advance, shape.pitch, pixels.view(np.uint64))
     out = []
     for i in range(count):
         rows_on_page = min(shape.max_rows, layout.rows - (first_page + i) * shape.max_rows)

@@ -145,3 +145,35 @@ def test_progress_is_reported_per_batch():
     calls = []
     render("y" * 30674 * 20, progress=lambda done, total: calls.append((done, total)))
     assert calls == [(8, 20), (16, 20), (20, 20)]
+
+
+def test_renders_from_many_threads_at_once_match_serial_renders():
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [f"thread {i} " * (3000 + 500 * i) for i in range(8)]
+    serial = [[p.png for p in render(t, model="claude-sonnet-4-5")] for t in texts]
+    with ThreadPoolExecutor(8) as pool:
+        threaded = list(pool.map(lambda t: [p.png for p in render(t, model="claude-sonnet-4-5")], texts))
+    assert threaded == serial
+
+
+def test_workqueue_threading_layer_survives_concurrent_renders(tmp_path):
+    """Numba's fallback threading layer aborts on concurrent parallel launches unless
+    glyphpack serializes them; run it in a child process with that layer forced."""
+    import os
+    import subprocess
+    import sys
+
+    probe = (
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "import glyphpack\n"
+        "texts = ['w%d ' % i * 40000 for i in range(6)]\n"
+        "with ThreadPoolExecutor(6) as pool:\n"
+        "    pages = list(pool.map(lambda t: len(glyphpack.render(t)), texts))\n"
+        "import numba\n"
+        "print(numba.threading_layer(), sum(pages))\n"
+    )
+    env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue", NUMBA_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[0] == "workqueue"
