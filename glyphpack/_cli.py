@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from pathlib import Path
 
 from ._errors import GlyphpackError
@@ -469,6 +470,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Warnings (an unknown model id, say) read as one line, like the errors.
+    warnings.formatwarning = lambda message, category, *rest, **kw: f"glyphpack: warning: {message}\n"
     try:
         return args.run(args)
     except GlyphpackError as exc:
