@@ -682,9 +682,8 @@ def recover(
         return _recover_bytes(history, cost, margin, summarizer, options)
     estimate = cost.history(history)
     estimator = cost.estimator
-    if overflow.measured and tokenizer is None and estimate:
-        text_part = max(1, estimate - _image_tokens(history, cost))
-        estimator = estimator.scaled(max(0.05, (overflow.measured - (estimate - text_part)) / text_part))
+    if overflow.measured and tokenizer is None:
+        estimator = calibrate(history, cost.profile, overflow.measured, estimator)
     limit = overflow.limit or int((overflow.measured or estimate) * 0.8)
     target = max(1, int(limit * (1 - margin)))
     result = compact(history, cost.profile, target, summarizer=summarizer, estimator=estimator, tokenizer=tokenizer, **options)
@@ -694,8 +693,21 @@ def recover(
     return dataclasses.replace(result, report=dataclasses.replace(result.report, message=f"{note}; {result.report.message}"))
 
 
-def _image_tokens(messages: Sequence[Message], cost: CostModel) -> int:
-    return cost.breakdown(messages)["images"]
+def calibrate(
+    history: Sequence[Message], profile: Profile | str, measured_tokens: int, estimator: TextEstimator | None = None
+) -> TextEstimator:
+    """An estimator rescaled so that ``history`` costs what the provider measured
+    (``usage.input_tokens`` of a response, or the count in an overflow error).
+
+    Image tokens are exact already, so only the text part is rescaled.
+    """
+    cost = _cost_model(profile, estimator, None)
+    estimate = cost.history(history)
+    images = cost.breakdown(history)["images"]
+    text_part = estimate - images
+    if text_part <= 0 or measured_tokens <= images:
+        return cost.estimator
+    return cost.estimator.scaled((measured_tokens - images) / text_part)
 
 
 def _recover_bytes(history, cost: CostModel, margin: float, summarizer, options) -> Compaction:

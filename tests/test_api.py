@@ -17,7 +17,7 @@ def test_public_api_is_pinned():
         "from_openai_chat", "Workspace", "Transcript", "SessionTree", "export_json", "export_markdown",
         # compaction
         "Compaction", "CompactionError", "Summarizer", "compact", "parse_overflow", "recover", "shake",
-        "should_compact", "generate_session",
+        "should_compact", "generate_session", "calibrate",
         # errors
         "GlyphpackError", "FontError", "LimitError", "PageError", "ShapeError", "TextOnlyModelError",
         "HistoryError", "StoreError", "ConflictError",

@@ -265,3 +265,14 @@ def test_compacting_a_stored_transcript_leaves_it_untouched(tmp_path, session):
         assert result.report.fits
         assert path.read_bytes() == stored
         assert list(ws.load("c", "a").messages) == list(session)
+
+
+def test_calibrate_to_a_reported_count(session):
+    from glyphpack import calibrate
+
+    cost = CostModel(CLAUDE)
+    estimate, images = cost.history(session), cost.breakdown(session)["images"]
+    measured = int(estimate * 1.3)
+    calibrated = CostModel(CLAUDE, calibrate(session, CLAUDE, measured))
+    assert abs(calibrated.history(session) - measured) <= measured * 0.01
+    assert calibrated.breakdown(session)["images"] == images  # image prices are exact: untouched
