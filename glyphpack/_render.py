@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,7 +17,7 @@ from ._png import encode_png
 from ._raster import page_buffer, rasterize_pages
 from ._shapes import DEFAULT_SHAPE, WIDE_SCRIPT_SHAPE, SHAPES, Shape, get_shape
 from ._blocks import image_block
-from ._providers import Profile, resolve
+from ._providers import Profile, ProfileWarning, resolve
 from ._text import LAYOUTS, NormalizedText, normalize
 from ._tokens import estimate_text_tokens
 
@@ -186,6 +187,15 @@ def _prepare(
     chosen, normalized = _normalize_for(text, shape, layout)
     if page_size is not None:
         chosen = chosen.with_page_size(*page_size)
+        full_page = (chosen.page_width, chosen.page_height(chosen.max_rows))
+        if profile is not None and not bool(profile.fits(*full_page)):
+            warnings.warn(
+                f"{full_page[0]}x{full_page[1]} pages will be resized by {profile.name} to "
+                f"{'x'.join(map(str, profile.resize(*full_page)))}, which blurs small glyphs; "
+                f"leave page_size unset to get pages sized for the model",
+                ProfileWarning,
+                stacklevel=3,
+            )
     elif profile is not None:
         chosen = chosen.with_page_size(*profile.page_size(chosen))
     rows = count_rows(normalized, chosen, layout)

@@ -259,3 +259,12 @@ def test_every_example_model_resolves_without_warning():
         warnings.simplefilter("error")
         for model_id in EXAMPLE_MODELS:
             resolve(model_id)
+
+
+def test_an_explicit_page_size_the_model_would_resize_is_warned_about():
+    with pytest.warns(ProfileWarning, match="will be resized by claude via anthropic"):
+        pages = glyphpack.render("x" * 100_000, model="claude-sonnet-4-5", page_size=(2000, 2000))
+    assert pages[0].tokens == resolve("claude-sonnet-4-5").tokens(pages[0].width, pages[0].height)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        glyphpack.render("x" * 1000, model="claude-sonnet-4-5", page_size=(1000, 500))
