@@ -308,8 +308,16 @@ def render(
             f"text needs {prepared.pages:,} pages of {chosen.page_width}x{chosen.page_height(chosen.max_rows)} px "
             f"with shape {chosen.name!r}, over max_pages={max_pages:,}; raise max_pages or split the text"
         )
+    profile = prepared.profile
+    if profile is not None and profile.max_images is not None and prepared.pages > profile.max_images:
+        warnings.warn(
+            f"{prepared.pages:,} pages exceed {profile.name}'s {profile.max_images} images per request: "
+            f"they need {-(-prepared.pages // profile.max_images)} requests",
+            ProfileWarning,
+            stacklevel=2,
+        )
     grid_layout = lay_out(prepared.normalized, chosen, layout, prepared.rows)
-    pages = _encode_pages(grid_layout, prepared.profile, progress)
+    pages = _encode_pages(grid_layout, profile, progress)
     return Pages(pages, _report(prepared, grid_layout.grid, pages))
 
 
