@@ -22,7 +22,16 @@ import numpy as np
 
 from ._errors import FontError
 
-FONT_DIR = Path(__file__).resolve().parent / "fonts"
+def _font_dir() -> Path:
+    """Where the shipped fonts are: ``glyphpack/fonts`` in an installed wheel, the
+    repository's ``fonts/`` in an editable install or a source checkout."""
+    installed = Path(__file__).resolve().parent / "fonts"
+    if installed.is_dir():
+        return installed
+    return Path(__file__).resolve().parent.parent / "fonts"
+
+
+FONT_DIR = _font_dir()
 
 #: The shipped fonts, by the name shapes use.
 FONT_FILES = {
