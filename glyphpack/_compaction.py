@@ -64,7 +64,8 @@ class CostModel:
     """Estimated tokens of messages for one reader.
 
     Text goes through ``tokenizer`` when the caller has an exact one, else the
-    per-script ``estimator``; images are priced exactly by the profile.
+    per-script ``estimator``; images count the tokens they take in the reader's
+    context (exact from the profile), which is what a budget limits.
     """
 
     profile: Profile
@@ -84,7 +85,7 @@ class CostModel:
         # images at all: both are priced as a full standard page until dropped.
         if block.data is None or not self.profile.vision:
             return UNKNOWN_IMAGE_TOKENS
-        return self.profile.tokens(*image_size(block.data))
+        return self.profile.context_tokens(*image_size(block.data))
 
     def block(self, block) -> int:
         if isinstance(block, Text):
@@ -360,7 +361,7 @@ def snapshot(
     page_shape = get_shape(shape)
     page_width, page_height = profile.page_size(page_shape)
     per_page_chars = (page_width // page_shape.advance) * (page_height // page_shape.pitch)
-    per_page_tokens = max(1, profile.tokens(page_width, page_height))
+    per_page_tokens = max(1, profile.context_tokens(page_width, page_height))
     header_cost = 100
     correction = 0  # how far the estimate fell short on the last render: raised as renders teach
     renders = 0
@@ -397,7 +398,7 @@ def snapshot(
                 t - head,
                 time.perf_counter() - started,
                 f"messages {head + 1}-{t} ({len(middle_text):,} chars, ~{cost.text(middle_text):,} text tokens) "
-                f"-> {len(pages)} pages, {sum(p.tokens for p in pages):,} image tokens",
+                f"-> {len(pages)} pages, {sum(profile.context_tokens(p.width, p.height) for p in pages):,} image tokens",
                 len(pages),
             )
             return view, report, list(pages)

@@ -463,16 +463,23 @@ class Profile:
 
     def tokens(self, w, h) -> int:
         """Image tokens billed on this route for one w x h image (after the provider's resize)."""
-        self._require_vision()
         if self.route.billing == "per-request":
+            self._require_vision()
             return 0
+        return self.context_tokens(w, h)
+
+    def context_tokens(self, w, h) -> int:
+        """Tokens one w x h image takes in the model's context (after the provider's
+        resize), whatever the route bills: a per-request route makes image area free
+        to pay for, not free of context."""
+        self._require_vision()
         if np.ndim(w) == 0 and np.ndim(h) == 0:
             w, h = self.resize(int(w), int(h))
             return int(self.reader.billing.tokens(w, h))
         return self.reader.billing.tokens(w, h)
 
     def page_size(self, shape: Shape, pages: int = 1) -> tuple[int, int]:
-        """The page size limit that packs the most characters per billed token with no
+        """The page size limit that packs the most characters per context token with no
         resize, for a rendering of ``pages`` pages (Anthropic's many-image rule shrinks
         pages when there are more than 20). Ties go to the larger page."""
         self._require_vision()
@@ -509,7 +516,9 @@ def _best_page_size(profile: Profile, advance: int, pitch: int, max_edge: int | 
     if not ok.any():
         raise LimitError(f"no page of {advance}x{pitch} cells fits {profile.name} without a resize")
     cells = (w // advance) * (h // pitch)
-    tokens = np.maximum(profile.reader.billing.tokens(w, h) if profile.route.billing == "native" else 1, 1)
+    # Density counts context tokens: on a per-request route image area is free to pay
+    # for, but it still fills the context window.
+    tokens = np.maximum(profile.reader.billing.tokens(w, h), 1)
     # Characters per token first, then characters per page; integer math keeps it exact.
     density = np.where(ok, cells * 10_000 // tokens, -1).ravel()
     # Within 1% of the most characters per token (finer differences are rounding of

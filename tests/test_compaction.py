@@ -276,3 +276,10 @@ def test_calibrate_to_a_reported_count(session):
     calibrated = CostModel(CLAUDE, calibrate(session, CLAUDE, measured))
     assert abs(calibrated.history(session) - measured) <= measured * 0.01
     assert calibrated.breakdown(session)["images"] == images  # image prices are exact: untouched
+
+
+def test_a_per_request_route_still_counts_images_against_the_context(session):
+    copilot = resolve("github_copilot/claude-sonnet-4.6")
+    page = next(b for m in session for r in m.tool_results for b in r.content if isinstance(b, Image))
+    assert copilot.tokens(640, 480) == 0  # not billed per image on this route
+    assert CostModel(copilot).image(page) == CostModel(CLAUDE).image(page) > 0  # but it fills the context
