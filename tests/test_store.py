@@ -221,7 +221,7 @@ def test_sigkill_at_random_moments_leaves_a_saved_turn_boundary(tmp_path):
         assert json.dumps([m.id for m in loaded.messages]) in valid
         assert list(loaded.messages) == history(len({m.id for m in loaded.messages if m.role == "user"}), 1)
         kills_during_saves += loaded.revision > before
-    assert kills_during_saves >= 40  # the kills really landed while the child was saving
+    assert kills_during_saves >= 25  # most kills really landed while the child was saving
 
 
 def test_concurrent_writers_lose_nothing_silently(tmp_path):
