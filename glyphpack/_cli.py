@@ -185,15 +185,30 @@ def cmd_fonts(args: argparse.Namespace) -> int:
         counts = [sum(1 for p in pairs if p[2] == d) for d in range(3)]
         print(f"{args.confusables}: {counts[0]} identical pairs, {counts[1]} pairs 1 px apart, {counts[2]} pairs 2 px apart")
         return 0
-    lines = [f"{'shape':<11} {'font':<8} {'glyph':>6} {'cell':>6} {'glyphs':>7} {'wide':>6} {'page':>10} {'cells/page':>10}  description"]
+    import numpy as np
+
+    blocks = {
+        "ASCII": (0x20, 0x7F),
+        "Latin-1": (0xA0, 0x100),
+        "Greek": (0x391, 0x3CA),
+        "Cyrillic": (0x410, 0x450),
+        "box": (0x2500, 0x2580),
+        "CJK": (0x4E00, 0xA000),
+        "Hangul": (0xAC00, 0xD7A4),
+    }
+    lines = [
+        f"{'shape':<11} {'glyph':>6} {'cell':>6} {'glyphs':>7} {'page':>10} {'cells/page':>10} "
+        + " ".join(f"{name:>8}" for name in blocks)
+    ]
     for shape in SHAPES.values():
         atlas = load_atlas(shape.font)
-        wide = int((atlas.cell_widths == 2).sum())
+        coverage = [float(np.mean(atlas.lookup(np.arange(lo, hi, dtype=np.int32)) >= 0)) for lo, hi in blocks.values()]
         lines.append(
-            f"{shape.name:<11} {shape.font:<8} {atlas.glyph_width:>3}x{atlas.glyph_height:<2} "
-            f"{shape.advance:>3}x{shape.pitch:<2} {len(atlas):>7} {wide:>6} "
-            f"{shape.page_width:>5}x{shape.page_height(shape.max_rows):<4} {shape.cells_per_page:>10,}  {shape.description}"
+            f"{shape.name:<11} {atlas.glyph_width:>3}x{atlas.glyph_height:<2} {shape.advance:>3}x{shape.pitch:<2} "
+            f"{len(atlas):>7} {shape.page_width:>5}x{shape.page_height(shape.max_rows):<4} {shape.cells_per_page:>10,} "
+            + " ".join(f"{c:>8.0%}" for c in coverage)
         )
+    lines.append("(coverage: the share of each block the font draws; the rest is folded or replaced)")
     print("\n".join(lines))
     return 0
 
