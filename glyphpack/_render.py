@@ -208,8 +208,8 @@ def _prepare(
     return _Plan(text, chosen, layout, normalized, rows, profile)
 
 
-def _report(plan: _Plan, grid: np.ndarray | None, pages: list[Page] | None) -> RenderReport:
-    shape, normalized, rows, profile = plan.shape, plan.normalized, plan.rows, plan.profile
+def _report(prepared: _Plan, grid: np.ndarray | None, pages: list[Page] | None) -> RenderReport:
+    shape, normalized, rows, profile = prepared.shape, prepared.normalized, prepared.rows, prepared.profile
     if grid is not None:
         cells_used = int(np.count_nonzero(grid != EMPTY))
         chars = drawn_chars(grid, shape.atlas)
@@ -223,21 +223,21 @@ def _report(plan: _Plan, grid: np.ndarray | None, pages: list[Page] | None) -> R
             image_tokens = sum(page.tokens for page in pages)
         else:  # every page but the last is full height
             full = shape.page_height(shape.max_rows)
-            last = shape.page_height(rows - (plan.pages - 1) * shape.max_rows) if rows else 0
-            image_tokens = (plan.pages - 1) * profile.tokens(shape.page_width, full) if plan.pages > 1 else 0
+            last = shape.page_height(rows - (prepared.pages - 1) * shape.max_rows) if rows else 0
+            image_tokens = (prepared.pages - 1) * profile.tokens(shape.page_width, full) if prepared.pages > 1 else 0
             image_tokens += profile.tokens(shape.page_width, last) if rows else 0
-        requests = -(-plan.pages // profile.max_images) if profile.max_images else 1
+        requests = -(-prepared.pages // profile.max_images) if profile.max_images else 1
     return RenderReport(
         shape=shape.name,
-        layout=plan.layout,
+        layout=prepared.layout,
         source_chars=normalized.source_chars,
         chars=chars,
-        pages=plan.pages,
+        pages=prepared.pages,
         page_width=shape.page_width if rows else 0,
         page_height=shape.page_height(min(rows, shape.max_rows)),
         cells_used=cells_used,
         cells_total=rows * shape.cols,
-        text_tokens=estimate_text_tokens(plan.text),
+        text_tokens=estimate_text_tokens(prepared.text),
         png_bytes=None if pages is None else sum(len(p.png) for p in pages),
         model=None if profile is None else profile.model,
         profile=None if profile is None else profile.name,
