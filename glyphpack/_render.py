@@ -59,10 +59,11 @@ class Page:
     tokens: int | None = None
     profile: Profile | None = dataclasses.field(default=None, repr=False)
 
-    def to_block(self, api: str) -> dict:
+    def to_block(self, api: str, *, cache: bool = False) -> dict:
         """This page as an image content block for ``api``: ``anthropic``,
-        ``openai-chat``, ``openai-responses`` or ``gemini`` (see ``glyphpack._blocks``)."""
-        return image_block(self.png, api, self.profile)
+        ``openai-chat``, ``openai-responses`` or ``gemini``; ``cache=True`` marks an
+        Anthropic prompt-cache breakpoint (see ``glyphpack._blocks.image_block``)."""
+        return image_block(self.png, api, self.profile, cache=cache)
 
 
 @dataclasses.dataclass(frozen=True)

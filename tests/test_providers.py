@@ -222,6 +222,11 @@ def test_anthropic_block_validates_against_the_sdk(claude_page):
     block = claude_page.to_block("anthropic")
     assert TypeAdapter(ImageBlockParam).validate_python(block) == block
     assert base64.b64decode(block["source"]["data"]) == claude_page.png
+    cached = claude_page.to_block("anthropic", cache=True)
+    assert TypeAdapter(ImageBlockParam).validate_python(cached) == cached
+    assert cached["cache_control"] == {"type": "ephemeral"}
+    with pytest.raises(ValueError, match="only in the anthropic API"):
+        claude_page.to_block("gemini", cache=True)
 
 
 def test_openai_blocks_validate_against_the_sdk():
