@@ -9,4 +9,6 @@ from hypothesis import settings  # noqa: E402
 
 settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True)
 settings.register_profile("dev", max_examples=60, deadline=None)
+# A longer hunt for rare failures: pytest --hypothesis-profile=deep
+settings.register_profile("deep", max_examples=600, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
