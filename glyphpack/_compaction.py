@@ -360,14 +360,24 @@ def snapshot(
     # after rendering; this only orders the search).
     page_shape = get_shape(shape)
     page_width, page_height = profile.page_size(page_shape)
-    per_page_chars = (page_width // page_shape.advance) * (page_height // page_shape.pitch)
-    per_page_tokens = max(1, profile.context_tokens(page_width, page_height))
+    cols, rows_per_page = page_width // page_shape.advance, page_height // page_shape.pitch
+    full_page_tokens = profile.context_tokens(page_width, page_height)
+
+    def pages_tokens(chars: int) -> int:
+        """Tokens of the pages for ``chars`` flowed characters: full pages, then a last
+        page as tall as its rows (the way ``render`` crops it)."""
+        full, rest = divmod(chars, cols * rows_per_page)
+        tokens = full * full_page_tokens
+        if rest:
+            tokens += profile.context_tokens(page_width, -(-rest // cols) * page_shape.pitch)
+        return tokens
+
     header_cost = 100
     correction = 0  # how far the estimate fell short on the last render: raised as renders teach
     renders = 0
     for t in cuts:  # smallest t first: the largest verbatim tail
         chars = prefix_chars[t - head]
-        approx = head_cost + header_cost + -(-chars // per_page_chars) * per_page_tokens + tail_cost[t]
+        approx = head_cost + header_cost + pages_tokens(chars) + tail_cost[t]
         if approx + correction > budget:
             continue
         renders += 1

@@ -283,3 +283,16 @@ def test_a_per_request_route_still_counts_images_against_the_context(session):
     page = next(b for m in session for r in m.tool_results for b in r.content if isinstance(b, Image))
     assert copilot.tokens(640, 480) == 0  # not billed per image on this route
     assert CostModel(copilot).image(page) == CostModel(CLAUDE).image(page) > 0  # but it fills the context
+
+
+@pytest.mark.parametrize("model", ["claude-sonnet-4-5", "claude-opus-4-8", "gpt-5.4", "gpt-4o", "gemini-3-pro", "gemini-2.5-pro"])
+@pytest.mark.parametrize("chars", [100_000, 400_000])
+def test_snapshots_alone_meet_a_budget_they_can(model, chars):
+    """Without a summarizer, a quarter of what the free rungs leave is met by snapshots
+    (a partial last page costs only its rows: the search must price it so)."""
+    history = generate_session(chars, seed=11)
+    profile = resolve(model)
+    budget = CostModel(profile).history(shake(history, profile).view) // 4
+    result = compact(history, profile, budget)
+    assert result.report.fits, "\n".join(result.report.lines())
+    assert result.pages
