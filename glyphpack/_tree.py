@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -68,6 +69,10 @@ class SessionTree:
 
     def __init__(self, path: str | Path):
         self.db_path = Path(path)
+        # One connection shared by the threads of this process: sqlite3 connections
+        # are not safe to use from two threads at once, so every statement and
+        # transaction takes this lock (other processes are kept apart by SQLite).
+        self._lock = threading.RLock()
         try:
             self._db = sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -94,20 +99,23 @@ class SessionTree:
                 self._db.execute(f"PRAGMA user_version={step + 1}")
 
     def _write(self):
-        return _Transaction(self._db)
+        return _Transaction(self._db, self._lock)
+
+    def _query(self, sql: str, params: tuple = ()) -> list:
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
 
     # ------------------------------------------------------------------ reading
 
     def conversations(self) -> list[Conversation]:
-        rows = self._db.execute(
-            "SELECT id, title, tip, created, forked_from, forked_at FROM conversations ORDER BY created, id"
-        ).fetchall()
+        rows = self._query("SELECT id, title, tip, created, forked_from, forked_at FROM conversations ORDER BY created, id")
         return [Conversation(*row) for row in rows]
 
     def conversation(self, conversation: str) -> Conversation:
-        row = self._db.execute(
+        found = self._query(
             "SELECT id, title, tip, created, forked_from, forked_at FROM conversations WHERE id = ?", (conversation,)
-        ).fetchone()
+        )
+        row = found[0] if found else None
         if row is None:
             raise StoreError(f"no conversation {conversation!r} in {self.db_path}")
         return Conversation(*row)
@@ -116,7 +124,8 @@ class SessionTree:
         return self.conversation(conversation).tip
 
     def node(self, message_id: str) -> Node:
-        row = self._db.execute("SELECT body, parent, conversation FROM messages WHERE id = ?", (message_id,)).fetchone()
+        found = self._query("SELECT body, parent, conversation FROM messages WHERE id = ?", (message_id,))
+        row = found[0] if found else None
         if row is None:
             raise StoreError(f"no message {message_id!r} in {self.db_path}")
         return Node(message_from_json(json.loads(row[0])), row[1], row[2])
@@ -125,7 +134,7 @@ class SessionTree:
         """The messages from the root to ``message_id``, in order."""
         if message_id is None:
             return []
-        rows = self._db.execute(
+        rows = self._query(
             """
             WITH RECURSIVE up(id, parent, body, depth) AS (
                 SELECT id, parent, body, 0 FROM messages WHERE id = ?
@@ -135,7 +144,7 @@ class SessionTree:
             SELECT body FROM up ORDER BY depth DESC
             """,
             (message_id,),
-        ).fetchall()
+        )
         if not rows:
             raise StoreError(f"no message {message_id!r} in {self.db_path}")
         return [message_from_json(json.loads(body)) for (body,) in rows]
@@ -145,17 +154,15 @@ class SessionTree:
         return self.path_to(self.tip(conversation))
 
     def children(self, message_id: str) -> list[Message]:
-        rows = self._db.execute(
-            "SELECT body FROM messages WHERE parent = ? ORDER BY created, rowid", (message_id,)
-        ).fetchall()
+        rows = self._query("SELECT body FROM messages WHERE parent = ? ORDER BY created, rowid", (message_id,))
         return [message_from_json(json.loads(body)) for (body,) in rows]
 
     def nodes(self, conversation: str) -> list[Node]:
         """Every message stored for a conversation, in insertion order (the whole tree)."""
         self.conversation(conversation)
-        rows = self._db.execute(
+        rows = self._query(
             "SELECT body, parent FROM messages WHERE conversation = ? ORDER BY created, rowid", (conversation,)
-        ).fetchall()
+        )
         return [Node(message_from_json(json.loads(body)), parent, conversation) for body, parent in rows]
 
     # ------------------------------------------------------------------ writing
@@ -245,15 +252,25 @@ class SessionTree:
 
 
 class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error): one writer at a time."""
+    """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error): one writer at a time, across
+    processes (SQLite's lock) and threads (the tree's lock)."""
 
-    def __init__(self, db: sqlite3.Connection):
+    def __init__(self, db: sqlite3.Connection, lock):
         self.db = db
+        self.lock = lock
 
     def __enter__(self):
-        self.db.execute("BEGIN IMMEDIATE")
+        self.lock.acquire()
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self.lock.release()
+            raise
         return self.db
 
     def __exit__(self, kind, value, traceback):
-        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+        try:
+            self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+        finally:
+            self.lock.release()
         return False

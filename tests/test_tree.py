@@ -124,3 +124,18 @@ def test_cli_tree_branch_fork_export(tmp_path, capsys):
     assert [m["content"][0]["text"] for m in exported["messages"]] == ["hello", "hi"]
     assert main(["tree", str(tmp_path / "nowhere")]) == 2
     assert "not a glyphpack workspace" in capsys.readouterr().err
+
+
+def test_threads_sharing_one_tree_lose_no_append(tree):
+    from concurrent.futures import ThreadPoolExecutor
+
+    c = tree.create("threads")
+
+    def work(name):
+        for i in range(40):
+            tree.append(c, Message("user", f"{name} {i}", id=f"{name}-{i}"))
+            tree.path(c)
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(work, ["a", "b", "c", "d"]))
+    assert sorted(m.id for m in tree.path(c)) == sorted(f"{n}-{i}" for n in "abcd" for i in range(40))
