@@ -296,3 +296,32 @@ def test_snapshots_alone_meet_a_budget_they_can(model, chars):
     result = compact(history, profile, budget)
     assert result.report.fits, "\n".join(result.report.lines())
     assert result.pages
+
+
+def test_parse_overflow_from_the_sdks_own_exceptions():
+    """The exception objects a harness actually catches, built the way the SDKs build them."""
+    import anthropic
+    import openai
+    from google.genai import errors as genai_errors
+
+    try:  # the SDKs' HTTP client: httpx2 in current releases, httpx in older ones
+        import httpx2 as httpx
+    except ImportError:
+        import httpx
+    request = httpx.Request("POST", "https://api.example/v1")
+
+    def response(status, body):
+        return httpx.Response(status, request=request, json=body)
+
+    body = {"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 215147 tokens > 200000 maximum"}}
+    claude = anthropic.BadRequestError(body["error"]["message"], response=response(400, body), body=body)
+    assert parse_overflow(claude) == parse_overflow(ERRORS[0][1])
+    body = {"error": {"message": ERRORS[1][1].split('"')[1], "type": "invalid_request_error", "code": "context_length_exceeded"}}
+    gpt = openai.BadRequestError(f"Error code: 400 - {body}", response=response(400, body), body=body)
+    assert (parse_overflow(gpt).measured, parse_overflow(gpt).limit) == (130532, 128000)
+    body = {"error": {"code": 400, "message": "The input token count (1245760) exceeds the maximum number of tokens allowed (1048576).", "status": "INVALID_ARGUMENT"}}
+    gemini = genai_errors.ClientError(400, body)
+    assert (parse_overflow(gemini).measured, parse_overflow(gemini).limit) == (1245760, 1048576)
+    body = {"type": "error", "error": {"type": "request_too_large", "message": "Request exceeds the maximum allowed number of bytes."}}
+    too_big = anthropic.RequestTooLargeError(body["error"]["message"], response=response(413, body), body=body)
+    assert parse_overflow(too_big).kind == "bytes"
