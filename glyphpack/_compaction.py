@@ -439,11 +439,14 @@ def _chunks(texts: list[str], cost: CostModel, limit: int) -> list[str]:
     chunks, current, current_tokens = [], [], 0
     for text in texts:
         tokens = cost.text(text)
-        while tokens > limit:  # a single huge message: cut it by a character share
+        while tokens > limit:  # a single huge message: cut it into pieces that fit
             take = max(1, int(len(text) * limit / tokens))
+            while take > 1 and cost.text(text[:take]) > limit:
+                take = max(1, int(take * 0.9))  # the text's density varies: shrink until it fits
+            piece_tokens = cost.text(text[:take])
             chunks.append(text[:take])
             text = text[take:]
-            tokens = cost.text(text)
+            tokens -= piece_tokens  # estimates add up over pieces, so no re-estimate of the rest
         if current and current_tokens + tokens > limit:
             chunks.append("".join(current))
             current, current_tokens = [], 0
