@@ -426,31 +426,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print every measurement as JSON")
     p.set_defaults(run=cmd_legibility)
 
-    p = sub.add_parser("tree", help="draw a workspace's conversations with their branches and tips")
-    p.add_argument("workspace")
-    p.add_argument("conversation", nargs="?")
-    p.set_defaults(run=cmd_tree)
+    def tree_command(name: str, helptext: str, run, conversation_nargs=None):
+        """A subcommand over a workspace and one of its conversations."""
+        command = sub.add_parser(name, help=helptext)
+        command.add_argument("workspace")
+        command.add_argument("conversation", nargs=conversation_nargs)
+        command.set_defaults(run=run)
+        return command
 
-    p = sub.add_parser("fork", help="copy a conversation's path into a new conversation")
-    p.add_argument("workspace")
-    p.add_argument("conversation")
+    tree_command("tree", "draw a workspace's conversations with their branches and tips", cmd_tree, "?")
+    p = tree_command("fork", "copy a conversation's path into a new conversation", cmd_fork)
     p.add_argument("--at", metavar="MESSAGE", help="fork at this message (id or unique prefix; default: the tip)")
     p.add_argument("--new", metavar="ID", help="the new conversation's id (default: generated)")
-    p.set_defaults(run=cmd_fork)
-
-    p = sub.add_parser("branch", help="move a conversation's tip to one of its messages")
-    p.add_argument("workspace")
-    p.add_argument("conversation")
+    p = tree_command("branch", "move a conversation's tip to one of its messages", cmd_branch)
     p.add_argument("message", help="message id or a unique prefix of it")
-    p.set_defaults(run=cmd_branch)
-
-    p = sub.add_parser("export", help="a conversation as JSON or Markdown")
-    p.add_argument("workspace")
-    p.add_argument("conversation")
+    p = tree_command("export", "a conversation as JSON or Markdown", cmd_export)
     p.add_argument("--format", choices=("json", "md"), default="md")
     p.add_argument("--whole-tree", action="store_true", help="every branch, not just the path to the tip")
     p.add_argument("--out", metavar="FILE")
-    p.set_defaults(run=cmd_export)
 
     for name, helptext in (
         ("compact", "run the compaction ladder on a transcript until it fits a budget"),
