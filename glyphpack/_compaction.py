@@ -29,10 +29,8 @@ from functools import lru_cache
 from ._errors import GlyphpackError
 from ._messages import Image, Message, Text, Thinking, ToolCall, ToolResult, turn_boundaries
 from ._providers import Profile, resolve
-from ._tokens import DEFAULT_ESTIMATOR, TextEstimator
+from ._tokens import DEFAULT_ESTIMATOR, MESSAGE_OVERHEAD, TextEstimator, block_tokens, message_tokens
 
-#: Tokens a provider adds per message (role markers, separators): a published-order guess.
-MESSAGE_OVERHEAD = 4
 #: Characters kept from each end of a long tool result in a snapshot.
 SNAPSHOT_RESULT_CAP = 4000
 #: Tokens assumed for an image whose size or price is unknown.
@@ -88,23 +86,13 @@ class CostModel:
         return self.profile.context_tokens(*image_size(block.data))
 
     def block(self, block) -> int:
-        if isinstance(block, Text):
-            return self.text(block.text)
-        if isinstance(block, Image):
-            return self.image(block)
-        if isinstance(block, ToolCall):
-            return self.text(block.name) + self.text(json.dumps(block.arguments, ensure_ascii=False)) + 4
-        if isinstance(block, ToolResult):
-            return sum(self.block(b) for b in block.content) + 4
-        if isinstance(block, Thinking):
-            return self.text(block.text)
-        return 0
+        return block_tokens(block, self.text, self.image)
 
     def message(self, message: Message) -> int:
         hit = self._memo.get(id(message))
         if hit is not None and hit[0] is message:
             return hit[1]
-        tokens = MESSAGE_OVERHEAD + sum(self.block(b) for b in message.content)
+        tokens = message_tokens(message, self.text, self.image)
         self._memo[id(message)] = (message, tokens)
         return tokens
 
@@ -121,8 +109,9 @@ class CostModel:
                 if isinstance(block, Image):
                     out["images"] += self.image(block)
                 elif isinstance(block, ToolResult):
-                    out["images"] += sum(self.image(b) for b in block.content if isinstance(b, Image))
-                    out["tool results"] += self.block(block) - sum(self.image(b) for b in block.content if isinstance(b, Image))
+                    images = sum(self.image(b) for b in block.content if isinstance(b, Image))
+                    out["images"] += images
+                    out["tool results"] += self.block(block) - images
                 elif isinstance(block, ToolCall):
                     out["tool calls"] += self.block(block)
                 elif isinstance(block, Thinking):
@@ -372,6 +361,9 @@ def snapshot(
             tokens += profile.context_tokens(page_width, -(-rest // cols) * page_shape.pitch)
         return tokens
 
+    images_from = [0] * (len(messages) + 1)  # images in messages[t:], for the per-request limit
+    for i in range(len(messages) - 1, -1, -1):
+        images_from[i] = images_from[i + 1] + len(messages[i].images)
     header_cost = 100
     correction = 0  # how far the estimate fell short on the last render: raised as renders teach
     renders = 0
@@ -383,12 +375,7 @@ def snapshot(
         renders += 1
         middle_text = "".join(texts[: t - head])
         pages = render(middle_text, model=profile, shape=shape, layout=layout, max_pages=100_000)
-        images_in_tail = sum(
-            isinstance(b, Image) or (isinstance(b, ToolResult) and any(isinstance(c, Image) for c in b.content))
-            for m in messages[t:]
-            for b in m.content
-        )
-        if profile.max_images is not None and len(pages) + images_in_tail > profile.max_images:
+        if profile.max_images is not None and len(pages) + images_from[t] > profile.max_images:
             continue
         digest = hashlib.sha256(middle_text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         header = Text(
@@ -511,11 +498,7 @@ def _cost_model(profile, estimator, tokenizer) -> CostModel:
 
 
 def _has_images(messages: Sequence[Message]) -> bool:
-    return any(
-        isinstance(b, Image) or (isinstance(b, ToolResult) and any(isinstance(c, Image) for c in b.content))
-        for m in messages
-        for b in m.content
-    )
+    return any(m.images for m in messages)
 
 
 def shake(

@@ -30,7 +30,8 @@ parallel_launch = threading.Lock()
 EMPTY = -1
 WIDE_TAIL = -2
 UNREADABLE = -3  # only in grids read back from pixels: the cell matches no glyph
-LINE_BREAK = -1  # in a glyph stream (never in a grid)
+#: Glyph-stream value for a line break in the ``lines`` layout (never in a grid).
+LINE_BREAK = -1
 
 
 @jit

@@ -102,6 +102,17 @@ class Message:
         return [b for b in self.content if isinstance(b, ToolResult)]
 
     @property
+    def images(self) -> list[Image]:
+        """Every image the message carries, tool results' included."""
+        found = []
+        for block in self.content:
+            if isinstance(block, Image):
+                found.append(block)
+            elif isinstance(block, ToolResult):
+                found.extend(b for b in block.content if isinstance(b, Image))
+        return found
+
+    @property
     def text(self) -> str:
         """The text blocks joined (tool results' text included)."""
         parts = []

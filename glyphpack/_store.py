@@ -29,7 +29,7 @@ from ._messages import (
     turn_boundaries,
     validate_history,
 )
-from ._tokens import DEFAULT_ESTIMATOR, TextEstimator
+from ._tokens import DEFAULT_ESTIMATOR, TextEstimator, message_tokens
 
 try:
     import fcntl
@@ -182,17 +182,8 @@ def trim_start(
 
 
 def _message_tokens(message: Message, estimator: TextEstimator) -> int:
-    from ._messages import Image, ToolCall, ToolResult
-
-    tokens = estimator.estimate(message.text) + 4
-    for block in message.content:
-        if isinstance(block, Image):
-            tokens += IMAGE_TOKENS_ESTIMATE
-        elif isinstance(block, ToolCall):
-            tokens += estimator.estimate(block.name + json.dumps(block.arguments))
-        elif isinstance(block, ToolResult):
-            tokens += IMAGE_TOKENS_ESTIMATE * sum(isinstance(b, Image) for b in block.content)
-    return tokens
+    # The same pricing as the compaction ladder's, with no profile to price images.
+    return message_tokens(message, estimator.estimate, lambda image: IMAGE_TOKENS_ESTIMATE)
 
 
 class Workspace:

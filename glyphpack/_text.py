@@ -28,9 +28,8 @@ import unicodedata
 import numpy as np
 
 from ._fonts import NEWLINE, FontAtlas
+from ._kernels import LINE_BREAK
 
-#: Glyph-stream value for a line break in the ``lines`` layout (no glyph is drawn).
-LINE_BREAK = -1
 
 LAYOUTS = ("flow", "lines")
 TAB_SIZE = 8
@@ -156,7 +155,7 @@ def normalize(text: str, atlas: FontAtlas, layout: str = "flow") -> NormalizedTe
     found = glyphs >= 0
     if layout == "lines":
         found[codepoints == NEWLINE] = True
-        glyphs[codepoints == NEWLINE] = np.int32(-1)
+        glyphs[codepoints == NEWLINE] = np.int32(LINE_BREAK)
 
     counts = {"folded": 0, "replaced": 0, "dropped": 0, "controls": 0}
     if found.all():
