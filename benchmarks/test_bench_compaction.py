@@ -8,9 +8,10 @@ import re
 import pytest
 
 from conftest import TABLES
-from glyphpack._compaction import CostModel, compact, shake
-from glyphpack._providers import resolve
-from glyphpack._sessions import generate_session
+from glyphpack._compaction.cost import CostModel
+from glyphpack._compaction.ladder import compact, shake
+from glyphpack._providers.resolve import resolve
+from glyphpack.testing import generate_session
 
 SIZES = (100_000, 1_000_000, 10_000_000)
 MODELS = ("claude-sonnet-4-5", "gpt-5.4", "gemini-3-pro")

@@ -15,12 +15,12 @@ import pytest
 from PIL import BdfFontFile, Image, ImageDraw, ImageFont
 
 import glyphpack
-from glyphpack._fonts import FONT_DIR, FONT_FILES
-from glyphpack._kernels import rasterize
-from glyphpack._layout import lay_out
-from glyphpack._raster import glyph_row_words
-from glyphpack._shapes import SHAPES
-from glyphpack._text import normalize
+from glyphpack._render.fonts import FONT_DIR, FONT_FILES
+from glyphpack._render.kernels import rasterize
+from glyphpack._render.layout import lay_out
+from glyphpack._render.raster import glyph_row_words
+from glyphpack._render.shapes import SHAPES
+from glyphpack._render.text import normalize
 
 SHAPE = SHAPES["5x8"]
 

@@ -1,4 +1,8 @@
-"""The ``glyphpack`` command line."""
+"""The ``glyphpack`` command line: a thin shell that parses, calls the library, formats.
+
+Each command imports what it uses when it runs, so the history commands (``tree``,
+``branch``, ``fork``, ``export``, ``context``) never load numba.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +10,22 @@ import argparse
 import json
 import sys
 import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from ._errors import GlyphpackError
-from ._fonts import load_atlas
-from ._providers import catalog
-from ._reader import read_pages
-from ._render import render
-from ._shapes import SHAPES
-from ._text import LAYOUTS
+from ._errors import GlyphpackError, StoreError
+from ._types import LAYOUTS
+
+if TYPE_CHECKING:
+    from ._compaction.results import Compaction
+    from ._history.messages import Message
+    from ._history.store import Workspace
+    from ._history.tree import SessionTree
+
+#: Shape names, for argument choices without loading any font (a test checks them
+#: against ``SHAPES``).
+SHAPE_NAMES = ("5x8", "6x13", "8x13", "8x13-loose", "unifont")
 
 
 def _page_size(value: str) -> tuple[int, int]:
@@ -49,9 +60,9 @@ def table(rows: list[tuple[str, str]]) -> str:
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
-def _progress_bar(description: str):
+def _progress_bar(description: str) -> tuple[Any, Callable[[int, int], None]]:
     """A tqdm bar on stderr that appears only if the work takes more than half a second."""
-    from tqdm import tqdm
+    from tqdm import tqdm  # type: ignore[import-untyped]
 
     bar = tqdm(total=0, unit="page", desc=description, delay=0.5, file=sys.stderr, leave=False, disable=None)
 
@@ -64,6 +75,8 @@ def _progress_bar(description: str):
 
 
 def cmd_render(args: argparse.Namespace) -> int:
+    from ._render.render import render
+
     text = _read_input(args.file)
     bar, update = _progress_bar("rendering")
     try:
@@ -81,7 +94,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     report = pages.report
     written = []
     if args.contact_sheet:
-        from ._sheet import contact_sheet
+        from ._render.sheet import contact_sheet
 
         Path(args.contact_sheet).write_bytes(contact_sheet(pages))
     if args.out:
@@ -129,6 +142,8 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_read(args: argparse.Namespace) -> int:
+    from ._render.reader import read_pages
+
     pngs = []
     for name in args.pages:
         try:
@@ -142,7 +157,8 @@ def cmd_read(args: argparse.Namespace) -> int:
 def cmd_legibility(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ._legibility import FILTERS, SWEEP_FACTORS, plot_sweep, sweep, unreadable_below
+    from ._render.legibility import FILTERS, SWEEP_FACTORS, plot_sweep, sweep, unreadable_below
+    from ._render.shapes import SHAPES
 
     shapes = [SHAPES[args.shape]] if args.shape else list(SHAPES.values())
     with tqdm(total=len(shapes) * len(FILTERS) * len(SWEEP_FACTORS), unit="page", desc="measuring",
@@ -176,7 +192,7 @@ def cmd_legibility(args: argparse.Namespace) -> int:
 
 def cmd_fonts(args: argparse.Namespace) -> int:
     if args.confusables:
-        from ._legibility import confusable_pairs
+        from ._render.legibility import confusable_pairs
 
         pairs = confusable_pairs(args.confusables, max_distance=2)
         for a, b, distance in pairs:
@@ -185,28 +201,20 @@ def cmd_fonts(args: argparse.Namespace) -> int:
         counts = [sum(1 for p in pairs if p[2] == d) for d in range(3)]
         print(f"{args.confusables}: {counts[0]} identical pairs, {counts[1]} pairs 1 px apart, {counts[2]} pairs 2 px apart")
         return 0
-    import numpy as np
+    from ._render.fonts import COVERAGE_BLOCKS, coverage, load_atlas
+    from ._render.shapes import SHAPES
 
-    blocks = {
-        "ASCII": (0x20, 0x7F),
-        "Latin-1": (0xA0, 0x100),
-        "Greek": (0x391, 0x3CA),
-        "Cyrillic": (0x410, 0x450),
-        "box": (0x2500, 0x2580),
-        "CJK": (0x4E00, 0xA000),
-        "Hangul": (0xAC00, 0xD7A4),
-    }
     lines = [
         f"{'shape':<11} {'glyph':>6} {'cell':>6} {'glyphs':>7} {'page':>10} {'cells/page':>10} "
-        + " ".join(f"{name:>8}" for name in blocks)
+        + " ".join(f"{name:>8}" for name in COVERAGE_BLOCKS)
     ]
     for shape in SHAPES.values():
         atlas = load_atlas(shape.font)
-        coverage = [float(np.mean(atlas.lookup(np.arange(lo, hi, dtype=np.int32)) >= 0)) for lo, hi in blocks.values()]
+        shares = coverage(atlas).values()
         lines.append(
             f"{shape.name:<11} {atlas.glyph_width:>3}x{atlas.glyph_height:<2} {shape.advance:>3}x{shape.pitch:<2} "
             f"{len(atlas):>7} {shape.page_width:>5}x{shape.page_height(shape.max_rows):<4} {shape.cells_per_page:>10,} "
-            + " ".join(f"{c:>8.0%}" for c in coverage)
+            + " ".join(f"{c:>8.0%}" for c in shares)
         )
     lines.append("(coverage: the share of each block the font draws; the rest is folded or replaced)")
     print("\n".join(lines))
@@ -214,43 +222,26 @@ def cmd_fonts(args: argparse.Namespace) -> int:
 
 
 def cmd_profiles(args: argparse.Namespace) -> int:
-    entries = []
-    for profile in catalog():
-        for shape in SHAPES.values():
-            width, height = profile.page_size(shape)
-            chars = (width // shape.advance) * (height // shape.pitch)
-            tokens = profile.tokens(width, height)
-            entries.append(
-                {
-                    "profile": profile.name,
-                    "shape": shape.name,
-                    "page_width": width,
-                    "page_height": height,
-                    "chars_per_page": chars,
-                    "tokens_per_page": tokens,
-                    "chars_per_token": round(chars / tokens, 2) if tokens else None,
-                    "max_images": profile.max_images,
-                    "max_image_bytes": profile.max_image_bytes,
-                    "billing": profile.route.billing,
-                    "notes": "; ".join(n for n in (profile.reader.notes, profile.route.notes) if n),
-                }
-            )
+    from ._providers.resolve import profile_rows
+    from ._render.shapes import SHAPES
+
+    rows = profile_rows(SHAPES.items())
     if args.json:
-        print(json.dumps(entries, indent=2))
+        print(json.dumps([row.as_dict() for row in rows], indent=2))
         return 0
-    shown = [e for e in entries if args.shape in (None, "all") or e["shape"] == args.shape]
+    shown = [row for row in rows if args.shape in (None, "all") or row.shape == args.shape]
     print(f"{'profile':<36} {'shape':<11} {'page':>10} {'chars/page':>10} {'tokens':>6} {'chars/token':>11}")
-    for e in shown:
-        cpt = f"{e['chars_per_token']:.1f}" if e["chars_per_token"] else "free"
+    for row in shown:
+        cpt = f"{row.chars_per_token:.1f}" if row.chars_per_token else "free"
         print(
-            f"{e['profile']:<36} {e['shape']:<11} {e['page_width']:>5}x{e['page_height']:<4} "
-            f"{e['chars_per_page']:>10,} {e['tokens_per_page']:>6,} {cpt:>11}"
+            f"{row.profile:<36} {row.shape:<11} {row.page_width:>5}x{row.page_height:<4} "
+            f"{row.chars_per_page:>10,} {row.tokens_per_page:>6,} {cpt:>11}"
         )
     return 0
 
 
-def _workspace(path: str):
-    from ._store import StoreError, Workspace
+def _workspace(path: str) -> Workspace:
+    from ._history.store import Workspace
 
     if not Path(path, "tree.sqlite3").is_file():
         raise StoreError(f"{path} is not a glyphpack workspace (no tree.sqlite3 in it)")
@@ -258,7 +249,7 @@ def _workspace(path: str):
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
-    from ._export import draw_tree
+    from ._history.export import draw_tree
 
     with _workspace(args.workspace) as workspace:
         tree = workspace.tree
@@ -287,10 +278,8 @@ def cmd_branch(args: argparse.Namespace) -> int:
     return 0
 
 
-def _find_message(tree, conversation: str, prefix: str) -> str:
+def _find_message(tree: SessionTree, conversation: str, prefix: str) -> str:
     """A message id of the conversation from a unique prefix (as the tree drawing shows)."""
-    from ._store import StoreError
-
     matches = [n.message.id for n in tree.nodes(conversation) if n.message.id.startswith(prefix)]
     if len(matches) != 1:
         found = "no message" if not matches else f"{len(matches)} messages"
@@ -299,7 +288,7 @@ def _find_message(tree, conversation: str, prefix: str) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from ._export import export_json, export_markdown
+    from ._history.export import export_json, export_markdown
 
     with _workspace(args.workspace) as workspace:
         if args.format == "json":
@@ -313,9 +302,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_history(path: str):
+def _load_history(path: str) -> list[Message]:
     """Messages from a transcript file (glyphpack's format) or a JSON list of messages."""
-    from ._messages import HistoryError, history_from_json
+    from ._errors import HistoryError
+    from ._history.codec import history_from_json
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -333,8 +323,8 @@ def _load_history(path: str):
         raise GlyphpackError(f"{path}: {exc}") from None
 
 
-def _write_view(result, out: str | None) -> list[str]:
-    from ._messages import history_to_json
+def _write_view(result: Compaction, out: str | None) -> list[str]:
+    from ._history.codec import history_to_json
 
     if not out:
         return []
@@ -350,13 +340,15 @@ def _write_view(result, out: str | None) -> list[str]:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    from ._compaction import compact, shake
+    from ._compaction.ladder import compact, shake
+    from ._compaction.results import CompactionPolicy
 
     history = _load_history(args.transcript)
+    policy = CompactionPolicy(protect_turns=args.protect_turns)
     if args.command == "shake":
-        result = shake(history, args.model, protect_turns=args.protect_turns)
+        result = shake(history, args.model, policy=policy)
     else:
-        result = compact(history, args.model, args.budget, protect_turns=args.protect_turns)
+        result = compact(history, args.model, args.budget, policy=policy)
     print("\n".join(result.report.lines()))
     written = _write_view(result, args.out)
     if written:
@@ -365,11 +357,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_context(args: argparse.Namespace) -> int:
-    from ._compaction import CostModel
-    from ._providers import resolve
+    from ._compaction.cost import CostModel
 
     history = _load_history(args.transcript)
-    cost = CostModel(resolve(args.model))
+    cost = CostModel.for_model(args.model)
     parts = cost.breakdown(history)
     total = sum(parts.values()) or 1
     width = 40
@@ -381,8 +372,8 @@ def cmd_context(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from ._messages import history_to_json
-    from ._sessions import generate_session
+    from ._history.codec import history_to_json
+    from .testing import generate_session
 
     history = generate_session(args.chars, args.seed)
     Path(args.out).write_text(json.dumps(history_to_json(history), ensure_ascii=False), encoding="utf-8")
@@ -400,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("render", help="render a text file to PNG pages and report what it cost")
     p.add_argument("file", help="a UTF-8 text file, or - for standard input")
     p.add_argument("--model", help="size pages for this model id and print what they cost (e.g. claude-sonnet-4-5)")
-    p.add_argument("--shape", choices=sorted(SHAPES), help="glyph shape (default: chosen from the text)")
+    p.add_argument("--shape", choices=sorted(SHAPE_NAMES), help="glyph shape (default: chosen from the text)")
     p.add_argument("--layout", choices=LAYOUTS, default="flow")
     p.add_argument("--page-size", type=_page_size, metavar="WxH", help="page size limit in px")
     p.add_argument("--max-pages", type=int, default=5000)
@@ -411,22 +402,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("read", help="decode page PNGs back to text")
     p.add_argument("pages", nargs="+", metavar="PAGE.png")
-    p.add_argument("--shape", choices=sorted(SHAPES), default=None)
+    p.add_argument("--shape", choices=sorted(SHAPE_NAMES), default=None)
     p.add_argument("--layout", choices=LAYOUTS, default="flow")
     p.set_defaults(run=cmd_read)
 
     p = sub.add_parser("profiles", help="page size and characters per billed token per provider profile")
-    p.add_argument("--shape", default="5x8", choices=sorted(SHAPES) + ["all"], help="one shape's rows, or all (default: 5x8)")
+    p.add_argument("--shape", default="5x8", choices=sorted(SHAPE_NAMES) + ["all"], help="one shape's rows, or all (default: 5x8)")
     p.add_argument("--json", action="store_true", help="every profile and shape, as JSON")
     p.set_defaults(run=cmd_profiles)
 
     p = sub.add_parser("legibility", help="measure legibility under downscaling; table and plot")
-    p.add_argument("--shape", choices=sorted(SHAPES), help="one shape (default: every shape)")
+    p.add_argument("--shape", choices=sorted(SHAPE_NAMES), help="one shape (default: every shape)")
     p.add_argument("--out", metavar="FILE.png", help="write the plot here")
     p.add_argument("--json", action="store_true", help="print every measurement as JSON")
     p.set_defaults(run=cmd_legibility)
 
-    def tree_command(name: str, helptext: str, run, conversation_nargs=None):
+    def tree_command(
+        name: str, helptext: str, run: Callable[[argparse.Namespace], int], conversation_nargs: str | None = None
+    ) -> argparse.ArgumentParser:
         """A subcommand over a workspace and one of its conversations."""
         command = sub.add_parser(name, help=helptext)
         command.add_argument("workspace")
@@ -470,18 +463,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_generate)
 
     p = sub.add_parser("fonts", help="list shapes and their fonts' coverage")
-    p.add_argument("--confusables", metavar="SHAPE", choices=sorted(SHAPES),
+    p.add_argument("--confusables", metavar="SHAPE", choices=sorted(SHAPE_NAMES),
                    help="list glyph pairs of SHAPE's font that are identical or 1-2 px apart")
     p.set_defaults(run=cmd_fonts)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def _one_line_warning(message: Warning | str, category: type[Warning], *rest: Any, **kwargs: Any) -> str:
+    return f"glyphpack: warning: {message}\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # Warnings (an unknown model id, say) read as one line, like the errors.
-    warnings.formatwarning = lambda message, category, *rest, **kw: f"glyphpack: warning: {message}\n"
+    warnings.formatwarning = _one_line_warning
     try:
-        return args.run(args)
+        run: Callable[[argparse.Namespace], int] = args.run
+        return run(args)
     except GlyphpackError as exc:
         print(f"glyphpack: error: {exc}", file=sys.stderr)
         return 2

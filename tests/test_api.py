@@ -16,7 +16,7 @@ def test_public_api_is_pinned():
         "turn_boundaries", "validate_history", "to_anthropic", "from_anthropic", "to_openai_chat",
         "from_openai_chat", "Workspace", "Transcript", "SessionTree", "export_json", "export_markdown",
         # compaction
-        "Compaction", "CompactionError", "Summarizer", "compact", "parse_overflow", "recover", "shake",
+        "Compaction", "CompactionPolicy", "LadderReport", "RungReport", "CompactionError", "Summarizer", "compact", "parse_overflow", "recover", "shake",
         "should_compact", "generate_session", "calibrate",
         # errors
         "GlyphpackError", "FontError", "LimitError", "PageError", "ShapeError", "TextOnlyModelError",
@@ -24,6 +24,16 @@ def test_public_api_is_pinned():
     }
     for name in glyphpack.__all__:
         assert getattr(glyphpack, name) is not None
+
+
+def test_public_names_read_as_glyphpack_names():
+    """Catches a public class or function whose repr shows its private module."""
+    for name in glyphpack.__all__:
+        value = getattr(glyphpack, name)
+        if isinstance(value, type) or callable(value):
+            assert value.__module__ == "glyphpack", name
+            assert repr(value).startswith(("<class 'glyphpack.", "<function ")), name
+    assert repr(glyphpack.Message) == "<class 'glyphpack.Message'>"
 
 
 def test_errors_share_one_root():

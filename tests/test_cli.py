@@ -98,7 +98,7 @@ def test_contact_sheet(tmp_path, capsys):
     with Image.open(io.BytesIO(sheet.read_bytes())) as image:
         assert image.width == 1600 and image.height > 100
     from glyphpack import GlyphpackError
-    from glyphpack._sheet import contact_sheet
+    from glyphpack._render.sheet import contact_sheet
 
     import pytest
 

@@ -5,28 +5,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from glyphpack import Image, ToolResult, Workspace, read_pages
-from glyphpack._compaction import (
-    CompactionError,
-    CostModel,
-    Summarizer,
-    compact,
-    compact_transcript,
-    drop_images,
-    elide,
-    parse_overflow,
-    recover,
-    request_bytes,
-    serialize_message,
-    shake,
-    should_compact,
-    snapshot,
-    summarize,
-)
-from glyphpack._fonts import load_atlas
-from glyphpack._messages import validate_history
-from glyphpack._providers import resolve
-from glyphpack._sessions import generate_session
-from glyphpack._text import glyphs_to_text, normalize
+from glyphpack import CompactionError, CompactionPolicy, Summarizer
+from glyphpack._compaction.cost import CostModel
+from glyphpack._compaction.ladder import compact, compact_transcript, shake, should_compact
+from glyphpack._compaction.recovery import parse_overflow, recover, request_bytes
+from glyphpack._compaction.rungs import drop_images, elide
+from glyphpack._compaction.snapshot import serialize_message, snapshot
+from glyphpack._compaction.summarize import summarize
+from glyphpack._history.messages import validate_history
+from glyphpack._providers.resolve import resolve
+from glyphpack._render.fonts import load_atlas
+from glyphpack._render.text import glyphs_to_text, normalize
+from glyphpack.testing import generate_session
 
 CLAUDE = resolve("claude-sonnet-4-5")
 
@@ -64,7 +54,9 @@ def test_generated_sessions_are_realistic_and_deterministic(session):
 
 def test_elision_keeps_errors_recent_turns_and_what_the_caller_marks(session):
     cost = CostModel(CLAUDE)
-    view, report = elide(session, cost, protect_turns=2, remarkable=lambda r, c: c is not None and c.name == "grep")
+    policy = CompactionPolicy(protect_turns=2, remarkable=lambda r, c: c is not None and c.name == "grep")
+    result = elide(session, cost, policy)
+    view, report = list(result.view), result.report
     assert report.changed > 0 and report.tokens_after < report.tokens_before
     calls = {c.id: c for m in session for c in m.tool_calls}
     protected = [i for i, m in enumerate(session) if m.role == "user"][-2]
@@ -80,7 +72,8 @@ def test_elision_keeps_errors_recent_turns_and_what_the_caller_marks(session):
 
 def test_image_drop(session):
     cost = CostModel(CLAUDE)
-    view, report = drop_images(session, cost, protect_turns=1)
+    result = drop_images(session, cost, protect_turns=1)
+    view, report = list(result.view), result.report
     protected = [i for i, m in enumerate(session) if m.role == "user"][-1]
     assert images_in(view[:protected]) == 0 and view[protected:] == session[protected:]
     assert report.changed == images_in(session[:protected])
@@ -91,8 +84,10 @@ def test_snapshot_keeps_head_and_tail_and_pages_read_back(session):
     cost = CostModel(CLAUDE)
     shaken = list(shake(session, CLAUDE).view)
     budget = cost.history(shaken) // 2
-    view, report, pages = snapshot(shaken, cost, budget)
+    result = snapshot(shaken, cost, budget)
+    view, report, pages = list(result.view), result.report, result.pages
     assert pages and report.tokens_after <= budget
+    assert (report.first_message, report.last_message, report.pages) == (3, len(shaken) - (len(view) - 2 - 1), len(pages))
     snap_index = next(i for i, m in enumerate(view) if m.id.startswith("snapshot-"))
     assert view[:snap_index] == shaken[:2]  # system prompt and the task, verbatim
     tail = view[snap_index + 1 :]
@@ -105,27 +100,37 @@ def test_snapshot_keeps_head_and_tail_and_pages_read_back(session):
 
 
 def test_snapshot_is_skipped_without_vision(session):
-    view, report, pages = snapshot(session, CostModel(resolve("o3-mini")), 10_000)
-    assert pages == [] and "no vision" in report.details and view == list(session)
+    result = snapshot(session, CostModel(resolve("o3-mini")), 10_000)
+    assert result.pages == () and "no vision" in result.report.skipped and list(result.view) == list(session)
 
 
 def test_summarization_fits_the_summarizers_own_window(session):
     calls = []
     summarizer = fake_summarizer(window=4_000, calls=calls)
     cost = CostModel(CLAUDE)
-    view, report = summarize(session, cost, 30_000, summarizer)
-    assert len(calls) > 1  # chunked
+    result = summarize(session, cost, 30_000, summarizer)
+    view, report = list(result.view), result.report
+    assert len(calls) > 1 and report.summarizer_calls == len(calls)  # chunked
     limit = summarizer.window - summarizer.output_reserve
     assert all(cost.text(prompt) <= limit for prompt in calls)
     validate_history(view, allow_pending=False)
     assert view[:2] == session[:2] and "[glyphpack summary of messages 3-" in view[2].text
 
 
-def test_text_only_reader_never_receives_an_image(session):
-    for budget in (1_000_000, 60_000, 20_000):
+def test_text_only_reader_never_receives_an_image_and_gets_the_summary(session):
+    """Catches: a ``compact`` that never compacts (the view keeps its images and its
+    size), one that snapshots a reader without vision, and one that skips the summary."""
+    cost = CostModel(resolve("o3-mini"))
+    full = cost.history(session)
+    shaken = cost.history(shake(session, "o3-mini").view)  # what the free rungs leave
+    assert images_in(session) > 0 and shaken < full
+    for budget in (full * 2, (full + shaken) // 2, shaken // 2, shaken // 4):
         result = compact(session, "o3-mini", budget, summarizer=fake_summarizer())
         assert images_in(result.view) == 0 and result.pages == ()
         assert all(r.rung != "snapshot" for r in result.report.rungs)
+        assert result.report.fits and cost.history(result.view) <= budget
+        summarized = any(m.id.startswith("summary-") for m in result.view)
+        assert summarized == (budget < shaken), "\n".join(result.report.lines())
     assert images_in(shake(session, "deepseek-chat").view) == 0
 
 
@@ -137,6 +142,8 @@ def test_text_only_reader_never_receives_an_image(session):
     model=st.sampled_from(["claude-sonnet-4-5", "claude-opus-4-8", "gpt-5.4", "gpt-4o", "gemini-3-pro", "o3-mini"]),
 )
 def test_the_ladder_meets_any_budget_it_can(chars, seed, fraction, model):
+    """Catches a ``compact`` that never compacts, or gives up early: whenever the head,
+    the last turn and room for a summary fit the budget, the view must fit it."""
     history = generate_session(chars, seed)
     profile = resolve(model)
     cost = CostModel(profile)
@@ -146,8 +153,10 @@ def test_the_ladder_meets_any_budget_it_can(chars, seed, fraction, model):
     validate_history(view, allow_pending=False)  # no orphans: a provider accepts it
     assert view[:2] == history[:2]  # the head verbatim
     assert result.report.fits == (cost.history(view) <= budget)
-    if result.report.fits:
-        assert cost.history(view) <= budget
+    last_turn = max(i for i, m in enumerate(history) if m.role == "user")
+    reachable = cost.history(history[:2]) + cost.history(history[last_turn:]) + 1000
+    if budget >= reachable:
+        assert result.report.fits, "\n".join(result.report.lines())
     if not profile.vision:
         assert images_in(view) == 0
     snap = [i for i, m in enumerate(view) if m.id.startswith("snapshot-")]
@@ -157,9 +166,9 @@ def test_the_ladder_meets_any_budget_it_can(chars, seed, fraction, model):
         shaken = list(history)
         for report in result.report.rungs:
             if report.rung == "elision":
-                shaken, _ = elide(shaken, cost)
+                shaken = list(elide(shaken, cost).view)
             elif report.rung == "image drop":
-                shaken, _ = drop_images(shaken, cost)
+                shaken = list(drop_images(shaken, cost).view)
         assert tail == shaken[len(shaken) - len(tail):]
         middle = shaken[2 : len(shaken) - len(tail)]
         text = "".join(serialize_message(m) for m in middle)
@@ -180,11 +189,9 @@ def test_recompaction_keeps_earlier_pages_byte_identical():
         snap = next(i for i, m in enumerate(result.view) if m.id.startswith("snapshot-"))
         tail = len(result.view) - snap - 1
         shaken = list(source)  # the rungs before the snapshot
-        from glyphpack._compaction import CostModel as CM, drop_images as di, elide as el
-
-        cost = CM(resolve("claude-sonnet-4-5"))
-        shaken, _ = el(shaken, cost)
-        shaken, _ = di(shaken, cost)
+        cost = CostModel(resolve("claude-sonnet-4-5"))
+        shaken = list(elide(shaken, cost).view)
+        shaken = list(drop_images(shaken, cost).view)
         return "".join(serialize_message(m) for m in shaken[2 : len(shaken) - tail])
 
     a, b = middle_text(first, history), middle_text(second, longer)

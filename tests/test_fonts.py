@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from glyphpack import FontAtlas, FontError
-from glyphpack._fonts import NEWLINE, REPLACEMENT, WRAP, load_atlas
+from glyphpack._render.fonts import NEWLINE, REPLACEMENT, WRAP, load_atlas
 
 TINY_BDF = """STARTFONT 2.1
 FONT tiny
@@ -132,7 +132,7 @@ def test_shipped_fonts(name):
 def test_second_process_loads_from_the_disk_cache(tmp_path):
     env = dict(os.environ, GLYPHPACK_CACHE_DIR=str(tmp_path / "cache"))
     probe = (
-        "import glyphpack._fonts as f\n"
+        "import glyphpack._render.fonts as f\n"
         "calls = []\n"
         "real = f.parse_font_bytes\n"
         "f.parse_font_bytes = lambda *a: calls.append(1) or real(*a)\n"
@@ -152,7 +152,7 @@ def test_damaged_cache_file_is_rebuilt(tmp_path, monkeypatch):
     first = load_atlas(path)
     (cache_file,) = tmp_path.glob("atlas-*.npz")
     cache_file.write_bytes(b"garbage")
-    from glyphpack import _fonts
+    from glyphpack._render import fonts as _fonts
 
     _fonts._load_atlas_from.cache_clear()
     again = load_atlas(path)

@@ -6,9 +6,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import reference
-from glyphpack._kernels import place_cells, rasterize
-from glyphpack._raster import glyph_row_words
-from glyphpack._shapes import SHAPES, Shape
+from glyphpack._render.kernels import place_cells, rasterize
+from glyphpack._render.raster import glyph_row_words
+from glyphpack._render.shapes import SHAPES, Shape
 
 
 def kernel_grid(glyphs, cell_widths, cols, wrap):
@@ -115,15 +115,15 @@ def test_custom_shape_with_odd_advance():
 
 
 def _bits(rows):
-    from glyphpack._legibility import _packed_rows
+    from glyphpack._render.legibility import _packed_rows
 
     return _packed_rows(np.array(rows, dtype=np.uint8))
 
 
 @given(st.lists(st.lists(st.integers(0, 1), min_size=70, max_size=70), min_size=1, max_size=12), st.integers(0, 3))
 def test_close_pairs_and_nearest_match_a_plain_reference(rows, max_distance):
-    from glyphpack._kernels import nearest_glyphs
-    from glyphpack._legibility import hamming_pairs
+    from glyphpack._render.kernels import nearest_glyphs
+    from glyphpack._render.legibility import hamming_pairs
 
     packed = _bits(rows)  # 70 bits: two words per row
     distance = lambda a, b: sum(x != y for x, y in zip(rows[a], rows[b]))

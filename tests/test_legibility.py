@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import glyphpack
-from glyphpack._legibility import (
+from glyphpack._render.legibility import (
     FILTERS,
     SAMPLE_TEXT,
     confusable_pairs,
@@ -24,11 +24,11 @@ from glyphpack._legibility import (
     sweep,
     unreadable_below,
 )
-from glyphpack._png import decode_png
-from glyphpack._providers import catalog
-from glyphpack._shapes import SHAPES
+from glyphpack._render.png import decode_png
+from glyphpack._providers.resolve import all_profiles
+from glyphpack._render.shapes import SHAPES
 
-PROFILES = catalog()
+PROFILES = all_profiles()
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,8 @@ from pydantic import TypeAdapter
 
 import glyphpack
 from glyphpack import HistoryError, Image, Message
-from glyphpack._messages import history_from_json, history_to_json, pending_calls
+from glyphpack._history.codec import history_from_json, history_to_json
+from glyphpack._history.messages import pending_calls
 from histories import histories, history, turn
 
 
@@ -46,7 +47,7 @@ def test_bad_messages():
     with pytest.raises(HistoryError, match="exactly one of data"):
         Image("image/png")
     with pytest.raises(HistoryError, match="unknown content block type"):
-        glyphpack._messages.message_from_json({"role": "user", "content": [{"type": "video"}]})
+        glyphpack._history.codec.message_from_json({"role": "user", "content": [{"type": "video"}]})
 
 
 def test_anthropic_round_trip_and_sdk_shape():

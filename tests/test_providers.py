@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 import glyphpack
 from glyphpack import ProfileWarning, TextOnlyModelError, resolve
-from glyphpack._providers import EXAMPLE_MODELS, catalog
-from glyphpack._shapes import SHAPES
+from glyphpack._providers.catalog import EXAMPLE_MODELS
+from glyphpack._providers.resolve import all_profiles
+from glyphpack._render.shapes import SHAPES
 
 # ---------------------------------------------------------------- PROVIDERS.md examples
 
@@ -119,7 +120,7 @@ def test_unknown_model_gets_conservative_limits_and_a_warning():
         profile = resolve("acme-vision-9")
     assert profile.reader.name == "conservative"
     width, height = profile.page_size(SHAPES["5x8"])
-    for known in catalog():  # a page for an unknown model is safe on every known reader
+    for known in all_profiles():  # a page for an unknown model is safe on every known reader
         assert known.reader.resize.fits(width, height), known.name
 
 
@@ -169,12 +170,14 @@ def test_many_pages_use_the_smaller_page():
 
 
 def test_byte_limits_shrink_pages_before_rendering():
-    from glyphpack._providers import ROUTES, Profile, _worst_case_png_bytes
+    from glyphpack._providers.catalog import ROUTES
+    from glyphpack._providers.geometry import worst_case_png_bytes
+    from glyphpack._providers.profile import Profile
 
     tiny_route = ROUTES["anthropic"].__class__("tiny", max_image_bytes=40_000)
     profile = Profile("claude-sonnet-4-5", resolve("claude-sonnet-4-5").reader, tiny_route)
     width, height = profile.page_size(SHAPES["5x8"])
-    assert _worst_case_png_bytes(width, height) <= 40_000
+    assert worst_case_png_bytes(width, height) <= 40_000
     noise = "".join(chr(c) for c in np.random.default_rng(0).integers(33, 127, 200_000))
     for page in glyphpack.render(noise, model=profile):
         assert len(page.png) <= 40_000
@@ -190,7 +193,7 @@ def test_image_count_is_reported_before_rendering():
         glyphpack.render("y" * 30674 * 25, model=profile)
 
 
-VISION_PROFILES = [p for p in catalog()]
+VISION_PROFILES = [p for p in all_profiles()]
 
 
 @pytest.mark.parametrize("shape_name", ["5x8", "8x13-loose", "unifont"])

@@ -8,9 +8,9 @@ from PIL import Image
 
 import glyphpack
 from glyphpack import LimitError, PageError, ShapeError, count_pages, read_page, read_pages, render
-from glyphpack._layout import lay_out
-from glyphpack._shapes import SHAPES
-from glyphpack._text import glyphs_to_text, normalize
+from glyphpack._render.layout import lay_out
+from glyphpack._render.shapes import SHAPES
+from glyphpack._render.text import glyphs_to_text, normalize
 
 PIECES = st.sampled_from(
     ["\n", "\t", "\r\n", "\r", "\x1b[31m", "\x00", "\x85", "\ud800", "中文", "é", "e\u0301", "  ", "\u200b", "\U0001f600", "Ж"]
@@ -96,7 +96,7 @@ def test_a_ten_megabyte_line_renders(monkeypatch):
 
 
 def test_page_limit_is_checked_before_rasterizing(monkeypatch):
-    import glyphpack._render as render_module
+    import glyphpack._render.render as render_module
 
     def fail(*args):
         raise AssertionError("rasterized despite the page limit")
@@ -107,7 +107,7 @@ def test_page_limit_is_checked_before_rasterizing(monkeypatch):
 
 
 def test_text_length_limit(monkeypatch):
-    import glyphpack._render as render_module
+    import glyphpack._render.render as render_module
 
     monkeypatch.setattr(render_module, "MAX_TEXT_CHARS", 10)
     with pytest.raises(LimitError, match="11 characters, over the limit of 10"):

@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from glyphpack import ConflictError, HistoryError, Message, StoreError, Workspace
-from glyphpack._messages import validate_history
-from glyphpack._store import trim_start
+from glyphpack._history.messages import validate_history
+from glyphpack._history.store import trim_start
 from histories import histories, history, turn
 
 TESTS = Path(__file__).parent
@@ -159,7 +159,7 @@ def test_write_failure_leaves_the_previous_file_intact(workspace, monkeypatch, f
     workspace.save("c", "a", history(1), revision=0)
     path = workspace.transcript_path("c", "a")
     before = path.read_bytes()
-    import glyphpack._store as store
+    import glyphpack._history.store as store
 
     def disk_full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 import glyphpack
-from glyphpack._shapes import SHAPES
-from glyphpack._text import glyphs_to_text, normalize
+from glyphpack._render.shapes import SHAPES
+from glyphpack._render.text import glyphs_to_text, normalize
 
 ATLAS = SHAPES["5x8"].atlas
 
@@ -16,7 +16,7 @@ def norm(text, layout="flow", atlas=ATLAS):
 def test_plain_ascii_is_unchanged():
     text, counts = norm("Hello, world! 0123 {}[]")
     assert text == "Hello, world! 0123 {}[]"
-    assert counts == glyphpack._text.TextCounts()
+    assert counts == glyphpack._render.text.TextCounts()
 
 
 def test_newlines_tabs_and_trailing_whitespace():

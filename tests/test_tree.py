@@ -5,7 +5,7 @@ import pytest
 
 from glyphpack import ConflictError, Message, StoreError, Workspace, export_json, export_markdown
 from glyphpack._cli import main
-from glyphpack._tree import SCHEMA_VERSION, SessionTree
+from glyphpack._history.tree import SCHEMA_VERSION, SessionTree
 
 
 @pytest.fixture

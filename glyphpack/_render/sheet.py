@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from ._errors import GlyphpackError
+from .._errors import GlyphpackError
 
 
 def contact_sheet(pages, *, columns: int = 4, width: int = 1600, max_pages: int = 64) -> bytes:

@@ -17,6 +17,15 @@ import threading
 import numba
 import numpy as np
 
+from .._files import cache_dir
+
+# numba caches compiled kernels beside their source file by default: inside
+# site-packages, where the files outlive an uninstall and leave a folder that shadows
+# a later editable install. The user cache directory instead, unless the caller chose
+# one with NUMBA_CACHE_DIR (numba reads this when each kernel below is decorated).
+if not numba.config.CACHE_DIR:
+    numba.config.CACHE_DIR = str(cache_dir() / "numba")
+
 #: The one JIT policy: cached to disk so a second process does not compile, and
 #: releasing the GIL so callers can run kernels from threads.
 jit = functools.partial(numba.njit, cache=True, nogil=True)

@@ -14,94 +14,53 @@ import contextlib
 import dataclasses
 import json
 import os
-import re
-import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-from ._errors import GlyphpackError
-from ._messages import (
-    HistoryError,
-    Message,
-    Text,
-    history_from_json,
-    history_to_json,
-    turn_boundaries,
-    validate_history,
-)
-from ._tokens import DEFAULT_ESTIMATOR, TextEstimator, message_tokens
+from .._errors import ConflictError, HistoryError, StoreError
+from .._files import atomic_write, stale_temporaries
+from .._providers.text_tokens import DEFAULT_ESTIMATOR, TextEstimator
+from .._types import LoadState, public
+from .codec import history_from_json, history_to_json
+from .ids import check_id
+from .messages import Message, Text, turn_boundaries, validate_history
+from .pricing import EstimatePricer, message_tokens
+from .tree import SessionTree
 
 try:
     import fcntl
+
+    _flock: Any = fcntl.flock
 except ImportError:  # pragma: no cover - Windows: no advisory locks; revisions still checked
-    fcntl = None
+    _flock = None
 
 FORMAT = "glyphpack-transcript"
 FORMAT_VERSION = 1
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-#: Tokens counted for an image in a trim budget when no profile prices it.
-IMAGE_TOKENS_ESTIMATE = 1568
 
 
-class StoreError(GlyphpackError):
-    """A transcript could not be read or written (the file named is left as it was)."""
-
-
-class ConflictError(StoreError):
-    """Another writer saved first: the save was based on an older revision."""
-
-
-def check_id(value: str, what: str) -> str:
-    """A conversation or agent id, refused unless it is a plain file-name-safe token."""
-    if not isinstance(value, str) or not _ID.match(value):
-        raise StoreError(
-            f"{what} id {value!r} is not allowed: use 1-128 letters, digits, '.', '_' or '-', "
-            f"starting with a letter or digit"
-        )
-    return value
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def _write(path: Path, data: bytes) -> None:
+    """``atomic_write``, with a failure reported as a ``StoreError`` naming the file."""
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise StoreError(f"could not write {path}: {exc.strerror or exc}; the previous file is intact") from exc
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    if os.name != "posix":  # pragma: no cover - directories cannot be opened for fsync elsewhere
-        return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        atomic_write(path, data)
+    except OSError as exc:
+        raise StoreError(f"could not write {path}: {exc.strerror or exc}; the previous file is intact") from exc
 
 
 @contextlib.contextmanager
-def _locked(path: Path):
+def _locked(path: Path) -> Iterator[None]:
     """An exclusive lock for writers of ``path`` (a sidecar ``.lock`` file)."""
     lock_path = path.with_name(path.name + ".lock")
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        if _flock is not None:
+            _flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # closing releases the lock
 
 
+@public
 @dataclasses.dataclass(frozen=True)
 class Transcript:
     """A loaded transcript.
@@ -122,16 +81,16 @@ class Transcript:
 
     conversation: str
     agent: str
-    messages: tuple = ()
+    messages: tuple[Message, ...] = ()
     revision: int = 0
-    state: str = "empty"
+    state: LoadState = "empty"
     error: str | None = None
     checkpoints: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
-    dropped_checkpoints: tuple = ()
+    dropped_checkpoints: tuple[str, ...] = ()
     trimmed: int = 0
 
 
-def _state(messages: Sequence[Message], error: str | None) -> str:
+def _state(messages: Sequence[Message], error: str | None) -> LoadState:
     if not messages:
         return "empty"
     if error is not None or messages[-1].role != "assistant":
@@ -163,9 +122,10 @@ def trim_start(
         return head
     if keep is None and budget is None:
         return head
-    costs = [_message_tokens(m, estimator) for m in messages] if budget is not None else None
+    pricer = EstimatePricer(estimator)
+    costs = [message_tokens(m, pricer) for m in messages] if budget is not None else None
     suffix = 0
-    suffix_cost = {}
+    suffix_cost: dict[int, int] = {}
     for s in range(n - 1, head - 1, -1):
         if costs is not None:
             suffix += costs[s]
@@ -181,32 +141,26 @@ def trim_start(
     return starts[-1]
 
 
-def _message_tokens(message: Message, estimator: TextEstimator) -> int:
-    # The same pricing as the compaction ladder's, with no profile to price images.
-    return message_tokens(message, estimator.estimate, lambda image: IMAGE_TOKENS_ESTIMATE)
-
-
+@public
 class Workspace:
     """One directory: ``tree.sqlite3`` (the session tree) and
     ``transcripts/<conversation>/<agent>.json``."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot use {self.path} as a workspace: {exc.strerror}") from None
-        self._tree = None
+        self._tree: SessionTree | None = None
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.path)!r})"
 
     @property
-    def tree(self):
+    def tree(self) -> SessionTree:
         """The session tree (``SessionTree``) in ``tree.sqlite3``."""
         if self._tree is None:
-            from ._tree import SessionTree
-
             self._tree = SessionTree(self.path / "tree.sqlite3")
         return self._tree
 
@@ -218,7 +172,7 @@ class Workspace:
     def __enter__(self) -> "Workspace":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def transcript_path(self, conversation: str, agent: str) -> Path:
@@ -233,7 +187,7 @@ class Workspace:
 
     # ---------------------------------------------------------------- reading
 
-    def _read(self, path: Path) -> dict | None:
+    def _read(self, path: Path) -> dict[str, Any] | None:
         try:
             raw = path.read_bytes()
         except FileNotFoundError:
@@ -356,10 +310,10 @@ class Workspace:
                 "messages": history_to_json(messages),
             }
             # Under the lock every temporary file of this transcript is a crashed writer's.
-            for stale in path.parent.glob(f".{path.name}.*.tmp"):
+            for stale in stale_temporaries(path):
                 with contextlib.suppress(OSError):
                     stale.unlink()
-            atomic_write(path, json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+            _write(path, json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
         return Transcript(conversation, agent, messages, revision + 1, _state(messages, error), error, dict(checkpoints))
 
     def checkpoint(self, conversation: str, agent: str, name: str) -> Transcript:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from ._errors import ShapeError
-from ._fonts import FontAtlas, load_atlas
+from .._errors import ShapeError
+from .._types import public
+from .fonts import FontAtlas, load_atlas
 
 #: The largest page standard Claude models never resize (56 x 28 patches = 1568 tokens).
 DEFAULT_PAGE_SIZE = (1568, 784)
 
 
+@public
 @dataclasses.dataclass(frozen=True)
 class Shape:
     """How glyphs sit on a page.

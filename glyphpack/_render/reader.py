@@ -11,12 +11,13 @@ import functools
 
 import numpy as np
 
-from ._errors import PageError
-from ._fonts import FontAtlas
-from ._kernels import EMPTY, UNREADABLE, WIDE_TAIL
-from ._layout import grid_text
-from ._png import decode_png
-from ._shapes import Shape, get_shape
+from .._errors import PageError
+from .._types import Layout, public
+from .fonts import FontAtlas
+from .kernels import EMPTY, UNREADABLE, WIDE_TAIL
+from .layout import grid_text
+from .png import decode_png
+from .shapes import Shape, get_shape
 
 @functools.lru_cache(maxsize=16)
 def _glyph_keys(atlas: FontAtlas, cells: int) -> dict[bytes, int]:
@@ -49,6 +50,7 @@ def _lookup(keys: np.ndarray, table: dict[bytes, int]) -> np.ndarray:
     return found[inverse].reshape(keys.shape)
 
 
+@public
 def read_grid(pixels: np.ndarray, shape: Shape | str | None = None) -> np.ndarray:
     """Cell grid of page pixels.
 
@@ -86,7 +88,8 @@ def _page_bytes_and_shape(page, shape, layout):
     return page, shape, layout or "flow"
 
 
-def read_page(page, shape: Shape | str | None = None, layout: str | None = None) -> str:
+@public
+def read_page(page, shape: Shape | str | None = None, layout: Layout | None = None) -> str:
     """Decode one page back to text.
 
     Args:
@@ -100,7 +103,8 @@ def read_page(page, shape: Shape | str | None = None, layout: str | None = None)
     return read_pages([page], shape, layout)
 
 
-def read_pages(pages, shape: Shape | str | None = None, layout: str | None = None) -> str:
+@public
+def read_pages(pages, shape: Shape | str | None = None, layout: Layout | None = None) -> str:
     """Decode consecutive pages of one rendering back to its text."""
     grids, chosen, chosen_layout = [], shape, layout
     for page in pages:

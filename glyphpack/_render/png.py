@@ -16,7 +16,7 @@ import zlib
 
 import numpy as np
 
-from ._errors import PageError
+from .._errors import PageError
 
 try:
     from isal import isal_zlib as _deflate

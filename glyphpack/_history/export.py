@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
-from ._messages import Image, Message, Text, Thinking, ToolCall, ToolResult, message_to_json
-from ._tree import SessionTree
+from .._types import public
+from .codec import message_to_json
+from .messages import Message
+from .tree import Node, SessionTree
 
 
-def export_json(tree: SessionTree, conversation: str, *, whole_tree: bool = False) -> dict:
+@public
+def export_json(tree: SessionTree, conversation: str, *, whole_tree: bool = False) -> dict[str, Any]:
     """The conversation as a JSON-ready dict: its path (root to tip), or every message
     with its parent when ``whole_tree``."""
     info = tree.conversation(conversation)
-    out = {"conversation": info.id, "title": info.title, "tip": info.tip}
+    out: dict[str, Any] = {"conversation": info.id, "title": info.title, "tip": info.tip}
     if info.forked_from:
         out["forked_from"] = {"conversation": info.forked_from, "message": info.forked_at}
     if whole_tree:
@@ -22,28 +25,12 @@ def export_json(tree: SessionTree, conversation: str, *, whole_tree: bool = Fals
     return out
 
 
-def _block_markdown(block) -> str:
-    if isinstance(block, Text):
-        return block.text
-    if isinstance(block, Image):
-        size = f"{len(block.data):,} bytes" if block.data is not None else block.ref
-        return f"*[image {block.media_type}, {size}]*"
-    if isinstance(block, ToolCall):
-        return f"**tool call** `{block.name}` (`{block.id}`)\n\n```json\n{json.dumps(block.arguments, indent=2, ensure_ascii=False)}\n```"
-    if isinstance(block, ToolResult):
-        status = "error" if block.is_error else "result"
-        body = "\n\n".join(_block_markdown(b) for b in block.content)
-        return f"**tool {status}** for `{block.call_id}`\n\n```\n{body}\n```"
-    if isinstance(block, Thinking):
-        return "> " + block.text.replace("\n", "\n> ")
-    return repr(block)
-
-
 def message_markdown(message: Message) -> str:
-    body = "\n\n".join(_block_markdown(b) for b in message.content)
+    body = "\n\n".join(b.markdown() for b in message.content)
     return f"### {message.role} `{message.id[:8]}`\n\n{body}\n"
 
 
+@public
 def export_markdown(tree: SessionTree, conversation: str, *, whole_tree: bool = False) -> str:
     """The conversation as Markdown: its path, or every branch when ``whole_tree``."""
     info = tree.conversation(conversation)
@@ -59,17 +46,7 @@ def export_markdown(tree: SessionTree, conversation: str, *, whole_tree: bool = 
 
 
 def _summary(message: Message, width: int = 60) -> str:
-    parts = []
-    for block in message.content:
-        if isinstance(block, Text):
-            parts.append(block.text)
-        elif isinstance(block, ToolCall):
-            parts.append(f"{block.name}(...)")
-        elif isinstance(block, ToolResult):
-            parts.append("[error]" if block.is_error else "[result]")
-        elif isinstance(block, Image):
-            parts.append("[image]")
-    text = " ".join(" ".join(parts).split())
+    text = " ".join(" ".join(block.outline() for block in message.content).split())
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
@@ -80,14 +57,14 @@ def draw_tree(tree: SessionTree, conversation: str) -> list[str]:
     branches, so a long conversation does not walk off the right edge.
     """
     info = tree.conversation(conversation)
-    children: dict[str | None, list] = {}
+    children: dict[str | None, list[Node]] = {}
     for node in tree.nodes(conversation):
         children.setdefault(node.parent, []).append(node)
     lines = [info.id + (f"  {info.title}" if info.title else "")]
     if info.tip is None:
         lines.append("* (empty)  <- tip")
 
-    def branches(kids: list, prefix: str) -> list[tuple]:
+    def branches(kids: list[Node], prefix: str) -> list[tuple[Node, str, str]]:
         if len(kids) == 1:
             return [(kids[0], prefix, prefix)]
         return [

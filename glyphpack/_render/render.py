@@ -10,16 +10,18 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ._errors import LimitError
-from ._kernels import EMPTY
-from ._layout import Layout, count_rows, drawn_chars, lay_out, pages_for_rows
-from ._png import encode_png
-from ._raster import page_buffer, rasterize_pages
-from ._shapes import DEFAULT_SHAPE, WIDE_SCRIPT_SHAPE, SHAPES, Shape, get_shape
-from ._blocks import image_block
-from ._providers import Profile, ProfileWarning, resolve
-from ._text import LAYOUTS, NormalizedText, normalize
-from ._tokens import estimate_text_tokens
+from .._errors import LimitError, ProfileWarning
+from .._providers.blocks import image_block
+from .._providers.profile import Profile
+from .._providers.resolve import resolve
+from .._providers.text_tokens import estimate_text_tokens
+from .._types import LAYOUTS, Api, Layout, check_kind, public
+from .kernels import EMPTY
+from .layout import GridLayout, count_rows, drawn_chars, lay_out, pages_for_rows
+from .png import encode_png
+from .raster import page_buffer, rasterize_pages
+from .shapes import DEFAULT_SHAPE, SHAPES, WIDE_SCRIPT_SHAPE, Shape, get_shape
+from .text import NormalizedText, normalize
 
 #: Longest text accepted, in characters (a 10 MB log is well inside it).
 MAX_TEXT_CHARS = 64 * 1024 * 1024
@@ -30,6 +32,7 @@ DEFAULT_MAX_PAGES = 5000
 _BATCH_PAGES = 8
 
 
+@public
 @dataclasses.dataclass(frozen=True)
 class Page:
     """One rendered page.
@@ -55,7 +58,7 @@ class Page:
     cols: int
     index: int
     shape: str
-    layout: str
+    layout: Layout
     tokens: int | None = None
     profile: Profile | None = dataclasses.field(default=None, repr=False)
 
@@ -66,6 +69,7 @@ class Page:
         return image_block(self.png, api, self.profile, cache=cache)
 
 
+@public
 @dataclasses.dataclass(frozen=True)
 class RenderReport:
     """What a rendering did to a text and what it costs.
@@ -80,7 +84,7 @@ class RenderReport:
     """
 
     shape: str
-    layout: str
+    layout: Layout
     source_chars: int
     chars: int
     pages: int
@@ -118,6 +122,7 @@ class RenderReport:
         return dataclasses.asdict(self) | extra
 
 
+@public
 class Pages(list):
     """A ``list[Page]`` that also carries the ``RenderReport`` of its rendering."""
 
@@ -135,7 +140,7 @@ def _check_text(text: str) -> None:
         )
 
 
-def _normalize_for(text: str, shape: Shape | str | None, layout: str) -> tuple[Shape, NormalizedText]:
+def _normalize_for(text: str, shape: Shape | str | None, layout: Layout) -> tuple[Shape, NormalizedText]:
     """Normalize for the shape given; with none, for the default 5x8 shape, or Unifont
     when the default font would draw most of the text as replacement glyphs (CJK text,
     for instance) and Unifont draws fewer."""
@@ -159,7 +164,7 @@ class _Plan:
 
     text: str
     shape: Shape
-    layout: str
+    layout: Layout
     normalized: NormalizedText
     rows: int
     profile: Profile | None
@@ -172,13 +177,12 @@ class _Plan:
 def _prepare(
     text: str,
     shape: Shape | str | None,
-    layout: str,
+    layout: Layout,
     page_size: tuple[int, int] | None,
     model: str | Profile | None,
 ) -> _Plan:
     _check_text(text)
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
+    check_kind(layout, LAYOUTS, "layout")
     profile = None
     if model is not None:
         profile = resolve(model)
@@ -248,36 +252,39 @@ def _report(prepared: _Plan, grid: np.ndarray | None, pages: list[Page] | None) 
     )
 
 
+@public
 def plan(
     text: str,
     *,
     model: str | Profile | None = None,
     shape: Shape | str | None = None,
-    layout: str = "flow",
+    layout: Layout = "flow",
     page_size: tuple[int, int] | None = None,
 ) -> RenderReport:
     """The ``RenderReport`` of rendering ``text`` (pages, cost), without rasterizing or encoding."""
     return _report(_prepare(text, shape, layout, page_size, model), None, None)
 
 
+@public
 def count_pages(
     text: str,
     *,
     model: str | Profile | None = None,
     shape: Shape | str | None = None,
-    layout: str = "flow",
+    layout: Layout = "flow",
     page_size: tuple[int, int] | None = None,
 ) -> int:
     """How many pages ``render`` would produce, without rasterizing."""
     return _prepare(text, shape, layout, page_size, model).pages
 
 
+@public
 def render(
     text: str,
     *,
     model: str | Profile | None = None,
     shape: Shape | str | None = None,
-    layout: str = "flow",
+    layout: Layout = "flow",
     page_size: tuple[int, int] | None = None,
     max_pages: int = DEFAULT_MAX_PAGES,
     progress: Callable[[int, int], None] | None = None,
@@ -323,7 +330,7 @@ def render(
 
 
 def _encode_pages(
-    grid_layout: Layout, profile: Profile | None, progress: Callable[[int, int], None] | None
+    grid_layout: GridLayout, profile: Profile | None, progress: Callable[[int, int], None] | None
 ) -> list[Page]:
     shape = grid_layout.shape
     total = grid_layout.pages

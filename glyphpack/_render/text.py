@@ -27,11 +27,10 @@ import unicodedata
 
 import numpy as np
 
-from ._fonts import NEWLINE, FontAtlas
-from ._kernels import LINE_BREAK
+from .._types import LAYOUTS, Layout, check_kind
+from .fonts import NEWLINE, FontAtlas
+from .kernels import LINE_BREAK
 
-
-LAYOUTS = ("flow", "lines")
 TAB_SIZE = 8
 
 _ANSI = re.compile(
@@ -143,10 +142,9 @@ def clean_text(text: str) -> tuple[str, int]:
     return text, ansi
 
 
-def normalize(text: str, atlas: FontAtlas, layout: str = "flow") -> NormalizedText:
+def normalize(text: str, atlas: FontAtlas, layout: Layout = "flow") -> NormalizedText:
     """Normalize ``text`` for ``atlas`` and map it to glyph indices (see module docstring)."""
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
+    check_kind(layout, LAYOUTS, "layout")
     source_chars = len(text)
     text, ansi = clean_text(text)
     # surrogatepass keeps lone surrogates as codepoints so they can be counted and replaced.
@@ -184,7 +182,7 @@ def normalize(text: str, atlas: FontAtlas, layout: str = "flow") -> NormalizedTe
     return NormalizedText(_trim_blanks(out, atlas, layout), TextCounts(ansi_sequences=ansi, **counts), source_chars)
 
 
-def _trim_blanks(glyphs: np.ndarray, atlas: FontAtlas, layout: str) -> np.ndarray:
+def _trim_blanks(glyphs: np.ndarray, atlas: FontAtlas, layout: Layout) -> np.ndarray:
     """Rule 4: drop blanks that end the text (and, in ``lines``, blanks that end a line).
 
     Done on glyphs, after dropping, so that a line ending in a dropped character is

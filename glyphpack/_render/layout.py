@@ -11,14 +11,15 @@ import dataclasses
 
 import numpy as np
 
-from ._fonts import FontAtlas
-from ._kernels import EMPTY, UNREADABLE, WIDE_TAIL, place_cells
-from ._shapes import Shape
-from ._text import NormalizedText
+from .._types import Layout
+from .fonts import FontAtlas
+from .kernels import EMPTY, UNREADABLE, WIDE_TAIL, place_cells
+from .shapes import Shape
+from .text import NormalizedText
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Layout:
+class GridLayout:
     """A text on cells.
 
     Attributes:
@@ -28,7 +29,7 @@ class Layout:
     """
 
     shape: Shape
-    layout: str
+    layout: Layout
     grid: np.ndarray
 
     @property
@@ -61,11 +62,11 @@ def pages_for_rows(rows: int, shape: Shape) -> int:
     return -(-rows // shape.max_rows)
 
 
-def _wrap_glyph(atlas: FontAtlas, layout: str) -> int:
+def _wrap_glyph(atlas: FontAtlas, layout: Layout) -> int:
     return atlas.wrap_index if layout == "lines" else -1
 
 
-def count_rows(normalized: NormalizedText, shape: Shape, layout: str) -> int:
+def count_rows(normalized: NormalizedText, shape: Shape, layout: Layout) -> int:
     """Rows the glyph stream needs, without building the grid."""
     atlas = shape.atlas
     rows = np.zeros(1, dtype=np.int64)
@@ -80,7 +81,7 @@ def count_rows(normalized: NormalizedText, shape: Shape, layout: str) -> int:
     return int(rows[0])
 
 
-def lay_out(normalized: NormalizedText, shape: Shape, layout: str, rows: int | None = None) -> Layout:
+def lay_out(normalized: NormalizedText, shape: Shape, layout: Layout, rows: int | None = None) -> GridLayout:
     """Place the glyph stream on a grid of ``shape.cols`` columns (``rows`` if already counted)."""
     atlas = shape.atlas
     if rows is None:
@@ -89,10 +90,10 @@ def lay_out(normalized: NormalizedText, shape: Shape, layout: str, rows: int | N
     used = np.zeros(1, dtype=np.int64)
     if rows:
         place_cells(normalized.glyphs, atlas.cell_widths, shape.cols, _wrap_glyph(atlas, layout), grid, used)
-    return Layout(shape, layout, grid)
+    return GridLayout(shape, layout, grid)
 
 
-def grid_text(grid: np.ndarray, atlas: FontAtlas, layout: str) -> str:
+def grid_text(grid: np.ndarray, atlas: FontAtlas, layout: Layout) -> str:
     """The text a cell grid shows.
 
     Args:

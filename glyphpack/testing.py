@@ -1,4 +1,5 @@
-"""A deterministic generator of realistic agent sessions, for tests, benchmarks and demos.
+"""Helpers for testing code built on glyphpack: a deterministic generator of realistic
+agent sessions, for tests, benchmarks and demos.
 
 The agent reads real source files of the Python standard library, runs commands whose
 outputs look like test runs and listings, greps, takes small screenshots (PNG), and
@@ -13,7 +14,8 @@ import sysconfig
 from functools import lru_cache
 from pathlib import Path
 
-from ._messages import Image, Message, Text, Thinking, ToolCall, ToolResult
+from ._history.messages import Image, Message, Text, Thinking, ToolCall, ToolResult
+from ._types import public
 
 _TASKS = (
     "Refactor the configuration loader so that it validates every field and reports all errors at once.",
@@ -85,6 +87,7 @@ def _grep(rng: random.Random, path: Path, text: str) -> tuple[str, str]:
     return word.strip(), "\n".join(hits) or "(no matches)"
 
 
+@public
 def generate_session(chars: int = 100_000, seed: int = 0) -> list[Message]:
     """An agent session of about ``chars`` characters (at least one full turn).
 

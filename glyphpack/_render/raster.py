@@ -7,9 +7,9 @@ import sys
 
 import numpy as np
 
-from ._kernels import EMPTY, parallel_launch, rasterize
-from ._layout import Layout
-from ._shapes import Shape
+from .kernels import EMPTY, parallel_launch, rasterize
+from .layout import GridLayout
+from .shapes import Shape
 
 if sys.byteorder != "little":  # pragma: no cover - every platform numba supports today
     raise ImportError("glyphpack's rasterizer packs pixel bytes little-endian; this machine is big-endian")
@@ -42,7 +42,7 @@ def page_buffer(shape: Shape, pages: int) -> np.ndarray:
     return np.empty((pages, shape.max_rows * shape.pitch, padded_width), dtype=np.uint8)
 
 
-def rasterize_pages(layout: Layout, first_page: int, stop_page: int, buffer: np.ndarray | None = None) -> list[np.ndarray]:
+def rasterize_pages(layout: GridLayout, first_page: int, stop_page: int, buffer: np.ndarray | None = None) -> list[np.ndarray]:
     """Pixels of pages ``first_page`` to ``stop_page - 1``.
 
     Args:

@@ -15,9 +15,23 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
-from ._messages import Message, message_from_json, message_to_json, new_id
-from ._store import ConflictError, StoreError, check_id
+from .._errors import ConflictError, StoreError
+from .._types import public
+from .codec import message_from_json, message_to_json
+from .ids import check_id, new_id
+from .messages import Message
+
+
+class _Unset:
+    """The type of ``UNSET``: an argument not given (where None means something)."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET = _Unset()
 
 # Each entry moves the schema from version i to i + 1.
 MIGRATIONS = (
@@ -64,6 +78,7 @@ class Node:
     conversation: str
 
 
+@public
 class SessionTree:
     """Messages with parent pointers and a tip per conversation, in one SQLite file."""
 
@@ -98,10 +113,10 @@ class SessionTree:
                         self._db.execute(statement)
                 self._db.execute(f"PRAGMA user_version={step + 1}")
 
-    def _write(self):
+    def _write(self) -> _Transaction:
         return _Transaction(self._db, self._lock)
 
-    def _query(self, sql: str, params: tuple = ()) -> list:
+    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         with self._lock:
             return self._db.execute(sql, params).fetchall()
 
@@ -154,6 +169,7 @@ class SessionTree:
         return self.path_to(self.tip(conversation))
 
     def children(self, message_id: str) -> list[Message]:
+        """The messages stored directly under ``message_id`` (branches, oldest first)."""
         rows = self._query("SELECT body FROM messages WHERE parent = ? ORDER BY created, rowid", (message_id,))
         return [message_from_json(json.loads(body)) for (body,) in rows]
 
@@ -180,7 +196,7 @@ class SessionTree:
                 raise StoreError(f"conversation {conversation!r} already exists") from None
         return conversation
 
-    def append(self, conversation: str, message: Message, *, expected_tip: str | None | type = ...) -> str:
+    def append(self, conversation: str, message: Message, *, expected_tip: str | None | _Unset = UNSET) -> str:
         """Add ``message`` under the tip and move the tip to it; returns its id.
 
         ``expected_tip``: the tip the caller's message continues from. If the tip has
@@ -190,7 +206,7 @@ class SessionTree:
         body = json.dumps(message_to_json(message), ensure_ascii=False)
         with self._write():
             tip = self.tip(conversation)
-            if expected_tip is not ... and expected_tip != tip:
+            if not isinstance(expected_tip, _Unset) and expected_tip != tip:
                 raise ConflictError(
                     f"conversation {conversation!r} has moved to tip {tip!r}, not {expected_tip!r}: reload it and retry"
                 )
@@ -255,11 +271,11 @@ class _Transaction:
     """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error): one writer at a time, across
     processes (SQLite's lock) and threads (the tree's lock)."""
 
-    def __init__(self, db: sqlite3.Connection, lock):
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock):
         self.db = db
         self.lock = lock
 
-    def __enter__(self):
+    def __enter__(self) -> sqlite3.Connection:
         self.lock.acquire()
         try:
             self.db.execute("BEGIN IMMEDIATE")
@@ -268,7 +284,7 @@ class _Transaction:
             raise
         return self.db
 
-    def __exit__(self, kind, value, traceback):
+    def __exit__(self, kind: object, value: object, traceback: object) -> bool:
         try:
             self.db.execute("COMMIT" if kind is None else "ROLLBACK")
         finally:

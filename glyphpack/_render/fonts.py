@@ -1,8 +1,8 @@
-"""Bitmap fonts: BDF and Unifont ``.hex`` parsers, the ``FontAtlas`` and its disk cache.
+"""Bitmap fonts: the ``FontAtlas``, how it is built from a parsed font, and its disk cache.
 
-Three layers, as in Pillow's font code: the parsers turn a file into a ``_ParsedFont``
-(a dict of glyph bitmaps), ``_build_atlas`` turns that into the sorted arrays the
-kernels use, and ``FontAtlas`` is the runtime value. ``load_atlas`` adds two caches:
+Three layers, as in Pillow's font code: the parsers (``bdf.py``, ``unifont_hex.py``)
+turn a file into a ``ParsedFont`` (a dict of glyph bitmaps), ``_build_atlas`` turns
+that into the sorted arrays the kernels use, and ``FontAtlas`` is the runtime value. ``load_atlas`` adds two caches:
 one per process and one on disk keyed by the font file's content hash, so a second
 process loads a compiled atlas without parsing.
 """
@@ -13,22 +13,29 @@ import dataclasses
 import functools
 import gzip
 import hashlib
+import io
 import os
-import tempfile
 import unicodedata
 from pathlib import Path
 
 import numpy as np
 
-from ._errors import FontError
+from .._errors import FontError
+from .._files import atomic_write, cache_dir
+from .._types import public
+from .bdf import parse_bdf
+from .parsed import ParsedFont
+from .unifont_hex import parse_hex
+
 
 def _font_dir() -> Path:
     """Where the shipped fonts are: ``glyphpack/fonts`` in an installed wheel, the
     repository's ``fonts/`` in an editable install or a source checkout."""
-    installed = Path(__file__).resolve().parent / "fonts"
+    package = Path(__file__).resolve().parent.parent
+    installed = package / "fonts"
     if installed.is_dir():
         return installed
-    return Path(__file__).resolve().parent.parent / "fonts"
+    return package.parent / "fonts"
 
 
 FONT_DIR = _font_dir()
@@ -57,6 +64,7 @@ _ATLAS_FORMAT = 3
 _UNDRAWN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Mn", "Me"})
 
 
+@public
 @dataclasses.dataclass(frozen=True, eq=False)
 class FontAtlas:
     """A compiled bitmap font.
@@ -144,174 +152,9 @@ class FontAtlas:
         return bool((self.cell_widths == 2).any())
 
     @classmethod
-    def load(cls, font: str | os.PathLike) -> "FontAtlas":
+    def load(cls, font: str | os.PathLike[str]) -> "FontAtlas":
         """Load a shipped font by name (``"5x8"``) or any BDF / ``.hex[.gz]`` file."""
         return load_atlas(font)
-
-
-@dataclasses.dataclass
-class _ParsedFont:
-    """What a parser read: glyph bitmaps keyed by codepoint, before any filtering."""
-
-    name: str
-    glyph_width: int
-    glyph_height: int
-    glyphs: dict[int, tuple[np.ndarray, int]]  # codepoint -> (uint8[h, w*cells], cells)
-
-
-# --------------------------------------------------------------------------- parsers
-
-
-def _parse_bdf(path: Path, data: bytes) -> _ParsedFont:
-    """Parse an Adobe BDF 2.1 file. Errors name the file, the line and what was expected."""
-    try:
-        text = data.decode("latin-1")
-    except UnicodeDecodeError as exc:  # pragma: no cover - latin-1 decodes every byte
-        raise FontError(f"{path}: not a text file ({exc})") from None
-    lines = text.splitlines()
-
-    def fail(lineno: int, expected: str) -> FontError:
-        got = lines[lineno - 1].strip() if 0 < lineno <= len(lines) else "end of file"
-        return FontError(f"{path}:{lineno}: expected {expected}, found {got!r}")
-
-    def ints(lineno: int, fields: list[str], count: int, what: str) -> list[int]:
-        if len(fields) != count:
-            raise fail(lineno, what)
-        try:
-            return [int(f) for f in fields]
-        except ValueError:
-            raise fail(lineno, what) from None
-
-    if not lines or not lines[0].startswith("STARTFONT"):
-        raise fail(1, "'STARTFONT 2.1' (is this a BDF file?)")
-
-    bbox = None
-    ascent = descent = None
-    i = 1
-    # Header: up to the first STARTCHAR.
-    while i < len(lines) and not lines[i].startswith("STARTCHAR"):
-        fields = lines[i].split()
-        if fields and fields[0] == "FONTBOUNDINGBOX":
-            bbox = ints(i + 1, fields[1:], 4, "'FONTBOUNDINGBOX w h xoff yoff'")
-        elif fields and fields[0] == "FONT_ASCENT":
-            (ascent,) = ints(i + 1, fields[1:], 1, "'FONT_ASCENT n'")
-        elif fields and fields[0] == "FONT_DESCENT":
-            (descent,) = ints(i + 1, fields[1:], 1, "'FONT_DESCENT n'")
-        i += 1
-    if bbox is None:
-        raise FontError(f"{path}: no FONTBOUNDINGBOX line before the first STARTCHAR")
-    fbb_w, fbb_h, fbb_x, fbb_y = bbox
-    if ascent is None or descent is None:
-        ascent, descent = fbb_h + fbb_y, -fbb_y
-    cell_w, cell_h = fbb_w, ascent + descent
-    if cell_w <= 0 or cell_h <= 0:
-        raise FontError(f"{path}: glyph cell {cell_w}x{cell_h} is empty")
-
-    glyphs: dict[int, tuple[np.ndarray, int]] = {}
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith("ENDFONT"):
-            break
-        if not line.strip() or line.startswith("COMMENT"):
-            i += 1
-            continue
-        if not line.startswith("STARTCHAR"):
-            raise fail(i + 1, "'STARTCHAR name' or 'ENDFONT'")
-        start = i
-        encoding = dwidth = bbx = None
-        i += 1
-        while i < len(lines) and not lines[i].startswith("BITMAP"):
-            fields = lines[i].split()
-            if not fields:
-                pass
-            elif fields[0] == "ENCODING":
-                encoding = ints(i + 1, fields[1:2], 1, "'ENCODING codepoint'")[0]
-            elif fields[0] == "DWIDTH":
-                dwidth = ints(i + 1, fields[1:], 2, "'DWIDTH x y'")[0]
-            elif fields[0] == "BBX":
-                bbx = ints(i + 1, fields[1:], 4, "'BBX w h xoff yoff'")
-            elif fields[0] in ("STARTCHAR", "ENDCHAR", "ENDFONT"):
-                raise fail(i + 1, f"'BITMAP' for the glyph started at line {start + 1}")
-            i += 1
-        if i >= len(lines):
-            raise fail(i + 1, f"'BITMAP' for the glyph started at line {start + 1}")
-        if encoding is None or bbx is None:
-            raise fail(i + 1, f"ENCODING and BBX before BITMAP (glyph at line {start + 1})")
-        w, h, xoff, yoff = bbx
-        if w < 0 or h < 0:
-            raise fail(i, "a BBX with a non-negative width and height")
-        digits = 2 * ((w + 7) // 8)
-        rows = []
-        for r in range(h):
-            row = lines[i + 1 + r].strip() if i + 1 + r < len(lines) else ""
-            if len(row) < digits:
-                raise fail(i + 2 + r, f"a bitmap row of {digits} hex digits")
-            try:
-                rows.append(bytes.fromhex(row[:digits]))
-            except ValueError:
-                raise fail(i + 2 + r, f"a bitmap row of {digits} hex digits") from None
-        i += 1 + h
-        if i >= len(lines) or not lines[i].startswith("ENDCHAR"):
-            raise fail(i + 1, f"'ENDCHAR' after {h} bitmap rows")
-        i += 1
-        if encoding < 0:
-            continue  # unencoded glyph: nothing can ask for it
-        cells = 2 if dwidth is not None and dwidth >= 2 * cell_w else 1
-        bitmap = np.zeros((cell_h, cell_w * cells), dtype=np.uint8)
-        if w and h:
-            bits = np.unpackbits(np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(h, -1), axis=1)[:, :w]
-            top = ascent - (yoff + h)
-            left = xoff - fbb_x if fbb_x < 0 else xoff
-            # Clip ink outside the cell: charcell fonts keep to their cell, and a stray
-            # overhang must not bleed into the neighbouring cell.
-            y0, y1 = max(top, 0), min(top + h, cell_h)
-            x0, x1 = max(left, 0), min(left + w, cell_w * cells)
-            if y0 < y1 and x0 < x1:
-                bitmap[y0:y1, x0:x1] = bits[y0 - top : y1 - top, x0 - left : x1 - left]
-        glyphs[encoding] = (bitmap, cells)
-    else:
-        raise fail(len(lines) + 1, "'ENDFONT'")
-    if not glyphs:
-        raise FontError(f"{path}: no encoded glyphs")
-    return _ParsedFont(path.name.split(".")[0], cell_w, cell_h, glyphs)
-
-
-def _parse_hex(path: Path, data: bytes) -> _ParsedFont:
-    """Parse GNU Unifont ``.hex``: ``CODEPOINT:HEXBITS``, 32 digits = 8x16, 64 = 16x16."""
-    narrow_cps, narrow_hex, wide_cps, wide_hex = [], [], [], []
-    for lineno, raw in enumerate(data.split(b"\n"), start=1):
-        line = raw.strip()
-        if not line:
-            continue
-        cp_text, sep, bits = line.partition(b":")
-        if sep and len(bits) not in (32, 64):
-            raise FontError(f"{path}:{lineno}: expected 32 or 64 hex digits after ':', found {len(bits)}")
-        try:
-            if not sep:
-                raise ValueError
-            codepoint = int(cp_text, 16)
-            bytes.fromhex(bits.decode("ascii"))
-        except ValueError:
-            raise FontError(
-                f"{path}:{lineno}: expected 'CODEPOINT:HEXDIGITS', found {line[:40].decode('latin-1')!r}"
-            ) from None
-        if len(bits) == 32:
-            narrow_cps.append(codepoint)
-            narrow_hex.append(bits)
-        else:
-            wide_cps.append(codepoint)
-            wide_hex.append(bits)
-    glyphs: dict[int, tuple[np.ndarray, int]] = {}
-    for cps, hexes, cells in ((narrow_cps, narrow_hex, 1), (wide_cps, wide_hex, 2)):
-        if not cps:
-            continue
-        packed = np.frombuffer(bytes.fromhex(b"".join(hexes).decode("ascii")), dtype=np.uint8)
-        bits = np.unpackbits(packed.reshape(len(cps), 16, cells), axis=2)
-        for codepoint, bitmap in zip(cps, bits):
-            glyphs[codepoint] = (bitmap, cells)
-    if not glyphs:
-        raise FontError(f"{path}: no glyphs")
-    return _ParsedFont(path.name.split(".")[0], 8, 16, glyphs)
 
 
 # --------------------------------------------------------------------- atlas building
@@ -347,7 +190,7 @@ def _drawable(codepoint: int) -> bool:
     return unicodedata.category(chr(codepoint)) not in _UNDRAWN_CATEGORIES
 
 
-def _build_atlas(parsed: _ParsedFont, sha256: str) -> FontAtlas:
+def _build_atlas(parsed: ParsedFont, sha256: str) -> FontAtlas:
     """Sorted arrays from a parsed font: drop undrawable codepoints, add markers, canonicalize."""
     w, h = parsed.glyph_width, parsed.glyph_height
     glyphs = {cp: g for cp, g in parsed.glyphs.items() if _drawable(cp)}
@@ -405,16 +248,7 @@ def _build_atlas(parsed: _ParsedFont, sha256: str) -> FontAtlas:
 # ------------------------------------------------------------------------- loading
 
 
-def cache_dir() -> Path:
-    """Where compiled atlases live: ``$GLYPHPACK_CACHE_DIR``, else the user cache dir."""
-    explicit = os.environ.get("GLYPHPACK_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "glyphpack"
-
-
-def _resolve_font_path(font: str | os.PathLike) -> Path:
+def _resolve_font_path(font: str | os.PathLike[str]) -> Path:
     if isinstance(font, str) and font in FONT_FILES:
         return FONT_DIR / FONT_FILES[font]
     path = Path(font)
@@ -443,26 +277,20 @@ def _read_cached(cache_file: Path) -> FontAtlas | None:
 
 
 def _write_cached(cache_file: Path, atlas: FontAtlas) -> None:
-    """Best effort: a read-only or full cache directory only costs the next process a parse."""
+    """Best effort: a read-only or full cache directory only costs the next process a
+    parse. Not fsynced: a cache lost in a power cut is rebuilt."""
+    buffer = io.BytesIO()
+    np.savez(
+        buffer,
+        codepoints=atlas.codepoints,
+        bitmaps=atlas.bitmaps,
+        cell_widths=atlas.cell_widths,
+        canonical=atlas.canonical,
+        meta=np.array([atlas.name, str(atlas.glyph_width), str(atlas.glyph_height), atlas.source_sha256]),
+    )
     try:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=cache_file.parent, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(
-                    f,
-                    codepoints=atlas.codepoints,
-                    bitmaps=atlas.bitmaps,
-                    cell_widths=atlas.cell_widths,
-                    canonical=atlas.canonical,
-                    meta=np.array(
-                        [atlas.name, str(atlas.glyph_width), str(atlas.glyph_height), atlas.source_sha256]
-                    ),
-                )
-            os.replace(tmp, cache_file)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        atomic_write(cache_file, buffer.getvalue(), durable=False)
     except OSError:
         pass
 
@@ -483,7 +311,7 @@ def _load_atlas_from(path: Path) -> FontAtlas:
     return atlas
 
 
-def parse_font_bytes(path: Path, data: bytes) -> _ParsedFont:
+def parse_font_bytes(path: Path, data: bytes) -> ParsedFont:
     """Pick the parser by file name: ``.hex`` / ``.hex.gz`` is Unifont, anything else BDF."""
     name = path.name.lower()
     if name.endswith(".gz"):
@@ -493,10 +321,37 @@ def parse_font_bytes(path: Path, data: bytes) -> _ParsedFont:
             raise FontError(f"{path}: damaged gzip data ({exc})") from None
         name = name[:-3]
     if name.endswith(".hex"):
-        return _parse_hex(path, data)
-    return _parse_bdf(path, data)
+        return parse_hex(path, data)
+    return parse_bdf(path, data)
 
 
-def load_atlas(font: str | os.PathLike) -> FontAtlas:
+def load_atlas(font: str | os.PathLike[str]) -> FontAtlas:
     """The compiled atlas for a shipped font name or a font file path (cached)."""
+    if isinstance(font, str) and font in FONT_FILES:
+        return _load_shipped(font)
     return _load_atlas_from(_resolve_font_path(font).resolve())
+
+
+@functools.lru_cache(maxsize=None)
+def _load_shipped(name: str) -> FontAtlas:
+    # Shipped fonts by name skip the path resolution on every access.
+    return _load_atlas_from((FONT_DIR / FONT_FILES[name]).resolve())
+
+
+#: Unicode blocks that coverage tables report: name -> [first, stop) codepoints.
+COVERAGE_BLOCKS: dict[str, tuple[int, int]] = {
+    "ASCII": (0x20, 0x7F),
+    "Latin-1": (0xA0, 0x100),
+    "Greek": (0x391, 0x3CA),
+    "Cyrillic": (0x410, 0x450),
+    "box": (0x2500, 0x2580),
+    "CJK": (0x4E00, 0xA000),
+    "Hangul": (0xAC00, 0xD7A4),
+}
+
+
+def coverage(atlas: FontAtlas, blocks: dict[str, tuple[int, int]] = COVERAGE_BLOCKS) -> dict[str, float]:
+    """Share of each block's codepoints the atlas draws (the rest is folded or replaced)."""
+    return {
+        name: float(np.mean(atlas.lookup(np.arange(lo, hi, dtype=np.int32)) >= 0)) for name, (lo, hi) in blocks.items()
+    }

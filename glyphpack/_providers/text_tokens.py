@@ -14,12 +14,10 @@ tokenizer after the first response.
 from __future__ import annotations
 
 import dataclasses
-import json
-from collections.abc import Callable
 
 import numpy as np
 
-from ._messages import Image, Message, Text, Thinking, ToolCall, ToolResult
+from .._types import public
 
 # Script classes, by codepoint range: index into ``TextEstimator.rates``.
 SCRIPTS = ("latin", "punctuation", "cyrillic_greek", "cjk", "other")
@@ -42,6 +40,7 @@ def _class_table() -> np.ndarray:
 _CLASS = _class_table()
 
 
+@public
 @dataclasses.dataclass(frozen=True)
 class TextEstimator:
     """Tokens per character for each script class (see ``SCRIPTS``)."""
@@ -62,7 +61,7 @@ class TextEstimator:
         """Estimated text tokens of ``text`` (at least 1 for any non-empty text)."""
         if not text:
             return 0
-        rates = np.array([getattr(self, name) for name in SCRIPTS])
+        rates = np.array([getattr(self, name) for name in SCRIPTS], dtype=np.float64)
         return max(1, int(np.ceil(float(self.counts(text) @ rates))))
 
     def scaled(self, factor: float) -> "TextEstimator":
@@ -80,30 +79,7 @@ class TextEstimator:
 DEFAULT_ESTIMATOR = TextEstimator()
 
 
+@public
 def estimate_text_tokens(text: str, estimator: TextEstimator = DEFAULT_ESTIMATOR) -> int:
     """Estimated text tokens of ``text`` with the default (or given) rates."""
     return estimator.estimate(text)
-
-
-#: Tokens a provider adds per message (role markers, separators): a published-order guess.
-MESSAGE_OVERHEAD = 4
-
-
-def block_tokens(block, text_tokens: Callable[[str], int], image_tokens: Callable[[Image], int]) -> int:
-    """Tokens of one content block, with text and images priced by the callables given."""
-    if isinstance(block, Text):
-        return text_tokens(block.text)
-    if isinstance(block, Image):
-        return image_tokens(block)
-    if isinstance(block, ToolCall):
-        return text_tokens(block.name) + text_tokens(json.dumps(block.arguments, ensure_ascii=False)) + 4
-    if isinstance(block, ToolResult):
-        return sum(block_tokens(b, text_tokens, image_tokens) for b in block.content) + 4
-    if isinstance(block, Thinking):
-        return text_tokens(block.text)
-    return 0
-
-
-def message_tokens(message: Message, text_tokens: Callable[[str], int], image_tokens: Callable[[Image], int]) -> int:
-    """Tokens of one message: its blocks plus the per-message overhead."""
-    return MESSAGE_OVERHEAD + sum(block_tokens(b, text_tokens, image_tokens) for b in message.content)

@@ -12,14 +12,18 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
-from ._errors import GlyphpackError
-from ._fonts import FontAtlas
-from ._kernels import close_pairs, nearest_glyphs, parallel_launch
-from ._layout import lay_out
-from ._png import decode_png
-from ._providers import Profile, resolve
-from ._shapes import Shape, get_shape
-from ._text import normalize
+from .._errors import GlyphpackError
+from .._providers.profile import Profile
+from .._providers.resolve import resolve
+from .._types import Layout, public
+from .fonts import FontAtlas
+from .kernels import close_pairs, nearest_glyphs, parallel_launch
+from .layout import lay_out
+from .png import decode_png
+from .reader import read_page
+from .render import render
+from .shapes import Shape, get_shape
+from .text import normalize
 
 #: Pillow's resampling filters, by the names used in reports.
 FILTERS = {
@@ -61,6 +65,7 @@ def resample(pixels: np.ndarray, size: tuple[int, int], filter: str = "bicubic")
     return np.clip(np.asarray(resized, dtype=np.float32) / 255.0, 0.0, 1.0)
 
 
+@public
 def downscale(page, factor: float, filter: str = "bicubic") -> np.ndarray:
     """A page shrunk by ``factor`` (0 < factor <= 1): float32[h, w] ink coverage."""
     if not 0 < factor <= 1:
@@ -71,6 +76,7 @@ def downscale(page, factor: float, filter: str = "bicubic") -> np.ndarray:
     return resample(pixels, size, filter)
 
 
+@public
 def simulate(page, profile: Profile | str, filter: str = "bicubic") -> np.ndarray:
     """What ``profile``'s provider would hand the model: float32[h, w] ink coverage
     after its resize (the page itself when the provider leaves it alone)."""
@@ -126,19 +132,20 @@ def nearest_read(pixels: np.ndarray, shape: Shape, expected_grid: np.ndarray) ->
     return read
 
 
-def expected_grid(text: str, shape: Shape, cols: int, layout: str = "flow") -> np.ndarray:
+def expected_grid(text: str, shape: Shape, cols: int, layout: Layout = "flow") -> np.ndarray:
     """int32[R, cols]: where ``text``'s glyphs sit on a page ``cols`` cells wide."""
     laid = lay_out(normalize(text, shape.atlas, layout), shape.with_page_size(cols * shape.advance, shape.max_height), layout)
     return laid.grid
 
 
+@public
 def legibility(
     page_pixels,
     shape: Shape | str | None,
     expected_text: str,
     *,
     size: tuple[int, int] | None = None,
-    layout: str = "flow",
+    layout: Layout = "flow",
     filter: str = "bicubic",
 ) -> float:
     """Fraction of the glyphs of ``expected_text`` read correctly from ``page_pixels``.
@@ -177,6 +184,7 @@ def legibility(
     return float(np.count_nonzero((read == truth) & counted) / np.count_nonzero(counted))
 
 
+@public
 def confusable_pairs(shape: Shape | str, max_distance: int = 2) -> list[tuple[str, str, int]]:
     """Glyph pairs of the same width whose bitmaps differ in at most ``max_distance``
     pixels: (char, char, distance), closest first. Distance 0 pairs are identical
@@ -236,9 +244,6 @@ def sweep(
     Returns:
         one dict per measurement: shape, filter, factor, legibility.
     """
-    from ._reader import read_page
-    from ._render import render
-
     records = []
     for shape in shapes:
         sized = shape.with_page_size(*page_size)

@@ -1,0 +1,134 @@
+"""The compaction ladder: free context cheapest-first.
+
+    elision        old, large, unremarkable tool results become one-line stubs (free)
+    image drop     old images become one-line stubs (free)
+    snapshots      head verbatim, the middle rendered to page images, tail verbatim
+                   (free; readers with vision only)
+    summarization  a caller-supplied summarizer condenses the middle (one model call
+                   per chunk; readers without vision always get this instead)
+
+Every rung takes a view and returns a ``RungResult``; the stored history is never
+changed. Each rung runs at most once, so compaction always ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .._errors import CompactionError
+from .._history.messages import Message
+from .._providers.profile import Profile
+from .._types import public
+from .cost import CostModel
+from .results import Compaction, CompactionPolicy, LadderReport, RungReport
+from .rungs import drop_images, elide
+from .snapshot import snapshot
+from .summarize import Summarizer, summarize
+
+if TYPE_CHECKING:
+    from .._history.store import Workspace
+
+
+def cost_model(profile: Profile | str, policy: CompactionPolicy) -> CostModel:
+    return CostModel.for_model(profile, policy.estimator, policy.tokenizer)
+
+
+@public
+def shake(history: Sequence[Message], profile: Profile | str, *, policy: CompactionPolicy = CompactionPolicy()) -> Compaction:
+    """Only the free rungs (elision, image drop), whatever the budget."""
+    cost = cost_model(profile, policy)
+    before = cost.history(history)
+    elided = elide(history, cost, policy)
+    dropped = drop_images(elided.view, cost, 0 if not cost.profile.vision else policy.protect_turns)
+    after = cost.history(dropped.view)
+    report = LadderReport(after, before, after, True, (elided.report, dropped.report), f"shake: {before:,} -> {after:,} estimated tokens")
+    return Compaction(dropped.view, report)
+
+
+@public
+def compact(
+    history: Sequence[Message],
+    profile: Profile | str,
+    budget: int,
+    *,
+    summarizer: Summarizer | None = None,
+    policy: CompactionPolicy = CompactionPolicy(),
+) -> Compaction:
+    """Run the ladder until the view's estimated tokens fit ``budget``.
+
+    Each rung runs at most once, so compaction always ends; when even the last rung
+    cannot get under the budget, the report says so (``fits`` is False) and the view
+    is the smallest one reached. A reader without vision never receives an image
+    block: its images are dropped whatever the budget, and it gets a summary, never
+    snapshots.
+    """
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
+        raise CompactionError(f"budget must be a positive number of tokens, not {budget!r}")
+    cost = cost_model(profile, policy)
+    vision = cost.profile.vision
+    before = cost.history(history)
+    view: tuple[Message, ...] = tuple(history)
+    rungs: list[RungReport] = []
+    pages: tuple = ()
+
+    def fits() -> bool:
+        return cost.history(view) <= budget
+
+    if not vision and any(m.images for m in view):
+        result = drop_images(view, cost, 0, note="the reader has no vision")
+        view = result.view
+        rungs.append(result.report)
+    if not fits():
+        result = elide(view, cost, policy)
+        view = result.view
+        rungs.append(result.report)
+    if not fits() and vision:
+        result = drop_images(view, cost, policy.protect_turns)
+        view = result.view
+        rungs.append(result.report)
+    if not fits() and vision:
+        result = snapshot(view, cost, budget, policy)
+        rungs.append(result.report)
+        if result.pages:
+            view, pages = result.view, result.pages
+    if not fits():
+        if summarizer is not None:
+            result = summarize(view, cost, budget, summarizer)
+            view, pages = result.view, ()
+            rungs.append(result.report)
+        else:
+            tokens = cost.history(view)
+            rungs.append(RungReport("summarization", tokens, tokens, skipped="no summarizer supplied"))
+    after = cost.history(view)
+    ok = after <= budget
+    message = (
+        f"fits: {before:,} -> {after:,} estimated tokens (budget {budget:,})"
+        if ok
+        else f"does not fit: the ladder got {before:,} down to {after:,} estimated tokens, over the budget of {budget:,}"
+        + ("" if summarizer is not None else "; a summarizer would free more")
+    )
+    return Compaction(view, LadderReport(budget, before, after, ok, tuple(rungs), message), pages)
+
+
+@public
+def should_compact(
+    history: Sequence[Message], profile: Profile | str, threshold: int, *, policy: CompactionPolicy = CompactionPolicy()
+) -> bool:
+    """Proactive trigger: whether the history's estimated tokens reached ``threshold``."""
+    return cost_model(profile, policy).history(history) >= threshold
+
+
+def compact_transcript(
+    workspace: Workspace,
+    conversation: str,
+    agent: str,
+    profile: Profile | str,
+    budget: int,
+    *,
+    summarizer: Summarizer | None = None,
+    policy: CompactionPolicy = CompactionPolicy(),
+) -> Compaction:
+    """Compact a stored transcript into a view to send; the stored file is not touched."""
+    transcript = workspace.load(conversation, agent)
+    return compact(transcript.messages, profile, budget, summarizer=summarizer, policy=policy)

@@ -1,0 +1,173 @@
+"""Reactive compaction: recognize a provider's "too long" rejection and compact to fit,
+trusting the provider's measured count over the local estimate."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Sequence
+
+from .._errors import CompactionError
+from .._history.codec import message_to_json
+from .._history.messages import Message
+from .._providers.profile import Profile
+from .._providers.text_tokens import TextEstimator
+from .._types import OVERFLOW_KINDS, OverflowKind, check_kind, public
+from .cost import CostModel
+from .ladder import compact, cost_model
+from .results import Compaction, CompactionPolicy, LadderReport, RungReport
+from .rungs import drop_images, elide
+from .summarize import Summarizer, summarize
+
+#: Aim this far under the provider's limit.
+DEFAULT_MARGIN = 0.1
+#: With no limit in the error, assume it is this share of the measured (or estimated) size.
+UNKNOWN_LIMIT_SHARE = 0.8
+#: After an HTTP 413, aim at this share of the rejected request's bytes (before the margin).
+BYTES_TARGET_SHARE = 0.5
+#: After a 413, the summarizer is asked for this share of the view's tokens.
+BYTES_SUMMARY_SHARE = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class Overflow:
+    """A provider's "too long" rejection: ``kind`` is ``tokens`` or ``bytes``; the
+    provider's measured size and limit when its message gave them."""
+
+    kind: OverflowKind
+    measured: int | None = None
+    limit: int | None = None
+    provider: str | None = None
+
+    def __post_init__(self) -> None:
+        check_kind(self.kind, OVERFLOW_KINDS, "an overflow's kind", CompactionError)
+
+
+_TOKEN_PATTERNS = (
+    # Anthropic: "prompt is too long: 215000 tokens > 200000 maximum"
+    ("anthropic", re.compile(r"prompt is too long:\s*(?P<measured>\d+)\s*tokens\s*>\s*(?P<limit>\d+)\s*maximum", re.I)),
+    # OpenAI: "This model's maximum context length is 128000 tokens. However, your messages resulted in 130532 tokens."
+    ("openai", re.compile(r"maximum context length is (?P<limit>\d+) tokens.*?(?:resulted in|requested) (?P<measured>\d+) tokens", re.I | re.S)),
+    # Gemini: "The input token count (1234567) exceeds the maximum number of tokens allowed (1048576)."
+    ("gemini", re.compile(r"input token count \((?P<measured>\d+)\) exceeds the maximum number of tokens allowed \((?P<limit>\d+)\)", re.I)),
+    ("gemini", re.compile(r"input token count \((?P<measured>\d+)\) exceeds the maximum", re.I)),
+)
+_TOKEN_WORDINGS = (
+    ("openai", re.compile(r"context_length_exceeded|exceeds the context window|reduce the length of the messages", re.I)),
+    ("anthropic", re.compile(r"prompt is too long", re.I)),
+    ("gemini", re.compile(r"exceeds the maximum number of tokens", re.I)),
+)
+_BYTE_WORDINGS = re.compile(r"\b413\b|request_too_large|request entity too large|payload too large|exceeds the maximum allowed number of bytes", re.I)
+
+
+@public
+def parse_overflow(error: object) -> Overflow | None:
+    """Recognize a provider's "request too long" error (an exception, its message, or
+    its JSON body), or None if ``error`` is something else."""
+    status = getattr(error, "status_code", None) or getattr(error, "status", None) or getattr(error, "code", None)
+    if isinstance(error, dict):
+        text = json.dumps(error)
+        status = status or error.get("status") or error.get("code")
+    else:
+        text = str(error)
+        body = getattr(error, "body", None)
+        if body is not None:
+            text += " " + json.dumps(body, default=str)
+    if status == 413 or _BYTE_WORDINGS.search(text):
+        return Overflow("bytes")
+    for provider, pattern in _TOKEN_PATTERNS:
+        match = pattern.search(text)
+        if match:
+            limit = match.groupdict().get("limit")
+            return Overflow("tokens", int(match["measured"]), int(limit) if limit else None, provider)
+    for provider, pattern in _TOKEN_WORDINGS:
+        if pattern.search(text):
+            return Overflow("tokens", provider=provider)
+    return None
+
+
+def request_bytes(messages: Sequence[Message]) -> int:
+    """About how many bytes a request carrying ``messages`` is (images base64-encoded)."""
+    return sum(len(json.dumps(message_to_json(m), ensure_ascii=False).encode("utf-8", "surrogatepass")) for m in messages)
+
+
+@public
+def recover(
+    history: Sequence[Message],
+    profile: Profile | str,
+    error: object,
+    *,
+    margin: float = DEFAULT_MARGIN,
+    summarizer: Summarizer | None = None,
+    policy: CompactionPolicy = CompactionPolicy(),
+) -> Compaction:
+    """Reactive compaction after the provider rejected ``history`` as too long.
+
+    Token overflows: the provider's measured count is trusted over the local
+    estimate (the estimator is rescaled to match it), and the ladder aims at
+    ``(1 - margin)`` of the provider's limit. An HTTP 413 needs fewer bytes, not fewer
+    tokens: images go first, then large results, then (if still too large) the middle
+    is summarized, aiming at ``(1 - margin)`` of half the rejected size.
+    """
+    overflow = parse_overflow(error)
+    if overflow is None:
+        raise CompactionError(f"not a 'request too long' error: {str(error)[:200]!r}")
+    cost = cost_model(profile, policy)
+    if overflow.kind == "bytes":
+        return _recover_bytes(history, cost, margin, summarizer, policy)
+    estimate = cost.history(history)
+    if overflow.measured and policy.tokenizer is None:
+        policy = dataclasses.replace(policy, estimator=calibrate(history, cost.profile, overflow.measured, cost.estimator))
+    limit = overflow.limit or int((overflow.measured or estimate) * UNKNOWN_LIMIT_SHARE)
+    target = max(1, int(limit * (1 - margin)))
+    result = compact(history, cost.profile, target, summarizer=summarizer, policy=policy)
+    note = f"recovered from a {overflow.provider or 'provider'} token overflow" + (
+        f" ({overflow.measured:,} > {overflow.limit:,} measured by the provider)" if overflow.measured and overflow.limit else ""
+    )
+    return dataclasses.replace(result, report=dataclasses.replace(result.report, message=f"{note}; {result.report.message}"))
+
+
+@public
+def calibrate(
+    history: Sequence[Message], profile: Profile | str, measured_tokens: int, estimator: TextEstimator | None = None
+) -> TextEstimator:
+    """An estimator rescaled so that ``history`` costs what the provider measured
+    (``usage.input_tokens`` of a response, or the count in an overflow error).
+
+    Image tokens are exact already, so only the text part is rescaled.
+    """
+    cost = CostModel.for_model(profile, estimator)
+    estimate = cost.history(history)
+    images = cost.breakdown(history)["images"]
+    text_part = estimate - images
+    if text_part <= 0 or measured_tokens <= images:
+        return cost.estimator
+    return cost.estimator.scaled((measured_tokens - images) / text_part)
+
+
+def _recover_bytes(
+    history: Sequence[Message], cost: CostModel, margin: float, summarizer: Summarizer | None, policy: CompactionPolicy
+) -> Compaction:
+    started_bytes = request_bytes(history)
+    target = int(started_bytes * BYTES_TARGET_SHARE * (1 - margin))
+    before = cost.history(history)
+    rungs: list[RungReport] = []
+    result = drop_images(history, cost, 0)
+    view = result.view
+    rungs.append(result.report)
+    if request_bytes(view) > target:
+        result = elide(view, cost, policy)
+        view = result.view
+        rungs.append(result.report)
+    if request_bytes(view) > target and summarizer is not None:
+        result = summarize(view, cost, max(1, int(cost.history(view) * BYTES_SUMMARY_SHARE)), summarizer)
+        view = result.view
+        rungs.append(result.report)
+    final = request_bytes(view)
+    ok = final <= target
+    message = f"recovered from an HTTP 413: request {started_bytes:,} -> {final:,} bytes (target {target:,})" + (
+        "" if ok else "; still over the target" + ("" if summarizer else " (a summarizer would free more)")
+    )
+    after = cost.history(view)
+    return Compaction(view, LadderReport(after, before, after, ok, tuple(rungs), message))

@@ -1,0 +1,157 @@
+"""What compaction returns: one result type for every rung, with its figures as fields;
+the ladder's report; the policy that steers the ladder."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .._history.messages import Message, ToolCall, ToolResult
+from .._providers.text_tokens import TextEstimator
+from .._types import Layout, Rung, public
+
+if TYPE_CHECKING:  # the renderer (numba) is imported only when a snapshot is rendered
+    from .._render.render import Page
+    from .._render.shapes import Shape
+
+
+@public
+@dataclasses.dataclass(frozen=True)
+class CompactionPolicy:
+    """How the ladder compacts, beyond the budget.
+
+    Attributes:
+        protect_turns: the newest user turns the free rungs (elision, image drop) leave alone.
+        elide_min_chars: tool results shorter than this are never elided.
+        remarkable: ``remarkable(result, call) -> bool``: results to keep verbatim
+            besides errors (which always are).
+        layout: snapshot page layout, ``"flow"`` or ``"lines"``.
+        shape: snapshot glyph shape (None: chosen from the text).
+        estimator: text token rates (None: the default estimate).
+        tokenizer: an exact ``tokenizer(text) -> tokens``, used instead of the estimate.
+    """
+
+    protect_turns: int = 2
+    elide_min_chars: int = 1000
+    remarkable: Callable[[ToolResult, ToolCall | None], bool] | None = None
+    layout: Layout = "flow"
+    shape: Shape | str | None = None
+    estimator: TextEstimator | None = None
+    tokenizer: Callable[[str], int] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.protect_turns, int) or self.protect_turns < 0:
+            raise ValueError(f"protect_turns must be a non-negative int, not {self.protect_turns!r}")
+        if not isinstance(self.elide_min_chars, int) or self.elide_min_chars < 0:
+            raise ValueError(f"elide_min_chars must be a non-negative int, not {self.elide_min_chars!r}")
+
+
+@public
+@dataclasses.dataclass(frozen=True)
+class RungReport:
+    """What one rung did, as figures.
+
+    Attributes:
+        rung: which rung.
+        tokens_before, tokens_after: estimated tokens of the view before and after.
+        changed: blocks (elision, image drop) or messages (snapshot, summarization) replaced.
+        seconds: time the rung took.
+        skipped: why the rung changed nothing (None when it ran).
+        first_message, last_message: 1-based range of the messages a snapshot or summary replaced.
+        middle_chars: characters of the middle a snapshot rendered.
+        middle_text_tokens: estimated text tokens of that middle.
+        pages: snapshot pages; ``image_tokens``: what they take in the context.
+        summary_tokens: estimated tokens of the summary; ``summarizer_calls``: calls made.
+        note: a remark on why the rung ran (e.g. the reader has no vision).
+    """
+
+    rung: Rung
+    tokens_before: int
+    tokens_after: int
+    changed: int = 0
+    seconds: float = 0.0
+    skipped: str | None = None
+    first_message: int | None = None
+    last_message: int | None = None
+    middle_chars: int = 0
+    middle_text_tokens: int = 0
+    pages: int = 0
+    image_tokens: int = 0
+    summary_tokens: int = 0
+    summarizer_calls: int = 0
+    note: str = ""
+
+    @property
+    def freed(self) -> int:
+        return self.tokens_before - self.tokens_after
+
+    @property
+    def details(self) -> str:
+        """One line of prose from the figures (for tables; read the fields in code)."""
+        if self.skipped is not None:
+            text = f"skipped: {self.skipped}"
+        elif self.rung == "elision":
+            text = f"{self.changed} tool results elided"
+        elif self.rung == "image drop":
+            text = f"{self.changed} images dropped"
+        elif self.rung == "snapshot":
+            text = (
+                f"messages {self.first_message}-{self.last_message} ({self.middle_chars:,} chars, "
+                f"~{self.middle_text_tokens:,} text tokens) -> {self.pages} pages, {self.image_tokens:,} image tokens"
+            )
+        else:
+            text = (
+                f"messages {self.first_message}-{self.last_message} -> {self.summary_tokens:,} tokens of summary "
+                f"in {self.summarizer_calls} summarizer call(s)"
+            )
+        return f"{text} ({self.note})" if self.note else text
+
+
+@dataclasses.dataclass(frozen=True)
+class RungResult:
+    """What every rung returns: the new view, its report, and any snapshot pages."""
+
+    view: tuple[Message, ...]
+    report: RungReport
+    pages: tuple[Page, ...] = ()
+
+
+@public
+@dataclasses.dataclass(frozen=True)
+class LadderReport:
+    """The whole ladder: the budget, tokens before and after, whether it fits, each rung."""
+
+    budget: int
+    tokens_before: int
+    tokens_after: int
+    fits: bool
+    rungs: tuple[RungReport, ...] = ()
+    message: str = ""
+
+    def rung(self, name: Rung) -> RungReport | None:
+        """The report of rung ``name``, if it ran."""
+        return next((r for r in self.rungs if r.rung == name), None)
+
+    def lines(self) -> list[str]:
+        out = [f"{'rung':<14} {'before':>10} {'after':>10} {'freed':>10} {'changed':>8} {'pages':>6} {'seconds':>8}  details"]
+        for r in self.rungs:
+            out.append(
+                f"{r.rung:<14} {r.tokens_before:>10,} {r.tokens_after:>10,} {r.freed:>10,} {r.changed:>8,} "
+                f"{r.pages:>6} {r.seconds:>8.3f}  {r.details}"
+            )
+        out.append(self.message)
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"rungs": [dataclasses.asdict(r) | {"details": r.details} for r in self.rungs]}
+
+
+@public
+@dataclasses.dataclass(frozen=True)
+class Compaction:
+    """A view to send instead of the stored history, and how it was made."""
+
+    view: tuple[Message, ...]
+    report: LadderReport
+    pages: tuple[Page, ...] = ()  # snapshot pages, also present in the view as Image blocks

@@ -1,0 +1,106 @@
+"""The free rungs: elision of old tool results and dropping of old images."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .._history.messages import Block, Image, Message, Text, ToolCall, ToolResult
+from .cost import CostModel, image_size
+from .results import CompactionPolicy, RungReport, RungResult
+
+#: Width of the arguments preview in an elision stub.
+STUB_ARGUMENTS_WIDTH = 60
+
+
+def protected_from(messages: Sequence[Message], protect_turns: int) -> int:
+    """Index of the first message in the last ``protect_turns`` user turns."""
+    if protect_turns <= 0:
+        return len(messages)
+    user_starts = [i for i, m in enumerate(messages) if m.role == "user"]
+    if len(user_starts) < protect_turns:
+        return 0
+    return user_starts[-protect_turns]
+
+
+def _short(arguments: dict[str, Any], width: int = STUB_ARGUMENTS_WIDTH) -> str:
+    text = json.dumps(arguments, ensure_ascii=False)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _image_stub(block: Image) -> Text:
+    if block.data is None:
+        return Text(f"[image dropped by glyphpack: {block.media_type}, {block.ref}]")
+    width, height = image_size(block.data)
+    return Text(f"[image dropped by glyphpack: {block.media_type}, {width}x{height}, {len(block.data):,} bytes]")
+
+
+def elide(messages: Sequence[Message], cost: CostModel, policy: CompactionPolicy = CompactionPolicy()) -> RungResult:
+    """Old tool results (outside the last ``policy.protect_turns`` turns) of at least
+    ``policy.elide_min_chars`` characters become a one-line stub, unless remarkable:
+    errors always are, and ``policy.remarkable(result, call)`` may say so of others.
+    Messages with nothing to elide are kept as they are (their prices stay cached)."""
+    started = time.perf_counter()
+    before = cost.history(messages)
+    calls = {c.id: c for m in messages for c in m.tool_calls}
+    protected = protected_from(messages, policy.protect_turns)
+    out: list[Message] = []
+    changed = 0
+    for index, message in enumerate(messages):
+        if index >= protected or not message.tool_results:
+            out.append(message)
+            continue
+        content: list[Block] = []
+        for block in message.content:
+            if isinstance(block, ToolResult) and not _keep(block, calls.get(block.call_id), policy):
+                block = _elided(block, calls.get(block.call_id))
+                changed += 1
+            content.append(block)
+        out.append(message if tuple(content) == message.content else message.with_content(tuple(content)))
+    report = RungReport("elision", before, cost.history(out), changed, time.perf_counter() - started)
+    return RungResult(tuple(out), report)
+
+
+def _keep(result: ToolResult, call: ToolCall | None, policy: CompactionPolicy) -> bool:
+    short = len(result.text) < policy.elide_min_chars
+    marked = policy.remarkable is not None and policy.remarkable(result, call)
+    return result.is_error or short or marked
+
+
+def _elided(result: ToolResult, call: ToolCall | None) -> ToolResult:
+    text = result.text
+    described = f"{call.name}({_short(call.arguments)})" if call else "a tool call"
+    lines = text.count("\n") + 1
+    stub = Text(f"[elided by glyphpack: result of {described}, {len(text):,} chars, {lines:,} lines]")
+    return dataclasses.replace(result, content=(stub, *result.images()))
+
+
+def drop_images(messages: Sequence[Message], cost: CostModel, protect_turns: int = 2, note: str = "") -> RungResult:
+    """Old images (outside the last ``protect_turns`` turns) become a one-line stub;
+    with ``protect_turns=0`` every image does. Messages without images are kept as
+    they are."""
+    started = time.perf_counter()
+    before = cost.history(messages)
+    protected = protected_from(messages, protect_turns)
+    out: list[Message] = []
+    changed = 0
+    for index, message in enumerate(messages):
+        if index >= protected or not message.images:
+            out.append(message)
+            continue
+        changed += len(message.images)
+        out.append(message.with_content(tuple(_without_images(b) for b in message.content)))
+    report = RungReport("image drop", before, cost.history(out), changed, time.perf_counter() - started, note=note)
+    return RungResult(tuple(out), report)
+
+
+def _without_images(block: Block) -> Block:
+    if isinstance(block, Image):
+        return _image_stub(block)
+    if isinstance(block, ToolResult) and block.images():
+        content = tuple(_image_stub(b) if isinstance(b, Image) else b for b in block.content)
+        return dataclasses.replace(block, content=content)
+    return block

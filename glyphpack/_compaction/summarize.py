@@ -1,0 +1,120 @@
+"""The last rung: a caller-supplied summarizer condenses the middle, in chunks that fit
+its own window (so it works right after an overflow)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+
+from .._errors import CompactionError
+from .._history.messages import Message, Text, turn_boundaries
+from .._types import public
+from .cost import CostModel
+from .results import RungReport, RungResult
+from .snapshot import head_end, serialize_message
+
+#: The summary gets at least this many tokens of the budget ...
+SUMMARY_MIN_TOKENS = 200
+#: ... and at most this share of it (and at most the summarizer's output reserve).
+SUMMARY_MAX_SHARE = 0.2
+#: The least room for transcript a summarizer's window must leave, in tokens.
+SUMMARIZER_MIN_ROOM = 256
+#: Tokens kept free in each summarizer prompt for the estimate's error.
+SUMMARIZER_PROMPT_SLACK = 64
+#: Summaries of summaries, at most.
+SUMMARY_MAX_LEVELS = 3
+#: How much a too-long piece of one huge message shrinks per try.
+CHUNK_SHRINK = 0.9
+
+
+@public
+@dataclasses.dataclass(frozen=True)
+class Summarizer:
+    """A caller's summarizing model: ``fn(prompt) -> summary``, whose own window is
+    ``window`` tokens. glyphpack makes no network call; ``fn`` does."""
+
+    fn: Callable[[str], str]
+    window: int = 100_000
+    output_reserve: int = 4_000
+    instructions: str = (
+        "Summarize this part of an agent's conversation for the agent itself to continue the work. "
+        "Keep the task, the decisions and why, file paths, commands, errors and their fixes, and what "
+        "is still open. Be concise.\n\n"
+    )
+
+
+def chunks(texts: list[str], cost: CostModel, limit: int) -> list[str]:
+    """Pack message texts into chunks of at most ``limit`` estimated tokens (a text
+    too long alone is cut by characters)."""
+    out: list[str] = []
+    current: list[str] = []
+    current_tokens = 0
+    for text in texts:
+        tokens = cost.text(text)
+        while tokens > limit:  # a single huge message: cut it into pieces that fit
+            take = max(1, int(len(text) * limit / tokens))
+            while take > 1 and cost.text(text[:take]) > limit:
+                take = max(1, int(take * CHUNK_SHRINK))  # the text's density varies: shrink until it fits
+            piece_tokens = cost.text(text[:take])
+            out.append(text[:take])
+            text = text[take:]
+            tokens -= piece_tokens  # estimates add up over pieces, so no re-estimate of the rest
+        if current and current_tokens + tokens > limit:
+            out.append("".join(current))
+            current, current_tokens = [], 0
+        current.append(text)
+        current_tokens += tokens
+    if current:
+        out.append("".join(current))
+    return out
+
+
+def summarize(messages: Sequence[Message], cost: CostModel, budget: int, summarizer: Summarizer) -> RungResult:
+    """Head and tail verbatim, the middle replaced by the summarizer's summary.
+
+    The middle is sent in chunks that fit the summarizer's own window; summaries of
+    chunks are summarized again, at most ``SUMMARY_MAX_LEVELS`` deep, until they fit
+    the room left in the budget.
+    """
+    started = time.perf_counter()
+    before = cost.history(messages)
+    head = head_end(messages)
+    cuts = [t for t in turn_boundaries(messages) if t > head]
+    if not cuts:
+        report = RungReport("summarization", before, before, 0, time.perf_counter() - started, skipped="nothing to summarize")
+        return RungResult(tuple(messages), report)
+    costs = [cost.message(m) for m in messages]
+    head_cost = sum(costs[:head])
+    allowance = max(SUMMARY_MIN_TOKENS, min(summarizer.output_reserve, int(budget * SUMMARY_MAX_SHARE)))
+    t = next((t for t in cuts if head_cost + allowance + sum(costs[t:]) <= budget), cuts[-1])
+    limit = summarizer.window - summarizer.output_reserve - cost.text(summarizer.instructions) - SUMMARIZER_PROMPT_SLACK
+    if limit < SUMMARIZER_MIN_ROOM:
+        raise CompactionError(f"a summarizer window of {summarizer.window:,} tokens leaves no room for the transcript")
+    texts = [serialize_message(m) for m in messages[head:t]]
+    calls = 0
+    for _ in range(SUMMARY_MAX_LEVELS):
+        summaries = []
+        for chunk in chunks(texts, cost, limit):
+            summaries.append(summarizer.fn(summarizer.instructions + chunk))
+            calls += 1
+        texts = [s.strip() + "\n" for s in summaries]
+        if len(texts) == 1 or cost.text("".join(texts)) <= allowance:
+            break
+    summary = "".join(texts).strip()
+    digest = hashlib.sha256(summary.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    note = Message("user", (Text(f"[glyphpack summary of messages {head + 1}-{t}]\n{summary}"),), id=f"summary-{digest}")
+    view = (*messages[:head], note, *messages[t:])
+    report = RungReport(
+        "summarization",
+        before,
+        cost.history(view),
+        t - head,
+        time.perf_counter() - started,
+        first_message=head + 1,
+        last_message=t,
+        summary_tokens=cost.text(summary),
+        summarizer_calls=calls,
+    )
+    return RungResult(view, report)

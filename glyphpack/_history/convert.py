@@ -1,0 +1,235 @@
+"""Provider formats, in one place: Anthropic Messages and OpenAI Chat Completions, to
+and from neutral messages. Each direction dispatches on the block class
+(``functools.singledispatch``): a block type a format cannot carry fails loudly."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from .._errors import HistoryError
+from .._types import Role, public
+from .messages import Block, Image, Message, ResultBlock, Text, Thinking, ToolCall, ToolResult
+
+Json = dict[str, Any]
+
+# ------------------------------------------------------------------ Anthropic Messages
+
+
+@functools.singledispatch
+def anthropic_block(block: Block) -> Json:
+    """One block as an Anthropic Messages content block."""
+    raise HistoryError(f"{type(block).__name__} has no Anthropic Messages form")
+
+
+@anthropic_block.register
+def _(block: Text) -> Json:
+    return {"type": "text", "text": block.text}
+
+
+@anthropic_block.register
+def _(block: Image) -> Json:
+    if block.data is not None:
+        data = base64.b64encode(block.data).decode("ascii")
+        return {"type": "image", "source": {"type": "base64", "media_type": block.media_type, "data": data}}
+    return {"type": "image", "source": {"type": "url", "url": block.ref}}
+
+
+@anthropic_block.register
+def _(block: ToolCall) -> Json:
+    return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.arguments}
+
+
+@anthropic_block.register
+def _(block: ToolResult) -> Json:
+    out: Json = {"type": "tool_result", "tool_use_id": block.call_id, "content": [anthropic_block(b) for b in block.content]}
+    if block.is_error:
+        out["is_error"] = True
+    return out
+
+
+@anthropic_block.register
+def _(block: Thinking) -> Json:
+    return {"type": "thinking", "thinking": block.text, "signature": block.signature or ""}
+
+
+@public
+def to_anthropic(messages: Sequence[Message]) -> tuple[str | None, list[Json]]:
+    """(system prompt, Messages API ``messages``): tool messages become user messages
+    of ``tool_result`` blocks, and consecutive messages of one role are merged (the
+    API wants user and assistant to alternate)."""
+    system = "\n\n".join(m.text for m in messages if m.role == "system") or None
+    out: list[Json] = []
+    for message in messages:
+        if message.role == "system":
+            continue
+        role = "user" if message.role in ("user", "tool") else "assistant"
+        blocks = [anthropic_block(b) for b in message.content]
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    return system, out
+
+
+def _from_anthropic_block(data: Json) -> Block:
+    kind = data.get("type")
+    if kind == "text":
+        return Text(data["text"])
+    if kind == "image":
+        source = data["source"]
+        if source.get("type") == "base64":
+            return Image(source["media_type"], base64.b64decode(source["data"]))
+        return Image(source.get("media_type", "image/png"), ref=source.get("url") or source.get("file_id"))
+    if kind == "tool_use":
+        return ToolCall(data["id"], data["name"], dict(data.get("input") or {}))
+    if kind == "tool_result":
+        content = data.get("content", ())
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        parts: list[ResultBlock] = []
+        for item in content:
+            part = _from_anthropic_block(item)
+            if not isinstance(part, (Text, Image)):
+                raise HistoryError(f"a tool result cannot hold a {item.get('type')!r} block")
+            parts.append(part)
+        return ToolResult(data["tool_use_id"], tuple(parts), bool(data.get("is_error")))
+    if kind in ("thinking", "redacted_thinking"):
+        return Thinking(data.get("thinking", ""), data.get("signature") or None)
+    raise HistoryError(f"unsupported Anthropic content block type {kind!r}")
+
+
+@public
+def from_anthropic(messages: Sequence[Json], system: str | None = None) -> list[Message]:
+    """Neutral messages from Anthropic Messages ``messages`` (and ``system``): a user
+    message of tool results becomes a ``tool`` message (its other blocks a user message)."""
+    out = [Message("system", (Text(system),))] if system else []
+    for data in messages:
+        content = data["content"]
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        blocks = [_from_anthropic_block(b) for b in content]
+        if data["role"] == "user":
+            results = tuple(b for b in blocks if isinstance(b, ToolResult))
+            others = tuple(b for b in blocks if not isinstance(b, ToolResult))
+            if results:
+                out.append(Message("tool", results))
+            if others:
+                out.append(Message("user", others))
+        else:
+            out.append(Message("assistant", tuple(blocks)))
+    return out
+
+
+# ----------------------------------------------------------- OpenAI Chat Completions
+
+
+@functools.singledispatch
+def openai_part(block: Block) -> Json:
+    """One block as a Chat Completions content part (text and images only)."""
+    raise HistoryError(f"{type(block).__name__} cannot be a Chat Completions content part")
+
+
+@openai_part.register
+def _(block: Text) -> Json:
+    return {"type": "text", "text": block.text}
+
+
+@openai_part.register
+def _(block: Image) -> Json:
+    url = block.ref
+    if block.data is not None:
+        url = f"data:{block.media_type};base64,{base64.b64encode(block.data).decode('ascii')}"
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _tool_messages(message: Message) -> list[Json]:
+    """A neutral ``tool`` message as Chat Completions messages: one ``tool`` message per
+    result, then the results' images as a user message (``tool`` messages carry text only)."""
+    out: list[Json] = []
+    images: list[Json] = []
+    for result in message.tool_results:
+        text = f"[error] {result.text}" if result.is_error else result.text
+        out.append({"role": "tool", "tool_call_id": result.call_id, "content": text})
+        images += [openai_part(b) for b in result.images()]
+    if images:
+        out.append({"role": "user", "content": images})
+    return out
+
+
+@public
+def to_openai_chat(messages: Sequence[Message]) -> list[Json]:
+    """Chat Completions ``messages``: tool calls as ``tool_calls`` with JSON-string
+    arguments, each tool result as its own ``tool`` message. Thinking is left out (the
+    API takes none back); images in tool results follow as a user message, since
+    ``tool`` messages carry text only."""
+    out: list[Json] = []
+    for message in messages:
+        if message.role == "tool":
+            out += _tool_messages(message)
+            continue
+        parts = [openai_part(b) for b in message.content if isinstance(b, (Text, Image))]
+        entry: Json = {"role": message.role}
+        if message.role == "assistant":
+            entry["content"] = "\n".join(p["text"] for p in parts if p["type"] == "text") or None
+            calls = message.tool_calls
+            if calls:
+                entry["tool_calls"] = [
+                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+                    for c in calls
+                ]
+        elif message.role == "system":
+            entry["content"] = message.text
+        else:
+            entry["content"] = parts
+        out.append(entry)
+    return out
+
+
+def _openai_blocks(content: object) -> list[Block]:
+    blocks: list[Block] = []
+    if isinstance(content, str):
+        blocks.append(Text(content))
+    elif isinstance(content, list):
+        for part in content:
+            if part.get("type") == "text":
+                blocks.append(Text(part["text"]))
+            elif part.get("type") == "image_url":
+                url = part["image_url"]["url"]
+                if url.startswith("data:"):
+                    header, _, payload = url.partition(",")
+                    blocks.append(Image(header[5:].split(";")[0], base64.b64decode(payload)))
+                else:
+                    blocks.append(Image(ref=url))
+    return blocks
+
+
+@public
+def from_openai_chat(messages: Sequence[Json]) -> list[Message]:
+    """Neutral messages from Chat Completions ``messages`` (consecutive ``tool``
+    messages become one neutral ``tool`` message)."""
+    out: list[Message] = []
+    for data in messages:
+        role = data["role"]
+        content = data.get("content")
+        if role == "tool":
+            result = ToolResult(data["tool_call_id"], (Text(content if isinstance(content, str) else json.dumps(content)),))
+            if out and out[-1].role == "tool":
+                out[-1] = out[-1].with_content(out[-1].content + (result,))
+            else:
+                out.append(Message("tool", (result,)))
+            continue
+        blocks = _openai_blocks(content)
+        for call in data.get("tool_calls") or ():
+            function = call["function"]
+            try:
+                arguments = json.loads(function.get("arguments") or "{}")
+            except json.JSONDecodeError as exc:
+                raise HistoryError(f"tool call {call['id']!r} has arguments that are not JSON: {exc}") from None
+            blocks.append(ToolCall(call["id"], function["name"], arguments))
+        neutral_role: Role = "system" if role == "developer" else role
+        out.append(Message(neutral_role, tuple(blocks)))
+    return out

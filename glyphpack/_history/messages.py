@@ -1,0 +1,434 @@
+"""The provider-neutral message model and turn boundaries.
+
+A history is a sequence of ``Message`` values. Roles: ``system``, ``user``,
+``assistant``, ``tool``. Content blocks: ``Text``, ``Image``, ``ToolCall``,
+``ToolResult``, ``Thinking``, each a frozen dataclass checked at construction. What a
+block is (its JSON, its text, its images, its price, how it reads in Markdown) is a
+method of its class, so adding a block type is adding one class; the provider
+formats dispatch on the class in ``convert.py``.
+
+A history is at a turn boundary when every tool call has its result and no result
+lacks its call: the only place a history may be saved or cut, because providers reject
+a tool call without its result and a result whose call is missing.
+"""
+
+from __future__ import annotations
+
+import abc
+import base64
+import binascii
+import dataclasses
+import json
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal, Protocol
+
+from .._errors import HistoryError
+from .._types import ROLES, Role, check_kind, public
+from .ids import new_id
+
+#: What a block counts as in a context breakdown (``CostModel.breakdown``).
+Category = Literal["system", "user", "assistant", "thinking", "tool calls", "tool results", "images"]
+CATEGORIES: tuple[Category, ...] = ("system", "user", "assistant", "thinking", "tool calls", "tool results", "images")
+
+#: Tokens a provider adds around a tool call or result (ids, markers): a published-order guess.
+TOOL_BLOCK_OVERHEAD = 4
+
+
+class Pricer(Protocol):
+    """Prices text and images in tokens (the ladder's ``CostModel``, the store's trim)."""
+
+    def text(self, text: str) -> int: ...
+
+    def image(self, block: Image) -> int: ...
+
+
+def _require(value: object, kind: type | tuple[type, ...], what: str) -> None:
+    if not isinstance(value, kind):
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise HistoryError(f"{what} must be {names}, not {type(value).__name__} {str(value)[:60]!r}")
+
+
+class Block(abc.ABC):
+    """A content block. Subclasses are frozen dataclasses registered by their JSON ``type``."""
+
+    type: ClassVar[str]
+    registry: ClassVar[dict[str, type[Block]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        Block.registry[cls.type] = cls
+
+    @abc.abstractmethod
+    def to_json(self) -> dict[str, Any]:
+        """glyphpack's own JSON form (lossless)."""
+
+    @classmethod
+    @abc.abstractmethod
+    def from_fields(cls, data: dict[str, Any]) -> Block:
+        """The block from its JSON form (``data["type"] == cls.type``)."""
+
+    @staticmethod
+    def from_json(data: object) -> Block:
+        """Any block from its JSON form; ``HistoryError`` names what is wrong."""
+        _require(data, dict, "a content block")
+        assert isinstance(data, dict)
+        kind = data.get("type")
+        cls = Block.registry.get(kind) if isinstance(kind, str) else None
+        if cls is None:
+            raise HistoryError(f"unknown content block type {kind!r}; known: {', '.join(Block.registry)}")
+        try:
+            return cls.from_fields(data)
+        except KeyError as exc:
+            raise HistoryError(f"a {kind!r} block has no {exc.args[0]!r} field") from None
+
+    def texts(self) -> tuple[str, ...]:
+        """The plain text this block shows a reader (tool results' text included)."""
+        return ()
+
+    def images(self) -> tuple[Image, ...]:
+        """Every image this block carries."""
+        return ()
+
+    @abc.abstractmethod
+    def tokens(self, pricer: Pricer) -> int:
+        """What this block costs in a request."""
+
+    def category(self, role: Role) -> Category:
+        """What the block counts as in a context breakdown."""
+        return "user" if role == "user" else "system" if role == "system" else "assistant" if role == "assistant" else "tool results"
+
+    @abc.abstractmethod
+    def markdown(self) -> str:
+        """The block as Markdown (exports)."""
+
+    @abc.abstractmethod
+    def outline(self) -> str:
+        """A few words for a one-line summary (tree drawings)."""
+
+
+@public
+@dataclasses.dataclass(frozen=True)
+class Text(Block):
+    type: ClassVar[str] = "text"
+    text: str
+
+    def __post_init__(self) -> None:
+        _require(self.text, str, "Text.text")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "text", "text": self.text}
+
+    @classmethod
+    def from_fields(cls, data: dict[str, Any]) -> Text:
+        return cls(data["text"])
+
+    def texts(self) -> tuple[str, ...]:
+        return (self.text,)
+
+    def tokens(self, pricer: Pricer) -> int:
+        return pricer.text(self.text)
+
+    def markdown(self) -> str:
+        return self.text
+
+    def outline(self) -> str:
+        return self.text
+
+
+@public
+@dataclasses.dataclass(frozen=True)
+class Image(Block):
+    """An image: its bytes and media type, or a reference (URL or file id) instead."""
+
+    type: ClassVar[str] = "image"
+    media_type: str = "image/png"
+    data: bytes | None = dataclasses.field(default=None, repr=False)
+    ref: str | None = None
+
+    def __post_init__(self) -> None:
+        _require(self.media_type, str, "Image.media_type")
+        _require(self.data, (bytes, type(None)), "Image.data")
+        _require(self.ref, (str, type(None)), "Image.ref")
+        if (self.data is None) == (self.ref is None):
+            raise HistoryError("an Image needs exactly one of data (bytes) or ref (a URL or id)")
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "image", "media_type": self.media_type}
+        if self.data is not None:
+            out["data"] = base64.b64encode(self.data).decode("ascii")
+        else:
+            out["ref"] = self.ref
+        return out
+
+    @classmethod
+    def from_fields(cls, data: dict[str, Any]) -> Image:
+        raw = data.get("data")
+        if raw is None:
+            return cls(data["media_type"], None, data.get("ref"))
+        _require(raw, str, "an image's data")
+        try:
+            decoded = base64.b64decode(raw, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise HistoryError(f"an image's data is not valid base64 ({exc})") from None
+        return cls(data["media_type"], decoded, data.get("ref"))
+
+    def images(self) -> tuple[Image, ...]:
+        return (self,)
+
+    def tokens(self, pricer: Pricer) -> int:
+        return pricer.image(self)
+
+    def category(self, role: Role) -> Category:
+        return "images"
+
+    def markdown(self) -> str:
+        size = f"{len(self.data):,} bytes" if self.data is not None else self.ref
+        return f"*[image {self.media_type}, {size}]*"
+
+    def outline(self) -> str:
+        return "[image]"
+
+
+@public
+@dataclasses.dataclass(frozen=True)
+class ToolCall(Block):
+    type: ClassVar[str] = "tool_call"
+    id: str
+    name: str
+    arguments: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _require(self.id, str, "ToolCall.id")
+        _require(self.name, str, "ToolCall.name")
+        _require(self.arguments, dict, "ToolCall.arguments")
+
+    def __hash__(self) -> int:  # arguments is a dict: hash by the call's identity
+        return hash((self.id, self.name))
+
+    @property
+    def arguments_json(self) -> str:
+        return json.dumps(self.arguments, ensure_ascii=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "tool_call", "id": self.id, "name": self.name, "arguments": self.arguments}
+
+    @classmethod
+    def from_fields(cls, data: dict[str, Any]) -> ToolCall:
+        return cls(data["id"], data["name"], data.get("arguments") or {})
+
+    def tokens(self, pricer: Pricer) -> int:
+        return pricer.text(self.name) + pricer.text(self.arguments_json) + TOOL_BLOCK_OVERHEAD
+
+    def category(self, role: Role) -> Category:
+        return "tool calls"
+
+    def markdown(self) -> str:
+        arguments = json.dumps(self.arguments, indent=2, ensure_ascii=False)
+        return f"**tool call** `{self.name}` (`{self.id}`)\n\n```json\n{arguments}\n```"
+
+    def outline(self) -> str:
+        return f"{self.name}(...)"
+
+
+#: Blocks a tool result may hold.
+ResultBlock = Text | Image
+
+
+@public
+@dataclasses.dataclass(frozen=True)
+class ToolResult(Block):
+    type: ClassVar[str] = "tool_result"
+    call_id: str
+    content: tuple[ResultBlock, ...] = ()
+    is_error: bool = False
+
+    def __post_init__(self) -> None:
+        _require(self.call_id, str, "ToolResult.call_id")
+        if not isinstance(self.content, tuple):
+            _require(self.content, (list, tuple), "ToolResult.content")
+            object.__setattr__(self, "content", tuple(self.content))
+        for block in self.content:
+            _require(block, (Text, Image), "a block in a tool result")
+        _require(self.is_error, bool, "ToolResult.is_error")
+
+    @property
+    def text(self) -> str:
+        """The result's text blocks joined by newlines."""
+        return "\n".join(b.text for b in self.content if isinstance(b, Text))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "tool_result",
+            "call_id": self.call_id,
+            "content": [b.to_json() for b in self.content],
+            "is_error": self.is_error,
+        }
+
+    @classmethod
+    def from_fields(cls, data: dict[str, Any]) -> ToolResult:
+        content = data.get("content", ())
+        _require(content, list, "a tool result's content")
+        return cls(data["call_id"], tuple(Block.from_json(b) for b in content), data.get("is_error", False))  # type: ignore[misc]
+
+    def texts(self) -> tuple[str, ...]:
+        return tuple(b.text for b in self.content if isinstance(b, Text))
+
+    def images(self) -> tuple[Image, ...]:
+        return tuple(b for b in self.content if isinstance(b, Image))
+
+    def tokens(self, pricer: Pricer) -> int:
+        return sum(b.tokens(pricer) for b in self.content) + TOOL_BLOCK_OVERHEAD
+
+    def category(self, role: Role) -> Category:
+        return "tool results"
+
+    def markdown(self) -> str:
+        status = "error" if self.is_error else "result"
+        body = "\n\n".join(b.markdown() for b in self.content)
+        return f"**tool {status}** for `{self.call_id}`\n\n```\n{body}\n```"
+
+    def outline(self) -> str:
+        return "[error]" if self.is_error else "[result]"
+
+
+@public
+@dataclasses.dataclass(frozen=True)
+class Thinking(Block):
+    type: ClassVar[str] = "thinking"
+    text: str
+    signature: str | None = None
+
+    def __post_init__(self) -> None:
+        _require(self.text, str, "Thinking.text")
+        _require(self.signature, (str, type(None)), "Thinking.signature")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "thinking", "text": self.text, "signature": self.signature}
+
+    @classmethod
+    def from_fields(cls, data: dict[str, Any]) -> Thinking:
+        return cls(data["text"], data.get("signature"))
+
+    def tokens(self, pricer: Pricer) -> int:
+        return pricer.text(self.text)
+
+    def category(self, role: Role) -> Category:
+        return "thinking"
+
+    def markdown(self) -> str:
+        return "> " + self.text.replace("\n", "\n> ")
+
+    def outline(self) -> str:
+        return ""
+
+
+@public
+@dataclasses.dataclass(frozen=True)
+class Message:
+    """One message: a role, content blocks, and an id that stays with it."""
+
+    role: Role
+    content: tuple[Block, ...] = ()
+    id: str = dataclasses.field(default_factory=new_id)
+
+    def __post_init__(self) -> None:
+        check_kind(self.role, ROLES, "a message's role", HistoryError)
+        if isinstance(self.content, str):
+            object.__setattr__(self, "content", (Text(self.content),))
+        elif not isinstance(self.content, tuple):
+            _require(self.content, (list, tuple), "a message's content")
+            object.__setattr__(self, "content", tuple(self.content))
+        for block in self.content:
+            _require(block, Block, "a message's content block")
+        _require(self.id, str, "a message's id")
+        if not self.id:
+            raise HistoryError("a message's id must not be empty")
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return [b for b in self.content if isinstance(b, ToolCall)]
+
+    @property
+    def tool_results(self) -> list[ToolResult]:
+        return [b for b in self.content if isinstance(b, ToolResult)]
+
+    @property
+    def images(self) -> list[Image]:
+        """Every image the message carries, tool results' included."""
+        return [image for block in self.content for image in block.images()]
+
+    @property
+    def text(self) -> str:
+        """The text blocks joined (tool results' text included)."""
+        return "\n".join(text for block in self.content for text in block.texts())
+
+    def with_content(self, content: tuple[Block, ...]) -> Message:
+        """The same message (same id) with other content."""
+        return dataclasses.replace(self, content=content)
+
+
+# --------------------------------------------------------------------- turn boundaries
+
+
+def pending_calls(messages: Sequence[Message]) -> list[str]:
+    """Ids of tool calls that have no result yet, in call order."""
+    answered = {r.call_id for m in messages for r in m.tool_results}
+    return [c.id for m in messages for c in m.tool_calls if c.id not in answered]
+
+
+@public
+def is_turn_boundary(messages: Sequence[Message]) -> bool:
+    """True when every tool call has its result and every result follows its call."""
+    try:
+        validate_history(messages, allow_pending=False)
+    except HistoryError:
+        return False
+    return True
+
+
+@public
+def turn_boundaries(messages: Sequence[Message]) -> list[int]:
+    """Every n (0..len) such that ``messages[:n]`` is at a turn boundary."""
+    open_calls: set[str] = set()
+    broken = False
+    out = [0]
+    for n, message in enumerate(messages, start=1):
+        for result in message.tool_results:
+            if result.call_id not in open_calls:
+                broken = True  # an orphaned result: no prefix from here on is valid
+            open_calls.discard(result.call_id)
+        for call in message.tool_calls:
+            open_calls.add(call.id)
+        if not broken and not open_calls:
+            out.append(n)
+    return out
+
+
+@public
+def validate_history(messages: Sequence[Message], *, allow_pending: bool = True) -> None:
+    """Raise ``HistoryError`` the way a provider would reject this history.
+
+    Rejected: a tool result whose call is not earlier in the history; a tool call
+    whose result does not come before the next assistant message; a duplicate call id.
+    With ``allow_pending``, calls at the very end may still await their results
+    (mid-turn), otherwise that is an error too.
+    """
+    open_calls: dict[str, int] = {}
+    seen: set[str] = set()
+    for index, message in enumerate(messages):
+        for result in message.tool_results:
+            if result.call_id not in open_calls:
+                where = "was already answered" if result.call_id in seen else "has no earlier tool call"
+                raise HistoryError(f"message {index}: the tool result for call {result.call_id!r} {where}")
+            del open_calls[result.call_id]
+        if message.role == "assistant" and open_calls:
+            missing = ", ".join(sorted(open_calls))
+            raise HistoryError(f"message {index}: tool calls {missing} have no results before the next assistant turn")
+        for call in message.tool_calls:
+            if call.id in seen:
+                raise HistoryError(f"message {index}: duplicate tool call id {call.id!r}")
+            seen.add(call.id)
+            open_calls[call.id] = index
+    if open_calls and not allow_pending:
+        missing = ", ".join(sorted(open_calls))
+        raise HistoryError(f"mid-turn: tool calls {missing} have no results yet")

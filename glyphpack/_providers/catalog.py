@@ -1,0 +1,267 @@
+"""The catalog: which readers and routes exist, and which model ids name them. Data only.
+
+Every fact comes from ``PROVIDERS.md``; adding a model or a gateway is adding a row
+to ``READERS`` / ``READER_PREFIXES`` or ``ROUTES``. This file changes as providers ship
+models; the formulas it uses (``geometry.py``) rarely do.
+"""
+
+from __future__ import annotations
+
+
+
+from .._types import Provider
+from .geometry import (
+    FitResize,
+    FlatBilling,
+    GeminiTileBilling,
+    PatchBilling,
+    PatchBudgetResize,
+    PatchCapResize,
+    TileBilling,
+    TileResize,
+)
+from .profile import Reader, Route
+
+_MB = 1024 * 1024
+
+
+def _b64_limit(encoded_bytes: int) -> int:
+    """Raw bytes whose base64 encoding fits in ``encoded_bytes``."""
+    return encoded_bytes // 4 * 3
+
+
+def _claude(name: str, max_edge: int, budget: int) -> Reader:
+    return Reader(
+        name,
+        "anthropic",
+        resize=PatchCapResize(max_edge=max_edge, budget=budget, patch=28),
+        billing=PatchBilling(patch=28),
+        many_images=(20, 2000),
+        max_images=100,  # 100 on 200k-context models, 600 on others: the conservative one
+        max_image_bytes=_b64_limit(10 * _MB),
+    )
+
+
+def _gpt_patch(
+    name: str, multiplier: float, budget: int | None, max_edge: int = 2048, detail: str = "high", notes: str = ""
+) -> Reader:
+    return Reader(
+        name,
+        "openai",
+        resize=PatchBudgetResize(max_edge=max_edge, budget=budget, patch=32),
+        billing=PatchBilling(patch=32, multiplier=multiplier),
+        detail=detail,
+        max_images=1500,
+        max_image_bytes=512 * _MB,
+        notes=notes,
+    )
+
+
+def _gpt_tile(name: str, base: int, per_tile: int) -> Reader:
+    return Reader(
+        name,
+        "openai",
+        resize=TileResize(max_edge=2048, short_edge=768),
+        billing=TileBilling(base=base, per_tile=per_tile, tile=512),
+        detail="high",
+        max_images=1500,
+        max_image_bytes=512 * _MB,
+    )
+
+
+def _gemini3(level: str, tokens: int, note: str = "") -> Reader:
+    return Reader(
+        f"gemini-3-{level.lower().replace('_', '-')}",
+        "google",
+        resize=FitResize(max_edge=2048),
+        billing=FlatBilling(base=tokens),
+        media_resolution=f"MEDIA_RESOLUTION_{level}",
+        max_images=900,
+        max_image_bytes=7 * _MB,
+        notes="flat billing; the pixel size Gemini 3 reads at is undocumented: 2048 px pages follow a peer system (unconfirmed)"
+        + note,
+    )
+
+
+_UNCONFIRMED_BUDGET = "patch budget 1,536 (older docs) or 6,144 (newer)"
+
+READERS: dict[str, Reader] = {
+    r.name: r
+    for r in (
+        _claude("claude", 1568, 1568),
+        _claude("claude-highres", 2576, 4784),
+        _gpt_patch("gpt-5.6-original", 1.2, budget=None, max_edge=65535, detail="original"),
+        _gpt_patch("gpt-5.6-high", 1.2, 2500),
+        _gpt_patch("gpt-5.5-original", 1.2, 10_000, max_edge=6000, detail="original"),
+        _gpt_patch("gpt-5.5-high", 1.2, 2500),
+        _gpt_patch("gpt-5.4-original", 1.2, 10_000, max_edge=6000, detail="original"),
+        _gpt_patch("gpt-5.4-high", 1.2, 2500),
+        _gpt_patch("gpt-5.4-low", 1.2, 6144, detail="low"),
+        # Older docs give a 1,536-patch budget, newer ones 6,144: pages use the smaller.
+        _gpt_patch("gpt-5.2", 1.2, 1536, notes=_UNCONFIRMED_BUDGET),
+        _gpt_patch("gpt-5-mini", 1.2, 1536, notes="patch budget assumed 1,536 (unconfirmed)"),
+        _gpt_patch("gpt-5-nano", 1.5, 1536, notes="patch budget assumed 1,536 (unconfirmed)"),
+        _gpt_patch("gpt-4.1-mini", 1.62, 1536, notes=_UNCONFIRMED_BUDGET),
+        _gpt_patch("gpt-4.1-nano", 2.46, 1536, notes=_UNCONFIRMED_BUDGET),
+        _gpt_patch("o4-mini", 1.72, 1536, notes=_UNCONFIRMED_BUDGET),
+        _gpt_tile("gpt-4o", 85, 170),
+        _gpt_tile("gpt-4o-mini", 2833, 5667),
+        _gpt_tile("gpt-4.1", 85, 170),
+        _gpt_tile("gpt-4.5", 85, 170),
+        _gpt_tile("gpt-5", 70, 140),
+        _gpt_tile("gpt-5.1", 70, 140),
+        _gpt_tile("o1", 75, 150),
+        _gpt_tile("o3", 75, 150),
+        _gemini3("HIGH", 1120),
+        _gemini3("LOW", 280, "; at LOW the model likely sees too few pixels for 5 px glyphs"),
+        _gemini3("MEDIUM", 560, "; at MEDIUM the model likely sees too few pixels for 5 px glyphs"),
+        _gemini3("ULTRA_HIGH", 2240),
+        Reader(
+            "gemini-2",
+            "google",
+            resize=FitResize(max_edge=1536),
+            billing=GeminiTileBilling(base=258, tile=768, small_edge=384),
+            max_images=3000,
+            max_image_bytes=7 * _MB,
+            notes="768 px tiles at 258 tokens; the tiling rule and any resize are unconfirmed, so pages stay within 2x2 tiles",
+        ),
+        Reader("text-only", "openai", vision=False),
+        # The most conservative known limits, for ids nobody recognizes: under
+        # Anthropic's standard cap and OpenAI's 768 px short side at once.
+        Reader(
+            "conservative",
+            "anthropic",
+            resize=PatchCapResize(max_edge=1536, budget=1568, patch=28, short_edge=768),
+            billing=PatchBilling(patch=28),
+            many_images=(20, 2000),
+            max_images=20,
+            max_image_bytes=_b64_limit(5 * _MB),
+            notes="unknown model: the smallest limits of all known readers",
+        ),
+    )
+}
+
+#: The reader for model ids nobody recognizes.
+UNKNOWN_READER = "conservative"
+
+#: Normalized model-name prefix -> reader; the longest matching prefix wins.
+READER_PREFIXES: dict[str, str] = {
+    "claude-opus-4-7": "claude-highres",
+    "claude-opus-4-8": "claude-highres",
+    "claude-fable-5": "claude-highres",
+    "claude-mythos-5": "claude-highres",
+    "claude-opus-4": "claude",
+    "claude-sonnet-4": "claude",
+    "claude-haiku-4": "claude",
+    "claude-3-7-sonnet": "claude",
+    "claude-3-5-sonnet": "claude",
+    "claude-3-5-haiku": "claude",
+    "claude-3-opus": "claude",
+    "claude-3-haiku": "claude",
+    "claude-sonnet": "claude",
+    "claude-opus": "claude",
+    "claude-haiku": "claude",
+    "gpt-5-6": "gpt-5.6-original",
+    "gpt-5-5": "gpt-5.5-original",
+    "gpt-5-4": "gpt-5.4-original",
+    "gpt-5-2": "gpt-5.2",
+    "gpt-5-1": "gpt-5.1",
+    "gpt-5-mini": "gpt-5-mini",
+    "gpt-5-nano": "gpt-5-nano",
+    "gpt-5": "gpt-5",
+    "gpt-4-1-mini": "gpt-4.1-mini",
+    "gpt-4-1-nano": "gpt-4.1-nano",
+    "gpt-4-1": "gpt-4.1",
+    "gpt-4-5": "gpt-4.5",
+    "gpt-4o": "gpt-4o",
+    "gpt-4o-mini": "gpt-4o-mini",
+    "chatgpt-4o": "gpt-4o",
+    "o4-mini": "o4-mini",
+    "o3-mini": "text-only",
+    "o1-mini": "text-only",
+    "o1": "o1",
+    "o3": "o3",
+    "gpt-3-5": "text-only",
+    "gpt-oss": "text-only",
+    "deepseek": "text-only",
+    "gemini-3": "gemini-3-high",
+    "gemini-2": "gemini-2",
+}
+
+#: Variant suffixes a caller may ask for: (reader, detail or media resolution) -> reader.
+VARIANTS: dict[tuple[str, str], str] = {
+    ("gpt-5.6-original", "high"): "gpt-5.6-high",
+    ("gpt-5.6-original", "auto"): "gpt-5.6-original",
+    ("gpt-5.5-original", "high"): "gpt-5.5-high",
+    ("gpt-5.4-original", "high"): "gpt-5.4-high",
+    ("gpt-5.4-original", "low"): "gpt-5.4-low",
+    ("gemini-3-high", "low"): "gemini-3-low",
+    ("gemini-3-high", "medium"): "gemini-3-medium",
+    ("gemini-3-high", "ultra_high"): "gemini-3-ultra-high",
+    ("gemini-3-high", "high"): "gemini-3-high",
+}
+
+ROUTES: dict[str, Route] = {
+    r.name: r
+    for r in (
+        Route("anthropic"),
+        Route("openai"),
+        Route("google-ai"),
+        Route("bedrock", max_images=20, max_image_bytes=int(3.75 * _MB), max_edge=8000,
+              notes="Converse: <= 20 images per message, each <= 3.75 MB and <= 8000x8000"),
+        Route("vertex", max_image_bytes=_b64_limit(5 * _MB), notes="5 MB per image, base64 only"),
+        Route("openrouter", notes="upstream rates; no resizing of its own found (unconfirmed)"),
+        Route("github-copilot", billing="per-request", max_image_bytes=1 * _MB,
+              notes="premium requests x model multiplier; a 413 was seen on a ~1.3 MB image, so 1 MB per image"),
+        Route("azure", notes="OpenAI rules (unconfirmed whether detail 'original' is offered)"),
+    )
+}
+
+#: Route prefix as callers write it (``openrouter/...``) -> route.
+ROUTE_PREFIXES: dict[str, str] = {
+    "anthropic": "anthropic",
+    "openai": "openai",
+    "bedrock": "bedrock",
+    "vertex_ai": "vertex",
+    "vertex": "vertex",
+    "openrouter": "openrouter",
+    "github_copilot": "github-copilot",
+    "copilot": "github-copilot",
+    "azure": "azure",
+    "gemini": "google-ai",
+    "google": "google-ai",
+}
+#: Each provider's own API.
+NATIVE_ROUTE: dict[Provider, str] = {"anthropic": "anthropic", "openai": "openai", "google": "google-ai"}
+#: Gateways that carry each provider's models.
+GATEWAYS: dict[Provider, tuple[str, ...]] = {
+    "anthropic": ("bedrock", "vertex", "openrouter", "github-copilot"),
+    "openai": ("azure", "openrouter"),
+    "google": ("openrouter",),
+}
+
+#: Model ids as callers write them, one or more per reader family (docs and tests).
+EXAMPLE_MODELS = (
+    "claude-sonnet-4-5",
+    "claude-opus-4-8",
+    "bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+    "vertex_ai/claude-opus-4-7",
+    "openrouter/anthropic/claude-sonnet-4.5",
+    "github_copilot/claude-sonnet-4.6",
+    "gpt-5.6",
+    "gpt-5.5",
+    "gpt-5.4",
+    "gpt-5.4:high",
+    "gpt-5.2",
+    "gpt-4.1-mini",
+    "o4-mini",
+    "gpt-4o",
+    "gpt-4.1",
+    "gpt-5",
+    "o3",
+    "gemini-3-pro",
+    "gemini-3-pro:low",
+    "gemini-2.5-pro",
+    "o3-mini",
+)
+

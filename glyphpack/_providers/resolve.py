@@ -1,0 +1,178 @@
+"""Model ids as callers write them -> ``Profile``; and the catalog as rows to list."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import warnings
+from collections.abc import Iterable
+from typing import Any
+
+from .._errors import GlyphpackError, ProfileWarning
+from .._types import public
+from .catalog import GATEWAYS, NATIVE_ROUTE, READER_PREFIXES, READERS, ROUTE_PREFIXES, ROUTES, UNKNOWN_READER, VARIANTS
+from .profile import CellGeometry, Profile, Reader
+
+_DATE_SUFFIX = re.compile(r"(@\d{8}|-\d{8}|-\d{4}-\d{2}-\d{2}|-v\d+(:\d+)?|-latest|-preview(-\d{2}-\d{2})?|-exp)$")
+_BEDROCK_REGION = re.compile(r"^(us|eu|apac|global|us-gov|jp|au)\.")
+_VENDOR_DOT = re.compile(r"^(anthropic|openai|google|meta|mistral|amazon)\.")
+_BEDROCK_VERSION = re.compile(r"-v\d+:\d+$")
+
+
+def _normalize_model(name: str) -> str:
+    name = name.strip().lower().lstrip("~")
+    while True:
+        stripped = _DATE_SUFFIX.sub("", name)
+        if stripped == name:
+            break
+        name = stripped
+    # Versions are written 4.5 or 4-5; tables use dashes.
+    return re.sub(r"(?<=\d)\.(?=\d)", "-", name)
+
+
+def _split_route(model_id: str) -> tuple[str | None, str]:
+    """(route name or None, model part) from an id as callers write it."""
+    text = model_id.strip().lower().lstrip("~")
+    route = None
+    parts = text.split("/")
+    if len(parts) > 1 and parts[0] in ROUTE_PREFIXES:
+        route = ROUTE_PREFIXES[parts[0]]
+        parts = parts[1:]
+    # OpenRouter-style vendor paths: anthropic/claude-..., openai/gpt-..., google/gemini-...
+    if len(parts) > 1:
+        parts = parts[-1:]
+    model = parts[0]
+    if _BEDROCK_REGION.match(model) or _VENDOR_DOT.match(model):
+        route = route or "bedrock"
+        model = _VENDOR_DOT.sub("", _BEDROCK_REGION.sub("", model))
+    if "@" in model:
+        route = route or "vertex"
+    return route, model
+
+
+def _reader_and_route(model_id: str) -> tuple[Reader, str | None]:
+    """The reader a model id names (a ``:detail`` variant included), and the route it
+    names (None: the reader's own provider)."""
+    if _BEDROCK_VERSION.search(model_id):  # the colon is part of a Bedrock version
+        text, variant = model_id, ""
+    else:
+        text, _, variant = model_id.partition(":")
+    route_name, model_part = _split_route(text)
+    normalized = _normalize_model(model_part)
+    reader_name = None
+    for prefix in sorted(READER_PREFIXES, key=len, reverse=True):
+        if normalized == prefix or normalized.startswith(prefix + "-"):
+            reader_name = READER_PREFIXES[prefix]
+            break
+    if reader_name is None:
+        warnings.warn(
+            f"unknown model {model_id!r}: using the most conservative known image limits "
+            f"(pages within 1536x768); pass a Profile or overrides to do better",
+            ProfileWarning,
+            stacklevel=3,
+        )
+        reader_name = UNKNOWN_READER
+    if variant:
+        key = (reader_name, variant.strip().lower())
+        if key not in VARIANTS:
+            options = sorted(v for (r, v) in VARIANTS if r == reader_name)
+            raise GlyphpackError(
+                f"model {model_id!r}: {variant!r} is not a detail level of {reader_name}"
+                + (f"; choose one of {', '.join(options)}" if options else " (it has none)")
+            )
+        reader_name = VARIANTS[key]
+    return READERS[reader_name], route_name
+
+
+@public
+def resolve(model_id: str | Profile, *, route: str | None = None, **reader_overrides: Any) -> Profile:
+    """The ``Profile`` for a model id as callers write it.
+
+    Accepts route prefixes (``openrouter/anthropic/claude-sonnet-4.5``,
+    ``bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0``, ``vertex_ai/claude-opus-4-7``,
+    ``github_copilot/claude-sonnet-4.6``, ``gemini/gemini-3-pro-preview``), dots or
+    dashes in versions, date suffixes, ``@date``, ``-latest``, ``~`` aliases, any case,
+    and a trailing ``:detail`` (``gpt-5.4:high``, ``gemini-3-pro:low``). ``route``
+    overrides the route; ``reader_overrides`` replace reader fields (``vision=False``
+    declares a model text-only). An unknown model gets the most conservative known
+    limits and a ``ProfileWarning``.
+    """
+    if isinstance(model_id, Profile):
+        profile = model_id
+    else:
+        if not isinstance(model_id, str) or not model_id.strip():
+            raise GlyphpackError(f"a model id must be a non-empty string, not {model_id!r}")
+        reader, route_name = _reader_and_route(model_id)
+        profile = Profile(model_id, reader, ROUTES[route_name or NATIVE_ROUTE[reader.provider]])
+    if route is not None:
+        if route not in ROUTES:
+            raise GlyphpackError(f"unknown route {route!r}; choose one of {', '.join(ROUTES)}")
+        profile = dataclasses.replace(profile, route=ROUTES[route])
+    if reader_overrides:
+        unknown = set(reader_overrides) - {f.name for f in dataclasses.fields(Reader)}
+        if unknown:
+            raise GlyphpackError(f"unknown reader fields {sorted(unknown)}")
+        if reader_overrides.get("vision") is False:
+            reader_overrides = {"resize": None, "billing": None} | reader_overrides
+        profile = dataclasses.replace(profile, reader=dataclasses.replace(profile.reader, **reader_overrides))
+    return profile
+
+
+def all_profiles() -> list[Profile]:
+    """Every reader with vision on its own provider's route, and on each gateway that
+    carries it."""
+    profiles = []
+    for reader in READERS.values():
+        if not reader.vision:
+            continue
+        for route in (NATIVE_ROUTE[reader.provider], *GATEWAYS[reader.provider]):
+            profiles.append(Profile(reader.name, reader, ROUTES[route]))
+    return profiles
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfileRow:
+    """One profile and shape: the page it gets and what the page holds and costs."""
+
+    profile: str
+    shape: str
+    page_width: int
+    page_height: int
+    chars_per_page: int
+    tokens_per_page: int
+    max_images: int | None
+    max_image_bytes: int | None
+    billing: str
+    notes: str
+
+    @property
+    def chars_per_token(self) -> float | None:
+        """None where the route bills image area at nothing."""
+        return round(self.chars_per_page / self.tokens_per_page, 2) if self.tokens_per_page else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"chars_per_token": self.chars_per_token}
+
+
+def profile_rows(shapes: Iterable[tuple[str, CellGeometry]]) -> list[ProfileRow]:
+    """A row per vision profile and (name, shape): page size, characters and tokens per page."""
+    rows = []
+    shapes = list(shapes)
+    for profile in all_profiles():
+        for name, cells in shapes:
+            width, height = profile.page_size(cells)
+            rows.append(
+                ProfileRow(
+                    profile=profile.name,
+                    shape=name,
+                    page_width=width,
+                    page_height=height,
+                    chars_per_page=(width // cells.advance) * (height // cells.pitch),
+                    tokens_per_page=int(profile.tokens(width, height)),
+                    max_images=profile.max_images,
+                    max_image_bytes=profile.max_image_bytes,
+                    billing=profile.route.billing,
+                    notes="; ".join(n for n in (profile.reader.notes, profile.route.notes) if n),
+                )
+            )
+    return rows

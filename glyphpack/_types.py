@@ -1,0 +1,57 @@
+"""The kinds glyphpack names with strings, as ``Literal`` types checked at construction.
+
+Each kind is a ``Literal`` (so mypy checks callers) and a tuple of its values (so a
+value read from a file or a caller is checked where it enters: ``check_kind``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeVar, get_args
+
+Role = Literal["system", "user", "assistant", "tool"]
+#: ``flow`` runs lines together with a newline marker; ``lines`` starts a row per line.
+Layout = Literal["flow", "lines"]
+#: The provider request formats content blocks are built for.
+Api = Literal["anthropic", "openai-chat", "openai-responses", "gemini"]
+#: The API family a reader belongs to.
+Provider = Literal["anthropic", "openai", "google"]
+#: How a route bills images: the reader's own token count, or per request.
+RouteBilling = Literal["native", "per-request"]
+#: What a provider's "too long" rejection asks for fewer of.
+OverflowKind = Literal["tokens", "bytes"]
+#: A loaded transcript: nothing stored, the last turn answered, or a turn to retry.
+LoadState = Literal["empty", "clean", "failed"]
+#: The compaction ladder's rungs, cheapest first.
+Rung = Literal["elision", "image drop", "snapshot", "summarization"]
+
+ROLES: tuple[Role, ...] = get_args(Role)
+LAYOUTS: tuple[Layout, ...] = get_args(Layout)
+APIS: tuple[Api, ...] = get_args(Api)
+PROVIDERS: tuple[Provider, ...] = get_args(Provider)
+ROUTE_BILLINGS: tuple[RouteBilling, ...] = get_args(RouteBilling)
+OVERFLOW_KINDS: tuple[OverflowKind, ...] = get_args(OverflowKind)
+LOAD_STATES: tuple[LoadState, ...] = get_args(LoadState)
+RUNGS: tuple[Rung, ...] = get_args(Rung)
+
+K = TypeVar("K", bound=str)
+
+
+def check_kind(value: object, allowed: tuple[K, ...], what: str, error: type[Exception] = ValueError) -> K:
+    """``value`` if it is one of ``allowed``, else ``error`` naming ``what`` and the choices."""
+    if value not in allowed:
+        raise error(f"{what} must be one of {', '.join(allowed)}, not {value!r}")
+    return value  # type: ignore[return-value]
+
+
+T = TypeVar("T")
+
+
+def public(obj: T) -> T:
+    """Mark a class or function as part of the public API: its repr reads
+    ``glyphpack.Name`` (as httpx does), whatever private module defines it.
+
+    Apply it outermost (after ``@dataclass``), so the dataclass machinery has seen the
+    real module first.
+    """
+    obj.__module__ = "glyphpack"
+    return obj
