@@ -5,7 +5,7 @@ import pytest
 
 os.environ.setdefault("GLYPHPACK_CACHE_DIR", os.path.join(tempfile.gettempdir(), "glyphpack-bench-cache"))
 
-from corpus import stdlib_corpus  # noqa: E402
+from corpus import stdlib_corpus
 
 #: name -> (value, unit): filled by the benchmarks, printed as one table at the end.
 RESULTS: dict[str, tuple[float, str]] = {}

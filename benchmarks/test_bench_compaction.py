@@ -6,8 +6,8 @@ middle; prints a table at the end of the run."""
 import re
 
 import pytest
-
 from conftest import TABLES
+
 from glyphpack._compaction.cost import CostModel
 from glyphpack._compaction.ladder import compact, shake
 from glyphpack._providers.resolve import resolve

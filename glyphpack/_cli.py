@@ -62,7 +62,7 @@ def table(rows: list[tuple[str, str]]) -> str:
 
 def _progress_bar(description: str) -> tuple[Any, Callable[[int, int], None]]:
     """A tqdm bar on stderr that appears only if the work takes more than half a second."""
-    from tqdm import tqdm  # type: ignore[import-untyped]
+    from tqdm import tqdm
 
     bar = tqdm(total=0, unit="page", desc=description, delay=0.5, file=sys.stderr, leave=False, disable=None)
 

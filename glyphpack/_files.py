@@ -14,6 +14,7 @@ import re
 import tempfile
 from pathlib import Path
 
+
 def cache_dir() -> Path:
     """Where glyphpack caches what it can rebuild (compiled atlases, numba's compiled
     kernels): ``$GLYPHPACK_CACHE_DIR``, else the user cache directory. Never the

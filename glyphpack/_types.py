@@ -40,7 +40,7 @@ def check_kind(value: object, allowed: tuple[K, ...], what: str, error: type[Exc
     """``value`` if it is one of ``allowed``, else ``error`` naming ``what`` and the choices."""
     if value not in allowed:
         raise error(f"{what} must be one of {', '.join(allowed)}, not {value!r}")
-    return value  # type: ignore[return-value]
+    return value
 
 
 T = TypeVar("T")

@@ -6,8 +6,9 @@ Prints "ready" once it is about to start saving.
 
 import sys
 
-from glyphpack import Workspace
 from histories import history
+
+from glyphpack import Workspace
 
 CYCLE = 40
 

@@ -97,10 +97,10 @@ def test_contact_sheet(tmp_path, capsys):
     assert "contact sheet" in capsys.readouterr().out
     with Image.open(io.BytesIO(sheet.read_bytes())) as image:
         assert image.width == 1600 and image.height > 100
+    import pytest
+
     from glyphpack import GlyphpackError
     from glyphpack._render.sheet import contact_sheet
-
-    import pytest
 
     with pytest.raises(GlyphpackError, match="no pages"):
         contact_sheet([])

@@ -4,8 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from glyphpack import Image, ToolResult, Workspace, read_pages
-from glyphpack import CompactionError, CompactionPolicy, Summarizer
+from glyphpack import CompactionError, CompactionPolicy, Image, Summarizer, ToolResult, Workspace, read_pages
 from glyphpack._compaction.cost import CostModel
 from glyphpack._compaction.ladder import compact, compact_transcript, shake, should_compact
 from glyphpack._compaction.recovery import parse_overflow, recover, request_bytes

@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
+import reference
 from hypothesis import given
 from hypothesis import strategies as st
 
-import reference
 from glyphpack._render.kernels import place_cells, rasterize
 from glyphpack._render.raster import glyph_row_words
 from glyphpack._render.shapes import SHAPES, Shape

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import glyphpack
+from glyphpack._providers.resolve import all_profiles
 from glyphpack._render.legibility import (
     FILTERS,
     SAMPLE_TEXT,
@@ -25,7 +26,6 @@ from glyphpack._render.legibility import (
     unreadable_below,
 )
 from glyphpack._render.png import decode_png
-from glyphpack._providers.resolve import all_profiles
 from glyphpack._render.shapes import SHAPES
 
 PROFILES = all_profiles()

@@ -1,4 +1,5 @@
 import pytest
+from histories import histories, history, turn
 from hypothesis import given
 from pydantic import TypeAdapter
 
@@ -6,7 +7,6 @@ import glyphpack
 from glyphpack import HistoryError, Image, Message
 from glyphpack._history.codec import history_from_json, history_to_json
 from glyphpack._history.messages import pending_calls
-from histories import histories, history, turn
 
 
 @given(histories())

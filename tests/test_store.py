@@ -8,13 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from histories import histories, history, turn
 from hypothesis import given
 from hypothesis import strategies as st
 
 from glyphpack import ConflictError, HistoryError, Message, StoreError, Workspace
 from glyphpack._history.messages import validate_history
 from glyphpack._history.store import trim_start
-from histories import histories, history, turn
 
 TESTS = Path(__file__).parent
 

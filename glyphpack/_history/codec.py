@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._errors import HistoryError
-from .messages import Block, Message
 from .ids import new_id
+from .messages import Block, Message
 
 
 def message_to_json(message: Message) -> dict[str, Any]:

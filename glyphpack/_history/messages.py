@@ -49,14 +49,15 @@ def _require(value: object, kind: type | tuple[type, ...], what: str) -> None:
 
 
 class Block(abc.ABC):
-    """A content block. Subclasses are frozen dataclasses registered by their JSON ``type``."""
+    """A content block. Subclasses are frozen dataclasses registered by their ``tag`` (the
+    ``type`` of their JSON form)."""
 
-    type: ClassVar[str]
+    tag: ClassVar[str]
     registry: ClassVar[dict[str, type[Block]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        Block.registry[cls.type] = cls
+        Block.registry[cls.tag] = cls
 
     @abc.abstractmethod
     def to_json(self) -> dict[str, Any]:
@@ -65,7 +66,7 @@ class Block(abc.ABC):
     @classmethod
     @abc.abstractmethod
     def from_fields(cls, data: dict[str, Any]) -> Block:
-        """The block from its JSON form (``data["type"] == cls.type``)."""
+        """The block from its JSON form (``data["type"] == cls.tag``)."""
 
     @staticmethod
     def from_json(data: object) -> Block:
@@ -109,7 +110,7 @@ class Block(abc.ABC):
 @public
 @dataclasses.dataclass(frozen=True)
 class Text(Block):
-    type: ClassVar[str] = "text"
+    tag: ClassVar[str] = "text"
     text: str
 
     def __post_init__(self) -> None:
@@ -140,7 +141,7 @@ class Text(Block):
 class Image(Block):
     """An image: its bytes and media type, or a reference (URL or file id) instead."""
 
-    type: ClassVar[str] = "image"
+    tag: ClassVar[str] = "image"
     media_type: str = "image/png"
     data: bytes | None = dataclasses.field(default=None, repr=False)
     ref: str | None = None
@@ -192,7 +193,7 @@ class Image(Block):
 @public
 @dataclasses.dataclass(frozen=True)
 class ToolCall(Block):
-    type: ClassVar[str] = "tool_call"
+    tag: ClassVar[str] = "tool_call"
     id: str
     name: str
     arguments: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -237,7 +238,7 @@ ResultBlock = Text | Image
 @public
 @dataclasses.dataclass(frozen=True)
 class ToolResult(Block):
-    type: ClassVar[str] = "tool_result"
+    tag: ClassVar[str] = "tool_result"
     call_id: str
     content: tuple[ResultBlock, ...] = ()
     is_error: bool = False
@@ -294,7 +295,7 @@ class ToolResult(Block):
 @public
 @dataclasses.dataclass(frozen=True)
 class Thinking(Block):
-    type: ClassVar[str] = "thinking"
+    tag: ClassVar[str] = "thinking"
     text: str
     signature: str | None = None
 

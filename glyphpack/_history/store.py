@@ -169,7 +169,7 @@ class Workspace:
             self._tree.close()
             self._tree = None
 
-    def __enter__(self) -> "Workspace":
+    def __enter__(self) -> Workspace:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -284,9 +284,8 @@ class _Transaction:
             raise
         return self.db
 
-    def __exit__(self, kind: object, value: object, traceback: object) -> bool:
+    def __exit__(self, kind: object, value: object, traceback: object) -> None:
         try:
             self.db.execute("COMMIT" if kind is None else "ROLLBACK")
         finally:
             self.lock.release()
-        return False

@@ -7,8 +7,6 @@ models; the formulas it uses (``geometry.py``) rarely do.
 
 from __future__ import annotations
 
-
-
 from .._types import Provider
 from .geometry import (
     FitResize,

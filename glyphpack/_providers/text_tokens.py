@@ -64,11 +64,11 @@ class TextEstimator:
         rates = np.array([getattr(self, name) for name in SCRIPTS], dtype=np.float64)
         return max(1, int(np.ceil(float(self.counts(text) @ rates))))
 
-    def scaled(self, factor: float) -> "TextEstimator":
+    def scaled(self, factor: float) -> TextEstimator:
         """Every rate multiplied by ``factor``."""
         return dataclasses.replace(self, **{name: getattr(self, name) * factor for name in SCRIPTS})
 
-    def recalibrated(self, text: str, measured_tokens: int) -> "TextEstimator":
+    def recalibrated(self, text: str, measured_tokens: int) -> TextEstimator:
         """These rates scaled so that ``estimate(text) == measured_tokens`` (about)."""
         estimated = self.estimate(text)
         if estimated == 0 or measured_tokens <= 0:

@@ -152,7 +152,7 @@ class FontAtlas:
         return bool((self.cell_widths == 2).any())
 
     @classmethod
-    def load(cls, font: str | os.PathLike[str]) -> "FontAtlas":
+    def load(cls, font: str | os.PathLike[str]) -> FontAtlas:
         """Load a shipped font by name (``"5x8"``) or any BDF / ``.hex[.gz]`` file."""
         return load_atlas(font)
 
@@ -295,7 +295,7 @@ def _write_cached(cache_file: Path, atlas: FontAtlas) -> None:
         pass
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load_atlas_from(path: Path) -> FontAtlas:
     try:
         data = path.read_bytes()
@@ -332,7 +332,7 @@ def load_atlas(font: str | os.PathLike[str]) -> FontAtlas:
     return _load_atlas_from(_resolve_font_path(font).resolve())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load_shipped(name: str) -> FontAtlas:
     # Shipped fonts by name skip the path resolution on every access.
     return _load_atlas_from((FONT_DIR / FONT_FILES[name]).resolve())

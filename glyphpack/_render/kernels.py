@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from typing import Any
 
 import numba
 import numpy as np
@@ -23,12 +24,13 @@ from .._files import cache_dir
 # site-packages, where the files outlive an uninstall and leave a folder that shadows
 # a later editable install. The user cache directory instead, unless the caller chose
 # one with NUMBA_CACHE_DIR (numba reads this when each kernel below is decorated).
-if not numba.config.CACHE_DIR:
-    numba.config.CACHE_DIR = str(cache_dir() / "numba")
+_numba_config: Any = numba.config
+if not _numba_config.CACHE_DIR:
+    _numba_config.CACHE_DIR = str(cache_dir() / "numba")
 
 #: The one JIT policy: cached to disk so a second process does not compile, and
 #: releasing the GIL so callers can run kernels from threads.
-jit = functools.partial(numba.njit, cache=True, nogil=True)
+jit: Any = functools.partial(numba.njit, cache=True, nogil=True)
 
 #: Held around every launch of a ``parallel=True`` kernel. Numba's fallback threading
 #: layer (workqueue, used where neither OpenMP nor TBB is available) aborts the

@@ -9,6 +9,9 @@ glyph is the exact glyph, so legibility is exactly 1.0.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Union
+
 import numpy as np
 from PIL import Image
 
@@ -25,6 +28,9 @@ from .render import render
 from .shapes import Shape, get_shape
 from .text import normalize
 
+if TYPE_CHECKING:
+    from .render import Page
+
 #: Pillow's resampling filters, by the names used in reports.
 FILTERS = {
     "nearest": Image.Resampling.NEAREST,
@@ -35,16 +41,20 @@ FILTERS = {
 }
 
 
-def _pixels_of(page) -> np.ndarray:
+#: A page as the measurements take it: a Page, PNG bytes, or uint8/float32[H, W] ink.
+PageInput = Union["Page", bytes, np.ndarray]
+
+
+def _pixels_of(page: PageInput) -> np.ndarray:
     """uint8[H, W], 1 = ink, from a Page, PNG bytes or a pixel array."""
-    if hasattr(page, "png"):
-        return decode_png(page.png)
     if isinstance(page, (bytes, bytearray)):
         return decode_png(bytes(page))
-    return np.asarray(page)
+    if isinstance(page, np.ndarray):
+        return page
+    return decode_png(page.png)
 
 
-def _filter(name: str):
+def _filter(name: str) -> Image.Resampling:
     try:
         return FILTERS[name]
     except KeyError:
@@ -66,7 +76,7 @@ def resample(pixels: np.ndarray, size: tuple[int, int], filter: str = "bicubic")
 
 
 @public
-def downscale(page, factor: float, filter: str = "bicubic") -> np.ndarray:
+def downscale(page: PageInput, factor: float, filter: str = "bicubic") -> np.ndarray:
     """A page shrunk by ``factor`` (0 < factor <= 1): float32[h, w] ink coverage."""
     if not 0 < factor <= 1:
         raise GlyphpackError(f"a downscale factor must be in (0, 1], not {factor}")
@@ -77,7 +87,7 @@ def downscale(page, factor: float, filter: str = "bicubic") -> np.ndarray:
 
 
 @public
-def simulate(page, profile: Profile | str, filter: str = "bicubic") -> np.ndarray:
+def simulate(page: PageInput, profile: Profile | str, filter: str = "bicubic") -> np.ndarray:
     """What ``profile``'s provider would hand the model: float32[h, w] ink coverage
     after its resize (the page itself when the provider leaves it alone)."""
     profile = resolve(profile)
@@ -140,7 +150,7 @@ def expected_grid(text: str, shape: Shape, cols: int, layout: Layout = "flow") -
 
 @public
 def legibility(
-    page_pixels,
+    page_pixels: PageInput,
     shape: Shape | str | None,
     expected_text: str,
     *,
@@ -234,11 +244,11 @@ UNREADABLE_BELOW = 0.5
 
 def sweep(
     shapes: list[Shape],
-    factors=SWEEP_FACTORS,
-    filters=tuple(FILTERS),
+    factors: Sequence[float] = SWEEP_FACTORS,
+    filters: Sequence[str] = tuple(FILTERS),
     page_size: tuple[int, int] = (800, 400),
-    progress=None,
-) -> list[dict]:
+    progress: Callable[[], object] | None = None,
+) -> list[dict[str, Any]]:
     """Legibility of a full sample page per shape, filter and downscale factor.
 
     Returns:
@@ -262,7 +272,7 @@ def sweep(
 
 def unreadable_below(records: list[dict], shape: str) -> float | None:
     """The largest factor at which even the kindest filter leaves the shape unreadable."""
-    best = {}
+    best: dict[float, float] = {}
     for r in records:
         if r["shape"] == shape:
             best[r["factor"]] = max(best.get(r["factor"], 0.0), r["legibility"])

@@ -68,9 +68,9 @@ def rasterize_pages(layout: GridLayout, first_page: int, stop_page: int, buffer:
     stop_row = min(stop_page * shape.max_rows, layout.rows)
     rows = layout.grid[start_row:stop_row]
     # The kernel wants whole pages: pad the last page's grid with empty rows, then crop.
-    grid = np.full((count * shape.max_rows, shape.cols), EMPTY, dtype=np.int32)
-    grid[: rows.shape[0]] = rows
-    grid = grid.reshape(count, shape.max_rows, shape.cols)
+    padded = np.full((count * shape.max_rows, shape.cols), EMPTY, dtype=np.int32)
+    padded[: rows.shape[0]] = rows
+    grid = padded.reshape(count, shape.max_rows, shape.cols)
     pixels = buffer[:count]
     with parallel_launch:
         rasterize(grid, glyph_row_words(shape), atlas.cell_widths, shape.advance, shape.pitch, pixels.view(np.uint64))

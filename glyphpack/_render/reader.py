@@ -8,6 +8,8 @@ is ``UNREADABLE``.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Union
 
 import numpy as np
 
@@ -18,6 +20,13 @@ from .kernels import EMPTY, UNREADABLE, WIDE_TAIL
 from .layout import grid_text
 from .png import decode_png
 from .shapes import Shape, get_shape
+
+if TYPE_CHECKING:
+    from .render import Page
+
+#: A ``Page``, or a page's PNG bytes.
+PageOrPng = Union["Page", bytes]
+
 
 @functools.lru_cache(maxsize=16)
 def _glyph_keys(atlas: FontAtlas, cells: int) -> dict[bytes, int]:
@@ -82,14 +91,16 @@ def read_grid(pixels: np.ndarray, shape: Shape | str | None = None) -> np.ndarra
     return grid
 
 
-def _page_bytes_and_shape(page, shape, layout):
-    if hasattr(page, "png"):  # a Page: it knows its shape and layout
-        return page.png, shape or page.shape, layout or page.layout
-    return page, shape, layout or "flow"
+def _page_bytes_and_shape(
+    page: PageOrPng, shape: Shape | str | None, layout: Layout | None
+) -> tuple[bytes, Shape | str | None, Layout]:
+    if isinstance(page, (bytes, bytearray)):
+        return bytes(page), shape, layout or "flow"
+    return page.png, shape or page.shape, layout or page.layout  # a Page knows its shape and layout
 
 
 @public
-def read_page(page, shape: Shape | str | None = None, layout: Layout | None = None) -> str:
+def read_page(page: PageOrPng, shape: Shape | str | None = None, layout: Layout | None = None) -> str:
     """Decode one page back to text.
 
     Args:
@@ -104,9 +115,11 @@ def read_page(page, shape: Shape | str | None = None, layout: Layout | None = No
 
 
 @public
-def read_pages(pages, shape: Shape | str | None = None, layout: Layout | None = None) -> str:
+def read_pages(pages: Iterable[PageOrPng], shape: Shape | str | None = None, layout: Layout | None = None) -> str:
     """Decode consecutive pages of one rendering back to its text."""
-    grids, chosen, chosen_layout = [], shape, layout
+    grids = []
+    chosen: Shape | str | None = shape
+    chosen_layout: Layout = layout or "flow"
     for page in pages:
         png, chosen, chosen_layout = _page_bytes_and_shape(page, shape, layout)
         grids.append(read_grid(decode_png(png), chosen))

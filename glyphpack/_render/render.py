@@ -7,6 +7,7 @@ import os
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
@@ -62,7 +63,7 @@ class Page:
     tokens: int | None = None
     profile: Profile | None = dataclasses.field(default=None, repr=False)
 
-    def to_block(self, api: str, *, cache: bool = False) -> dict:
+    def to_block(self, api: Api, *, cache: bool = False) -> dict[str, Any]:
         """This page as an image content block for ``api``: ``anthropic``,
         ``openai-chat``, ``openai-responses`` or ``gemini``; ``cache=True`` marks an
         Anthropic prompt-cache breakpoint (see ``glyphpack._blocks.image_block``)."""
@@ -225,7 +226,7 @@ def _report(prepared: _Plan, grid: np.ndarray | None, pages: list[Page] | None) 
     image_tokens = requests = None
     if profile is not None:
         if pages is not None:
-            image_tokens = sum(page.tokens for page in pages)
+            image_tokens = sum(page.tokens or 0 for page in pages)
         else:  # every page but the last is full height
             full = shape.page_height(shape.max_rows)
             last = shape.page_height(rows - (prepared.pages - 1) * shape.max_rows) if rows else 0

@@ -74,7 +74,7 @@ class Shape:
     def cells_per_page(self) -> int:
         return self.cols * self.max_rows
 
-    def with_page_size(self, width: int, height: int) -> "Shape":
+    def with_page_size(self, width: int, height: int) -> Shape:
         """The same glyph grid on a different page size limit."""
         return dataclasses.replace(self, max_width=int(width), max_height=int(height))
 

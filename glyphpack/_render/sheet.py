@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
 
 from .._errors import GlyphpackError
+from .render import Page
 
 
-def contact_sheet(pages, *, columns: int = 4, width: int = 1600, max_pages: int = 64) -> bytes:
+def contact_sheet(pages: Iterable[Page], *, columns: int = 4, width: int = 1600, max_pages: int = 64) -> bytes:
     """PNG bytes of up to ``max_pages`` page thumbnails in ``columns`` columns,
     ``width`` px wide in all, each labelled with its number, size and billed tokens.
 
