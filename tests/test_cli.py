@@ -112,3 +112,11 @@ def test_version(capsys):
     with pytest.raises(SystemExit):
         main(["--version"])
     assert capsys.readouterr().out.startswith("glyphpack ")
+
+
+def test_cli_shape_choices_are_the_catalog():
+    """The CLI names shapes without loading fonts; catches a shape added to SHAPES only."""
+    from glyphpack._cli import SHAPE_NAMES
+    from glyphpack._render.shapes import SHAPES
+
+    assert set(SHAPE_NAMES) == set(SHAPES)
