@@ -1,8 +1,10 @@
 import os
 import tempfile
 
-# Keep compiled atlases of the test run out of the user's cache; a fixed directory
-# per machine still lets later runs load them without parsing.
+import pytest
+
+# Keep compiled atlases and kernels of the test run out of the user's cache; a fixed
+# directory per machine still lets later runs load them without compiling.
 os.environ.setdefault("GLYPHPACK_CACHE_DIR", os.path.join(tempfile.gettempdir(), "glyphpack-test-cache"))
 
 from hypothesis import settings
@@ -12,3 +14,21 @@ settings.register_profile("dev", max_examples=60, deadline=None)
 # A longer hunt for rare failures: pytest --hypothesis-profile=deep
 settings.register_profile("deep", max_examples=600, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-slow", action="store_true", help="also run tests marked slow (CI always does)")
+
+
+def run_slow(config: pytest.Config) -> bool:
+    """Slow tests run in CI (``CI`` set, as ``.ci/run`` has it) or with ``--run-slow``."""
+    return bool(config.getoption("--run-slow") or os.environ.get("CI"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if run_slow(config):
+        return
+    skip = pytest.mark.skip(reason="slow: runs in CI, or locally with --run-slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

@@ -1,7 +1,8 @@
 """A child process for fault injection: saves growing histories in a loop until killed.
 
 Usage: python saver.py WORKSPACE
-Prints "ready" once it is about to start saving.
+Prints "ready" once it is about to start saving, then the revision of every save as
+soon as that save has returned (so the parent knows which saves completed).
 """
 
 import sys
@@ -19,8 +20,8 @@ def main() -> None:
     print("ready", flush=True)
     k = 0
     while True:
-        workspace.save("conv", "agent", history(k % CYCLE + 1, 1), revision=revision)
-        revision += 1
+        revision = workspace.save("conv", "agent", history(k % CYCLE + 1, 1), revision=revision).revision
+        print(revision, flush=True)
         k += 1
 
 

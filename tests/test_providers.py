@@ -2,7 +2,9 @@
 
 import base64
 import json
+import math
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -195,15 +197,52 @@ def test_image_count_is_reported_before_rendering():
 
 VISION_PROFILES = [p for p in all_profiles()]
 
+# Token formulas written out again from PROVIDERS.md, independently of glyphpack's
+# geometry classes, for images that are served unresized.
+GPT_PATCH_MULTIPLIERS = {
+    "gpt-5.6-original": Fraction(6, 5), "gpt-5.6-high": Fraction(6, 5), "gpt-5.5-original": Fraction(6, 5),
+    "gpt-5.5-high": Fraction(6, 5), "gpt-5.4-original": Fraction(6, 5), "gpt-5.4-high": Fraction(6, 5),
+    "gpt-5.4-low": Fraction(6, 5), "gpt-5.2": Fraction(6, 5), "gpt-5-mini": Fraction(6, 5), "gpt-5-nano": Fraction(3, 2),
+    "gpt-4.1-mini": Fraction(162, 100), "gpt-4.1-nano": Fraction(246, 100), "o4-mini": Fraction(172, 100),
+}
+GPT_TILES = {"gpt-4o": (85, 170), "gpt-4o-mini": (2833, 5667), "gpt-4.1": (85, 170), "gpt-4.5": (85, 170),
+             "gpt-5": (70, 140), "gpt-5.1": (70, 140), "o1": (75, 150), "o3": (75, 150)}
+GEMINI_3_FLAT = {"gemini-3-high": 1120, "gemini-3-low": 280, "gemini-3-medium": 560, "gemini-3-ultra-high": 2240}
+
+
+def published_tokens(reader: str, route: str, w: int, h: int) -> int:
+    up = lambda a, b: math.ceil(Fraction(a, b))
+    if route == "github-copilot":
+        return 0  # premium requests: image area is not billed
+    if reader in ("claude", "claude-highres", "conservative"):
+        return up(w, 28) * up(h, 28)
+    if reader in GPT_PATCH_MULTIPLIERS:
+        return math.ceil(up(w, 32) * up(h, 32) * GPT_PATCH_MULTIPLIERS[reader])
+    if reader in GPT_TILES:
+        base, per_tile = GPT_TILES[reader]
+        return base + per_tile * up(w, 512) * up(h, 512)
+    if reader in GEMINI_3_FLAT:
+        return GEMINI_3_FLAT[reader]
+    if reader == "gemini-2":
+        return 258 if w <= 384 and h <= 384 else 258 * up(w, 768) * up(h, 768)
+    raise AssertionError(f"no published formula written for {reader}")
+
+
+def test_every_catalog_reader_has_a_published_formula():
+    for profile in VISION_PROFILES:
+        published_tokens(profile.reader.name, profile.route.name, 100, 100)
+
 
 @pytest.mark.parametrize("shape_name", ["5x8", "8x13-loose", "unifont"])
 @given(text=st.text(min_size=1, max_size=3000), profile_index=st.integers(0, len(VISION_PROFILES) - 1))
 def test_every_page_is_untouched_by_its_profile_and_billed_exactly(shape_name, text, profile_index):
+    """Catches a wrong token formula (checked against formulas written out again from
+    PROVIDERS.md, not against ``profile.tokens``) and a page the provider would resize."""
     profile = VISION_PROFILES[profile_index]
     pages = glyphpack.render(text * 40, model=profile, shape=shape_name)
     for page in pages:
         assert profile.resize(page.width, page.height) == (page.width, page.height)
-        assert page.tokens == profile.tokens(page.width, page.height)
+        assert page.tokens == published_tokens(profile.reader.name, profile.route.name, page.width, page.height)
         if profile.max_image_bytes is not None:
             assert len(page.png) <= profile.max_image_bytes
     assert pages.report.image_tokens == sum(p.tokens for p in pages)

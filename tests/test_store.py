@@ -5,6 +5,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -197,8 +198,13 @@ def test_write_failure_leaves_the_previous_file_intact(workspace, monkeypatch, f
     assert workspace.load("c", "a").revision == 1
 
 
-def test_sigkill_at_random_moments_leaves_a_saved_turn_boundary(tmp_path):
-    """A child saves growing histories in a loop; SIGKILL it 50 times at random moments."""
+@pytest.mark.slow
+def test_sigkill_at_random_moments_loses_no_completed_save(tmp_path):
+    """A child saves growing histories in a loop and reports each save as it returns;
+    it is SIGKILLed 50 times, after a random number of reported saves plus a random
+    delay. Catches a save that returns before its data is on disk (a reported revision
+    missing after the kill) and a torn file (a transcript that is no saved boundary).
+    The kill moment comes from the child's own reports, so a slow disk cannot fail it."""
     sys.path.insert(0, str(TESTS))
     import saver
 
@@ -206,42 +212,46 @@ def test_sigkill_at_random_moments_leaves_a_saved_turn_boundary(tmp_path):
     rng = random.Random(1234)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(TESTS.parent)]))
     ws_path = tmp_path / "ws"
-    kills_during_saves = 0
     for _ in range(50):
         child = subprocess.Popen([sys.executable, str(TESTS / "saver.py"), str(ws_path)], stdout=subprocess.PIPE, env=env)
-        assert child.stdout.readline().strip() == b"ready"
-        before = Workspace(ws_path).load("conv", "agent").revision
-        import time
-
-        time.sleep(rng.uniform(0.0, 0.05))
+        assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
+        lines = [child.stdout.readline() for _ in range(rng.randint(1, 4))]
+        time.sleep(rng.uniform(0.0, 0.004))
         child.send_signal(signal.SIGKILL)
         child.wait()
+        lines += child.stdout.readlines()  # what it reported before dying
         child.stdout.close()
+        reported = [int(line) for line in lines if line.strip().isdigit()]
         loaded = Workspace(ws_path).load("conv", "agent")
         assert json.dumps([m.id for m in loaded.messages]) in valid
         assert list(loaded.messages) == history(len({m.id for m in loaded.messages if m.role == "user"}), 1)
-        kills_during_saves += loaded.revision > before
-    assert kills_during_saves >= 25  # most kills really landed while the child was saving
+        # every save reported complete is there; at most one more (killed after its rename)
+        assert reported and reported[-1] <= loaded.revision <= reported[-1] + 1
 
 
 def test_concurrent_writers_lose_nothing_silently(tmp_path):
+    """Two processes append to one conversation and save one transcript, 60 times
+    each. Catches a lost update: the transcript must hold exactly the turns whose save
+    was reported as saved (none reported as a conflict), and the tree every append."""
     ws_path = tmp_path / "ws"
     with Workspace(ws_path) as ws:
         ws.tree.create("shared")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(TESTS.parent)]))
+    names = ("alpha", "beta")
     children = [
         subprocess.Popen([sys.executable, str(TESTS / "worker.py"), str(ws_path), name, "60"], stdout=subprocess.PIPE, env=env)
-        for name in ("alpha", "beta")
+        for name in names
     ]
-    outputs = [c.communicate(timeout=120)[0].split() for c in children]
+    outcomes = {name: c.communicate(timeout=120)[0].decode().split("\n") for name, c in zip(names, children)}
     assert all(c.returncode == 0 for c in children)
-    successes = sum(int(o[0]) for o in outputs)
-    conflicts = sum(int(o[1]) for o in outputs)
-    assert successes + conflicts == 120
+    saved = {f"{name}-asks-{line.split()[1]}" for name, lines in outcomes.items() for line in lines if line.startswith("saved")}
+    conflicted = {f"{name}-asks-{line.split()[1]}" for name, lines in outcomes.items() for line in lines if line.startswith("conflict")}
+    assert len(saved) + len(conflicted) == 120 and not saved & conflicted
     with Workspace(ws_path) as ws:
-        # every save that was not reported as a conflict is in the file: no silent overwrite
-        assert ws.load("shared", "agent").revision == successes
-        assert len(ws.load("shared", "agent").messages) == 2 * successes
+        stored = ws.load("shared", "agent")
+        asked = {m.id for m in stored.messages if "-asks-" in m.id}
+        assert asked == saved  # every reported save is there, and nothing else
+        assert stored.revision == len(saved)
         # every append is in the tree, on one chain
         path_ids = [m.id for m in ws.tree.path("shared")]
-        assert sorted(path_ids) == sorted(f"{n}-{i}" for n in ("alpha", "beta") for i in range(60))
+        assert sorted(path_ids) == sorted(f"{n}-{i}" for n in names for i in range(60))

@@ -1,8 +1,8 @@
 """A child process for the concurrency test: appends to one conversation and saves
-one transcript, counting the saves rejected as conflicts.
+one transcript, reporting each save as it returns.
 
 Usage: python worker.py WORKSPACE NAME COUNT
-Prints "successes conflicts".
+Prints one line per save: "saved I" or "conflict I".
 """
 
 import sys
@@ -13,17 +13,18 @@ from glyphpack import ConflictError, Message, Text, Workspace
 def main() -> None:
     path, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     workspace = Workspace(path)
-    successes = conflicts = 0
     for i in range(count):
         workspace.tree.append("shared", Message("user", (Text(f"{name} {i}"),), id=f"{name}-{i}"))
         current = workspace.load("shared", "agent")
-        extra = (Message("user", (Text(f"{name} asks {i}"),)), Message("assistant", (Text(f"{name} answer {i}"),)))
+        extra = (
+            Message("user", (Text(f"{name} asks {i}"),), id=f"{name}-asks-{i}"),
+            Message("assistant", (Text(f"{name} answer {i}"),), id=f"{name}-answer-{i}"),
+        )
         try:
             workspace.save("shared", "agent", current.messages + extra, revision=current.revision)
-            successes += 1
+            print("saved", i, flush=True)
         except ConflictError:
-            conflicts += 1
-    print(successes, conflicts)
+            print("conflict", i, flush=True)
 
 
 if __name__ == "__main__":
