@@ -3,8 +3,6 @@ a GPT and a Gemini profile. Records time per rung, pages, tokens before and afte
 and the snapshot rung's compression against the estimated text tokens of the same
 middle; prints a table at the end of the run."""
 
-import re
-
 import pytest
 from conftest import TABLES
 
@@ -36,8 +34,7 @@ def test_compact(benchmark, session, model):
     snap = rungs.get("snapshot")
     compression = None
     if snap is not None and snap.pages:
-        match = re.search(r"~([\d,]+) text tokens\) -> \d+ pages, ([\d,]+) image tokens", snap.details)
-        compression = int(match[1].replace(",", "")) / int(match[2].replace(",", ""))
+        compression = snap.middle_text_tokens / snap.image_tokens
     ROWS.append(
         {
             "chars": size,

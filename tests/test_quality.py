@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -39,3 +40,14 @@ def test_the_installed_command_runs_from_another_directory(tmp_path):
     rendered = subprocess.run([str(script), "render", "note.txt", "--out", "pages"], cwd=tmp_path, capture_output=True, text=True)
     assert rendered.returncode == 0, rendered.stderr
     assert (tmp_path / "pages" / "page-0001.png").stat().st_size > 0
+
+
+def test_the_wheel_ships_every_subpackage():
+    """Catches a subpackage missing from pyproject's list (the wheel would lack it while
+    the checkout works)."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    listed = set(re.findall(r'"(glyphpack[\w.]*)"', text.split("packages = [", 1)[1].split("]", 1)[0]))
+    on_disk = {
+        ".".join(path.parent.relative_to(ROOT).parts) for path in (ROOT / "glyphpack").rglob("__init__.py")
+    }
+    assert on_disk | {"glyphpack.fonts"} == listed
