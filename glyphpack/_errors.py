@@ -1,6 +1,8 @@
 """Every error glyphpack raises, as one tree under ``GlyphpackError``.
 
     GlyphpackError
+    ├── UsageError           an argument a function does not take (also a ValueError
+    │                        and a TypeError, for callers that catch those)
     ├── FontError            a font file is missing or damaged (names the file and line)
     ├── LimitError           an input is over a checked limit (text length, pages, bytes,
     │                        images per request); raised before any work starts
@@ -21,12 +23,18 @@ file. Nothing already stored is changed by a failed call.
 
 from __future__ import annotations
 
-from ._types import public
+from ._public import public
 
 
 @public
 class GlyphpackError(Exception):
     """Root of every error raised on purpose by glyphpack."""
+
+
+@public
+class UsageError(GlyphpackError, ValueError, TypeError):
+    """An argument outside what the function takes: a kind not in its list, a wrong
+    type, a value out of range."""
 
 
 @public

@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from typing import Literal, TypeVar, get_args
 
+from ._errors import UsageError
+from ._public import public
+
+__all__ = ["public"]
+
 Role = Literal["system", "user", "assistant", "tool"]
 #: ``flow`` runs lines together with a newline marker; ``lines`` starts a row per line.
 Layout = Literal["flow", "lines"]
@@ -36,22 +41,8 @@ RUNGS: tuple[Rung, ...] = get_args(Rung)
 K = TypeVar("K", bound=str)
 
 
-def check_kind(value: object, allowed: tuple[K, ...], what: str, error: type[Exception] = ValueError) -> K:
+def check_kind(value: object, allowed: tuple[K, ...], what: str, error: type[Exception] = UsageError) -> K:
     """``value`` if it is one of ``allowed``, else ``error`` naming ``what`` and the choices."""
     if value not in allowed:
         raise error(f"{what} must be one of {', '.join(allowed)}, not {value!r}")
     return value
-
-
-T = TypeVar("T")
-
-
-def public(obj: T) -> T:
-    """Mark a class or function as part of the public API: its repr reads
-    ``glyphpack.Name`` (as httpx does), whatever private module defines it.
-
-    Apply it outermost (after ``@dataclass``), so the dataclass machinery has seen the
-    real module first.
-    """
-    obj.__module__ = "glyphpack"
-    return obj

@@ -20,7 +20,7 @@ def test_public_api_is_pinned():
         "should_compact", "generate_session", "calibrate",
         # errors
         "GlyphpackError", "FontError", "LimitError", "PageError", "ShapeError", "TextOnlyModelError",
-        "HistoryError", "StoreError", "ConflictError",
+        "HistoryError", "StoreError", "ConflictError", "UsageError",
     }
     for name in glyphpack.__all__:
         assert getattr(glyphpack, name) is not None
@@ -39,7 +39,7 @@ def test_public_names_read_as_glyphpack_names():
 def test_errors_share_one_root():
     for error in (glyphpack.FontError, glyphpack.LimitError, glyphpack.ShapeError, glyphpack.PageError,
                   glyphpack.TextOnlyModelError, glyphpack.HistoryError, glyphpack.StoreError, glyphpack.ConflictError,
-                  glyphpack.CompactionError):
+                  glyphpack.CompactionError, glyphpack.UsageError):
         assert issubclass(error, glyphpack.GlyphpackError)
 
 

@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .._errors import UsageError
 from .._history.messages import Message, ToolCall, ToolResult
 from .._providers.text_tokens import TextEstimator
 from .._types import Layout, Rung, public
@@ -42,9 +43,9 @@ class CompactionPolicy:
 
     def __post_init__(self) -> None:
         if not isinstance(self.protect_turns, int) or self.protect_turns < 0:
-            raise ValueError(f"protect_turns must be a non-negative int, not {self.protect_turns!r}")
+            raise UsageError(f"protect_turns must be a non-negative int, not {self.protect_turns!r}")
         if not isinstance(self.elide_min_chars, int) or self.elide_min_chars < 0:
-            raise ValueError(f"elide_min_chars must be a non-negative int, not {self.elide_min_chars!r}")
+            raise UsageError(f"elide_min_chars must be a non-negative int, not {self.elide_min_chars!r}")
 
 
 @public

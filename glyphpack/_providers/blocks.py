@@ -6,6 +6,7 @@ import base64
 from collections.abc import Callable
 from typing import Any
 
+from .._errors import UsageError
 from .._types import APIS, Api, check_kind
 from .profile import Profile
 
@@ -63,5 +64,5 @@ def image_block(png: bytes, api: Api, profile: Profile | None = None, *, cache: 
     """
     check_kind(api, APIS, "api")
     if cache and api != "anthropic":
-        raise ValueError(f"cache breakpoints are marked per block only in the anthropic API, not {api!r}")
+        raise UsageError(f"cache breakpoints are marked per block only in the anthropic API, not {api!r}")
     return _BUILDERS[api](base64.b64encode(png).decode("ascii"), profile, cache)

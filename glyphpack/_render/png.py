@@ -16,7 +16,7 @@ import zlib
 import numpy as np
 from isal import isal_zlib
 
-from .._errors import PageError
+from .._errors import PageError, UsageError
 
 #: ISA-L level 2: faster than zlib level 1 on these pages, and smaller.
 DEFLATE_LEVEL = 2
@@ -40,7 +40,7 @@ def encode_png(pixels: np.ndarray) -> bytes:
         a 1-bit palette PNG (black ink on white), byte-identical for identical pixels.
     """
     if pixels.ndim != 2 or pixels.shape[0] < 1 or pixels.shape[1] < 1:
-        raise ValueError(f"pixels must be a non-empty 2-D array, not shape {pixels.shape}")
+        raise UsageError(f"pixels must be a non-empty 2-D array, not shape {pixels.shape}")
     height, width = pixels.shape
     packed = np.packbits(pixels, axis=1)
     scanlines = np.empty((height, packed.shape[1] + 1), dtype=np.uint8)

@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 
+from .._errors import UsageError
 from .kernels import EMPTY, parallel_launch, rasterize
 from .layout import GridLayout
 from .shapes import Shape
@@ -63,7 +64,7 @@ def rasterize_pages(layout: GridLayout, first_page: int, stop_page: int, buffer:
     if buffer is None:
         buffer = page_buffer(shape, count)
     if buffer.shape[0] < count or buffer.shape[1:] != page_buffer(shape, 0).shape[1:]:
-        raise ValueError(f"a pixel buffer of shape {buffer.shape} cannot hold {count} pages of shape {shape.name!r}")
+        raise UsageError(f"a pixel buffer of shape {buffer.shape} cannot hold {count} pages of shape {shape.name!r}")
     start_row = first_page * shape.max_rows
     stop_row = min(stop_page * shape.max_rows, layout.rows)
     rows = layout.grid[start_row:stop_row]

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import LimitError, ProfileWarning
+from .._errors import LimitError, ProfileWarning, UsageError
 from .._providers.blocks import image_block
 from .._providers.profile import Profile
 from .._providers.resolve import resolve
@@ -134,7 +134,7 @@ class Pages(list):
 
 def _check_text(text: str) -> None:
     if not isinstance(text, str):
-        raise TypeError(f"text must be str, not {type(text).__name__} (decode bytes first)")
+        raise UsageError(f"text must be str, not {type(text).__name__} (decode bytes first)")
     if len(text) > MAX_TEXT_CHARS:
         raise LimitError(
             f"text has {len(text):,} characters, over the limit of {MAX_TEXT_CHARS:,}; split it and render the parts"
