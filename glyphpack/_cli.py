@@ -20,7 +20,6 @@ from ._types import LAYOUTS
 if TYPE_CHECKING:
     from ._compaction.results import Compaction
     from ._history.messages import Message
-    from ._history.store import Workspace
     from ._history.tree import SessionTree
 
 #: Shape names, for argument choices without loading any font (a test checks them
@@ -34,6 +33,44 @@ def _page_size(value: str) -> tuple[int, int]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"page size must look like 1568x784, not {value!r}") from None
     return width, height
+
+
+def _output_file(name: str | None) -> Path | None:
+    """An output file's path, checked before any work: its folder exists, and it is
+    not a folder itself."""
+    if name is None:
+        return None
+    path = Path(name)
+    if path.is_dir():
+        raise GlyphpackError(f"cannot write {path}: it is a folder; name a file")
+    if not path.parent.is_dir():
+        raise GlyphpackError(f"cannot write {path}: the folder {path.parent} does not exist")
+    return path
+
+
+def _output_dir(name: str | None) -> Path | None:
+    """An output folder's path, checked before any work: it is a folder or can be made
+    one (it is created when there is something to write)."""
+    if name is None:
+        return None
+    path = Path(name)
+    if path.exists() and not path.is_dir():
+        raise GlyphpackError(f"cannot write into {path}: it exists and is not a folder")
+    ancestor = path.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise GlyphpackError(f"cannot create {path}: {ancestor} is not a folder")
+    return path
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Atomically (a temporary file renamed into place): a failure never leaves a
+    truncated output."""
+    from ._files import atomic_write
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, data, durable=False)
 
 
 def _read_input(name: str) -> str:
@@ -77,6 +114,7 @@ def _progress_bar(description: str) -> tuple[Any, Callable[[int, int], None]]:
 def cmd_render(args: argparse.Namespace) -> int:
     from ._render.render import render
 
+    out, sheet = _output_dir(args.out), _output_file(args.contact_sheet)
     text = _read_input(args.file)
     bar, update = _progress_bar("rendering")
     try:
@@ -96,13 +134,12 @@ def cmd_render(args: argparse.Namespace) -> int:
     if args.contact_sheet:
         from ._render.sheet import contact_sheet
 
-        Path(args.contact_sheet).write_bytes(contact_sheet(pages))
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
+        assert sheet is not None
+        _write(sheet, contact_sheet(pages))
+    if out is not None:
         for page in pages:
             path = out / f"page-{page.index + 1:04d}.png"
-            path.write_bytes(page.png)
+            _write(path, page.png)
             written.append(str(path))
     if args.json:
         print(json.dumps(report.as_dict() | {"files": written}, indent=2))
@@ -142,6 +179,8 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_read(args: argparse.Namespace) -> int:
+    from ._errors import PageError
+    from ._render.png import check_png_size
     from ._render.reader import read_pages
 
     pngs = []
@@ -150,6 +189,10 @@ def cmd_read(args: argparse.Namespace) -> int:
             pngs.append(Path(name).read_bytes())
         except OSError as exc:
             raise GlyphpackError(f"cannot read {name}: {exc.strerror}") from None
+        try:
+            check_png_size(pngs[-1])
+        except PageError as exc:
+            raise PageError(f"{name}: {exc}") from None
     sys.stdout.write(read_pages(pngs, args.shape, args.layout) + "\n")
     return 0
 
@@ -160,12 +203,13 @@ def cmd_legibility(args: argparse.Namespace) -> int:
     from ._render.legibility import FILTERS, SWEEP_FACTORS, plot_sweep, sweep, unreadable_below
     from ._render.shapes import SHAPES
 
+    out = _output_file(args.out)
     shapes = [SHAPES[args.shape]] if args.shape else list(SHAPES.values())
     with tqdm(total=len(shapes) * len(FILTERS) * len(SWEEP_FACTORS), unit="page", desc="measuring",
               delay=0.5, file=sys.stderr, leave=False, disable=None) as bar:
         records = sweep(shapes, progress=bar.update)
-    if args.out:
-        plot_sweep(records, args.out)
+    if out is not None:
+        _write(out, plot_sweep(records))
     if args.json:
         print(json.dumps(records, indent=2))
         return 0
@@ -185,7 +229,7 @@ def cmd_legibility(args: argparse.Namespace) -> int:
             else "readable at every factor measured"
         )
         print(f"{shape.name}: {verdict}")
-    if args.out:
+    if out is not None:
         print(f"plot written to {args.out}")
     return 0
 
@@ -240,19 +284,28 @@ def cmd_profiles(args: argparse.Namespace) -> int:
     return 0
 
 
-def _workspace(path: str) -> Workspace:
-    from ._history.store import Workspace
+def _tree(path: str, *, write: bool) -> SessionTree:
+    """A workspace's session tree: read-only (nothing is written, not even a schema),
+    or checked for damage before anything is written to it."""
+    from ._history.tree import SessionTree
 
-    if not Path(path, "tree.sqlite3").is_file():
+    database = Path(path, "tree.sqlite3")
+    if not database.is_file():
         raise StoreError(f"{path} is not a glyphpack workspace (no tree.sqlite3 in it)")
-    return Workspace(path)
+    tree = SessionTree(database, read_only=not write)
+    if write:
+        try:
+            tree.verify()
+        except StoreError:
+            tree.close()
+            raise
+    return tree
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
     from ._history.export import draw_tree
 
-    with _workspace(args.workspace) as workspace:
-        tree = workspace.tree
+    with _tree(args.workspace, write=False) as tree:
         conversations = [args.conversation] if args.conversation else [c.id for c in tree.conversations()]
         if not conversations:
             print("(no conversations)")
@@ -262,16 +315,14 @@ def cmd_tree(args: argparse.Namespace) -> int:
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
-    with _workspace(args.workspace) as workspace:
-        at = _find_message(workspace.tree, args.conversation, args.at) if args.at else None
-        new = workspace.tree.fork(args.conversation, at, new_conversation=args.new)
-        print(new)
+    with _tree(args.workspace, write=True) as tree:
+        at = _find_message(tree, args.conversation, args.at) if args.at else None
+        print(tree.fork(args.conversation, at, new_conversation=args.new))
     return 0
 
 
 def cmd_branch(args: argparse.Namespace) -> int:
-    with _workspace(args.workspace) as workspace:
-        tree = workspace.tree
+    with _tree(args.workspace, write=True) as tree:
         target = _find_message(tree, args.conversation, args.message)
         tree.branch(args.conversation, target)
         print(f"{args.conversation}: tip is now {target}")
@@ -290,13 +341,14 @@ def _find_message(tree: SessionTree, conversation: str, prefix: str) -> str:
 def cmd_export(args: argparse.Namespace) -> int:
     from ._history.export import export_json, export_markdown
 
-    with _workspace(args.workspace) as workspace:
+    out = _output_file(args.out)
+    with _tree(args.workspace, write=False) as tree:
         if args.format == "json":
-            text = json.dumps(export_json(workspace.tree, args.conversation, whole_tree=args.whole_tree), indent=2, ensure_ascii=False)
+            text = json.dumps(export_json(tree, args.conversation, whole_tree=args.whole_tree), indent=2, ensure_ascii=False)
         else:
-            text = export_markdown(workspace.tree, args.conversation, whole_tree=args.whole_tree)
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+            text = export_markdown(tree, args.conversation, whole_tree=args.whole_tree)
+    if out is not None:
+        _write(out, (text + "\n").encode("utf-8", "surrogatepass"))
     else:
         print(text)
     return 0
@@ -304,45 +356,31 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def _load_history(path: str) -> list[Message]:
     """Messages from a transcript file (glyphpack's format) or a JSON list of messages."""
-    from ._errors import HistoryError
-    from ._history.codec import history_from_json
+    from ._history.store import read_history_file
 
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise GlyphpackError(f"cannot read {path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise GlyphpackError(f"{path} is not JSON: {exc}") from None
-    if isinstance(data, dict) and isinstance(data.get("messages"), list):
-        data = data["messages"]
-    if not isinstance(data, list):
-        raise GlyphpackError(f"{path}: expected a transcript or a JSON list of messages")
-    try:
-        return history_from_json(data)
-    except HistoryError as exc:
-        raise GlyphpackError(f"{path}: {exc}") from None
+    return read_history_file(Path(path))
 
 
-def _write_view(result: Compaction, out: str | None) -> list[str]:
-    from ._history.codec import history_to_json
+def _write_view(result: Compaction, directory: Path | None) -> list[str]:
+    from ._history.codec import history_to_json, json_bytes
 
-    if not out:
+    if directory is None:
         return []
-    directory = Path(out)
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "view.json").write_text(json.dumps(history_to_json(result.view), ensure_ascii=False), encoding="utf-8")
-    written = [str(directory / "view.json")]
+    written = []
     for page in result.pages:
         path = directory / f"page-{page.index + 1:04d}.png"
-        path.write_bytes(page.png)
+        _write(path, page.png)
         written.append(str(path))
-    return written
+    # The view last: it is what a reader of the folder takes as complete.
+    _write(directory / "view.json", json_bytes(history_to_json(result.view)))
+    return [str(directory / "view.json"), *written]
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
     from ._compaction.ladder import compact, shake
     from ._compaction.results import CompactionPolicy
 
+    out = _output_dir(args.out)
     history = _load_history(args.transcript)
     policy = CompactionPolicy(protect_turns=args.protect_turns)
     if args.command == "shake":
@@ -350,7 +388,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     else:
         result = compact(history, args.model, args.budget, policy=policy)
     print("\n".join(result.report.lines()))
-    written = _write_view(result, args.out)
+    written = _write_view(result, out)
     if written:
         print(f"wrote {written[0]}" + (f" and {len(written) - 1} page(s)" if len(written) > 1 else ""))
     return 0 if result.report.fits else 1
@@ -372,11 +410,13 @@ def cmd_context(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from ._history.codec import history_to_json
+    from ._history.codec import history_to_json, json_bytes
     from .testing import generate_session
 
+    out = _output_file(args.out)
+    assert out is not None
     history = generate_session(args.chars, args.seed)
-    Path(args.out).write_text(json.dumps(history_to_json(history), ensure_ascii=False), encoding="utf-8")
+    _write(out, json_bytes(history_to_json(history)))
     print(f"wrote {args.out}: {len(history)} messages, {sum(len(m.text) for m in history):,} characters")
     return 0
 
@@ -386,6 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="glyphpack", description="Text packed into pages of bitmap glyphs for vision models.")
     parser.add_argument("--version", action="version", version=f"glyphpack {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show a traceback instead of a one-line error")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("render", help="render a text file to PNG pages and report what it cost")
@@ -474,17 +515,35 @@ def _one_line_warning(message: Warning | str, category: type[Warning], *rest: An
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. Exit codes: 0 done, 1 the work did not succeed (a view that does
+    not fit, an internal error), 2 bad input or paths. Errors are one line on stderr;
+    ``--debug`` shows the traceback instead."""
     args = build_parser().parse_args(argv)
     # Warnings (an unknown model id, say) read as one line, like the errors.
     warnings.formatwarning = _one_line_warning
+    run: Callable[[argparse.Namespace], int] = args.run
     try:
-        run: Callable[[argparse.Namespace], int] = args.run
         return run(args)
-    except GlyphpackError as exc:
-        print(f"glyphpack: error: {exc}", file=sys.stderr)
-        return 2
     except BrokenPipeError:
         return 0
+    except Exception as exc:
+        if args.debug:
+            raise
+        code, text = _error_line(exc)
+        print(f"glyphpack: error: {text}", file=sys.stderr)
+        return code
+
+
+def _error_line(exc: Exception) -> tuple[int, str]:
+    """(exit code, one line) for an error that ends a command."""
+    if isinstance(exc, GlyphpackError):
+        return 2, " ".join(str(exc).split())
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return 2, f"{where}{exc.strerror or exc}"
+    if isinstance(exc, MemoryError):
+        return 1, "out of memory; try a smaller input"
+    return 1, f"internal error ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); run with --debug for the traceback"
 
 
 if __name__ == "__main__":  # pragma: no cover

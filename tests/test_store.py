@@ -85,7 +85,7 @@ def test_ids_cannot_leave_the_workspace(workspace, bad):
     [
         (lambda raw: raw[: len(raw) // 2], "corrupted or truncated"),
         (lambda raw: b"[]", "not a glyphpack transcript"),
-        (lambda raw: raw.replace(b'"revision":1', b'"revision":"1"'), "'revision' is missing or not a int"),
+        (lambda raw: raw.replace(b'"revision":1', b'"revision":"1"'), "'revision' must be a non-negative integer"),
         (lambda raw: raw.replace(b'"role":"user"', b'"role":"robot"', 1), "role must be one of"),
     ],
 )

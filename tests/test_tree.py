@@ -90,7 +90,7 @@ def test_schema_is_versioned_and_wal(tmp_path):
     with pytest.raises(StoreError, match="newer than this glyphpack"):
         SessionTree(path)
     (tmp_path / "junk.sqlite3").write_bytes(b"not a database at all" * 100)
-    with pytest.raises(StoreError, match="not a usable session tree"):
+    with pytest.raises(StoreError, match="junk.sqlite3 is damaged"):
         SessionTree(tmp_path / "junk.sqlite3")
 
 

@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from .._errors import HistoryError
 from .ids import new_id
 from .messages import Block, Message
+
+
+def json_text(value: object) -> str:
+    """Compact JSON text that encodes to UTF-8 whatever strings ``value`` holds: lone
+    surrogates (valid in a Python str, not in UTF-8) are written as ``\\udXXX``
+    escapes, which read back as the same string."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+    return text
+
+
+def json_bytes(value: object) -> bytes:
+    """``json_text`` as UTF-8 bytes."""
+    return json_text(value).encode("utf-8")
 
 
 def message_to_json(message: Message) -> dict[str, Any]:

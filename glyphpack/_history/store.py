@@ -22,7 +22,7 @@ from .._errors import ConflictError, HistoryError, StoreError
 from .._files import atomic_write, stale_temporaries
 from .._providers.text_tokens import DEFAULT_ESTIMATOR, TextEstimator
 from .._types import LoadState, public
-from .codec import history_from_json, history_to_json
+from .codec import history_from_json, history_to_json, json_bytes
 from .ids import check_id
 from .messages import Message, Text, turn_boundaries, validate_history
 from .pricing import EstimatePricer, message_tokens
@@ -58,6 +58,99 @@ def _locked(path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing releases the lock
+
+
+@dataclasses.dataclass(frozen=True)
+class _Stored:
+    """What a transcript file holds, checked."""
+
+    revision: int
+    messages: tuple[Message, ...]
+    checkpoints: dict[str, str | None]
+    error: str | None
+
+
+def _clean_prefix(stored: _Stored) -> tuple[Message, ...]:
+    """The stored messages a save must keep: all of them, except that a failed turn
+    (one that did not end with the assistant's answer) may be retried from its start."""
+    if _state(stored.messages, stored.error) != "failed":
+        return stored.messages
+    boundaries = set(turn_boundaries(stored.messages))
+    answered = [n for n in boundaries if n and stored.messages[n - 1].role == "assistant"]
+    return stored.messages[: max(answered, default=0)]
+
+
+def _check_extends(path: Path, stored: Sequence[Message], messages: Sequence[Message]) -> None:
+    """Refuse a save that does not begin with the stored history: it would drop messages."""
+    stored_ids = [m.id for m in stored]
+    if [m.id for m in messages[: len(stored_ids)]] == stored_ids:
+        return
+    dropped = len(set(stored_ids) - {m.id for m in messages})
+    what = f"would drop {dropped} stored messages" if dropped else "would rewrite the stored history"
+    raise StoreError(
+        f"{path}: this save {what} (the history was loaded trimmed with keep or budget, or edited); "
+        f"save the full history, or pass replace=True to replace it"
+    )
+
+
+def _parse_json(path: Path, raw: bytes) -> object:
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else f"not valid JSON ({exc})"
+        raise StoreError(f"{path} is corrupted or truncated: {reason}; it was left untouched") from None
+
+
+def read_transcript(path: Path) -> _Stored | None:
+    """The stored transcript at ``path`` (None: nothing stored), checked through:
+    a damaged file raises ``StoreError`` naming it and is never written over."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror}") from None
+    data = _parse_json(path, raw)
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise StoreError(f"{path} is not a glyphpack transcript (no format {FORMAT!r}); it was left untouched")
+    if data.get("version") != FORMAT_VERSION:
+        raise StoreError(f"{path} has transcript format version {data.get('version')!r}; this glyphpack reads {FORMAT_VERSION}")
+    revision, checkpoints, error = data.get("revision"), data.get("checkpoints"), data.get("error")
+    if not isinstance(revision, int) or isinstance(revision, bool) or revision < 0:
+        raise StoreError(f"{path} is damaged: 'revision' must be a non-negative integer, not {revision!r}; it was left untouched")
+    if not isinstance(checkpoints, dict) or not all(isinstance(t, (str, type(None))) for t in checkpoints.values()):
+        raise StoreError(f"{path} is damaged: 'checkpoints' must map names to message ids; it was left untouched")
+    if not isinstance(error, (str, type(None))):
+        raise StoreError(f"{path} is damaged: 'error' must be a string or null; it was left untouched")
+    try:
+        messages = history_from_json(data.get("messages"))
+        validate_history(messages, allow_pending=False)
+    except HistoryError as exc:
+        raise StoreError(f"{path} is damaged: {exc}; it was left untouched") from None
+    return _Stored(revision, tuple(messages), checkpoints, error)
+
+
+def read_history_file(path: Path) -> list[Message]:
+    """The messages of a file: a glyphpack transcript, or a JSON list of messages in
+    glyphpack's own form. Errors name the file and what is wrong with it."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror}") from None
+    data = _parse_json(path, raw)
+    if isinstance(data, dict) and "format" in data:
+        stored = read_transcript(path)
+        return list(stored.messages) if stored is not None else []
+    if isinstance(data, dict) and isinstance(data.get("messages"), list):
+        data = data["messages"]
+    if not isinstance(data, list):
+        raise StoreError(f"{path}: expected a glyphpack transcript or a JSON list of messages")
+    try:
+        messages = history_from_json(data)
+        validate_history(messages)
+    except HistoryError as exc:
+        raise StoreError(f"{path}: {exc}") from None
+    return messages
 
 
 @public
@@ -187,25 +280,8 @@ class Workspace:
 
     # ---------------------------------------------------------------- reading
 
-    def _read(self, path: Path) -> dict[str, Any] | None:
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise StoreError(f"cannot read {path}: {exc.strerror}") from None
-        try:
-            data = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise StoreError(f"{path} is corrupted or truncated: not valid JSON ({exc}); it was left untouched") from None
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise StoreError(f"{path} is not a glyphpack transcript (no format {FORMAT!r}); it was left untouched")
-        if data.get("version") != FORMAT_VERSION:
-            raise StoreError(f"{path} has transcript format version {data.get('version')!r}; this glyphpack reads {FORMAT_VERSION}")
-        for key, kind in (("revision", int), ("messages", list), ("checkpoints", dict)):
-            if not isinstance(data.get(key), kind):
-                raise StoreError(f"{path} is damaged: {key!r} is missing or not a {kind.__name__}; it was left untouched")
-        return data
+    def _read(self, path: Path) -> _Stored | None:
+        return read_transcript(path)
 
     def load(
         self,
@@ -219,19 +295,16 @@ class Workspace:
         """The stored transcript, trimmed to its newest messages when ``keep``
         (messages) or ``budget`` (estimated tokens) is given. Never writes."""
         path = self.transcript_path(conversation, agent)
-        data = self._read(path)
-        if data is None:
+        stored = self._read(path)
+        if stored is None:
             return Transcript(conversation, agent)
-        try:
-            messages = history_from_json(data["messages"])
-        except HistoryError as exc:
-            raise StoreError(f"{path} is damaged: {exc}; it was left untouched") from None
+        messages = stored.messages
         start = trim_start(messages, keep, budget, estimator)
-        head = [m for m in messages[:start] if m.role == "system"]
+        head = tuple(m for m in messages[:start] if m.role == "system")
         kept = head + messages[start:]
         kept_ids = {m.id for m in kept}
         checkpoints, dropped = {}, []
-        for name, target in data["checkpoints"].items():
+        for name, target in stored.checkpoints.items():
             if target is None and start > len(head):
                 dropped.append(name)  # the start of the history was trimmed away
             elif target is None or target in kept_ids:
@@ -241,10 +314,10 @@ class Workspace:
         return Transcript(
             conversation,
             agent,
-            tuple(kept),
-            data["revision"],
-            _state(messages, data.get("error")),
-            data.get("error"),
+            kept,
+            stored.revision,
+            _state(messages, stored.error),
+            stored.error,
             checkpoints,
             tuple(dropped),
             start - len(head),
@@ -261,6 +334,7 @@ class Workspace:
         revision: int,
         error: str | None = None,
         checkpoints: Mapping[str, str | None] | None = None,
+        replace: bool = False,
     ) -> Transcript:
         """Store ``messages`` as the transcript, at a turn boundary only.
 
@@ -271,6 +345,10 @@ class Workspace:
             error: mark the last turn as failed, with why (``state == "failed"``).
             checkpoints: the marks to store; default: the stored ones whose target
                 is still in ``messages``.
+            replace: allow ``messages`` not to begin with the stored history (a view
+                loaded with ``keep`` or ``budget``, or an edited history), which drops
+                or rewrites stored messages. Without it such a save raises
+                ``StoreError`` and writes nothing.
 
         Returns:
             the transcript as stored, at ``revision + 1``.
@@ -288,14 +366,16 @@ class Workspace:
         ids = {m.id for m in messages}
         with _locked(path):
             stored = self._read(path)
-            stored_revision = stored["revision"] if stored else 0
+            stored_revision = stored.revision if stored else 0
             if stored_revision != revision:
                 raise ConflictError(
                     f"{path} is at revision {stored_revision}, not {revision}: another writer saved first; "
                     f"load it again and redo the change"
                 )
+            if stored is not None and not replace:
+                _check_extends(path, _clean_prefix(stored), messages)
             if checkpoints is None:
-                checkpoints = {n: t for n, t in (stored or {}).get("checkpoints", {}).items() if t is None or t in ids}
+                checkpoints = {n: t for n, t in (stored.checkpoints if stored else {}).items() if t is None or t in ids}
             for name, target in checkpoints.items():
                 if target is not None and target not in ids:
                     raise HistoryError(f"checkpoint {name!r} points at message {target!r}, which is not in the history")
@@ -313,7 +393,7 @@ class Workspace:
             for stale in stale_temporaries(path):
                 with contextlib.suppress(OSError):
                     stale.unlink()
-            _write(path, json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+            _write(path, json_bytes(document))
         return Transcript(conversation, agent, messages, revision + 1, _state(messages, error), error, dict(checkpoints))
 
     def checkpoint(self, conversation: str, agent: str, name: str) -> Transcript:
@@ -337,4 +417,4 @@ class Workspace:
         kept = current.messages[:end] + (Message("user", (Text(f"[rewound to checkpoint {name!r}] {digest}"),)),)
         kept_ids = {m.id for m in kept}
         marks = {n: t for n, t in current.checkpoints.items() if t is None or t in kept_ids}
-        return self.save(conversation, agent, kept, revision=current.revision, checkpoints=marks)
+        return self.save(conversation, agent, kept, revision=current.revision, checkpoints=marks, replace=True)

@@ -14,12 +14,13 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .._errors import ConflictError, StoreError
+from .._errors import ConflictError, HistoryError, StoreError
 from .._types import public
-from .codec import message_from_json, message_to_json
+from .codec import json_text, message_from_json, message_to_json
 from .ids import check_id, new_id
 from .messages import Message
 
@@ -82,23 +83,93 @@ class Node:
 class SessionTree:
     """Messages with parent pointers and a tip per conversation, in one SQLite file."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, *, read_only: bool = False):
+        """Open (and, unless ``read_only``, create or migrate) the tree at ``path``.
+
+        ``read_only`` writes nothing, not even a schema, and checks the database's
+        integrity first: a damaged or empty file raises ``StoreError`` naming it.
+        """
         self.db_path = Path(path)
+        self.read_only = read_only
         # One connection shared by the threads of this process: sqlite3 connections
         # are not safe to use from two threads at once, so every statement and
         # transaction takes this lock (other processes are kept apart by SQLite).
         self._lock = threading.RLock()
+        if read_only and not self.db_path.is_file():
+            raise StoreError(f"{self.db_path}: no session tree there")
         try:
             self._db = sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.execute("PRAGMA busy_timeout=30000")
-            self._migrate()
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.db_path}: not a usable session tree database ({exc})") from None
+            raise self._damaged(exc) from None
+        try:
+            self._db.execute("PRAGMA busy_timeout=30000")
+            if read_only:
+                # query_only: unlike mode=ro, the WAL files SQLite opens are removed on close.
+                self._db.execute("PRAGMA query_only=1")
+                self._check_read_only()
+            else:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA foreign_keys=ON")
+                self._migrate()
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise self._damaged(exc) from None
+        except StoreError:
+            self._db.close()
+            raise
 
     def close(self) -> None:
         self._db.close()
+
+    def __enter__(self) -> SessionTree:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _damaged(self, reason: object) -> StoreError:
+        if isinstance(reason, sqlite3.OperationalError) and ("locked" in str(reason) or "busy" in str(reason)):
+            return StoreError(f"{self.db_path} is busy: another process holds it ({reason}); try again")
+        return StoreError(f"{self.db_path} is damaged ({reason}); it was left as it is: restore it from a copy")
+
+    def _check_read_only(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0:
+            raise StoreError(f"{self.db_path} is empty: not a session tree (it holds no schema)")
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.db_path} has schema version {version}, newer than this glyphpack's {SCHEMA_VERSION}; upgrade glyphpack"
+            )
+        problems = self._integrity_problems()
+        if problems:
+            raise self._damaged(problems)
+
+    def verify(self) -> None:
+        """Raise ``StoreError`` naming the file if SQLite's quick check finds damage."""
+        with self._lock:
+            problems = self._integrity_problems()
+        if problems:
+            raise self._damaged(problems)
+
+    def _integrity_problems(self) -> str | None:
+        """SQLite's quick check: None when the database is sound."""
+        try:
+            rows = [r[0] for r in self._db.execute("PRAGMA quick_check").fetchall()]
+        except sqlite3.DatabaseError as exc:
+            return str(exc)
+        return None if rows == ["ok"] else "; ".join(rows[:3])
+
+    def _not_found(self, message: str) -> StoreError:
+        """``message`` as the error, unless the thing is missing because the database is damaged."""
+        with self._lock:
+            problems = self._integrity_problems()
+        return self._damaged(problems) if problems else StoreError(message)
+
+    def _message(self, body: str) -> Message:
+        try:
+            return message_from_json(json.loads(body))
+        except (json.JSONDecodeError, HistoryError) as exc:
+            raise self._damaged(f"a stored message does not decode: {exc}") from None
 
     def _migrate(self) -> None:
         with self._write():
@@ -114,11 +185,16 @@ class SessionTree:
                 self._db.execute(f"PRAGMA user_version={step + 1}")
 
     def _write(self) -> _Transaction:
-        return _Transaction(self._db, self._lock)
+        if self.read_only:
+            raise StoreError(f"{self.db_path} was opened read-only")
+        return _Transaction(self._db, self._lock, self._damaged)
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         with self._lock:
-            return self._db.execute(sql, params).fetchall()
+            try:
+                return self._db.execute(sql, params).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise self._damaged(exc) from None
 
     # ------------------------------------------------------------------ reading
 
@@ -132,7 +208,7 @@ class SessionTree:
         )
         row = found[0] if found else None
         if row is None:
-            raise StoreError(f"no conversation {conversation!r} in {self.db_path}")
+            raise self._not_found(f"no conversation {conversation!r} in {self.db_path}")
         return Conversation(*row)
 
     def tip(self, conversation: str) -> str | None:
@@ -142,8 +218,8 @@ class SessionTree:
         found = self._query("SELECT body, parent, conversation FROM messages WHERE id = ?", (message_id,))
         row = found[0] if found else None
         if row is None:
-            raise StoreError(f"no message {message_id!r} in {self.db_path}")
-        return Node(message_from_json(json.loads(row[0])), row[1], row[2])
+            raise self._not_found(f"no message {message_id!r} in {self.db_path}")
+        return Node(self._message(row[0]), row[1], row[2])
 
     def path_to(self, message_id: str | None) -> list[Message]:
         """The messages from the root to ``message_id``, in order."""
@@ -161,8 +237,8 @@ class SessionTree:
             (message_id,),
         )
         if not rows:
-            raise StoreError(f"no message {message_id!r} in {self.db_path}")
-        return [message_from_json(json.loads(body)) for (body,) in rows]
+            raise self._not_found(f"no message {message_id!r} in {self.db_path}")
+        return [self._message(body) for (body,) in rows]
 
     def path(self, conversation: str) -> list[Message]:
         """The conversation's current history: root to tip."""
@@ -171,7 +247,7 @@ class SessionTree:
     def children(self, message_id: str) -> list[Message]:
         """The messages stored directly under ``message_id`` (branches, oldest first)."""
         rows = self._query("SELECT body FROM messages WHERE parent = ? ORDER BY created, rowid", (message_id,))
-        return [message_from_json(json.loads(body)) for (body,) in rows]
+        return [self._message(body) for (body,) in rows]
 
     def nodes(self, conversation: str) -> list[Node]:
         """Every message stored for a conversation, in insertion order (the whole tree)."""
@@ -179,13 +255,13 @@ class SessionTree:
         rows = self._query(
             "SELECT body, parent FROM messages WHERE conversation = ? ORDER BY created, rowid", (conversation,)
         )
-        return [Node(message_from_json(json.loads(body)), parent, conversation) for body, parent in rows]
+        return [Node(self._message(body), parent, conversation) for body, parent in rows]
 
     # ------------------------------------------------------------------ writing
 
     def create(self, conversation: str | None = None, title: str = "") -> str:
         """A new, empty conversation; returns its id."""
-        conversation = check_id(conversation or new_id(), "conversation")
+        conversation = check_id(conversation if conversation is not None else new_id(), "conversation")
         with self._write():
             try:
                 self._db.execute(
@@ -203,7 +279,7 @@ class SessionTree:
         moved since, raises ``ConflictError`` and writes nothing. Omitted, the message
         goes under whatever the tip is now (appends from several writers chain up).
         """
-        body = json.dumps(message_to_json(message), ensure_ascii=False)
+        body = json_text(message_to_json(message))
         with self._write():
             tip = self.tip(conversation)
             if not isinstance(expected_tip, _Unset) and expected_tip != tip:
@@ -246,7 +322,7 @@ class SessionTree:
         if at is not None and self.node(at).conversation != conversation:
             raise StoreError(f"message {at!r} is not in conversation {conversation!r}")
         path = self.path_to(at)
-        new = check_id(new_conversation or new_id(), "conversation")
+        new = check_id(new_conversation if new_conversation is not None else new_id(), "conversation")
         with self._write():
             try:
                 self._db.execute(
@@ -260,7 +336,7 @@ class SessionTree:
                 copy = dataclasses.replace(message, id=new_id())
                 self._db.execute(
                     "INSERT INTO messages (id, conversation, parent, role, body, created) VALUES (?, ?, ?, ?, ?, ?)",
-                    (copy.id, new, parent, copy.role, json.dumps(message_to_json(copy), ensure_ascii=False), time.time()),
+                    (copy.id, new, parent, copy.role, json_text(message_to_json(copy)), time.time()),
                 )
                 parent = copy.id
             self._move_tip(new, None, parent)
@@ -271,21 +347,28 @@ class _Transaction:
     """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error): one writer at a time, across
     processes (SQLite's lock) and threads (the tree's lock)."""
 
-    def __init__(self, db: sqlite3.Connection, lock: threading.RLock):
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock, damaged: Callable[[object], StoreError]):
         self.db = db
         self.lock = lock
+        self.damaged = damaged
 
     def __enter__(self) -> sqlite3.Connection:
         self.lock.acquire()
         try:
             self.db.execute("BEGIN IMMEDIATE")
-        except BaseException:
+        except BaseException as exc:
             self.lock.release()
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise self.damaged(exc) from None
             raise
         return self.db
 
     def __exit__(self, kind: object, value: object, traceback: object) -> None:
         try:
             self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+        except sqlite3.DatabaseError as exc:
+            raise self.damaged(exc) from None
         finally:
             self.lock.release()
+        if isinstance(value, sqlite3.DatabaseError):
+            raise self.damaged(value) from None

@@ -9,6 +9,7 @@ glyph is the exact glyph, so legibility is exactly 1.0.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Union
 
@@ -270,7 +271,7 @@ def sweep(
     return records
 
 
-def unreadable_below(records: list[dict], shape: str) -> float | None:
+def unreadable_below(records: list[dict[str, Any]], shape: str) -> float | None:
     """The largest factor at which even the kindest filter leaves the shape unreadable."""
     best: dict[float, float] = {}
     for r in records:
@@ -280,8 +281,8 @@ def unreadable_below(records: list[dict], shape: str) -> float | None:
     return max(failing) if failing else None
 
 
-def plot_sweep(records: list[dict], path: str) -> None:
-    """Write a PNG plot: legibility against scale factor, a panel per shape, a line per filter."""
+def plot_sweep(records: list[dict[str, Any]]) -> bytes:
+    """A PNG plot: legibility against scale factor, a panel per shape, a line per filter."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -302,5 +303,7 @@ def plot_sweep(records: list[dict], path: str) -> None:
     axes[0][-1].legend(fontsize="small")
     figure.suptitle("Legibility of a downscaled page (nearest-glyph reader)")
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110)
     plt.close(figure)
+    return buffer.getvalue()

@@ -58,13 +58,39 @@ def encode_png(pixels: np.ndarray) -> bytes:
     )
 
 
+#: No page glyphpack makes or reads is larger than this on a side (shapes check it too);
+#: an image declaring more is refused before it is decoded.
+MAX_PAGE_EDGE = 6000
+
+
+def check_png_size(png: bytes) -> tuple[int, int]:
+    """(width, height) an image declares, read from its header; ``PageError`` when it is
+    unreadable or larger than any page, before any pixel is decoded."""
+    from PIL import Image, UnidentifiedImageError
+
+    if png[:8] == _SIGNATURE and png[12:16] == b"IHDR" and len(png) >= 24:
+        width, height = struct.unpack(">II", png[16:24])  # the header alone: Pillow refuses bombs less politely
+    else:
+        try:
+            with Image.open(io.BytesIO(png)) as image:
+                width, height = image.size
+        except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
+            raise PageError(f"not a readable image ({exc})") from None
+    if max(width, height) > MAX_PAGE_EDGE:
+        raise PageError(
+            f"the image declares {width}x{height} px, larger than any page ({MAX_PAGE_EDGE} px a side); not decoded"
+        )
+    return int(width), int(height)
+
+
 def decode_png(png: bytes) -> np.ndarray:
     """uint8[H, W], 1 where a PNG is dark (luminance < 128): ink on any page image."""
     from PIL import Image, UnidentifiedImageError
 
+    check_png_size(png)
     try:
         with Image.open(io.BytesIO(png)) as image:
             gray = np.asarray(image.convert("L"))
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
         raise PageError(f"not a readable image ({exc})") from None
     return (gray < 128).astype(np.uint8)

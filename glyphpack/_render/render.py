@@ -22,7 +22,7 @@ from .layout import GridLayout, count_rows, drawn_chars, lay_out, pages_for_rows
 from .png import encode_png
 from .raster import page_buffer, rasterize_pages
 from .shapes import DEFAULT_SHAPE, SHAPES, WIDE_SCRIPT_SHAPE, Shape, get_shape
-from .text import NormalizedText, normalize
+from .text import NormalizedText, certainly_drawn, normalize
 
 #: Longest text accepted, in characters (a 10 MB log is well inside it).
 MAX_TEXT_CHARS = 64 * 1024 * 1024
@@ -181,6 +181,7 @@ def _prepare(
     layout: Layout,
     page_size: tuple[int, int] | None,
     model: str | Profile | None,
+    max_pages: int | None = None,
 ) -> _Plan:
     _check_text(text)
     check_kind(layout, LAYOUTS, "layout")
@@ -188,8 +189,19 @@ def _prepare(
     if model is not None:
         profile = resolve(model)
         profile.fits(1, 1)  # a text-only model fails here, before any work
+    densest = get_shape(shape)  # the default is the densest shape automatic choice picks
     if page_size is not None:
-        get_shape(shape).with_page_size(*page_size)  # an impossible page size fails before any work
+        densest = densest.with_page_size(*page_size)  # an impossible page size fails before any work
+    elif profile is not None:
+        densest = densest.with_page_size(*profile.page_size(densest))
+    if max_pages is not None:
+        # Before normalizing: a lower bound from the characters that are always drawn.
+        at_least = -(-certainly_drawn(text) // densest.cells_per_page)
+        if at_least > max_pages:
+            raise LimitError(
+                f"text needs at least {at_least:,} pages of {densest.page_width}x{densest.page_height(densest.max_rows)} px, "
+                f"over max_pages={max_pages:,}; raise max_pages or split the text"
+            )
     chosen, normalized = _normalize_for(text, shape, layout)
     if page_size is not None:
         chosen = chosen.with_page_size(*page_size)
@@ -310,7 +322,7 @@ def render(
         ``Pages``, a list of ``Page`` with a ``report`` attribute (``RenderReport``).
         An empty or all-whitespace text gives no pages.
     """
-    prepared = _prepare(text, shape, layout, page_size, model)
+    prepared = _prepare(text, shape, layout, page_size, model, max_pages)
     chosen = prepared.shape
     if prepared.pages > max_pages:
         raise LimitError(

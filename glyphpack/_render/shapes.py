@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from .._errors import ShapeError
+from .._errors import LimitError, ShapeError
 from .._types import public
 from .fonts import FontAtlas, load_atlas
+from .png import MAX_PAGE_EDGE
 
 #: The largest page standard Claude models never resize (56 x 28 patches = 1568 tokens).
 DEFAULT_PAGE_SIZE = (1568, 784)
@@ -36,10 +37,15 @@ class Shape:
     description: str = ""
 
     def __post_init__(self) -> None:
+        if max(self.max_width, self.max_height) > MAX_PAGE_EDGE:
+            raise LimitError(
+                f"page size {self.max_width}x{self.max_height} is over the largest page glyphpack makes "
+                f"({MAX_PAGE_EDGE} px a side)"
+            )
         # Four columns is the least a row needs: a wide glyph, a wrap marker, room to move.
         if self.cols < 4 or self.max_rows < 1:
             raise ShapeError(
-                f"shape {self.name!r}: a {self.max_width}x{self.max_height} page holds {self.cols} "
+                f"shape {self.name!r}: page size {self.max_width}x{self.max_height} holds {self.cols} "
                 f"columns and {self.max_rows} rows of {self.advance}x{self.pitch} cells; it needs at "
                 f"least 4 columns and 1 row"
             )

@@ -128,6 +128,17 @@ def _resolve_missing(codepoint: int, atlas: FontAtlas) -> tuple[list[int], str]:
     return [atlas.replacement_index], "replaced"
 
 
+def certainly_drawn(text: str) -> int:
+    """A lower bound on the glyphs ``normalize`` makes of ``text``, without normalizing:
+    printable ASCII other than the space, outside ANSI escape sequences, is always drawn
+    (as itself, or composed with a following mark into one character that is drawn,
+    folded or replaced: at least one glyph)."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    codepoints = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    return int(np.count_nonzero((codepoints > 0x20) & (codepoints < 0x7F)))
+
+
 def clean_text(text: str) -> tuple[str, int]:
     """Steps 1-3 of the rules: the string-level clean-up, and the ANSI sequences stripped."""
     if "\r" in text:
