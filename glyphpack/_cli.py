@@ -49,18 +49,15 @@ def _output_file(name: str | None) -> Path | None:
 
 
 def _output_dir(name: str | None) -> Path | None:
-    """An output folder's path, checked before any work: it is a folder or can be made
-    one (it is created when there is something to write)."""
+    """An output folder's path, checked before any work: a folder, or a new one in a
+    folder that exists (created when there is something to write)."""
     if name is None:
         return None
     path = Path(name)
     if path.exists() and not path.is_dir():
         raise GlyphpackError(f"cannot write into {path}: it exists and is not a folder")
-    ancestor = path.parent
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise GlyphpackError(f"cannot create {path}: {ancestor} is not a folder")
+    if not path.parent.is_dir():
+        raise GlyphpackError(f"cannot create {path}: the folder {path.parent} does not exist")
     return path
 
 
@@ -69,7 +66,7 @@ def _write(path: Path, data: bytes) -> None:
     truncated output."""
     from ._files import atomic_write
 
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(exist_ok=True)
     atomic_write(path, data, durable=False)
 
 
