@@ -12,7 +12,7 @@ def turn(n: int, calls: int, error: bool = False, image: bool = False) -> list[M
     messages = [Message("user", (Text(f"question {n}"),), id=f"u{n}")]
     for k in range(calls):
         call = ToolCall(f"call-{n}-{k}", "read_file", {"path": f"f{n}-{k}.py"})
-        messages.append(Message("assistant", (Thinking(f"think {n}.{k}"), Text(f"reading {k}"), call), id=f"a{n}-{k}"))
+        messages.append(Message("assistant", (Thinking(f"think {n}.{k}", signature=f"sig-{n}-{k}"), Text(f"reading {k}"), call), id=f"a{n}-{k}"))
         content = (Text(f"contents {n}.{k} " * 3),) + ((Image("image/png", PNG),) if image else ())
         messages.append(Message("tool", (ToolResult(call.id, content, is_error=error and k == 0),), id=f"t{n}-{k}"))
     messages.append(Message("assistant", (Text(f"answer {n}"),), id=f"f{n}"))

@@ -13,7 +13,18 @@ import re
 import time
 from collections.abc import Sequence
 
-from .._history.messages import Block, Image, Message, Text, Thinking, ToolCall, ToolResult, turn_boundaries
+from .._history.messages import (
+    Block,
+    Image,
+    Message,
+    Opaque,
+    RedactedThinking,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    turn_boundaries,
+)
 from .._types import Role
 from .cost import CostModel
 from .results import CompactionPolicy, RungReport, RungResult
@@ -66,6 +77,16 @@ def _(block: Image, role: Role, result_cap: int) -> str | None:
 @block_snapshot_text.register
 def _(block: Thinking, role: Role, result_cap: int) -> str | None:
     return None  # a model's thinking is its own; the snapshot keeps what it said and did
+
+
+@block_snapshot_text.register
+def _(block: RedactedThinking, role: Role, result_cap: int) -> str | None:
+    return None
+
+
+@block_snapshot_text.register
+def _(block: Opaque, role: Role, result_cap: int) -> str | None:
+    return f"[{role}] [{block.kind} block]"
 
 
 def serialize_message(message: Message, result_cap: int = SNAPSHOT_RESULT_CAP) -> str:

@@ -5,6 +5,7 @@ and from neutral messages. Each direction dispatches on the block class
 from __future__ import annotations
 
 import base64
+import binascii
 import functools
 import json
 from collections.abc import Sequence
@@ -12,7 +13,7 @@ from typing import Any
 
 from .._errors import HistoryError
 from .._types import Role, public
-from .messages import Block, Image, Message, ResultBlock, Text, Thinking, ToolCall, ToolResult
+from .messages import Block, Image, Message, Opaque, RedactedThinking, ResultBlock, Text, Thinking, ToolCall, ToolResult
 
 Json = dict[str, Any]
 
@@ -20,8 +21,8 @@ Json = dict[str, Any]
 
 
 @functools.singledispatch
-def anthropic_block(block: Block) -> Json:
-    """One block as an Anthropic Messages content block."""
+def anthropic_block(block: Block) -> Json | None:
+    """One block as an Anthropic Messages content block (None: not sent)."""
     raise HistoryError(f"{type(block).__name__} has no Anthropic Messages form")
 
 
@@ -45,15 +46,33 @@ def _(block: ToolCall) -> Json:
 
 @anthropic_block.register
 def _(block: ToolResult) -> Json:
-    out: Json = {"type": "tool_result", "tool_use_id": block.call_id, "content": [anthropic_block(b) for b in block.content]}
+    out: Json = {"type": "tool_result", "tool_use_id": block.call_id, "content": _anthropic_blocks(block.content)}
     if block.is_error:
         out["is_error"] = True
     return out
 
 
 @anthropic_block.register
-def _(block: Thinking) -> Json:
-    return {"type": "thinking", "thinking": block.text, "signature": block.signature or ""}
+def _(block: Thinking) -> Json | None:
+    # Anthropic verifies the signature of thinking sent back: unsigned thinking (another
+    # provider's reasoning, a harness's own) cannot go, so it is left out.
+    if not block.signature:
+        return None
+    return {"type": "thinking", "thinking": block.text, "signature": block.signature}
+
+
+@anthropic_block.register
+def _(block: RedactedThinking) -> Json:
+    return {"type": "redacted_thinking", "data": block.data}
+
+
+@anthropic_block.register
+def _(block: Opaque) -> None:
+    return None
+
+
+def _anthropic_blocks(blocks: Sequence[Block]) -> list[Json]:
+    return [converted for converted in map(anthropic_block, blocks) if converted is not None]
 
 
 @public
@@ -67,7 +86,9 @@ def to_anthropic(messages: Sequence[Message]) -> tuple[str | None, list[Json]]:
         if message.role == "system":
             continue
         role = "user" if message.role in ("user", "tool") else "assistant"
-        blocks = [anthropic_block(b) for b in message.content]
+        blocks = _anthropic_blocks(message.content)
+        if not blocks:
+            continue
         if out and out[-1]["role"] == role:
             out[-1]["content"].extend(blocks)
         else:
@@ -75,52 +96,83 @@ def to_anthropic(messages: Sequence[Message]) -> tuple[str | None, list[Json]]:
     return system, out
 
 
-def _from_anthropic_block(data: Json) -> Block:
+def _base64(data: object, what: str) -> bytes:
+    if not isinstance(data, str):
+        raise HistoryError(f"{what} must be a base64 string, not {type(data).__name__}")
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise HistoryError(f"{what} is not valid base64 ({exc})") from None
+
+
+def _from_anthropic_block(data: object) -> Block:
+    if not isinstance(data, dict):
+        raise HistoryError(f"a content block must be an object, not {type(data).__name__}")
     kind = data.get("type")
     if kind == "text":
         return Text(data["text"])
     if kind == "image":
         source = data["source"]
         if source.get("type") == "base64":
-            return Image(source["media_type"], base64.b64decode(source["data"]))
+            return Image(source["media_type"], _base64(source.get("data"), "an image's data"))
         return Image(source.get("media_type", "image/png"), ref=source.get("url") or source.get("file_id"))
     if kind == "tool_use":
-        return ToolCall(data["id"], data["name"], dict(data.get("input") or {}))
+        return ToolCall(data["id"], data["name"], data.get("input") or {})
     if kind == "tool_result":
-        content = data.get("content", ())
+        content = data.get("content") or ()
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
         parts: list[ResultBlock] = []
         for item in content:
             part = _from_anthropic_block(item)
-            if not isinstance(part, (Text, Image)):
-                raise HistoryError(f"a tool result cannot hold a {item.get('type')!r} block")
-            parts.append(part)
+            parts.append(part if isinstance(part, (Text, Image)) else Text(json.dumps(part.to_json(), ensure_ascii=False)))
         return ToolResult(data["tool_use_id"], tuple(parts), bool(data.get("is_error")))
-    if kind in ("thinking", "redacted_thinking"):
+    if kind == "thinking":
         return Thinking(data.get("thinking", ""), data.get("signature") or None)
-    raise HistoryError(f"unsupported Anthropic content block type {kind!r}")
+    if kind == "redacted_thinking":
+        return RedactedThinking(data["data"])
+    # Server tools, model fallbacks and what comes next: kept as they are, never sent.
+    return Opaque(str(kind), data)
+
+
+def _message_error(index: int, exc: Exception) -> HistoryError:
+    """A malformed provider message as a ``HistoryError`` naming its index and the key."""
+    if isinstance(exc, KeyError):
+        return HistoryError(f"message {index}: no {exc.args[0]!r} key where one is needed")
+    if isinstance(exc, HistoryError):
+        return HistoryError(f"message {index}: {exc}")
+    return HistoryError(f"message {index}: malformed ({type(exc).__name__}: {exc})")
+
+
+_MALFORMED = (KeyError, TypeError, AttributeError, ValueError, IndexError, HistoryError)
 
 
 @public
 def from_anthropic(messages: Sequence[Json], system: str | None = None) -> list[Message]:
     """Neutral messages from Anthropic Messages ``messages`` (and ``system``): a user
-    message of tool results becomes a ``tool`` message (its other blocks a user message)."""
+    message of tool results becomes a ``tool`` message (its other blocks a user message).
+    Unknown block types become ``Opaque`` blocks; a malformed message raises
+    ``HistoryError`` naming its index."""
     out = [Message("system", (Text(system),))] if system else []
-    for data in messages:
-        content = data["content"]
-        if isinstance(content, str):
-            content = [{"type": "text", "text": content}]
-        blocks = [_from_anthropic_block(b) for b in content]
-        if data["role"] == "user":
-            results = tuple(b for b in blocks if isinstance(b, ToolResult))
-            others = tuple(b for b in blocks if not isinstance(b, ToolResult))
-            if results:
-                out.append(Message("tool", results))
-            if others:
-                out.append(Message("user", others))
-        else:
-            out.append(Message("assistant", tuple(blocks)))
+    for index, data in enumerate(messages):
+        try:
+            content = data["content"]
+            if isinstance(content, str):
+                content = [{"type": "text", "text": content}]
+            blocks = [_from_anthropic_block(b) for b in content]
+            if data["role"] == "user":
+                results = tuple(b for b in blocks if isinstance(b, ToolResult))
+                others = tuple(b for b in blocks if not isinstance(b, ToolResult))
+                if results:
+                    out.append(Message("tool", results))
+                if others:
+                    out.append(Message("user", others))
+            elif data["role"] == "assistant":
+                out.append(Message("assistant", tuple(blocks)))
+            else:
+                raise HistoryError(f"role must be user or assistant, not {data['role']!r}")
+        except _MALFORMED as exc:
+            raise _message_error(index, exc) from None
     return out
 
 
@@ -189,21 +241,32 @@ def to_openai_chat(messages: Sequence[Message]) -> list[Json]:
     return out
 
 
+def image_from_url(url: object) -> Image:
+    """An ``Image`` from a URL, or from a ``data:`` URL's bytes."""
+    if not isinstance(url, str):
+        raise HistoryError(f"an image URL must be a string, not {type(url).__name__}")
+    if url.startswith("data:"):
+        header, _, payload = url.partition(",")
+        return Image(header[5:].split(";")[0] or "image/png", _base64(payload, "a data URL"))
+    return Image(ref=url)
+
+
 def _openai_blocks(content: object) -> list[Block]:
     blocks: list[Block] = []
     if isinstance(content, str):
         blocks.append(Text(content))
     elif isinstance(content, list):
         for part in content:
-            if part.get("type") == "text":
+            kind = part.get("type")
+            if kind == "text":
                 blocks.append(Text(part["text"]))
-            elif part.get("type") == "image_url":
-                url = part["image_url"]["url"]
-                if url.startswith("data:"):
-                    header, _, payload = url.partition(",")
-                    blocks.append(Image(header[5:].split(";")[0], base64.b64decode(payload)))
-                else:
-                    blocks.append(Image(ref=url))
+            elif kind == "image_url":
+                image = part["image_url"]
+                blocks.append(image_from_url(image["url"] if isinstance(image, dict) else image))
+            else:
+                blocks.append(Opaque(str(kind), part))
+    elif content is not None:
+        raise HistoryError(f"content must be a string or a list of parts, not {type(content).__name__}")
     return blocks
 
 
@@ -212,24 +275,43 @@ def from_openai_chat(messages: Sequence[Json]) -> list[Message]:
     """Neutral messages from Chat Completions ``messages`` (consecutive ``tool``
     messages become one neutral ``tool`` message)."""
     out: list[Message] = []
-    for data in messages:
-        role = data["role"]
-        content = data.get("content")
-        if role == "tool":
-            result = ToolResult(data["tool_call_id"], (Text(content if isinstance(content, str) else json.dumps(content)),))
-            if out and out[-1].role == "tool":
-                out[-1] = out[-1].with_content(out[-1].content + (result,))
-            else:
-                out.append(Message("tool", (result,)))
-            continue
-        blocks = _openai_blocks(content)
-        for call in data.get("tool_calls") or ():
-            function = call["function"]
-            try:
-                arguments = json.loads(function.get("arguments") or "{}")
-            except json.JSONDecodeError as exc:
-                raise HistoryError(f"tool call {call['id']!r} has arguments that are not JSON: {exc}") from None
-            blocks.append(ToolCall(call["id"], function["name"], arguments))
-        neutral_role: Role = "system" if role == "developer" else role
-        out.append(Message(neutral_role, tuple(blocks)))
+    for index, data in enumerate(messages):
+        try:
+            _from_openai_message(data, out)
+        except _MALFORMED as exc:
+            raise _message_error(index, exc) from None
     return out
+
+
+def tool_arguments(raw: object, call_id: str) -> dict[str, Any]:
+    """A tool call's arguments from a JSON string (or an object); ``HistoryError`` if neither."""
+    if isinstance(raw, dict):
+        return raw
+    if raw is None or raw == "":
+        return {}
+    try:
+        arguments = json.loads(raw) if isinstance(raw, str) else None
+    except json.JSONDecodeError as exc:
+        raise HistoryError(f"tool call {call_id!r} has arguments that are not JSON: {exc}") from None
+    if not isinstance(arguments, dict):
+        return {"input": raw}  # a custom tool's free-form input, kept as it came
+    return arguments
+
+
+def _from_openai_message(data: Json, out: list[Message]) -> None:
+    role = data["role"]
+    content = data.get("content")
+    if role == "tool":
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        result = ToolResult(data["tool_call_id"], (Text(text),))
+        if out and out[-1].role == "tool":
+            out[-1] = out[-1].with_content(out[-1].content + (result,))
+        else:
+            out.append(Message("tool", (result,)))
+        return
+    blocks = _openai_blocks(content)
+    for call in data.get("tool_calls") or ():
+        function = call["function"]
+        blocks.append(ToolCall(call["id"], function["name"], tool_arguments(function.get("arguments"), call["id"])))
+    neutral_role: Role = "system" if role == "developer" else role
+    out.append(Message(neutral_role, tuple(blocks)))

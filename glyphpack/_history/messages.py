@@ -325,6 +325,74 @@ class Thinking(Block):
 
 @public
 @dataclasses.dataclass(frozen=True)
+class RedactedThinking(Block):
+    """Thinking the provider encrypted (Anthropic ``redacted_thinking``): its ``data``
+    goes back to the provider unchanged."""
+
+    tag: ClassVar[str] = "redacted_thinking"
+    data: str
+
+    def __post_init__(self) -> None:
+        _require(self.data, str, "RedactedThinking.data")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "redacted_thinking", "data": self.data}
+
+    @classmethod
+    def from_fields(cls, data: dict[str, Any]) -> RedactedThinking:
+        return cls(data["data"])
+
+    def tokens(self, pricer: Pricer) -> int:
+        return pricer.text(self.data)
+
+    def category(self, role: Role) -> Category:
+        return "thinking"
+
+    def markdown(self) -> str:
+        return f"*[redacted thinking, {len(self.data):,} characters]*"
+
+    def outline(self) -> str:
+        return ""
+
+
+@public
+@dataclasses.dataclass(frozen=True)
+class Opaque(Block):
+    """A block of a kind glyphpack does not model (a server tool's block, a model
+    fallback marker), kept as it came: ``kind`` is its type, ``payload`` its JSON. It
+    round-trips through glyphpack's JSON, is priced as its text, and is never sent to a
+    provider."""
+
+    tag: ClassVar[str] = "opaque"
+    kind: str
+    payload: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _require(self.kind, str, "Opaque.kind")
+        _require(self.payload, dict, "Opaque.payload")
+
+    def __hash__(self) -> int:  # payload is a dict
+        return hash((self.kind, json.dumps(self.payload, sort_keys=True, default=str)))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "opaque", "kind": self.kind, "payload": self.payload}
+
+    @classmethod
+    def from_fields(cls, data: dict[str, Any]) -> Opaque:
+        return cls(data["kind"], data.get("payload") or {})
+
+    def tokens(self, pricer: Pricer) -> int:
+        return pricer.text(json.dumps(self.payload, ensure_ascii=False, default=str))
+
+    def markdown(self) -> str:
+        return f"*[{self.kind} block, not sent to providers]*"
+
+    def outline(self) -> str:
+        return f"[{self.kind}]"
+
+
+@public
+@dataclasses.dataclass(frozen=True)
 class Message:
     """One message: a role, content blocks, and an id that stays with it."""
 
