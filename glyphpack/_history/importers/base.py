@@ -1,0 +1,256 @@
+"""What an import returns, the repair every import goes through, and JSONL reading."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..._errors import HistoryError
+from ..._types import public
+from ..messages import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
+
+#: The text of a result made up for a call that never got one.
+MISSING_RESULT = "[no result: the session ended this turn before the tool returned]"
+
+
+@public
+@dataclasses.dataclass(frozen=True)
+class ImportReport:
+    """What an import found and what it had to change, all counted.
+
+    Attributes:
+        format: the format read (``claude-code``, ``pi``, ``codex``, ``swe-agent``,
+            ``openai-chat``, ``openai-responses``, ``anthropic``, ``gemini``, ``glyphpack``).
+        messages, tool_calls, tool_results, images, thinking: counts over every agent's history.
+        agents: agent names, the main one first.
+        branches: leaves beyond the chosen one (other paths through the session's tree).
+        compactions: compaction points the harness recorded.
+        skipped: lines or blocks left out, by reason.
+        repaired: things changed to make a valid history, by what was done.
+        made_unique: tool call ids renamed because the file reused them.
+    """
+
+    format: str
+    messages: int = 0
+    tool_calls: int = 0
+    tool_results: int = 0
+    images: int = 0
+    thinking: int = 0
+    agents: tuple[str, ...] = ()
+    branches: int = 0
+    compactions: int = 0
+    skipped: dict[str, int] = dataclasses.field(default_factory=dict)
+    repaired: dict[str, int] = dataclasses.field(default_factory=dict)
+    made_unique: int = 0
+
+    def lines(self) -> list[str]:
+        """The report as a few lines for a terminal."""
+        out = [
+            f"format {self.format}: {self.messages:,} messages, {self.tool_calls:,} tool calls, "
+            f"{self.tool_results:,} tool results, {self.images:,} images, {self.thinking:,} thinking blocks",
+            f"agents: {', '.join(self.agents) or '-'}; other branches: {self.branches}; compaction points: {self.compactions}",
+        ]
+        for title, counts in (("skipped", self.skipped), ("repaired", self.repaired)):
+            if counts:
+                out.append(f"{title}: " + ", ".join(f"{n:,} {reason}" for reason, n in sorted(counts.items())))
+        if self.made_unique:
+            out.append(f"made unique: {self.made_unique:,} reused tool call ids")
+        return out
+
+
+@public
+@dataclasses.dataclass(frozen=True)
+class ImportedAgent:
+    """One agent's history, and the provider's measured input tokens where the file
+    recorded them: ``usage`` pairs (n, tokens) say the request that produced message
+    ``n`` carried ``messages[:n]`` and was counted as ``tokens`` input tokens."""
+
+    name: str
+    messages: tuple[Message, ...]
+    usage: tuple[tuple[int, int], ...] = ()
+
+
+@public
+@dataclasses.dataclass(frozen=True)
+class ImportedSession:
+    """A session file as neutral histories.
+
+    Attributes:
+        title: the conversation's title, when the file has one.
+        agents: the main agent first, then subagents.
+        branches: other paths through the session's tree (each a full history from its
+            root), for the session tree; the main agent's history is the chosen path.
+        report: what was found, skipped and repaired.
+    """
+
+    title: str
+    agents: tuple[ImportedAgent, ...]
+    branches: tuple[tuple[Message, ...], ...]
+    report: ImportReport
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The main agent's history."""
+        return self.agents[0].messages if self.agents else ()
+
+
+class Tally:
+    """Counts gathered while importing: what was skipped, repaired and made unique."""
+
+    def __init__(self) -> None:
+        self.skipped: collections.Counter[str] = collections.Counter()
+        self.repaired: collections.Counter[str] = collections.Counter()
+        self.made_unique = 0
+        self.compactions = 0
+
+    def skip(self, reason: str, count: int = 1) -> None:
+        self.skipped[reason] += count
+
+    def repair(self, what: str, count: int = 1) -> None:
+        self.repaired[what] += count
+
+    def report(self, format: str, agents: Sequence[ImportedAgent], branches: int) -> ImportReport:
+        every = [m for agent in agents for m in agent.messages]
+        blocks = [b for m in every for b in m.content]
+        return ImportReport(
+            format=format,
+            messages=len(every),
+            tool_calls=sum(isinstance(b, ToolCall) for b in blocks),
+            tool_results=sum(isinstance(b, ToolResult) for b in blocks),
+            images=sum(len(m.images) for m in every),
+            thinking=sum(isinstance(b, Thinking) or b.tag == "redacted_thinking" for b in blocks),
+            agents=tuple(a.name for a in agents),
+            branches=branches,
+            compactions=self.compactions,
+            skipped=dict(self.skipped),
+            repaired=dict(self.repaired),
+            made_unique=self.made_unique,
+        )
+
+
+def repair(messages: Sequence[Message], tally: Tally) -> list[Message]:
+    """The history made valid for every provider, each change counted in ``tally``:
+
+    - a reused tool call id is renamed (``ID#2``), and the results that follow it are
+      paired with the renamed call;
+    - a result whose call is not open is dropped;
+    - a call still unanswered when the next assistant message (or the end) comes gets
+      an error result saying so, right after its message;
+    - a message left with no content is dropped.
+    """
+    seen: collections.Counter[str] = collections.Counter()
+    open_calls: dict[str, str] = {}  # id in the file -> id in the history, for calls awaiting results
+    out: list[Message] = []
+
+    def answer_open_calls() -> None:
+        if not open_calls:
+            return
+        results = tuple(ToolResult(new, (Text(MISSING_RESULT),), True) for new in open_calls.values())
+        tally.repair("unanswered tool calls given an error result", len(results))
+        out.append(Message("tool", results, id=f"{out[-1].id}-missing-results" if out else "missing-results"))
+        open_calls.clear()
+
+    for message in messages:
+        if message.role == "assistant":
+            answer_open_calls()
+        content: list[Block] = []
+        for block in message.content:
+            if isinstance(block, ToolResult):
+                new = open_calls.pop(block.call_id, None)
+                if new is None:
+                    tally.skip("tool results without an open call")
+                    continue
+                content.append(block if new == block.call_id else dataclasses.replace(block, call_id=new))
+            elif isinstance(block, ToolCall):
+                seen[block.id] += 1
+                new = block.id if seen[block.id] == 1 else f"{block.id}#{seen[block.id]}"
+                if new != block.id:
+                    tally.made_unique += 1
+                if block.id in open_calls:  # the same id again before its result: answer the first
+                    tally.repair("unanswered tool calls given an error result")
+                    out.append(Message("tool", (ToolResult(open_calls.pop(block.id), (Text(MISSING_RESULT),), True),)))
+                open_calls[block.id] = new
+                content.append(block if new == block.id else dataclasses.replace(block, id=new))
+            else:
+                content.append(block)
+        if not content:
+            if message.content:
+                tally.repair("messages left empty dropped")
+            continue
+        out.append(message if tuple(content) == message.content else message.with_content(tuple(content)))
+    answer_open_calls()
+    return _split_mixed_tool_messages(out)
+
+
+def _split_mixed_tool_messages(messages: list[Message]) -> list[Message]:
+    """Tool results ride in ``tool`` messages only: a user message that carries results
+    (the Anthropic shape) becomes a ``tool`` message followed by the user's own blocks."""
+    out: list[Message] = []
+    for message in messages:
+        results = tuple(b for b in message.content if isinstance(b, ToolResult))
+        if message.role == "tool" or not results:
+            out.append(message)
+            continue
+        others = tuple(b for b in message.content if not isinstance(b, ToolResult))
+        out.append(Message("tool", results, id=f"{message.id}-results"))
+        if others:
+            out.append(message.with_content(others))
+    return out
+
+
+def jsonl_records(path: Path, data: bytes, tally: Tally) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each line of a JSONL file that holds a JSON object;
+    other lines are skipped and counted."""
+    for lineno, raw in enumerate(data.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except (ValueError, RecursionError):
+            tally.skip("lines that are not JSON")
+            continue
+        if not isinstance(record, dict):
+            tally.skip("lines that are not JSON objects")
+            continue
+        yield lineno, record
+
+
+def text_of(value: object) -> str:
+    """Text from a string, or from a list of text parts (any of the formats' shapes)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(text_of(part) for part in value if isinstance(part, (dict, str)) and text_of(part))
+    if isinstance(value, dict):
+        for key in ("text", "content", "output"):
+            if key in value:
+                return text_of(value[key])
+    return "" if value is None else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def safe_block(build: Any, tally: Tally, reason: str) -> Block | None:
+    """``build()``, or None (counted as ``reason``) when the input is malformed."""
+    try:
+        block: Block = build()
+    except (HistoryError, KeyError, TypeError, ValueError, AttributeError, IndexError):
+        tally.skip(reason)
+        return None
+    return block
+
+
+def image_or_stub(media_type: object, data: object, tally: Tally) -> Block:
+    """An image from base64 data; a text stub (counted) when the data is not base64."""
+    import base64
+    import binascii
+
+    if isinstance(data, str) and isinstance(media_type, str):
+        try:
+            return Image(media_type, base64.b64decode(data, validate=True))
+        except (binascii.Error, ValueError):
+            pass
+    tally.repair("images without valid data kept as a text stub")
+    return Text(f"[image {media_type}: its data was not valid base64]")

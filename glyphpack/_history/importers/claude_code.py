@@ -1,0 +1,271 @@
+"""Claude Code session JSONL, read the way Claude Code writes it.
+
+Every line with a ``uuid`` is a node whose parent is ``parentUuid`` (a compaction's
+``compact_boundary`` line points back through ``logicalParentUuid``); the live history
+is the parent walk from a leaf. One API response is written as one line per content
+block sharing ``message.id``: those lines merge into one assistant message. Each tool
+result is its own user line: consecutive results gather into one ``tool`` message.
+Subagent chains (``isSidechain``) are their own agents. ``summary`` lines give the
+title; lines that carry no message (progress, attachments, snapshots) are counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from ..messages import Block, Image, Message, Opaque, RedactedThinking, ResultBlock, Text, Thinking, ToolCall, ToolResult
+from .base import ImportedAgent, ImportedSession, Tally, image_or_stub, jsonl_records, repair, safe_block, text_of
+
+FORMAT = "claude-code"
+_MESSAGE_TYPES = ("user", "assistant")
+
+
+@dataclasses.dataclass
+class _Node:
+    index: int  # position in the file: the order Claude Code wrote it in
+    record: dict[str, Any]
+    parent: int | None = None
+    children: list[int] = dataclasses.field(default_factory=list)
+
+    @property
+    def sidechain(self) -> bool:
+        return bool(self.record.get("isSidechain"))
+
+    @property
+    def carries_message(self) -> bool:
+        return self.record.get("type") in _MESSAGE_TYPES and isinstance(self.record.get("message"), dict)
+
+
+def detect(records: list[dict[str, Any]]) -> bool:
+    return any("parentUuid" in r and "uuid" in r for r in records) or any(
+        r.get("type") == "summary" and "leafUuid" in r for r in records
+    )
+
+
+def read(path: Path, data: bytes, leaf: str | None = None) -> ImportedSession:
+    """The session in ``data``; ``leaf`` (a uuid) picks the path, default the newest
+    main-chain leaf."""
+    tally = Tally()
+    nodes: list[_Node] = []
+    by_uuid: dict[str, list[int]] = {}
+    title = ""
+    for _, record in jsonl_records(path, data, tally):
+        if record.get("type") == "summary":
+            title = title or str(record.get("summary") or "")
+            continue
+        uuid = record.get("uuid")
+        if not isinstance(uuid, str):
+            tally.skip(f"{record.get('type', 'untyped')} lines (no message)")
+            continue
+        node = _Node(len(nodes), record)
+        nodes.append(node)
+        by_uuid.setdefault(uuid, []).append(node.index)
+        if not node.carries_message and record.get("type") not in ("system",):
+            tally.skip(f"{record.get('type', 'untyped')} lines (no message)")
+        if record.get("type") == "system" and record.get("subtype") == "compact_boundary":
+            tally.compactions += 1
+    linked = any((n.record.get("parentUuid") or n.record.get("logicalParentUuid")) in by_uuid for n in nodes)
+    for node in nodes:
+        if not linked:  # older or hand-made files link no line to one in the file: file order is the path
+            node.parent = node.index - 1 if node.index else None
+            if node.parent is not None:
+                nodes[node.parent].children.append(node.index)
+            continue
+        parent_uuid = node.record.get("parentUuid") or node.record.get("logicalParentUuid")
+        candidates = by_uuid.get(parent_uuid, []) if isinstance(parent_uuid, str) else []
+        # The nearest earlier line with that uuid (a file that reuses uuids must not
+        # make a node its own ancestor); a later one only if there is no earlier.
+        earlier = [i for i in candidates if i < node.index]
+        parent = earlier[-1] if earlier else next((i for i in candidates if i != node.index), None)
+        if parent is not None and parent > node.index:
+            parent = None  # forward pointers could close a cycle: treat as a root
+        node.parent = parent
+        if parent is not None:
+            nodes[parent].children.append(node.index)
+
+    def leaves(sidechain: bool) -> list[int]:
+        return [
+            n.index
+            for n in nodes
+            if not n.children and n.sidechain == sidechain and any(nodes[i].carries_message for i in _walk(nodes, n.index))
+        ]
+
+    main_leaves = leaves(False)
+    if leaf is not None:
+        chosen = by_uuid.get(leaf, [])
+        if not chosen:
+            from ..._errors import HistoryError
+
+            raise HistoryError(f"{path}: no line with uuid {leaf!r}")
+        main = chosen[-1]
+    else:
+        main = max(main_leaves, default=-1)
+    agents: list[ImportedAgent] = []
+    if main >= 0:
+        messages, usage = _history(nodes, _walk(nodes, main), tally)
+        agents.append(ImportedAgent("main", tuple(messages), usage))
+    branches = tuple(tuple(_history(nodes, _walk(nodes, other), Tally())[0]) for other in main_leaves if other != main)
+    # Subagents: each sidechain root's newest leaf is one agent's history.
+    roots: dict[int, int] = {}
+    for index in leaves(True):
+        root = _walk(nodes, index)[0]
+        roots[root] = max(roots.get(root, -1), index)
+    for number, (_, sub_leaf) in enumerate(sorted(roots.items()), start=1):
+        name = str(nodes[sub_leaf].record.get("agentId") or f"sidechain-{number}")
+        messages, usage = _history(nodes, _walk(nodes, sub_leaf), tally)
+        if messages:
+            agents.append(ImportedAgent(_unique(name, {a.name for a in agents}), tuple(messages), usage))
+    return ImportedSession(title, tuple(agents), branches, tally.report(FORMAT, agents, len(branches)))
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    candidate, n = name, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{name}-{n}"
+    return candidate
+
+
+def _walk(nodes: list[_Node], leaf: int) -> list[int]:
+    """Node indices from the root to ``leaf``."""
+    path, seen = [], set()
+    current: int | None = leaf
+    while current is not None and current not in seen:
+        seen.add(current)
+        path.append(current)
+        current = nodes[current].parent
+    return path[::-1]
+
+
+def _history(nodes: list[_Node], path: list[int], tally: Tally) -> tuple[list[Message], tuple[tuple[int, int], ...]]:
+    """The messages along a path: responses merged by ``message.id``, tool results
+    gathered into ``tool`` messages, then repaired."""
+    messages: list[Message] = []
+    usage: list[tuple[int, int]] = []
+    response_id: object = None
+    for index in path:
+        node = nodes[index]
+        if not node.carries_message:
+            continue
+        record, message = node.record, node.record["message"]
+        blocks = _blocks(message.get("content"), tally)
+        ids = f"{record.get('uuid')}-{index}"
+        if record["type"] == "assistant":
+            same_response = message.get("id") is not None and message.get("id") == response_id and messages
+            if same_response and messages[-1].role == "assistant":
+                messages[-1] = messages[-1].with_content(messages[-1].content + tuple(blocks))
+            elif blocks:
+                messages.append(Message("assistant", tuple(blocks), id=ids))
+            response_id = message.get("id")
+            measured = _input_tokens(message.get("usage"))
+            if measured:
+                usage.append((len(messages) - 1, measured))
+            continue
+        response_id = None
+        results = tuple(b for b in blocks if isinstance(b, ToolResult))
+        others = tuple(b for b in blocks if not isinstance(b, ToolResult))
+        if results:
+            if messages and messages[-1].role == "tool":
+                messages[-1] = messages[-1].with_content(messages[-1].content + results)
+            else:
+                messages.append(Message("tool", results, id=f"{ids}-results"))
+        if others:
+            messages.append(Message("user", others, id=ids))
+    repaired = repair(_pair_anonymous_results(messages, tally), tally)
+    # usage indices refer to the unrepaired list; keep only those still exact
+    exact = tuple((n, t) for n, t in usage if n < len(repaired) and n < len(messages) and repaired[n].id == messages[n].id)
+    return repaired, exact
+
+
+def _input_tokens(usage: object) -> int:
+    if not isinstance(usage, dict):
+        return 0
+    total = 0
+    for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+        value = usage.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            total += value
+    return total
+
+
+def _pair_anonymous_results(messages: list[Message], tally: Tally) -> list[Message]:
+    """Older files write a ``tool_use`` without an id and its ``tool_result`` without
+    one: give each such call an id and pair the next anonymous result with it."""
+    out: list[Message] = []
+    waiting: list[str] = []
+    for message in messages:
+        content: list[Block] = []
+        for block in message.content:
+            if isinstance(block, ToolCall) and block.id.startswith("anonymous-"):
+                waiting.append(block.id)
+            if isinstance(block, ToolResult) and block.call_id == "":
+                if not waiting:
+                    tally.skip("tool results without a call id")
+                    continue
+                tally.repair("tool results without a call id paired with the call before them")
+                block = dataclasses.replace(block, call_id=waiting.pop(0))
+            content.append(block)
+        out.append(message.with_content(tuple(content)) if tuple(content) != message.content else message)
+    return out
+
+
+def _blocks(content: object, tally: Tally) -> list[Block]:
+    if isinstance(content, str):
+        return [Text(content)] if content else []
+    if not isinstance(content, list):
+        tally.skip("message contents that are neither text nor blocks")
+        return []
+    blocks = []
+    for item in content:
+        block = _block(item, tally) if isinstance(item, dict) else None
+        if block is None and not isinstance(item, dict):
+            tally.skip("content items that are not objects")
+        if block is not None:
+            blocks.append(block)
+    return blocks
+
+
+def _block(item: dict[str, Any], tally: Tally) -> Block | None:
+    kind = item.get("type")
+    if kind == "text":
+        return safe_block(lambda: Text(item["text"]), tally, "malformed text blocks")
+    if kind == "image":
+        source: dict[str, Any] = item["source"] if isinstance(item.get("source"), dict) else {}
+        if source.get("type") == "base64":
+            return image_or_stub(source.get("media_type"), source.get("data"), tally)
+        return safe_block(lambda: _url_image(source), tally, "images without data or a URL")
+    if kind == "tool_use":
+        if not item.get("id"):
+            tally.repair("tool calls without an id given one")
+            item = item | {"id": f"anonymous-{id(item):x}"}
+        arguments: dict[str, Any] = item["input"] if isinstance(item.get("input"), dict) else {"input": item.get("input")}
+        return safe_block(lambda: ToolCall(item["id"], str(item.get("name") or "tool"), arguments), tally, "malformed tool calls")
+    if kind == "tool_result":
+        parts = _result_content(item.get("content"), tally)
+        call_id: str = item["tool_use_id"] if isinstance(item.get("tool_use_id"), str) else ""
+        return safe_block(lambda: ToolResult(call_id, tuple(parts), bool(item.get("is_error"))), tally, "malformed tool results")
+    if kind == "thinking":
+        signature = item.get("signature") if isinstance(item.get("signature"), str) else None
+        return safe_block(lambda: Thinking(str(item.get("thinking") or ""), signature), tally, "malformed thinking")
+    if kind == "redacted_thinking":
+        return safe_block(lambda: RedactedThinking(item["data"]), tally, "malformed redacted thinking")
+    return Opaque(str(kind), item)
+
+
+def _url_image(source: dict[str, Any]) -> Block:
+    return Image(str(source.get("media_type") or "image/png"), ref=source.get("url") or source["file_id"])
+
+
+def _result_content(content: object, tally: Tally) -> list[ResultBlock]:
+    if isinstance(content, str) or content is None:
+        return [Text(content or "")]
+    parts: list[ResultBlock] = []
+    for item in content if isinstance(content, list) else [content]:
+        block = _block(item, tally) if isinstance(item, dict) else Text(text_of(item))
+        if block is None:
+            continue
+        # A result holds text and images; anything else is kept as its text.
+        parts.append(block if isinstance(block, (Text, Image)) else Text(text_of(item)))
+    return parts

@@ -1,0 +1,112 @@
+"""Codex CLI rollout JSONL: ``{timestamp, type, payload}`` lines. ``session_meta``
+instructions become the system prompt; ``response_item`` lines are Responses API items
+(messages, reasoning, function and custom tool calls and their outputs); ``compacted``
+lines are compaction points with their summary. UI events (``event_msg``) and turn
+settings are counted and left out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..convert import image_from_url, tool_arguments
+from ..messages import Block, Message, Opaque, Text, Thinking, ToolCall, ToolResult
+from .base import ImportedAgent, ImportedSession, Tally, jsonl_records, repair, safe_block, text_of
+
+FORMAT = "codex"
+
+
+def detect(records: list[dict[str, Any]]) -> bool:
+    return any(r.get("type") in ("session_meta", "response_item", "turn_context") and "payload" in r for r in records)
+
+
+def read(path: Path, data: bytes) -> ImportedSession:
+    tally = Tally()
+    messages: list[Message] = []
+
+    def add(role: str, blocks: list[Block], number: int) -> None:
+        if not blocks:
+            return
+        if messages and messages[-1].role == role and role in ("assistant", "tool"):
+            messages[-1] = messages[-1].with_content(messages[-1].content + tuple(blocks))
+        else:
+            messages.append(Message(role, tuple(blocks), id=f"codex-{number}"))  # type: ignore[arg-type]
+
+    for number, record in jsonl_records(path, data, tally):
+        kind, payload = record.get("type"), record.get("payload")
+        if not isinstance(payload, dict):
+            tally.skip(f"{kind or 'untyped'} lines without a payload")
+            continue
+        if kind == "session_meta":
+            instructions = payload.get("instructions")
+            if isinstance(instructions, str) and instructions and not any(m.role == "system" for m in messages):
+                messages.insert(0, Message("system", (Text(instructions),), id=f"codex-{number}"))
+            continue
+        if kind == "compacted":
+            tally.compactions += 1
+            summary = payload.get("message")
+            if isinstance(summary, str) and summary:
+                add("user", [Text(f"[codex compaction summary]\n{summary}")], number)
+            continue
+        if kind != "response_item":
+            tally.skip(f"{kind or 'untyped'} lines (no message)")
+            continue
+        role, blocks = _item(payload, tally)
+        add(role, blocks, number)
+    repaired = repair(messages, tally)
+    agents = (ImportedAgent("main", tuple(repaired)),)
+    return ImportedSession("", agents, (), tally.report(FORMAT, agents, 0))
+
+
+def _item(item: dict[str, Any], tally: Tally) -> tuple[str, list[Block]]:
+    """(neutral role, blocks) of one Responses API item."""
+    kind = item.get("type")
+    if kind == "message":
+        role = item.get("role")
+        neutral = "system" if role in ("developer", "system") else "assistant" if role == "assistant" else "user"
+        return neutral, _content(item.get("content"), tally)
+    if kind == "reasoning":
+        summary = text_of([s for s in item.get("summary") or [] if isinstance(s, dict)])
+        blocks: list[Block] = [Thinking(summary)] if summary else []
+        if item.get("encrypted_content"):
+            blocks.append(Opaque("encrypted_reasoning", {"encrypted_content": item["encrypted_content"]}))
+        return "assistant", blocks
+    if kind in ("function_call", "custom_tool_call"):
+        call_id = str(item.get("call_id") or item.get("id") or "")
+        raw = item.get("arguments") if kind == "function_call" else item.get("input")
+        block = safe_block(lambda: ToolCall(call_id, str(item.get("name") or "tool"), _arguments(raw, call_id)), tally, "malformed tool calls")
+        return "assistant", [block] if block is not None else []
+    if kind in ("function_call_output", "custom_tool_call_output"):
+        output = item.get("output")
+        block = safe_block(lambda: ToolResult(item["call_id"], (Text(text_of(output)),)), tally, "malformed tool outputs")
+        return "tool", [block] if block is not None else []
+    return "assistant", [Opaque(str(kind), item)]
+
+
+def _arguments(raw: object, call_id: object) -> dict[str, Any]:
+    try:
+        return tool_arguments(raw, str(call_id))
+    except Exception:  # arguments that are not JSON: kept as text
+        return {"input": raw}
+
+
+def _content(content: object, tally: Tally) -> list[Block]:
+    if isinstance(content, str):
+        return [Text(content)]
+    blocks: list[Block] = []
+    for part in content if isinstance(content, list) else []:
+        if not isinstance(part, dict):
+            continue
+        kind = part.get("type")
+        if kind in ("input_text", "output_text", "text"):
+            block = safe_block(lambda: Text(part["text"]), tally, "malformed text parts")
+        elif kind == "input_image":
+            url = part.get("image_url")
+            block = safe_block(lambda: image_from_url(url), tally, "images without a URL") if url else None
+            if block is None and not url:
+                tally.skip("images without a URL")
+        else:
+            block = Opaque(str(kind), part)
+        if block is not None:
+            blocks.append(block)
+    return blocks

@@ -1,0 +1,131 @@
+"""pi (and oh-my-pi) session JSONL: ``session``, ``message``, ``model_change``,
+``thinking_level_change`` and ``compaction`` lines; roles user, assistant,
+``toolResult`` and ``bashExecution``. Files with entry ids and parent ids are walked from
+their last entry; v1 files are read in order. Assistant turns that ended in an error or
+an abort can hold calls that never got results: the repair pass answers each with an
+error result (counted)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..messages import Block, Message, Opaque, Text, Thinking, ToolCall, ToolResult
+from .base import ImportedAgent, ImportedSession, Tally, image_or_stub, jsonl_records, repair, safe_block, text_of
+
+FORMAT = "pi"
+_ROLES = ("user", "assistant", "toolResult", "bashExecution")
+
+
+def detect(records: list[dict[str, Any]]) -> bool:
+    if any(r.get("type") == "session" and ("cwd" in r or "modelId" in r) for r in records[:3]):
+        return True
+    return any(r.get("type") == "message" and isinstance(r.get("message"), dict) and r["message"].get("role") in _ROLES
+               and "uuid" not in r for r in records)
+
+
+def read(path: Path, data: bytes) -> ImportedSession:
+    tally = Tally()
+    records = [record for _, record in jsonl_records(path, data, tally)]
+    records = _live_path(records)
+    messages: list[Message] = []
+    usage: list[tuple[int, int]] = []
+    for number, record in enumerate(records):
+        kind = record.get("type")
+        if kind == "compaction":
+            tally.compactions += 1
+            summary = record.get("summary")
+            if isinstance(summary, str) and summary:
+                messages.append(Message("user", (Text(f"[pi compaction summary]\n{summary}"),), id=f"pi-{number}"))
+            continue
+        if kind != "message" or not isinstance(record.get("message"), dict):
+            tally.skip(f"{kind or 'untyped'} lines (no message)")
+            continue
+        message = _message(record["message"], f"pi-{number}", tally)
+        if message is None:
+            continue
+        if message.role == "assistant":
+            measured = _input_tokens(record["message"].get("usage"))
+            if measured:
+                usage.append((len(messages), measured))
+        if message.role == "tool" and messages and messages[-1].role == "tool":
+            messages[-1] = messages[-1].with_content(messages[-1].content + message.content)
+        else:
+            messages.append(message)
+    repaired = repair(messages, tally)
+    ids = [m.id for m in repaired]
+    exact = tuple((ids.index(messages[n].id), t) for n, t in usage if n < len(messages) and messages[n].id in ids)
+    agents = (ImportedAgent("main", tuple(repaired), exact),)
+    return ImportedSession("", agents, (), tally.report(FORMAT, agents, 0))
+
+
+def _live_path(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Entries on the path to the last entry when entries carry ids and parent ids (the
+    tree form); the file in order otherwise."""
+    by_id = {r["id"]: r for r in records if isinstance(r.get("id"), str)}
+    if not any("parentId" in r for r in records) or not by_id:
+        return records
+    last = next((r for r in reversed(records) if isinstance(r.get("id"), str)), None)
+    path, seen = [], set()
+    while last is not None and id(last) not in seen:
+        seen.add(id(last))
+        path.append(last)
+        parent = last.get("parentId")
+        last = by_id.get(parent) if isinstance(parent, str) else None
+    header = [r for r in records if r.get("type") == "session"]
+    return header + path[::-1]
+
+
+def _input_tokens(usage: object) -> int:
+    if not isinstance(usage, dict):
+        return 0
+    values = [usage.get(k) for k in ("input", "cacheRead", "cacheWrite")]
+    return sum(v for v in values if isinstance(v, int) and not isinstance(v, bool))
+
+
+def _message(data: dict[str, Any], message_id: str, tally: Tally) -> Message | None:
+    role = data.get("role")
+    if role == "toolResult":
+        content = tuple(b for b in _blocks(data.get("content"), tally) if b.tag in ("text", "image"))
+        call_id = data.get("toolCallId")
+        result = safe_block(lambda: ToolResult(call_id, content, bool(data.get("isError"))), tally, "malformed tool results")  # type: ignore[arg-type]
+        return Message("tool", (result,), id=message_id) if result is not None else None
+    if role == "bashExecution":
+        status = f" (exit code {data.get('exitCode')})" if data.get("exitCode") not in (0, None) else ""
+        text = f"[the user ran a shell command{status}] $ {data.get('command', '')}\n{text_of(data.get('output'))}"
+        return Message("user", (Text(text),), id=message_id)
+    if role not in ("user", "assistant"):
+        tally.skip(f"messages of role {role!r}")
+        return None
+    blocks = _blocks(data.get("content"), tally)
+    if not blocks and role == "assistant" and data.get("stopReason") in ("error", "aborted"):
+        tally.skip(f"assistant turns that ended in an {data.get('stopReason')} with nothing said")
+        return None
+    return Message(role, tuple(blocks), id=message_id)
+
+
+def _blocks(content: object, tally: Tally) -> list[Block]:
+    if isinstance(content, str):
+        return [Text(content)] if content else []
+    blocks: list[Block] = []
+    for item in content if isinstance(content, list) else []:
+        if not isinstance(item, dict):
+            tally.skip("content items that are not objects")
+            continue
+        kind = item.get("type")
+        block: Block | None
+        if kind == "text":
+            block = safe_block(lambda: Text(item["text"]), tally, "malformed text blocks")
+        elif kind == "thinking":
+            signature = item.get("thinkingSignature") or item.get("signature") or None
+            block = safe_block(lambda: Thinking(str(item.get("thinking") or ""), signature), tally, "malformed thinking")
+        elif kind == "toolCall":
+            arguments: dict[str, Any] = item["arguments"] if isinstance(item.get("arguments"), dict) else {}
+            block = safe_block(lambda: ToolCall(item["id"], str(item["name"]), arguments), tally, "malformed tool calls")
+        elif kind == "image":
+            block = image_or_stub(item.get("mimeType"), item.get("data"), tally)
+        else:
+            block = Opaque(str(kind), item)
+        if block is not None:
+            blocks.append(block)
+    return blocks

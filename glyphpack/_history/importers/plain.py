@@ -1,0 +1,163 @@
+"""JSON lists of provider messages: OpenAI Chat Completions, OpenAI Responses input
+items, Anthropic Messages (with a separate ``system``), Gemini ``contents``, and
+glyphpack's own messages or transcripts."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..._errors import HistoryError
+from ..._types import ROLES, Role
+from ..codec import history_from_json
+from ..convert import from_anthropic, from_openai_chat
+from ..messages import Block, Image, Message, Opaque, Text, ToolCall, ToolResult
+from .base import ImportedAgent, ImportedSession, Tally, repair
+from .codex import _item as responses_item
+
+Document = Any
+
+
+def _messages_of(document: Document) -> tuple[list[Any], str | None]:
+    """(message list, system prompt) of a plain list or an object holding one."""
+    if isinstance(document, list):
+        return document, None
+    if isinstance(document, dict):
+        for key in ("messages", "input", "contents", "history"):
+            if isinstance(document.get(key), list):
+                system = document.get("system") or document.get("instructions") or document.get("systemInstruction")
+                if isinstance(system, dict):  # Gemini systemInstruction: {parts: [...]}
+                    system = " ".join(p.get("text", "") for p in system.get("parts", []) if isinstance(p, dict))
+                elif isinstance(system, list):  # Anthropic system blocks
+                    system = " ".join(b.get("text", "") for b in system if isinstance(b, dict))
+                return document[key], system if isinstance(system, str) else None
+    return [], None
+
+
+def _dicts(items: list[Any]) -> list[dict[str, Any]]:
+    return [i for i in items if isinstance(i, dict)]
+
+
+def kind_of(document: Document) -> str | None:
+    """Which plain format ``document`` is, from its content; None if none."""
+    if isinstance(document, dict) and document.get("format") == "glyphpack-transcript":
+        return "glyphpack"
+    items, _ = _messages_of(document)
+    items = _dicts(items)
+    if not items:
+        return None
+    if any("parts" in i and i.get("role") in ("user", "model", "function", "tool") for i in items):
+        return "gemini"
+    if any(i.get("type") in ("function_call", "function_call_output", "reasoning") for i in items) or any(
+        isinstance(i.get("content"), list) and any(isinstance(p, dict) and p.get("type") in ("input_text", "output_text") for p in i["content"])
+        for i in items
+    ):
+        return "openai-responses"
+    blocks = [b for i in items if isinstance(i.get("content"), list) for b in i["content"] if isinstance(b, dict)]
+    if blocks and all(b.get("type") in Block.registry for b in blocks) and any(i.get("role") == "tool" for i in items):
+        return "glyphpack"
+    if any(b.get("type") in ("tool_use", "tool_result") or (b.get("type") == "image" and "source" in b) for b in blocks):
+        return "anthropic"
+    if any(i.get("role") in ("tool", "developer") or i.get("tool_calls") for i in items):
+        return "openai-chat"
+    if any(b.get("type") == "image_url" for b in blocks):
+        return "openai-chat"
+    if all(i.get("role") in ("user", "assistant") for i in items) and isinstance(document, dict) and "system" in document:
+        return "anthropic"
+    if all(i.get("role") in ROLES for i in items):
+        return "openai-chat"  # plain text turns read the same in every chat format
+    return None
+
+
+def read(path: Path, document: Document, kind: str) -> ImportedSession:
+    tally = Tally()
+    items, system = _messages_of(document)
+    readers: dict[str, Callable[[list[Any], str | None, Tally], list[Message]]] = {
+        "openai-chat": lambda items, system, tally: _with_system(from_openai_chat(items), system),
+        "anthropic": lambda items, system, tally: from_anthropic(items, system),
+        "gemini": _gemini,
+        "openai-responses": _responses,
+        "glyphpack": lambda items, system, tally: history_from_json(items),
+    }
+    if kind == "glyphpack" and isinstance(document, dict) and document.get("format") == "glyphpack-transcript":
+        from ..store import read_transcript
+
+        stored = read_transcript(path)
+        messages = list(stored.messages) if stored else []
+    else:
+        try:
+            messages = readers[kind](items, system, tally)
+        except HistoryError as exc:
+            raise HistoryError(f"{path}: {exc}") from None
+    agents = (ImportedAgent("main", tuple(repair(messages, tally))),)
+    return ImportedSession("", agents, (), tally.report(kind, agents, 0))
+
+
+def _with_system(messages: list[Message], system: str | None) -> list[Message]:
+    return ([Message("system", (Text(system),))] if system else []) + messages
+
+
+def _responses(items: list[Any], system: str | None, tally: Tally) -> list[Message]:
+    messages: list[Message] = _with_system([], system)
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise HistoryError(f"item {index}: not an object")
+        if "type" not in item and "role" in item:
+            item = item | {"type": "message"}
+        role, blocks = responses_item(item, tally)
+        if not blocks:
+            continue
+        if messages and messages[-1].role == role and role in ("assistant", "tool"):
+            messages[-1] = messages[-1].with_content(messages[-1].content + tuple(blocks))
+        else:
+            messages.append(Message(role, tuple(blocks)))  # type: ignore[arg-type]
+    return messages
+
+
+def _gemini(items: list[Any], system: str | None, tally: Tally) -> list[Message]:
+    """Gemini ``contents``: function calls carry no id in older files, so each gets one
+    and the next response with its name answers it."""
+    messages: list[Message] = _with_system([], system)
+    waiting: dict[str, list[str]] = {}
+    for index, item in enumerate(items):
+        if not isinstance(item, dict) or not isinstance(item.get("parts"), list):
+            raise HistoryError(f"content {index}: needs a role and a list of parts")
+        calls: list[Block] = []
+        results: list[Block] = []
+        others: list[Block] = []
+        for number, part in enumerate(item["parts"]):
+            if not isinstance(part, dict):
+                continue
+            call = part.get("functionCall") or part.get("function_call")
+            response = part.get("functionResponse") or part.get("function_response")
+            inline = part.get("inlineData") or part.get("inline_data")
+            if isinstance(call, dict):
+                call_id = str(call.get("id") or f"gemini-{index}-{number}")
+                waiting.setdefault(str(call.get("name")), []).append(call_id)
+                calls.append(ToolCall(call_id, str(call.get("name") or "tool"), call.get("args") or {}))
+            elif isinstance(response, dict):
+                name = str(response.get("name"))
+                queue = waiting.get(name) or []
+                call_id = str(response.get("id") or (queue.pop(0) if queue else ""))
+                results.append(ToolResult(call_id, (Text(json.dumps(response.get("response"), ensure_ascii=False)),)))
+            elif isinstance(inline, dict):
+                mime = inline.get("mimeType") or inline.get("mime_type") or "image/png"
+                try:
+                    others.append(Image(str(mime), base64.b64decode(str(inline.get("data")), validate=True)))
+                except (binascii.Error, ValueError):
+                    tally.repair("images without valid data kept as a text stub")
+                    others.append(Text(f"[image {mime}: its data was not valid base64]"))
+            elif isinstance(part.get("text"), str):
+                others.append(Text(part["text"]))
+            else:
+                others.append(Opaque("gemini-part", part))
+        role: Role = "assistant" if item.get("role") == "model" else "user"
+        if results:
+            messages.append(Message("tool", tuple(results)))
+        if others or calls:
+            messages.append(Message(role, (*others, *calls)))
+    return messages

@@ -1,0 +1,70 @@
+"""SWE-agent trajectories (``.traj``): ``history`` is OpenAI-chat-like, with tool messages
+answering a list of ``tool_call_ids``. Replayed trajectories reuse call ids: the repair
+pass makes them unique and keeps each result paired with its call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..convert import tool_arguments
+from ..messages import Block, Message, Text, ToolCall, ToolResult
+from .base import ImportedAgent, ImportedSession, Tally, repair, safe_block, text_of
+
+FORMAT = "swe-agent"
+
+
+def detect(document: object) -> bool:
+    return isinstance(document, dict) and isinstance(document.get("history"), list) and (
+        "trajectory" in document or "info" in document
+    )
+
+
+def read(path: Path, document: dict[str, Any]) -> ImportedSession:
+    tally = Tally()
+    agents: dict[str, list[Message]] = {}
+    for number, entry in enumerate(document["history"]):
+        if not isinstance(entry, dict):
+            tally.skip("history entries that are not objects")
+            continue
+        agent = str(entry.get("agent") or "main")
+        message = _message(entry, f"swe-{number}", tally)
+        if message is None:
+            continue
+        history = agents.setdefault(agent, [])
+        if message.role == "tool" and history and history[-1].role == "tool":
+            history[-1] = history[-1].with_content(history[-1].content + message.content)
+        else:
+            history.append(message)
+    imported = tuple(ImportedAgent(name, tuple(repair(messages, tally))) for name, messages in agents.items())
+    return ImportedSession("", imported, (), tally.report(FORMAT, imported, 0))
+
+
+def _message(entry: dict[str, Any], message_id: str, tally: Tally) -> Message | None:
+    role = entry.get("role")
+    text = text_of(entry.get("content"))
+    if role == "tool":
+        ids = entry.get("tool_call_ids") or ([entry["tool_call_id"]] if entry.get("tool_call_id") else [])
+        results = [safe_block(lambda call_id=call_id: ToolResult(call_id, (Text(text),)), tally, "malformed tool results") for call_id in ids]
+        answers = tuple(b for b in results if b is not None)
+        if not answers:
+            tally.skip("tool messages without a call id")
+            return None
+        return Message("tool", answers, id=message_id)
+    if role not in ("system", "user", "assistant"):
+        tally.skip(f"messages of role {role!r}")
+        return None
+    blocks: list[Block] = [Text(text)] if text else []
+    for call in entry.get("tool_calls") or []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict):
+            tally.skip("malformed tool calls")
+            continue
+        block = safe_block(
+            lambda: ToolCall(call["id"], str(function["name"]), tool_arguments(function.get("arguments"), call["id"])),
+            tally,
+            "malformed tool calls",
+        )
+        if block is not None:
+            blocks.append(block)
+    return Message(role, tuple(blocks), id=message_id) if blocks else None
