@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 #: Shape names, for argument choices without loading any font (a test checks them
 #: against ``SHAPES``).
 SHAPE_NAMES = ("5x8", "6x13", "8x13", "8x13-loose", "unifont")
+#: Session formats, for argument choices (a test checks them against the registry).
+FORMAT_NAMES = ("claude-code", "pi", "codex", "swe-agent", "openai-chat", "openai-responses", "anthropic", "gemini", "glyphpack")
 
 
 def _page_size(value: str) -> tuple[int, int]:
@@ -328,7 +330,8 @@ def cmd_branch(args: argparse.Namespace) -> int:
 
 def _find_message(tree: SessionTree, conversation: str, prefix: str) -> str:
     """A message id of the conversation from a unique prefix (as the tree drawing shows)."""
-    matches = [n.message.id for n in tree.nodes(conversation) if n.message.id.startswith(prefix)]
+    ids = [n.message.id for n in tree.nodes(conversation)]
+    matches = [i for i in ids if i.startswith(prefix) or i.rsplit("/", 1)[-1].startswith(prefix)]
     if len(matches) != 1:
         found = "no message" if not matches else f"{len(matches)} messages"
         raise StoreError(f"{found} in {conversation!r} with an id starting {prefix!r}")
@@ -351,11 +354,21 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_history(path: str) -> list[Message]:
-    """Messages from a transcript file (glyphpack's format) or a JSON list of messages."""
-    from ._history.store import read_history_file
+def _load_history(path: str, format: str | None = None) -> list[Message]:
+    """The main history of any session file glyphpack reads (its format detected from
+    its content unless ``format`` says); a line on stderr says what was read."""
+    from ._history.importers.registry import import_file
 
-    return read_history_file(Path(path))
+    session = import_file(path, format=format)
+    if session.report.format != "glyphpack":
+        report = session.report
+        changed = sum(report.skipped.values()) + sum(report.repaired.values()) + report.made_unique
+        print(
+            f"read {path} as {report.format}: {len(session.messages):,} messages of the main agent"
+            + (f" ({changed:,} lines or blocks skipped or repaired; see glyphpack import)" if changed else ""),
+            file=sys.stderr,
+        )
+    return list(session.messages)
 
 
 def _write_view(result: Compaction, directory: Path | None) -> list[str]:
@@ -378,7 +391,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     from ._compaction.results import CompactionPolicy
 
     out = _output_dir(args.out)
-    history = _load_history(args.transcript)
+    history = _load_history(args.transcript, args.format)
     policy = CompactionPolicy(protect_turns=args.protect_turns)
     if args.command == "shake":
         result = shake(history, args.model, policy=policy)
@@ -394,7 +407,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 def cmd_context(args: argparse.Namespace) -> int:
     from ._compaction.cost import CostModel
 
-    history = _load_history(args.transcript)
+    history = _load_history(args.transcript, args.format)
     cost = CostModel.for_model(args.model)
     parts = cost.breakdown(history)
     total = sum(parts.values()) or 1
@@ -404,6 +417,31 @@ def cmd_context(args: argparse.Namespace) -> int:
         bar = "█" * round(width * tokens / total)
         print(f"{name:<13} {tokens:>10,} {tokens / total:>6.1%}  {bar}")
     return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from ._history.importers.registry import import_file
+    from ._history.store import Workspace
+
+    sessions = []
+    for name in args.files:  # every file read before anything is written
+        conversation = args.conversation if args.conversation and len(args.files) == 1 else _conversation_id(name)
+        sessions.append((name, conversation, import_file(name, format=args.format)))
+    with Workspace(args.workspace) as workspace:
+        for name, conversation, session in sessions:
+            saved = workspace.import_session(session, conversation)
+            print(f"{name} -> {args.workspace}: conversation {conversation}" + (f" ({session.title})" if session.title else ""))
+            for line in session.report.lines():
+                print(f"  {line}")
+            print(f"  transcripts: {', '.join(f'{t.agent} ({len(t.messages):,} messages)' for t in saved)}")
+    return 0
+
+
+def _conversation_id(path: str) -> str:
+    """A conversation id from a file name: its stem, with what an id cannot hold replaced."""
+    stem = Path(path).name.split(".")[0]
+    cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in stem).strip("-.")
+    return (cleaned or "imported")[:128]
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -481,7 +519,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("shake", "run only the free rungs (elision, image drop) on a transcript"),
     ):
         p = sub.add_parser(name, help=helptext)
-        p.add_argument("transcript", help="a transcript file or a JSON list of messages")
+        p.add_argument("transcript", help="any session file glyphpack reads (see import)")
+        p.add_argument("--format", choices=FORMAT_NAMES, help="the file's format (default: detected from its content)")
         p.add_argument("--model", required=True, help="the reader's model id")
         if name == "compact":
             p.add_argument("--budget", type=int, required=True, help="tokens the view must fit in")
@@ -490,9 +529,17 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(run=cmd_compact)
 
     p = sub.add_parser("context", help="what fills the context: tokens per category, with bars")
-    p.add_argument("transcript")
+    p.add_argument("transcript", help="any session file glyphpack reads (see import)")
+    p.add_argument("--format", choices=FORMAT_NAMES, help="the file's format (default: detected from its content)")
     p.add_argument("--model", required=True)
     p.set_defaults(run=cmd_context)
+
+    p = sub.add_parser("import", help="import session files (Claude Code, pi, Codex, SWE-agent, provider lists) into a workspace")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--workspace", required=True, metavar="WS", help="the workspace folder (created if missing)")
+    p.add_argument("--format", choices=FORMAT_NAMES, help="the files' format (default: detected from each file's content)")
+    p.add_argument("--conversation", metavar="ID", help="the conversation id, for one file (default: the file name)")
+    p.set_defaults(run=cmd_import)
 
     p = sub.add_parser("generate-session", help="write a realistic generated agent session (for trying the ladder)")
     p.add_argument("out", metavar="FILE.json")

@@ -15,6 +15,7 @@ def test_public_api_is_pinned():
         "Message", "Text", "Image", "ToolCall", "ToolResult", "Thinking", "is_turn_boundary",
         "turn_boundaries", "validate_history", "to_anthropic", "from_anthropic", "to_openai_chat",
         "from_openai_chat", "Workspace", "Transcript", "SessionTree", "export_json", "export_markdown",
+        "RedactedThinking", "Opaque", "import_file", "ImportReport", "ImportedAgent", "ImportedSession",
         # compaction
         "Compaction", "CompactionPolicy", "LadderReport", "RungReport", "CompactionError", "Summarizer", "compact", "parse_overflow", "recover", "shake",
         "should_compact", "generate_session", "calibrate",

@@ -120,3 +120,11 @@ def test_cli_shape_choices_are_the_catalog():
     from glyphpack._render.shapes import SHAPES
 
     assert set(SHAPE_NAMES) == set(SHAPES)
+
+
+def test_cli_format_choices_are_the_registry():
+    """Catches a format the importers read that the CLI does not offer, or the reverse."""
+    from glyphpack._cli import FORMAT_NAMES
+    from glyphpack._history.importers.registry import FORMATS
+
+    assert set(FORMAT_NAMES) == set(FORMATS)

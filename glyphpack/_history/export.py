@@ -25,9 +25,14 @@ def export_json(tree: SessionTree, conversation: str, *, whole_tree: bool = Fals
     return out
 
 
+def short_id(message_id: str) -> str:
+    """The first 8 characters of a message id's own part (after a conversation prefix)."""
+    return message_id.rsplit("/", 1)[-1][:8]
+
+
 def message_markdown(message: Message) -> str:
     body = "\n\n".join(b.markdown() for b in message.content)
-    return f"### {message.role} `{message.id[:8]}`\n\n{body}\n"
+    return f"### {message.role} `{short_id(message.id)}`\n\n{body}\n"
 
 
 @public
@@ -38,7 +43,7 @@ def export_markdown(tree: SessionTree, conversation: str, *, whole_tree: bool = 
     if whole_tree:
         lines.append("```\n" + "\n".join(draw_tree(tree, conversation)) + "\n```\n")
         for node in tree.nodes(conversation):
-            parent = f" (after `{node.parent[:8]}`)" if node.parent else " (root)"
+            parent = f" (after `{short_id(node.parent)}`)" if node.parent else " (root)"
             lines.append(message_markdown(node.message).replace("\n", f"{parent}\n", 1))
     else:
         lines += [message_markdown(m) for m in tree.path(conversation)]
@@ -76,6 +81,6 @@ def draw_tree(tree: SessionTree, conversation: str) -> list[str]:
     while stack:  # depth-first without recursion: paths can be thousands of messages long
         node, line_prefix, child_prefix = stack.pop()
         mark = "  <- tip" if node.message.id == info.tip else ""
-        lines.append(f"{line_prefix}* {node.message.role}: {_summary(node.message)} [{node.message.id[:8]}]{mark}")
+        lines.append(f"{line_prefix}* {node.message.role}: {_summary(node.message)} [{short_id(node.message.id)}]{mark}")
         stack.extend(reversed(branches(children.get(node.message.id, []), child_prefix)))
     return lines

@@ -24,6 +24,7 @@ from .._providers.text_tokens import DEFAULT_ESTIMATOR, TextEstimator
 from .._types import LoadState, public
 from .codec import history_from_json, history_to_json, json_bytes
 from .ids import check_id
+from .importers.base import ImportedSession
 from .messages import Message, Text, turn_boundaries, validate_history
 from .pricing import EstimatePricer, message_tokens
 from .tree import SessionTree
@@ -37,6 +38,12 @@ except ImportError:  # pragma: no cover - Windows: no advisory locks; revisions 
 
 FORMAT = "glyphpack-transcript"
 FORMAT_VERSION = 1
+
+
+def _agent_id(name: str) -> str:
+    """An agent name from a session file as an id a file name can carry."""
+    cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in name).strip("-.") or "agent"
+    return cleaned[:128]
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -270,6 +277,33 @@ class Workspace:
 
     def transcript_path(self, conversation: str, agent: str) -> Path:
         return self.path / "transcripts" / check_id(conversation, "conversation") / f"{check_id(agent, 'agent')}.json"
+
+    def import_session(self, session: ImportedSession, conversation: str, *, replace: bool = False) -> list[Transcript]:
+        """Store an imported session as conversation ``conversation``: every path of its
+        tree (the main history, the other branches, each subagent's history) in the
+        session tree, the tip on the main history's end; and one transcript per agent.
+        Message ids are prefixed with the conversation id, so the same file imported
+        twice under two names keeps two separate trees."""
+        check_id(conversation, "conversation")
+
+        def scoped(messages: Sequence[Message]) -> tuple[Message, ...]:
+            return tuple(dataclasses.replace(m, id=f"{conversation}/{m.id}") for m in messages)
+
+        agents = [(agent.name, scoped(agent.messages)) for agent in session.agents]
+        names = [check_id(_agent_id(name), "agent") for name, _ in agents]
+        existing = {c.id for c in self.tree.conversations()}
+        if conversation in existing and not replace:
+            raise StoreError(f"conversation {conversation!r} is already in {self.path}; import it under another name")
+        if conversation not in existing:
+            self.tree.create(conversation, title=session.title)
+        main = agents[0][1] if agents else ()
+        paths = [main, *(scoped(branch) for branch in session.branches), *(messages for _, messages in agents[1:])]
+        self.tree.add_paths(conversation, paths, tip=main[-1].id if main else None)
+        saved = []
+        for name, (_, messages) in zip(names, agents):
+            current = self.load(conversation, name)
+            saved.append(self.save(conversation, name, messages, revision=current.revision, replace=True))
+        return saved
 
     def transcripts(self) -> list[tuple[str, str]]:
         """Every stored (conversation, agent) pair."""

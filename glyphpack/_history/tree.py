@@ -14,7 +14,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -313,6 +313,29 @@ class SessionTree:
                 if node.conversation != conversation:
                     raise StoreError(f"message {message_id!r} belongs to {node.conversation!r}, not {conversation!r}")
             self._move_tip(conversation, current, message_id)
+
+    def add_paths(self, conversation: str, paths: Sequence[Sequence[Message]], *, tip: str | None) -> int:
+        """Store whole paths (root first) in one transaction: each message under the one
+        before it, a message already stored (a prefix two paths share) stored once; then
+        move the tip to ``tip``. Returns how many messages were added."""
+        added = 0
+        with self._write():
+            self.conversation(conversation)
+            for path in paths:
+                parent = None
+                for message in path:
+                    exists = self._db.execute("SELECT conversation FROM messages WHERE id = ?", (message.id,)).fetchone()
+                    if exists is None:
+                        self._db.execute(
+                            "INSERT INTO messages (id, conversation, parent, role, body, created) VALUES (?, ?, ?, ?, ?, ?)",
+                            (message.id, conversation, parent, message.role, json_text(message_to_json(message)), time.time()),
+                        )
+                        added += 1
+                    elif exists[0] != conversation:
+                        raise StoreError(f"message id {message.id!r} is already in conversation {exists[0]!r}")
+                    parent = message.id
+            self._move_tip(conversation, self.tip(conversation), tip)
+        return added
 
     def fork(self, conversation: str, at: str | None = None, *, new_conversation: str | None = None, title: str = "") -> str:
         """Copy the path root..``at`` (default: the tip) into a new conversation with

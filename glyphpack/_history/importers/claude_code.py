@@ -160,7 +160,7 @@ def _history(nodes: list[_Node], path: list[int], tally: Tally) -> tuple[list[Me
                 messages.append(Message("assistant", tuple(blocks), id=ids))
             response_id = message.get("id")
             measured = _input_tokens(message.get("usage"))
-            if measured:
+            if measured and messages and messages[-1].role == "assistant":
                 usage.append((len(messages) - 1, measured))
             continue
         response_id = None
@@ -175,8 +175,10 @@ def _history(nodes: list[_Node], path: list[int], tally: Tally) -> tuple[list[Me
             messages.append(Message("user", others, id=ids))
     repaired = repair(_pair_anonymous_results(messages, tally), tally)
     # usage indices refer to the unrepaired list; keep only those still exact
-    exact = tuple((n, t) for n, t in usage if n < len(repaired) and n < len(messages) and repaired[n].id == messages[n].id)
-    return repaired, exact
+    position = {m.id: n for n, m in enumerate(repaired)}
+    # One response written as several lines repeats its usage: one record per message.
+    exact = {position[messages[n].id]: t for n, t in usage if 0 <= n < len(messages) and messages[n].id in position}
+    return repaired, tuple(sorted(exact.items()))
 
 
 def _input_tokens(usage: object) -> int:

@@ -58,7 +58,8 @@ def kind_of(document: Document) -> str | None:
     ):
         return "openai-responses"
     blocks = [b for i in items if isinstance(i.get("content"), list) for b in i["content"] if isinstance(b, dict)]
-    if blocks and all(b.get("type") in Block.registry for b in blocks) and any(i.get("role") == "tool" for i in items):
+    own_shape = all("id" in i and isinstance(i.get("content"), list) for i in items)
+    if own_shape and all(b.get("type") in Block.registry for b in blocks):
         return "glyphpack"
     if any(b.get("type") in ("tool_use", "tool_result") or (b.get("type") == "image" and "source" in b) for b in blocks):
         return "anthropic"

@@ -38,7 +38,8 @@ def import_file(path: str | Path, *, format: str | None = None) -> ImportedSessi
     except OSError as exc:
         raise HistoryError(f"cannot read {path}: {exc.strerror}") from None
     document = _whole_json(data)
-    if format in JSONL_FORMATS or (format is None and document is _NOT_JSON):
+    one_record = isinstance(document, dict) and any(detect([document]) for detect, _ in JSONL_FORMATS.values())
+    if format in JSONL_FORMATS or (format is None and (document is _NOT_JSON or one_record)):
         return _read_jsonl(path, data, format)
     if document is _NOT_JSON:
         raise HistoryError(f"{path} is not JSON, so it cannot be {format}")

@@ -1,0 +1,318 @@
+"""Importers on the real session files in ``shared/sessions`` (and the copies in
+``tests/data/sessions``): concrete counts per file, histories every provider's SDK
+types accept, the session tree as the file had it, and mutated lines that give only
+``HistoryError`` or a valid import."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import TypeAdapter
+
+import glyphpack
+from glyphpack import HistoryError, Message, Opaque, RedactedThinking, Text, Thinking, import_file
+from glyphpack._cli import main
+from glyphpack._history.codec import history_from_json, history_to_json
+from glyphpack._history.messages import validate_history
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "sessions"
+DATA = Path(__file__).parent / "data" / "sessions"
+needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="shared/sessions is not beside the repository")
+
+# file, format, messages, tool calls, tool results, images, thinking blocks, agents,
+# other branches, compaction points, skipped, repaired, call ids made unique
+EXPECTED = [
+    ("claude-code/as-claude-small-schemadrift.jsonl", "claude-code", 8, 1, 1, 0, 4, 2, 11, 2, 56, 2, 0),
+    ("claude-code/ccl-edge_cases.jsonl", "claude-code", 13, 3, 3, 0, 0, 1, 0, 0, 7, 2, 0),
+    ("claude-code/ccl-representative_messages.jsonl", "claude-code", 11, 2, 2, 0, 0, 1, 0, 0, 0, 0, 0),
+    ("claude-code/ccl-session_b.jsonl", "claude-code", 3, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0),
+    ("claude-code/ccl-todowrite_examples.jsonl", "claude-code", 11, 3, 3, 0, 0, 1, 0, 0, 0, 0, 0),
+    ("claude-code/ccv-fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl", "claude-code", 341, 167, 167, 0, 0, 6, 0, 0, 0, 0, 0),
+    ("codex/as-codex-small-schemadrift.jsonl", "codex", 20, 4, 4, 0, 1, 1, 0, 6, 87, 3, 1),
+    ("codex/simonw-sample_codex_session.jsonl", "codex", 4, 0, 0, 0, 0, 1, 0, 0, 7, 0, 0),
+    ("pi/pimono-before-compaction.jsonl", "pi", 968, 454, 454, 0, 49, 1, 0, 2, 24, 6, 0),
+    ("swe-agent/marshmallow-1867-fc-replace-from-source.traj", "swe-agent", 28, 13, 13, 0, 0, 1, 0, 0, 0, 0, 4),
+]
+
+
+def assert_valid_for_every_provider(messages):
+    from anthropic.types import MessageParam
+    from openai.types.chat import ChatCompletionMessageParam
+
+    validate_history(messages, allow_pending=False)
+    system, converted = glyphpack.to_anthropic(messages)
+    anthropic_message = TypeAdapter(MessageParam)
+    for entry in converted:
+        anthropic_message.validate_python(entry)
+    roles = [m["role"] for m in converted]
+    assert all(a != b for a, b in zip(roles, roles[1:]))
+    chat_message = TypeAdapter(ChatCompletionMessageParam)
+    for entry in glyphpack.to_openai_chat(messages):
+        chat_message.validate_python(entry)
+
+
+@needs_shared
+@pytest.mark.parametrize("expected", EXPECTED, ids=[e[0].split("/")[-1] for e in EXPECTED])
+def test_every_shared_session_imports_with_these_counts(expected):
+    name, *counts = expected
+    session = import_file(SHARED / name)
+    r = session.report
+    assert [r.format, r.messages, r.tool_calls, r.tool_results, r.images, r.thinking, len(r.agents), r.branches,
+            r.compactions, sum(r.skipped.values()), sum(r.repaired.values()), r.made_unique] == counts
+    for agent in session.agents:
+        assert_valid_for_every_provider(agent.messages)
+    for branch in session.branches:
+        validate_history(branch, allow_pending=False)
+
+
+def test_every_file_in_shared_is_covered():
+    if not SHARED.is_dir():
+        pytest.skip("shared/sessions is not beside the repository")
+    files = {str(p.relative_to(SHARED)) for p in SHARED.glob("*/*") if p.parent.name != "licenses"}
+    assert files == {e[0] for e in EXPECTED}
+
+
+@needs_shared
+def test_claude_code_merges_responses_and_keeps_subagents_apart():
+    session = import_file(SHARED / "claude-code/ccv-fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl")
+    assert session.title == "Empty Repo Setup: CLAUDE.md Foundation Created"
+    main_agent, *subagents = session.agents
+    assert [a.name for a in subagents] == [f"sidechain-{n}" for n in range(1, 6)]
+    # one API response written as several lines is one assistant message
+    lines = [json.loads(line) for line in (SHARED / "claude-code/ccv-fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl").read_text().splitlines()]
+    response_ids = {r["message"].get("id") for r in lines if r.get("type") == "assistant" and not r.get("isSidechain")}
+    assistant_messages = [m for m in main_agent.messages if m.role == "assistant"]
+    assert len(assistant_messages) <= len(response_ids)
+    assert all(m.role != "assistant" or b.tag != "tool_result" for m in main_agent.messages for b in m.content)
+    assert main_agent.usage and all(tokens > 0 for _, tokens in main_agent.usage)
+
+
+@needs_shared
+def test_pi_repairs_unanswered_calls_and_keeps_usage():
+    session = import_file(SHARED / "pi/pimono-before-compaction.jsonl")
+    missing = [b for m in session.messages for b in m.tool_results if "no result: the session ended" in b.text]
+    assert len(missing) == session.report.repaired["unanswered tool calls given an error result"] == 6
+    assert all(b.is_error for b in missing)
+    assert len(session.agents[0].usage) == 471
+    summaries = [m for m in session.messages if m.text.startswith("[pi compaction summary]")]
+    assert len(summaries) == session.report.compactions == 2
+
+
+@needs_shared
+def test_swe_agent_reused_call_ids_are_made_unique_and_stay_paired():
+    session = import_file(SHARED / "swe-agent/marshmallow-1867-fc-replace-from-source.traj")
+    calls = [c.id for m in session.messages for c in m.tool_calls]
+    assert len(calls) == len(set(calls)) == 13
+    assert sum("#" in c for c in calls) == 4
+    # each result follows its own call
+    for index, message in enumerate(session.messages):
+        for call in message.tool_calls:
+            assert any(r.call_id == call.id for r in session.messages[index + 1].tool_results)
+    assert session.messages[1].text.startswith("We're currently solving the following issue")
+
+
+def test_plain_provider_lists():
+    openai = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    anthropic = {"system": "be brief", "messages": [
+        {"role": "user", "content": "list"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "ls", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a.txt"}]},
+        {"role": "assistant", "content": [{"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {}}, {"type": "text", "text": "done"}]},
+    ]}
+    gemini = {"contents": [
+        {"role": "user", "parts": [{"text": "weather?"}]},
+        {"role": "model", "parts": [{"functionCall": {"name": "weather", "args": {"city": "Oslo"}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"name": "weather", "response": {"sky": "grey"}}}]},
+        {"role": "model", "parts": [{"text": "grey"}]},
+    ]}
+    responses = [
+        {"role": "user", "content": [{"type": "input_text", "text": "run ls"}]},
+        {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{\"cmd\": \"ls\"}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "a.txt"},
+        {"role": "assistant", "content": [{"type": "output_text", "text": "one file"}]},
+    ]
+    own = history_to_json([Message("user", "hi"), Message("assistant", (Opaque("fallback", {"to": "x"}), Text("ok")))])
+    for document, kind, count in ((openai, "openai-chat", 3), (anthropic, "anthropic", 5), (gemini, "gemini", 4),
+                                  (responses, "openai-responses", 4), (own, "glyphpack", 2)):
+        path = Path(__file__).parent / "data" / f"tmp-{kind}.json"
+        path.write_text(json.dumps(document))
+        try:
+            session = import_file(path)
+        finally:
+            path.unlink()
+        assert (session.report.format, len(session.messages)) == (kind, count)
+        assert_valid_for_every_provider(session.messages)
+
+
+def test_blocks_no_provider_takes_are_never_sent():
+    history = [
+        Message("user", "q"),
+        Message("assistant", (Thinking("unsigned musing"), RedactedThinking("ENCRYPTED"), Opaque("fallback", {"to": "m"}), Text("a"))),
+    ]
+    assert history_from_json(history_to_json(history)) == history  # round-trip safe
+    system, converted = glyphpack.to_anthropic(history)
+    assert converted[1]["content"] == [{"type": "redacted_thinking", "data": "ENCRYPTED"}, {"type": "text", "text": "a"}]
+    chat = glyphpack.to_openai_chat(history)
+    assert chat[1] == {"role": "assistant", "content": "a"}
+
+
+@pytest.mark.parametrize(
+    "convert, messages, expected",
+    [
+        (glyphpack.from_anthropic, [{"role": "user", "content": "x"}, {"role": "assistant"}], "message 1: no 'content' key"),
+        (glyphpack.from_anthropic, [{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "%%"}}]}], "message 0: .*not valid base64"),
+        (glyphpack.from_anthropic, [{"role": "user", "content": [7]}], "message 0: .*must be an object"),
+        (glyphpack.from_openai_chat, [{"role": "user", "content": "x"}, {"content": "no role"}], "message 1: no 'role' key"),
+        (glyphpack.from_openai_chat, [{"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{"}}]}], "message 0: .*not JSON"),
+    ],
+)
+def test_converters_name_the_malformed_message(convert, messages, expected):
+    with pytest.raises(HistoryError, match=expected):
+        convert(messages)
+
+
+@needs_shared
+def test_import_into_a_workspace_keeps_the_tree_and_one_transcript_per_agent(tmp_path):
+    session = import_file(SHARED / "claude-code/ccv-fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl")
+    with glyphpack.Workspace(tmp_path / "ws") as ws:
+        saved = ws.import_session(session, "ccv")
+        assert [t.agent for t in saved] == ["main", *(f"sidechain-{n}" for n in range(1, 6))]
+        assert [m.id.split("/", 1)[1] for m in ws.tree.path("ccv")] == [m.id for m in session.messages]
+        assert len(ws.tree.nodes("ccv")) == sum(len(a.messages) for a in session.agents)
+        stored = ws.load("ccv", "sidechain-2").messages
+        assert [m.id for m in stored] == [f"ccv/{m.id}" for m in session.agents[2].messages]
+        with pytest.raises(glyphpack.StoreError, match="already in"):
+            ws.import_session(session, "ccv")
+
+
+@needs_shared
+def test_branches_share_their_prefix_in_the_tree(tmp_path):
+    session = import_file(SHARED / "claude-code/as-claude-small-schemadrift.jsonl")
+    with glyphpack.Workspace(tmp_path / "ws") as ws:
+        ws.import_session(session, "drift")
+        nodes = ws.tree.nodes("drift")
+        ids = [n.message.id for n in nodes]
+        assert len(ids) == len(set(ids))
+        leaves = {n.message.id for n in nodes} - {n.parent for n in nodes}
+        assert ws.tree.tip("drift") in leaves and len(leaves) >= 2
+
+
+@needs_shared
+@pytest.mark.parametrize("expected", EXPECTED, ids=[e[0].split("/")[-1] for e in EXPECTED])
+def test_the_cli_takes_each_file_as_it_is(expected, tmp_path, capsys):
+    path = SHARED / expected[0]
+    assert main(["context", str(path), "--model", "claude-sonnet-4-5"]) == 0
+    out, err = capsys.readouterr()
+    assert f"{len(import_file(path).messages):,} messages" in out and f"as {expected[1]}" in err
+    code = main(["compact", str(path), "--model", "claude-sonnet-4-5", "--budget", "20000", "--out", str(tmp_path / "view")])
+    assert code in (0, 1)  # 1: the ladder could not fit it without a summarizer
+    view = history_from_json(json.loads((tmp_path / "view" / "view.json").read_text()))
+    validate_history(view, allow_pending=False)
+    assert main(["import", str(path), "--workspace", str(tmp_path / "ws")]) == 0
+
+
+# ---------------------------------------------------------------------------- mutations
+
+LINES = [line for path in sorted(DATA.glob("*.jsonl")) for line in path.read_text().splitlines() if line.strip()]
+
+
+def mutated(line: str, data: st.DataObject) -> str:
+    try:
+        value = json.loads(line)
+    except ValueError:  # already truncated by an earlier mutation
+        return line[: data.draw(st.integers(0, len(line)))]
+    target = value
+    for _ in range(data.draw(st.integers(0, 5))):
+        if isinstance(target, dict) and target:
+            # Walk mostly into what carries messages, where the readers do their work.
+            inner = sorted(k for k in target if k in ("message", "content", "payload", "source", "output", "summary"))
+            key = data.draw(st.sampled_from(inner if inner and data.draw(st.integers(0, 9)) < 8 else sorted(target)))
+            if isinstance(target[key], (dict, list)) and target[key]:
+                target = target[key]
+                continue
+        elif isinstance(target, list) and target and isinstance(target[0], (dict, list)):
+            target = target[data.draw(st.integers(0, len(target) - 1))]
+            continue
+        break
+    action = data.draw(st.sampled_from(["drop", "type", "base64", "block", "truncate"]))
+    if action == "truncate":
+        return line[: data.draw(st.integers(0, len(line)))]
+    if isinstance(target, dict) and target:
+        key = data.draw(st.sampled_from(sorted(target)))
+        if action == "drop":
+            del target[key]
+        elif action == "type":
+            target[key] = data.draw(st.sampled_from([None, 7, "x", [], {}, True, [1], {"type": 3}]))
+        elif action == "base64":
+            target[key] = "%%%not base64" if data.draw(st.booleans()) else base64.b64encode(b"\x89PNG").decode()
+        else:
+            target[key] = [{"type": data.draw(st.sampled_from(["video", "server_tool_use", "fallback", "tool_use", "image"]))}]
+    elif isinstance(target, list):
+        target.append({"type": "mystery", "payload": 1})
+    return json.dumps(value)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_mutated_real_lines_give_history_errors_or_valid_imports(tmp_path, data):
+    lines = list(LINES)
+    for _ in range(data.draw(st.integers(1, 4))):
+        index = data.draw(st.integers(0, len(lines) - 1))
+        lines[index] = mutated(lines[index], data)
+    start = data.draw(st.integers(0, len(lines) - 1))
+    path = tmp_path / "session.jsonl"
+    path.write_text("\n".join(lines[start : start + data.draw(st.integers(1, 40))]))
+    try:
+        session = import_file(path)
+    except HistoryError:
+        return
+    for agent in session.agents:
+        validate_history(agent.messages, allow_pending=False)
+        glyphpack.to_anthropic(agent.messages)
+        glyphpack.to_openai_chat(agent.messages)
+
+
+def _nodes(value, path=()):
+    """(path, dict) for every object inside a JSON value."""
+    if isinstance(value, dict):
+        yield path, value
+        for key, inner in value.items():
+            yield from _nodes(inner, (*path, key))
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            yield from _nodes(inner, (*path, index))
+
+
+def test_every_key_of_every_real_line_dropped_or_retyped(tmp_path):
+    """Exhaustive where the property test samples: each line of the real files, alone,
+    with each key of each object in it dropped, then set to a number. Catches a reader
+    that indexes a key without checking (a KeyError or TypeError escaping)."""
+    path = tmp_path / "one.jsonl"
+    cases = 0
+    for line in LINES:
+        value = json.loads(line)
+        for where, node in list(_nodes(value)):
+            for key in list(node):
+                for change in ("drop", "number"):
+                    copy = json.loads(line)
+                    target = copy
+                    for step in where:
+                        target = target[step]
+                    if change == "drop":
+                        del target[key]
+                    else:
+                        target[key] = 7
+                    path.write_text(json.dumps(copy))
+                    cases += 1
+                    try:
+                        session = import_file(path)
+                    except HistoryError:
+                        continue
+                    for agent in session.agents:
+                        validate_history(agent.messages, allow_pending=False)
+    assert cases > 1000
