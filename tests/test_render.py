@@ -88,6 +88,7 @@ def test_cjk_text_chooses_unifont():
     assert render("mostly ascii with one 字")[0].shape == "5x8"
 
 
+@pytest.mark.slow
 def test_a_ten_megabyte_line_renders(monkeypatch):
     line = "0123456789abcdef" * (10 * 1024 * 1024 // 16)
     pages = render(line, layout="lines")
@@ -157,6 +158,7 @@ def test_renders_from_many_threads_at_once_match_serial_renders():
     assert threaded == serial
 
 
+@pytest.mark.slow
 def test_workqueue_threading_layer_survives_concurrent_renders(tmp_path):
     """Numba's fallback threading layer aborts on concurrent parallel launches unless
     glyphpack serializes them; run it in a child process with that layer forced."""
