@@ -1,0 +1,70 @@
+"""Importing the real session files in shared/sessions and pricing them (the work of
+``glyphpack context FILE``): time and peak memory per file, messages per second, and
+the ratio to only parsing the file's JSON (the baseline, measured in the same run)."""
+
+from __future__ import annotations
+
+import json
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from conftest import TABLES
+
+from glyphpack import import_file
+from glyphpack._compaction.cost import CostModel
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "sessions"
+FILES = sorted(p for p in SHARED.glob("*/*") if p.parent.name != "licenses") if SHARED.is_dir() else []
+ROWS: list[str] = []
+
+
+def parse_only(path: Path) -> int:
+    data = path.read_bytes()
+    if path.suffix == ".jsonl":
+        return sum(1 for line in data.splitlines() if line.strip() and json.loads(line) is not None)
+    return len(json.loads(data))
+
+
+def import_and_price(path: Path) -> tuple[int, int]:
+    session = import_file(path)
+    cost = CostModel.for_model("claude-sonnet-4-5")
+    every = [m for agent in session.agents for m in agent.messages]
+    return len(every), sum(cost.breakdown(every).values())
+
+
+def best_of(fn, path: Path, rounds: int = 5) -> float:
+    times = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        fn(path)
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+@pytest.mark.skipif(not FILES, reason="shared/sessions is not beside the repository")
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_import_and_context(path):
+    baseline = best_of(parse_only, path)
+    seconds = best_of(import_and_price, path)
+    tracemalloc.start()
+    messages, tokens = import_and_price(path)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    size = path.stat().st_size
+    ROWS.append(
+        f"| {path.parent.name}/{path.name[:40]} | {size / 1e6:.2f} MB | {messages:,} | {tokens:,} | {seconds * 1000:.1f} ms | "
+        f"{messages / seconds:,.0f} | {peak / 1e6:.1f} MB | {seconds / baseline:.1f}x |"
+    )
+    assert messages > 0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def table():
+    yield
+    TABLES["importing real sessions and pricing them (one run)"] = [
+        "| file | size | messages (all agents) | tokens (claude) | import + price | messages/s | peak memory | / JSON parse only |",
+        "|---|---|---|---|---|---|---|---|",
+        *ROWS,
+    ]
