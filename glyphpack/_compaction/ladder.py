@@ -66,6 +66,13 @@ def compact(
     if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
         raise CompactionError(f"budget must be a positive number of tokens, not {budget!r}")
     cost = cost_model(profile, policy)
+    overhead = cost.estimator.overhead
+    if budget <= overhead:
+        raise CompactionError(
+            f"a budget of {budget:,} tokens leaves nothing for messages: requests carry {overhead:,} tokens "
+            f"of system prompt and tool schemas (the estimator's overhead)"
+        )
+    full_budget, budget = budget, budget - overhead  # the rungs work on the messages' share
     vision = cost.profile.vision
     before = cost.history(history)
     view: tuple[Message, ...] = tuple(history)
@@ -102,21 +109,25 @@ def compact(
             rungs.append(RungReport("summarization", tokens, tokens, skipped="no summarizer supplied"))
     after = cost.history(view)
     ok = after <= budget
+    before, after = before + overhead, after + overhead
+    plus = f", {overhead:,} of them the requests' overhead" if overhead else ""
     message = (
-        f"fits: {before:,} -> {after:,} estimated tokens (budget {budget:,})"
+        f"fits: {before:,} -> {after:,} estimated tokens (budget {full_budget:,}{plus})"
         if ok
-        else f"does not fit: the ladder got {before:,} down to {after:,} estimated tokens, over the budget of {budget:,}"
+        else f"does not fit: the ladder got {before:,} down to {after:,} estimated tokens{plus}, over the budget of {full_budget:,}"
         + ("" if summarizer is not None else "; a summarizer would free more")
     )
-    return Compaction(view, LadderReport(budget, before, after, ok, tuple(rungs), message), pages)
+    return Compaction(view, LadderReport(full_budget, before, after, ok, tuple(rungs), message), pages)
 
 
 @public
 def should_compact(
     history: Sequence[Message], profile: Profile | str, threshold: int, *, policy: CompactionPolicy = CompactionPolicy()
 ) -> bool:
-    """Proactive trigger: whether the history's estimated tokens reached ``threshold``."""
-    return cost_model(profile, policy).history(history) >= threshold
+    """Proactive trigger: whether a request with the history (and the estimator's
+    overhead) reached ``threshold`` estimated tokens."""
+    cost = cost_model(profile, policy)
+    return cost.history(history) + cost.estimator.overhead >= threshold
 
 
 def compact_transcript(

@@ -105,7 +105,7 @@ def recover(
     """Reactive compaction after the provider rejected ``history`` as too long.
 
     Token overflows: the provider's measured count is trusted over the local
-    estimate (the estimator is rescaled to match it), and the ladder aims at
+    estimate (``calibrate`` gives the estimator the overhead that matches it), and the ladder aims at
     ``(1 - margin)`` of the provider's limit. An HTTP 413 needs fewer bytes, not fewer
     tokens: images go first, then large results, then (if still too large) the middle
     is summarized, aiming at ``(1 - margin)`` of half the rejected size.
@@ -116,7 +116,7 @@ def recover(
     cost = cost_model(profile, policy)
     if overflow.kind == "bytes":
         return _recover_bytes(history, cost, margin, summarizer, policy)
-    estimate = cost.history(history)
+    estimate = cost.history(history) + cost.estimator.overhead
     if overflow.measured and policy.tokenizer is None:
         policy = dataclasses.replace(policy, estimator=calibrate(history, cost.profile, overflow.measured, cost.estimator))
     limit = overflow.limit or int((overflow.measured or estimate) * UNKNOWN_LIMIT_SHARE)
@@ -132,18 +132,19 @@ def recover(
 def calibrate(
     history: Sequence[Message], profile: Profile | str, measured_tokens: int, estimator: TextEstimator | None = None
 ) -> TextEstimator:
-    """An estimator rescaled so that ``history`` costs what the provider measured
-    (``usage.input_tokens`` of a response, or the count in an overflow error).
+    """The estimator with the overhead that makes ``history`` cost what the provider
+    measured for a request carrying it (``usage.input_tokens`` plus cached input tokens
+    of a response, or the count in an overflow error).
 
-    Image tokens are exact already, so only the text part is rescaled.
+    The difference is an overhead, not a per-character rate: a request carries the
+    harness's system prompt and tool schemas, which no message holds, and on the real
+    sessions measured (``benchmarks/test_bench_estimate.py``) the per-character rates
+    hold once that is accounted for. The rates are left as they are, so text measured
+    elsewhere (a summarizer's own prompts) is estimated as before. Call it again with
+    each response's count to follow the conversation.
     """
     cost = CostModel.for_model(profile, estimator)
-    estimate = cost.history(history)
-    images = cost.breakdown(history)["images"]
-    text_part = estimate - images
-    if text_part <= 0 or measured_tokens <= images:
-        return cost.estimator
-    return cost.estimator.scaled((measured_tokens - images) / text_part)
+    return cost.estimator.with_overhead(measured_tokens - cost.history(history))
 
 
 def _recover_bytes(

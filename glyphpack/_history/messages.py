@@ -19,6 +19,7 @@ import base64
 import binascii
 import dataclasses
 import json
+import math
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -30,8 +31,17 @@ from .ids import new_id
 Category = Literal["system", "user", "assistant", "thinking", "tool calls", "tool results", "images"]
 CATEGORIES: tuple[Category, ...] = ("system", "user", "assistant", "thinking", "tool calls", "tool results", "images")
 
-#: Tokens a provider adds around a tool call or result (ids, markers): a published-order guess.
+#: Tokens a provider adds around a tool call or result (markers): a published-order guess.
 TOOL_BLOCK_OVERHEAD = 4
+#: Tokens per character of a tool call id: ids are random strings (``toolu_01Ab..``),
+#: which tokenizers split about every two characters. Checked against the measured
+#: input tokens of the real sessions (``benchmarks/test_bench_estimate.py``).
+ID_TOKENS_PER_CHAR = 0.5
+
+
+def id_tokens(call_id: str) -> int:
+    """Estimated tokens of a tool call id."""
+    return math.ceil(len(call_id) * ID_TOKENS_PER_CHAR)
 
 
 class Pricer(Protocol):
@@ -218,7 +228,7 @@ class ToolCall(Block):
         return cls(data["id"], data["name"], data.get("arguments") or {})
 
     def tokens(self, pricer: Pricer) -> int:
-        return pricer.text(self.name) + pricer.text(self.arguments_json) + TOOL_BLOCK_OVERHEAD
+        return pricer.text(self.name) + pricer.text(self.arguments_json) + TOOL_BLOCK_OVERHEAD + id_tokens(self.id)
 
     def category(self, role: Role) -> Category:
         return "tool calls"
@@ -278,7 +288,7 @@ class ToolResult(Block):
         return tuple(b for b in self.content if isinstance(b, Image))
 
     def tokens(self, pricer: Pricer) -> int:
-        return sum(b.tokens(pricer) for b in self.content) + TOOL_BLOCK_OVERHEAD
+        return sum(b.tokens(pricer) for b in self.content) + TOOL_BLOCK_OVERHEAD + id_tokens(self.call_id)
 
     def category(self, role: Role) -> Category:
         return "tool results"

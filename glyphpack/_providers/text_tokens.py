@@ -6,9 +6,9 @@ are rough published averages for current BPE tokenizers. Code has no class of it
 own: it is priced through its share of ASCII punctuation, which BPE splits finely.
 With these rates the estimate gives (measured on this repository's machine) 3.7
 characters per token for the standard library's English licence text, 3.5 for its
-Python source (``textwrap.py``), 2.6 for Russian prose and 1.0 for Chinese. ``TextEstimator.recalibrated`` scales the
-rates to a count a provider actually reported, so the estimate tracks the real
-tokenizer after the first response.
+Python source (``textwrap.py``), 2.6 for Russian prose and 1.0 for Chinese. What a request carries beyond its messages
+(the harness's system prompt and tool schemas) is the estimator's ``overhead``, which
+``glyphpack.calibrate`` learns from a count the provider reported.
 """
 
 from __future__ import annotations
@@ -43,13 +43,16 @@ _CLASS = _class_table()
 @public
 @dataclasses.dataclass(frozen=True)
 class TextEstimator:
-    """Tokens per character for each script class (see ``SCRIPTS``)."""
+    """Tokens per character for each script class (see ``SCRIPTS``), and ``overhead``:
+    tokens every request carries that no message holds (the harness's system prompt
+    and tool schemas), learned from a provider's count by ``glyphpack.calibrate``."""
 
     latin: float = 0.25
     punctuation: float = 0.55
     cyrillic_greek: float = 0.4
     cjk: float = 1.0
     other: float = 0.6
+    overhead: int = 0
 
     def counts(self, text: str) -> np.ndarray:
         """int64[5]: characters of ``text`` per script class."""
@@ -68,12 +71,9 @@ class TextEstimator:
         """Every rate multiplied by ``factor``."""
         return dataclasses.replace(self, **{name: getattr(self, name) * factor for name in SCRIPTS})
 
-    def recalibrated(self, text: str, measured_tokens: int) -> TextEstimator:
-        """These rates scaled so that ``estimate(text) == measured_tokens`` (about)."""
-        estimated = self.estimate(text)
-        if estimated == 0 or measured_tokens <= 0:
-            return self
-        return self.scaled(measured_tokens / estimated)
+    def with_overhead(self, overhead: int) -> TextEstimator:
+        """These rates with ``overhead`` tokens added to every request."""
+        return dataclasses.replace(self, overhead=int(overhead))
 
 
 DEFAULT_ESTIMATOR = TextEstimator()

@@ -66,12 +66,15 @@ class ImportReport:
 @dataclasses.dataclass(frozen=True)
 class ImportedAgent:
     """One agent's history, and the provider's measured input tokens where the file
-    recorded them: ``usage`` pairs (n, tokens) say the request that produced message
-    ``n`` carried ``messages[:n]`` and was counted as ``tokens`` input tokens."""
+    recorded them: each ``usage`` record (start, end, tokens) says the request that
+    produced ``messages[end]`` carried ``messages[start:end]`` (after a compaction the
+    harness sends only what follows it) and was counted as ``tokens`` input tokens,
+    cached ones included. The request also carried what the file does not hold: the
+    system prompt and tool schemas."""
 
     name: str
     messages: tuple[Message, ...]
-    usage: tuple[tuple[int, int], ...] = ()
+    usage: tuple[tuple[int, int, int], ...] = ()
 
 
 @public
@@ -200,6 +203,21 @@ def _split_mixed_tool_messages(messages: list[Message]) -> list[Message]:
         if others:
             out.append(message.with_content(others))
     return out
+
+
+def usage_in(
+    repaired: Sequence[Message], original: Sequence[Message], usage: Sequence[tuple[int, int, int]]
+) -> tuple[tuple[int, int, int], ...]:
+    """Usage records (start, end, tokens) over ``original`` moved to the positions of the
+    same messages in ``repaired``; one record per message (a response written as several
+    lines repeats its usage)."""
+    position = {m.id: n for n, m in enumerate(repaired)}
+    moved: dict[int, tuple[int, int]] = {}
+    for start, end, tokens in usage:
+        if 0 <= start <= end < len(original) and original[end].id in position:
+            first = next((position[m.id] for m in original[start:end] if m.id in position), position[original[end].id])
+            moved[position[original[end].id]] = (first, tokens)
+    return tuple((start, end, tokens) for end, (start, tokens) in sorted(moved.items()))
 
 
 def jsonl_records(path: Path, data: bytes, tally: Tally) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import Block, Image, Message, Opaque, RedactedThinking, ResultBlock, Text, Thinking, ToolCall, ToolResult
-from .base import ImportedAgent, ImportedSession, Tally, image_or_stub, jsonl_records, repair, safe_block, text_of
+from .base import ImportedAgent, ImportedSession, Tally, image_or_stub, jsonl_records, repair, safe_block, text_of, usage_in
 
 FORMAT = "claude-code"
 _MESSAGE_TYPES = ("user", "assistant")
@@ -66,15 +66,19 @@ def read(path: Path, data: bytes, leaf: str | None = None) -> ImportedSession:
             tally.skip(f"{record.get('type', 'untyped')} lines (no message)")
         if record.get("type") == "system" and record.get("subtype") == "compact_boundary":
             tally.compactions += 1
-    linked = any((n.record.get("parentUuid") or n.record.get("logicalParentUuid")) in by_uuid for n in nodes)
+    def parent_uuid(node: _Node) -> str | None:
+        value = node.record.get("parentUuid") or node.record.get("logicalParentUuid")
+        return value if isinstance(value, str) else None
+
+    linked = any(parent_uuid(n) in by_uuid for n in nodes)
     for node in nodes:
         if not linked:  # older or hand-made files link no line to one in the file: file order is the path
             node.parent = node.index - 1 if node.index else None
             if node.parent is not None:
                 nodes[node.parent].children.append(node.index)
             continue
-        parent_uuid = node.record.get("parentUuid") or node.record.get("logicalParentUuid")
-        candidates = by_uuid.get(parent_uuid, []) if isinstance(parent_uuid, str) else []
+        wanted = parent_uuid(node)
+        candidates = by_uuid.get(wanted, []) if wanted is not None else []
         # The nearest earlier line with that uuid (a file that reuses uuids must not
         # make a node its own ancestor); a later one only if there is no earlier.
         earlier = [i for i in candidates if i < node.index]
@@ -139,14 +143,17 @@ def _walk(nodes: list[_Node], leaf: int) -> list[int]:
     return path[::-1]
 
 
-def _history(nodes: list[_Node], path: list[int], tally: Tally) -> tuple[list[Message], tuple[tuple[int, int], ...]]:
+def _history(nodes: list[_Node], path: list[int], tally: Tally) -> tuple[list[Message], tuple[tuple[int, int, int], ...]]:
     """The messages along a path: responses merged by ``message.id``, tool results
     gathered into ``tool`` messages, then repaired."""
     messages: list[Message] = []
-    usage: list[tuple[int, int]] = []
+    usage: list[tuple[int, int, int]] = []
+    context_start = 0  # after a compaction, requests carry the summary and what follows
     response_id: object = None
     for index in path:
         node = nodes[index]
+        if node.record.get("type") == "system" and node.record.get("subtype") == "compact_boundary":
+            context_start = len(messages)
         if not node.carries_message:
             continue
         record, message = node.record, node.record["message"]
@@ -161,7 +168,7 @@ def _history(nodes: list[_Node], path: list[int], tally: Tally) -> tuple[list[Me
             response_id = message.get("id")
             measured = _input_tokens(message.get("usage"))
             if measured and messages and messages[-1].role == "assistant":
-                usage.append((len(messages) - 1, measured))
+                usage.append((context_start, len(messages) - 1, measured))
             continue
         response_id = None
         results = tuple(b for b in blocks if isinstance(b, ToolResult))
@@ -174,11 +181,7 @@ def _history(nodes: list[_Node], path: list[int], tally: Tally) -> tuple[list[Me
         if others:
             messages.append(Message("user", others, id=ids))
     repaired = repair(_pair_anonymous_results(messages, tally), tally)
-    # usage indices refer to the unrepaired list; keep only those still exact
-    position = {m.id: n for n, m in enumerate(repaired)}
-    # One response written as several lines repeats its usage: one record per message.
-    exact = {position[messages[n].id]: t for n, t in usage if 0 <= n < len(messages) and messages[n].id in position}
-    return repaired, tuple(sorted(exact.items()))
+    return repaired, usage_in(repaired, messages, usage)
 
 
 def _input_tokens(usage: object) -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import Block, Message, Opaque, Text, Thinking, ToolCall, ToolResult
-from .base import ImportedAgent, ImportedSession, Tally, image_or_stub, jsonl_records, repair, safe_block, text_of
+from .base import ImportedAgent, ImportedSession, Tally, image_or_stub, jsonl_records, repair, safe_block, text_of, usage_in
 
 FORMAT = "pi"
 _ROLES = ("user", "assistant", "toolResult", "bashExecution")
@@ -29,14 +29,21 @@ def read(path: Path, data: bytes) -> ImportedSession:
     records = [record for _, record in jsonl_records(path, data, tally)]
     records = _live_path(records)
     messages: list[Message] = []
-    usage: list[tuple[int, int]] = []
+    usage: list[tuple[int, int, int]] = []
+    numbers: list[int] = []  # each message's entry number, for compactions' first kept entry
+    context_start = 0
     for number, record in enumerate(records):
         kind = record.get("type")
         if kind == "compaction":
             tally.compactions += 1
+            kept = record.get("firstKeptEntryIndex")
+            if isinstance(kept, int) and not isinstance(kept, bool):
+                # Later requests carry the summary and the entries from the first kept one.
+                context_start = next((n for n, entry in enumerate(numbers) if entry >= kept), len(messages))
             summary = record.get("summary")
             if isinstance(summary, str) and summary:
                 messages.append(Message("user", (Text(f"[pi compaction summary]\n{summary}"),), id=f"pi-{number}"))
+                numbers.append(number)
             continue
         if kind != "message" or not isinstance(record.get("message"), dict):
             tally.skip(f"{kind or 'untyped'} lines (no message)")
@@ -47,15 +54,14 @@ def read(path: Path, data: bytes) -> ImportedSession:
         if message.role == "assistant":
             measured = _input_tokens(record["message"].get("usage"))
             if measured:
-                usage.append((len(messages), measured))
+                usage.append((context_start, len(messages), measured))
         if message.role == "tool" and messages and messages[-1].role == "tool":
             messages[-1] = messages[-1].with_content(messages[-1].content + message.content)
         else:
             messages.append(message)
+            numbers.append(number)
     repaired = repair(messages, tally)
-    ids = [m.id for m in repaired]
-    exact = tuple((ids.index(messages[n].id), t) for n, t in usage if n < len(messages) and messages[n].id in ids)
-    agents = (ImportedAgent("main", tuple(repaired), exact),)
+    agents = (ImportedAgent("main", tuple(repaired), usage_in(repaired, messages, usage)),)
     return ImportedSession("", agents, (), tally.report(FORMAT, agents, 0))
 
 
