@@ -86,13 +86,17 @@ def to_anthropic(messages: Sequence[Message]) -> tuple[str | None, list[Json]]:
         if message.role == "system":
             continue
         role = "user" if message.role in ("user", "tool") else "assistant"
-        blocks = _anthropic_blocks(message.content)
+        # Anthropic wants a turn's tool results before anything else in the user message.
+        ordered = sorted(message.content, key=lambda b: not isinstance(b, ToolResult)) if role == "user" else message.content
+        blocks = _anthropic_blocks(ordered)
         if not blocks:
             continue
         if out and out[-1]["role"] == role:
             out[-1]["content"].extend(blocks)
         else:
             out.append({"role": role, "content": blocks})
+    if out and out[0]["role"] == "assistant":  # the API wants the user first
+        out.insert(0, {"role": "user", "content": [{"type": "text", "text": "[the conversation continues]"}]})
     return system, out
 
 
@@ -198,31 +202,34 @@ def _(block: Image) -> Json:
     return {"type": "image_url", "image_url": {"url": url}}
 
 
-def _tool_messages(message: Message) -> list[Json]:
-    """A neutral ``tool`` message as Chat Completions messages: one ``tool`` message per
-    result, then the results' images as a user message (``tool`` messages carry text only)."""
-    out: list[Json] = []
-    images: list[Json] = []
-    for result in message.tool_results:
-        text = f"[error] {result.text}" if result.is_error else result.text
-        out.append({"role": "tool", "tool_call_id": result.call_id, "content": text})
-        images += [openai_part(b) for b in result.images()]
-    if images:
-        out.append({"role": "user", "content": images})
-    return out
-
-
 @public
 def to_openai_chat(messages: Sequence[Message]) -> list[Json]:
     """Chat Completions ``messages``: tool calls as ``tool_calls`` with JSON-string
-    arguments, each tool result as its own ``tool`` message. Thinking is left out (the
-    API takes none back); images in tool results follow as a user message, since
-    ``tool`` messages carry text only."""
+    arguments, each tool result as its own ``tool`` message (from ``tool`` messages and
+    from user messages that carry results, the Anthropic shape). Thinking is left out
+    (the API takes none back). ``tool`` messages carry text only, and OpenAI wants every
+    result of an assistant turn before any other message: the results' images follow
+    all of them, in one user message, with the user's own words of that turn."""
     out: list[Json] = []
+    images: list[Json] = []  # images of the results written so far in this run of results
+
+    def flush(parts: Sequence[Json] = ()) -> None:
+        if images or parts:
+            out.append({"role": "user", "content": [*images, *parts]})
+        images.clear()
+
     for message in messages:
-        if message.role == "tool":
-            out += _tool_messages(message)
+        results = message.tool_results
+        if results:
+            for result in results:
+                text = f"[error] {result.text}" if result.is_error else result.text
+                out.append({"role": "tool", "tool_call_id": result.call_id, "content": text})
+                images.extend(openai_part(b) for b in result.images())
+            own = [openai_part(b) for b in message.content if isinstance(b, (Text, Image))]
+            if own:
+                flush(own)
             continue
+        flush()
         parts = [openai_part(b) for b in message.content if isinstance(b, (Text, Image))]
         entry: Json = {"role": message.role}
         if message.role == "assistant":
@@ -238,6 +245,7 @@ def to_openai_chat(messages: Sequence[Message]) -> list[Json]:
         else:
             entry["content"] = parts
         out.append(entry)
+    flush()
     return out
 
 

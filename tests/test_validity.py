@@ -1,0 +1,105 @@
+"""Every request glyphpack builds is one the provider accepts: histories with parallel
+calls, split tool messages, images in results, thinking, and user-role results, as they
+are, as every ladder view, and as every trimmed load, pass each API's own rules
+(``glyphpack._history.validate``) and the SDKs' request types."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import TypeAdapter
+
+import glyphpack
+from glyphpack import Image, Message, RedactedThinking, Text, Thinking, ToolCall, ToolResult
+from glyphpack._history.validate import check_anthropic, check_openai_chat
+
+PNG = glyphpack.render("a page").pop().png
+
+
+@st.composite
+def histories(draw) -> list[Message]:
+    messages = [Message("system", "be careful")] if draw(st.booleans()) else []
+    for turn in range(draw(st.integers(1, 5))):
+        user = [Text(f"question {turn}")] + ([Image("image/png", PNG)] if draw(st.booleans()) else [])
+        messages.append(Message("user", tuple(user)))
+        for step in range(draw(st.integers(0, 3))):
+            calls = [ToolCall(f"c{turn}-{step}-{k}", "tool", {"k": k}) for k in range(draw(st.integers(1, 3)))]
+            thinking = draw(st.sampled_from([[], [Thinking("hm", "sig")], [Thinking("unsigned")], [RedactedThinking("xx")]]))
+            messages.append(Message("assistant", (*thinking, Text(f"step {step}"), *calls)))
+            results = [
+                ToolResult(c.id, (Text("out " * draw(st.integers(1, 400))),) + ((Image("image/png", PNG),) if draw(st.booleans()) else ()),
+                           draw(st.booleans()))
+                for c in calls
+            ]
+            shape = draw(st.sampled_from(["one", "split", "user-role", "user-role-with-text"]))
+            if shape == "one":
+                messages.append(Message("tool", tuple(results)))
+            elif shape == "split":
+                messages.extend(Message("tool", (r,)) for r in results)
+            elif shape == "user-role":
+                messages.append(Message("user", tuple(results)))
+            else:
+                messages.append(Message("user", (Text("also this"), *results)))
+        messages.append(Message("assistant", f"answer {turn}"))
+    return messages
+
+
+def assert_accepted(messages, profile=None):
+    from anthropic.types import MessageParam
+    from openai.types.chat import ChatCompletionMessageParam
+
+    glyphpack.validate_history(messages, allow_pending=False)
+    max_images = profile.max_images if profile is not None else None
+    system, anthropic = glyphpack.to_anthropic(messages)
+    check_anthropic(anthropic, max_images=max_images)
+    adapter = TypeAdapter(MessageParam)
+    for entry in anthropic:
+        adapter.validate_python(entry)
+    chat = glyphpack.to_openai_chat(messages)
+    check_openai_chat(chat, max_images=max_images)
+    chat_adapter = TypeAdapter(ChatCompletionMessageParam)
+    for entry in chat:
+        chat_adapter.validate_python(entry)
+
+
+@settings(max_examples=40, deadline=None)
+@given(history=histories())
+def test_every_history_converts_to_accepted_requests(history):
+    assert_accepted(history)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(history=histories(), fraction=st.floats(0.05, 1.0), keep=st.integers(1, 12),
+       model=st.sampled_from(["claude-sonnet-4-5", "claude-opus-4-7", "gpt-5.4", "gemini-3-pro"]))
+def test_every_view_and_trimmed_load_is_accepted(tmp_path_factory, history, fraction, keep, model):
+    profile = glyphpack.resolve(model)
+    from glyphpack._compaction.cost import CostModel
+
+    budget = max(1, int(CostModel(profile).history(history) * fraction))
+    result = glyphpack.compact(history, profile, budget)
+    assert_accepted(list(result.view), profile)
+    with glyphpack.Workspace(tmp_path_factory.mktemp("ws")) as ws:
+        ws.save("c", "a", history, revision=0)
+        assert_accepted(list(ws.load("c", "a", keep=keep).messages))
+
+
+@pytest.mark.parametrize("bad, rule", [
+    ([{"role": "assistant", "content": "hi"}], "roles alternate"),
+    ([{"role": "user", "content": "q"}, {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "t", "input": {}}]},
+      {"role": "user", "content": [{"type": "text", "text": "x"}, {"type": "tool_result", "tool_use_id": "a", "content": "r"}]}], "before the other blocks"),
+    ([{"role": "user", "content": "q"}, {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": ""}]}], "signature"),
+])
+def test_the_anthropic_check_catches(bad, rule):
+    with pytest.raises(glyphpack.HistoryError, match=rule):
+        check_anthropic(bad)
+
+
+def test_the_openai_check_catches_a_result_after_a_user_message():
+    bad = [{"role": "user", "content": "q"}, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "t", "arguments": "{}"}},
+        {"id": "b", "type": "function", "function": {"name": "t", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "a", "content": "r"}, {"role": "user", "content": [{"type": "text", "text": "img"}]},
+        {"role": "tool", "tool_call_id": "b", "content": "r"}]
+    with pytest.raises(glyphpack.HistoryError, match="before the results of calls"):
+        check_openai_chat(bad)
