@@ -63,6 +63,8 @@ class RungReport:
         middle_chars: characters of the middle a snapshot rendered.
         middle_text_tokens: estimated text tokens of that middle.
         pages: snapshot pages; ``image_tokens``: what they take in the context.
+        results_cut: tool results a snapshot cut to their ends (only when the whole
+            middle could not fit as pages).
         summary_tokens: estimated tokens of the summary; ``summarizer_calls``: calls made.
         note: a remark on why the rung ran (e.g. the reader has no vision).
     """
@@ -79,6 +81,7 @@ class RungReport:
     middle_text_tokens: int = 0
     pages: int = 0
     image_tokens: int = 0
+    results_cut: int = 0
     summary_tokens: int = 0
     summarizer_calls: int = 0
     note: str = ""
@@ -101,6 +104,8 @@ class RungReport:
                 f"messages {self.first_message}-{self.last_message} ({self.middle_chars:,} chars, "
                 f"~{self.middle_text_tokens:,} text tokens) -> {self.pages} pages, {self.image_tokens:,} image tokens"
             )
+            if self.results_cut:
+                text += f"; {self.results_cut} long tool results cut to their ends to fit"
         else:
             text = (
                 f"messages {self.first_message}-{self.last_message} -> {self.summary_tokens:,} tokens of summary "

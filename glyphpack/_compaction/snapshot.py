@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import re
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from .._history.messages import (
     Block,
@@ -29,8 +31,16 @@ from .._types import Role
 from .cost import CostModel
 from .results import CompactionPolicy, RungReport, RungResult
 
-#: Characters kept from each end of a long tool result in a snapshot.
+#: Characters kept from each end of a long tool result, only when the whole middle
+#: cannot fit the budget as pages.
 SNAPSHOT_RESULT_CAP = 4000
+#: The text before the pages. The same on every pass (the range, sizes and counts are
+#: in the report), so a prompt cache keeps hitting on the pages that did not change.
+SNAPSHOT_HEADER = (
+    "[glyphpack snapshot] The earlier part of this conversation follows as page images of small bitmap "
+    "text, oldest first. Lines start with the role: [user], [assistant], [tool call NAME #ID], "
+    "[tool result #ID], [tool error #ID]; the return-arrow glyph marks a line break."
+)
 #: Tokens the search reserves for the header text before the pages (checked after rendering).
 SNAPSHOT_HEADER_TOKENS = 100
 #: Renders the cut search may spend before it gives up.
@@ -43,25 +53,30 @@ def _without_data_urls(text: str) -> str:
 
 
 @functools.singledispatch
-def block_snapshot_text(block: Block, role: Role, result_cap: int) -> str | None:
+def block_snapshot_text(block: Block, role: Role, result_cap: int | None) -> str | None:
     """One block as snapshot text (None: left out)."""
     raise TypeError(f"no snapshot text for {type(block).__name__}")
 
 
 @block_snapshot_text.register
-def _(block: Text, role: Role, result_cap: int) -> str | None:
+def _(block: Text, role: Role, result_cap: int | None) -> str | None:
     return f"[{role}] {_without_data_urls(block.text)}"
 
 
 @block_snapshot_text.register
-def _(block: ToolCall, role: Role, result_cap: int) -> str | None:
-    return f"[tool call {block.name} #{block.id}] {block.arguments_json}"
+def _(block: ToolCall, role: Role, result_cap: int | None) -> str | None:
+    # Arguments as the tool saw them: strings unescaped (code keeps its lines and tabs).
+    lines = [f"[tool call {block.name} #{block.id}]"]
+    for key, value in block.arguments.items():
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        lines.append(f"{key}:\n{text}" if "\n" in text else f"{key}: {text}")
+    return "\n".join(lines)
 
 
 @block_snapshot_text.register
-def _(block: ToolResult, role: Role, result_cap: int) -> str | None:
+def _(block: ToolResult, role: Role, result_cap: int | None) -> str | None:
     text = _without_data_urls(block.text)
-    if len(text) > 2 * result_cap:
+    if result_cap is not None and len(text) > 2 * result_cap:
         cut = len(text) - 2 * result_cap
         text = f"{text[:result_cap]}\n[... {cut:,} chars cut by glyphpack ...]\n{text[-result_cap:]}"
     images = len(block.images())
@@ -70,29 +85,30 @@ def _(block: ToolResult, role: Role, result_cap: int) -> str | None:
 
 
 @block_snapshot_text.register
-def _(block: Image, role: Role, result_cap: int) -> str | None:
+def _(block: Image, role: Role, result_cap: int | None) -> str | None:
     return f"[{role}] [image {block.media_type}, {len(block.data or b''):,} bytes, not shown]"
 
 
 @block_snapshot_text.register
-def _(block: Thinking, role: Role, result_cap: int) -> str | None:
+def _(block: Thinking, role: Role, result_cap: int | None) -> str | None:
     return None  # a model's thinking is its own; the snapshot keeps what it said and did
 
 
 @block_snapshot_text.register
-def _(block: RedactedThinking, role: Role, result_cap: int) -> str | None:
+def _(block: RedactedThinking, role: Role, result_cap: int | None) -> str | None:
     return None
 
 
 @block_snapshot_text.register
-def _(block: Opaque, role: Role, result_cap: int) -> str | None:
+def _(block: Opaque, role: Role, result_cap: int | None) -> str | None:
     return f"[{role}] [{block.kind} block]"
 
 
-def serialize_message(message: Message, result_cap: int = SNAPSHOT_RESULT_CAP) -> str:
-    """One message as snapshot text: role-marked blocks, long results head/tail-capped,
-    data URLs and images replaced by stubs, thinking left out. Independent of the
-    messages around it, so a growing middle keeps its earlier text unchanged."""
+def serialize_message(message: Message, result_cap: int | None = None) -> str:
+    """One message as snapshot text: role-marked blocks (results cut to ``result_cap``
+    characters from each end when one is given), data URLs and images replaced by
+    stubs, thinking left out. Independent of the messages around it, so a growing
+    middle keeps its earlier text unchanged."""
     parts = [block_snapshot_text(block, message.role, result_cap) for block in message.content]
     return "\n".join(p for p in parts if p is not None) + "\n"
 
@@ -131,72 +147,120 @@ def snapshot(
     cuts = [t for t in turn_boundaries(messages) if t > head]
     if not cuts:
         return unchanged("nothing between the head and the tail")
-    texts = [serialize_message(m) for m in messages[head:]]
-    costs = [cost.message(m) for m in messages]
-    head_cost = sum(costs[:head])
-    tail_cost = [0] * (len(messages) + 1)
-    for i in range(len(messages) - 1, -1, -1):
-        tail_cost[i] = tail_cost[i + 1] + costs[i]
-    prefix_chars = [0]
-    for text in texts:
-        prefix_chars.append(prefix_chars[-1] + len(text))
-    # Price the middle from one full page of the reader's geometry (exactly checked
-    # after rendering; this only orders the search).
-    page_shape = get_shape(policy.shape)
-    page_width, page_height = profile.page_size(page_shape)
-    cols, rows_per_page = page_width // page_shape.advance, page_height // page_shape.pitch
-    full_page_tokens = int(profile.context_tokens(page_width, page_height))
+    search = _Search(messages, cost, budget, policy, head, cuts, render, get_shape(policy.shape))
+    # Every word first; results cut to their ends only when the whole middle cannot fit.
+    found = search.run(result_cap=None) or search.run(result_cap=SNAPSHOT_RESULT_CAP)
+    if found is None:
+        return unchanged(search.why_not())
+    view, pages, t, middle_text, cut = found
+    report = RungReport(
+        "snapshot",
+        before,
+        cost.history(view),
+        t - head,
+        time.perf_counter() - started,
+        first_message=head + 1,
+        last_message=t,
+        middle_chars=len(middle_text),
+        middle_text_tokens=cost.text(middle_text),
+        pages=len(pages),
+        image_tokens=sum(int(profile.context_tokens(p.width, p.height)) for p in pages),
+        results_cut=cut,
+    )
+    return RungResult(view, report, tuple(pages))
 
-    def pages_tokens(chars: int) -> int:
+
+class _Search:
+    """The cut search: the largest verbatim tail whose head, pages and tail fit the
+    budget and the provider's image rules, within ``MAX_SNAPSHOT_RENDERS`` renders."""
+
+    def __init__(
+        self,
+        messages: Sequence[Message],
+        cost: CostModel,
+        budget: int,
+        policy: CompactionPolicy,
+        head: int,
+        cuts: list[int],
+        render: Any,
+        shape: Any,
+    ) -> None:
+        self.messages, self.cost, self.budget, self.policy = messages, cost, budget, policy
+        self.head, self.cuts, self.render, self.shape = head, cuts, render, shape
+        self.renders = 0
+        self.stopped_by: set[str] = set()
+        costs = [cost.message(m) for m in messages]
+        self.head_cost = sum(costs[:head])
+        self.tail_cost = [0] * (len(messages) + 1)
+        self.images_from = [0] * (len(messages) + 1)  # images in messages[t:]
+        for i in range(len(messages) - 1, -1, -1):
+            self.tail_cost[i] = self.tail_cost[i + 1] + costs[i]
+            self.images_from[i] = self.images_from[i + 1] + len(messages[i].images)
+        self.head_images = sum(len(m.images) for m in messages[:head])
+        profile = cost.profile
+        self.page_width, page_height = profile.page_size(shape)
+        self.cols, self.rows_per_page = self.page_width // shape.advance, page_height // shape.pitch
+        self.full_page_tokens = int(profile.context_tokens(self.page_width, page_height))
+
+    def pages_tokens(self, chars: int) -> int:
         """Tokens of the pages for ``chars`` flowed characters: full pages, then a last
         page as tall as its rows (the way ``render`` crops it)."""
-        full, rest = divmod(chars, cols * rows_per_page)
-        tokens = full * full_page_tokens
+        full, rest = divmod(chars, self.cols * self.rows_per_page)
+        tokens = full * self.full_page_tokens
         if rest:
-            tokens += int(profile.context_tokens(page_width, -(-rest // cols) * page_shape.pitch))
+            tokens += int(self.cost.profile.context_tokens(self.page_width, -(-rest // self.cols) * self.shape.pitch))
         return tokens
 
-    images_from = [0] * (len(messages) + 1)  # images in messages[t:], for the per-request limit
-    for i in range(len(messages) - 1, -1, -1):
-        images_from[i] = images_from[i + 1] + len(messages[i].images)
-    correction = 0  # how far the estimate fell short on the last render: raised as renders teach
-    renders = 0
-    for t in cuts:  # smallest t first: the largest verbatim tail
-        chars = prefix_chars[t - head]
-        approx = head_cost + SNAPSHOT_HEADER_TOKENS + pages_tokens(chars) + tail_cost[t]
-        if approx + correction > budget:
-            continue
-        renders += 1
-        middle_text = "".join(texts[: t - head])
-        pages = render(middle_text, model=profile, shape=policy.shape, layout=policy.layout, max_pages=100_000)
-        if profile.max_images is not None and len(pages) + images_from[t] > profile.max_images:
-            continue
-        digest = hashlib.sha256(middle_text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-        header = Text(
-            f"[glyphpack snapshot] Messages {head + 1}-{t} of this conversation ({len(middle_text):,} characters) "
-            f"follow as {len(pages)} page image(s) of small bitmap text, oldest first. Lines start with the role: "
-            f"[user], [assistant], [tool call NAME #ID], [tool result #ID], [tool error #ID]; the return-arrow "
-            f"glyph marks a line break."
-        )
-        blocks = (header, *(Image("image/png", p.png) for p in pages))
-        view = (*messages[:head], Message("user", blocks, id=f"snapshot-{digest}"), *messages[t:])
-        after = cost.history(view)
-        if after <= budget:
-            report = RungReport(
-                "snapshot",
-                before,
-                after,
-                t - head,
-                time.perf_counter() - started,
-                first_message=head + 1,
-                last_message=t,
-                middle_chars=len(middle_text),
-                middle_text_tokens=cost.text(middle_text),
-                pages=len(pages),
-                image_tokens=sum(int(profile.context_tokens(p.width, p.height)) for p in pages),
+    def run(self, result_cap: int | None) -> tuple[tuple[Message, ...], Any, int, str, int] | None:
+        """(view, pages, cut, middle text, results cut) of the first cut that fits, or None."""
+        messages, head, profile = self.messages, self.head, self.cost.profile
+        texts = [serialize_message(m, result_cap) for m in messages[head:]]
+        prefix_chars = [0]
+        for text in texts:
+            prefix_chars.append(prefix_chars[-1] + len(text))
+        correction = 0  # how far the estimate fell short on the last render: raised as renders teach
+        for t in self.cuts:  # smallest t first: the largest verbatim tail
+            approx = self.head_cost + SNAPSHOT_HEADER_TOKENS + self.pages_tokens(prefix_chars[t - head]) + self.tail_cost[t]
+            if approx + correction > self.budget:
+                self.stopped_by.add("budget")
+                continue
+            other_images = self.head_images + self.images_from[t]
+            if profile.max_images is not None and other_images + 1 > profile.max_images:
+                self.stopped_by.add("images")
+                continue
+            if self.renders >= MAX_SNAPSHOT_RENDERS:
+                self.stopped_by.add("renders")
+                return None
+            self.renders += 1
+            middle_text = "".join(texts[: t - head])
+            pages = self.render(
+                middle_text, model=profile, shape=self.policy.shape, layout=self.policy.layout, max_pages=100_000,
+                other_images=other_images,
             )
-            return RungResult(view, report, tuple(pages))
-        correction = max(correction, after - approx)
-        if renders >= MAX_SNAPSHOT_RENDERS:
-            break
-    return unchanged(f"no cut fits {budget:,} tokens with the middle as pages")
+            if profile.max_images is not None and len(pages) + other_images > profile.max_images:
+                self.stopped_by.add("images")
+                continue
+            digest = hashlib.sha256(middle_text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+            blocks = (Text(SNAPSHOT_HEADER), *(Image("image/png", p.png) for p in pages))
+            view = (*messages[:head], Message("user", blocks, id=f"snapshot-{digest}"), *messages[t:])
+            after = self.cost.history(view)
+            if after <= self.budget:
+                cut = 0 if result_cap is None else sum(
+                    1 for m in messages[head:t] for r in m.tool_results if len(r.text) > 2 * result_cap
+                )
+                return view, pages, t, middle_text, cut
+            self.stopped_by.add("budget")
+            correction = max(correction, after - approx)
+        return None
+
+    def why_not(self) -> str:
+        """Which bounds stopped every cut, named."""
+        reasons = []
+        if "budget" in self.stopped_by:
+            reasons.append(f"the budget of {self.budget:,} tokens")
+        if "images" in self.stopped_by:
+            reasons.append(f"{self.cost.profile.name}'s limit of {self.cost.profile.max_images} images per request")
+        if "renders" in self.stopped_by:
+            reasons.append(f"the search's limit of {MAX_SNAPSHOT_RENDERS} renders")
+        return "no cut fits " + (" or ".join(reasons) or "the budget") + " with the middle as pages"
+

@@ -24,10 +24,10 @@ def check_anthropic(messages: Sequence[Json], *, max_images: int | None = None) 
         expected = "user" if index % 2 == 0 else "assistant"
         if role != expected:
             raise HistoryError(f"message {index}: role {role!r} where {expected!r} must come (roles alternate from user)")
-        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        blocks: list[Json] = content if isinstance(content, list) else [{"type": "text", "text": content}]
         if not blocks:
             raise HistoryError(f"message {index}: empty content")
-        results = [b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"]
+        results = [str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"]
         if role == "user":
             if set(results) != open_calls:
                 missing, extra = sorted(open_calls - set(results)), sorted(set(results) - open_calls)
@@ -39,7 +39,7 @@ def check_anthropic(messages: Sequence[Json], *, max_images: int | None = None) 
         else:
             if results:
                 raise HistoryError(f"message {index}: an assistant message holds tool results")
-            open_calls = {b.get("id") for b in blocks if b.get("type") == "tool_use"}
+            open_calls = {str(b.get("id")) for b in blocks if b.get("type") == "tool_use"}
             for block in blocks:
                 if block.get("type") == "thinking" and not block.get("signature"):
                     raise HistoryError(f"message {index}: thinking without a signature")

@@ -182,6 +182,7 @@ def _prepare(
     page_size: tuple[int, int] | None,
     model: str | Profile | None,
     max_pages: int | None = None,
+    other_images: int = 0,
 ) -> _Plan:
     _check_text(text)
     check_kind(layout, LAYOUTS, "layout")
@@ -219,7 +220,7 @@ def _prepare(
     rows = count_rows(normalized, chosen, layout)
     if profile is not None and page_size is None:
         # Many pages may need smaller ones (Anthropic: over 20 images, each <= 2000 px).
-        resized = chosen.with_page_size(*profile.page_size(chosen, pages_for_rows(rows, chosen)))
+        resized = chosen.with_page_size(*profile.page_size(chosen, pages_for_rows(rows, chosen) + other_images))
         if resized != chosen:
             chosen = resized
             rows = count_rows(normalized, chosen, layout)
@@ -301,6 +302,7 @@ def render(
     page_size: tuple[int, int] | None = None,
     max_pages: int = DEFAULT_MAX_PAGES,
     progress: Callable[[int, int], None] | None = None,
+    other_images: int = 0,
 ) -> Pages:
     """Render ``text`` to pages of bitmap glyphs.
 
@@ -317,12 +319,15 @@ def render(
             (or the model's).
         max_pages: refuse, before rasterizing, a text that needs more pages.
         progress: called as ``progress(pages_done, pages_total)`` after each batch.
+        other_images: images the same request carries besides these pages; they count
+            toward the provider's many-image rule (Anthropic: more than 20 images in a
+            request, each at most 2000 px), which can make pages smaller.
 
     Returns:
         ``Pages``, a list of ``Page`` with a ``report`` attribute (``RenderReport``).
         An empty or all-whitespace text gives no pages.
     """
-    prepared = _prepare(text, shape, layout, page_size, model, max_pages)
+    prepared = _prepare(text, shape, layout, page_size, model, max_pages, other_images)
     chosen = prepared.shape
     if prepared.pages > max_pages:
         raise LimitError(
