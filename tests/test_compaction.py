@@ -341,3 +341,28 @@ def test_parse_overflow_from_the_sdks_own_exceptions():
     body = {"type": "error", "error": {"type": "request_too_large", "message": "Request exceeds the maximum allowed number of bytes."}}
     too_big = anthropic.RequestTooLargeError(body["error"]["message"], response=response(413, body), body=body)
     assert parse_overflow(too_big).kind == "bytes"
+
+
+def test_large_tool_call_arguments_are_elided_and_shown_unescaped_on_pages():
+    """Catches arguments that stay whole in old turns (an edit's body was a third of a
+    real pi session's tokens) and arguments drawn as one JSON-escaped line."""
+    from glyphpack import Message, Text, ToolCall, ToolResult
+
+    body = "def f():\n\treturn 1\n" * 200
+    history = [Message("user", "task")]
+    for turn in range(4):
+        history += [
+            Message("assistant", (ToolCall(f"e{turn}", "write", {"path": f"f{turn}.py", "content": body}),)),
+            Message("tool", (ToolResult(f"e{turn}", (Text("ok"),)),)),
+            Message("assistant", f"wrote {turn}"),
+            Message("user", f"next {turn}"),
+        ]
+    result = elide(history, CostModel(CLAUDE), CompactionPolicy(protect_turns=2))
+    calls = [c for m in result.view for c in m.tool_calls]
+    assert [c.id for c in calls] == ["e0", "e1", "e2", "e3"]
+    assert "elided_by_glyphpack" in calls[0].arguments and "elided_by_glyphpack" in calls[1].arguments
+    assert calls[3].arguments["content"] == body  # the protected turns keep theirs
+    assert result.report.tokens_after < result.report.tokens_before
+    validate_history(list(result.view), allow_pending=False)
+    text = serialize_message(history[1])
+    assert "content:\ndef f():\n\treturn 1\n" in text and "\\n" not in text

@@ -96,7 +96,7 @@ class RungReport:
         if self.skipped is not None:
             text = f"skipped: {self.skipped}"
         elif self.rung == "elision":
-            text = f"{self.changed} tool results elided"
+            text = f"{self.changed} tool results and arguments elided"
         elif self.rung == "image drop":
             text = f"{self.changed} images dropped"
         elif self.rung == "snapshot":

@@ -39,10 +39,12 @@ def _image_stub(block: Image) -> Text:
 
 
 def elide(messages: Sequence[Message], cost: CostModel, policy: CompactionPolicy = CompactionPolicy()) -> RungResult:
-    """Old tool results (outside the last ``policy.protect_turns`` turns) of at least
-    ``policy.elide_min_chars`` characters become a one-line stub, unless remarkable:
-    errors always are, and ``policy.remarkable(result, call)`` may say so of others.
-    Messages with nothing to elide are kept as they are (their prices stay cached)."""
+    """Outside the last ``policy.protect_turns`` turns: tool results of at least
+    ``policy.elide_min_chars`` characters become a one-line stub, unless remarkable
+    (errors always are, and ``policy.remarkable(result, call)`` may say so of others);
+    and tool calls whose arguments are that long (an edit's or a write's body) keep
+    their name and a preview of their arguments. Messages with nothing to elide are kept
+    as they are (their prices stay cached)."""
     started = time.perf_counter()
     before = cost.history(messages)
     calls = {c.id: c for m in messages for c in m.tool_calls}
@@ -50,13 +52,16 @@ def elide(messages: Sequence[Message], cost: CostModel, policy: CompactionPolicy
     out: list[Message] = []
     changed = 0
     for index, message in enumerate(messages):
-        if index >= protected or not message.tool_results:
+        if index >= protected or not (message.tool_results or message.tool_calls):
             out.append(message)
             continue
         content: list[Block] = []
         for block in message.content:
             if isinstance(block, ToolResult) and not _keep(block, calls.get(block.call_id), policy):
                 block = _elided(block, calls.get(block.call_id))
+                changed += 1
+            elif isinstance(block, ToolCall) and len(block.arguments_json) >= policy.elide_min_chars:
+                block = _elided_call(block)
                 changed += 1
             content.append(block)
         out.append(message if tuple(content) == message.content else message.with_content(tuple(content)))
@@ -76,6 +81,14 @@ def _elided(result: ToolResult, call: ToolCall | None) -> ToolResult:
     lines = text.count("\n") + 1
     stub = Text(f"[elided by glyphpack: result of {described}, {len(text):,} chars, {lines:,} lines]")
     return dataclasses.replace(result, content=(stub, *result.images()))
+
+
+def _elided_call(call: ToolCall) -> ToolCall:
+    """The call with its arguments replaced by a preview (the call stays, so its result
+    stays paired)."""
+    text = call.arguments_json
+    stub = f"[elided by glyphpack: {len(text):,} chars of arguments] {_short(call.arguments, 2 * STUB_ARGUMENTS_WIDTH)}"
+    return dataclasses.replace(call, arguments={"elided_by_glyphpack": stub})
 
 
 def drop_images(messages: Sequence[Message], cost: CostModel, protect_turns: int = 2, note: str = "") -> RungResult:
