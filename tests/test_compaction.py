@@ -366,3 +366,43 @@ def test_large_tool_call_arguments_are_elided_and_shown_unescaped_on_pages():
     validate_history(list(result.view), allow_pending=False)
     text = serialize_message(history[1])
     assert "content:\ndef f():\n\treturn 1\n" in text and "\\n" not in text
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("This endpoint's maximum context length is 200000 tokens. However, you requested about 250796 tokens "
+         "(250796 of text input). Please reduce the length of either one, or use the \"middle-out\" transform.",
+         ("tokens", 250796, 200000, "openrouter")),
+        ("ValidationException: Input is too long for requested model.", ("tokens", None, None, "bedrock")),
+        ("400 INVALID_ARGUMENT. Request payload size exceeds the limit: 20971520 bytes.", ("bytes", None, None, None)),
+        ("This model's maximum context length is 128000 tokens. However, you requested 140000 tokens "
+         "(130000 in the messages, 10000 in the completion). Please reduce the length of the messages or completion.",
+         ("tokens", 130000, 128000, "openai")),
+        ("input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, decrease input length or "
+         "`max_tokens` and try again", ("tokens", 188240, 178667, "anthropic")),
+        ("Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 maximum context length",
+         ("tokens", 40000, 32768, "mistral")),
+        ("litellm.ContextWindowExceededError: litellm.BadRequestError: context window exceeded", ("tokens", None, None, "litellm")),
+    ],
+)
+def test_parse_more_real_wordings(text, expected):
+    overflow = parse_overflow(text)
+    assert (overflow.kind, overflow.measured, overflow.limit, overflow.provider) == expected
+
+
+def test_a_rate_limit_ending_in_413_is_no_overflow():
+    """OpenAI's tokens-per-minute errors end "Requested 413.": that is a rate limit, not
+    an HTTP 413 (it once read as one)."""
+    import openai
+
+    try:
+        import httpx2 as httpx
+    except ImportError:
+        import httpx
+    text = ("Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, "
+            "Used 29587, Requested 413. Please try again in 2ms.")
+    body = {"error": {"message": text, "type": "tokens", "code": "rate_limit_exceeded"}}
+    response = httpx.Response(429, request=httpx.Request("POST", "https://api.example/v1"), json=body)
+    assert parse_overflow(openai.RateLimitError(text, response=response, body=body)) is None
+    assert parse_overflow(text) is None

@@ -45,42 +45,72 @@ class Overflow:
 
 
 _TOKEN_PATTERNS = (
-    # Anthropic: "prompt is too long: 215000 tokens > 200000 maximum"
+    # Anthropic (also on Vertex and Bedrock): "prompt is too long: 215000 tokens > 200000 maximum"
     ("anthropic", re.compile(r"prompt is too long:\s*(?P<measured>\d+)\s*tokens\s*>\s*(?P<limit>\d+)\s*maximum", re.I)),
-    # OpenAI: "This model's maximum context length is 128000 tokens. However, your messages resulted in 130532 tokens."
-    ("openai", re.compile(r"maximum context length is (?P<limit>\d+) tokens.*?(?:resulted in|requested) (?P<measured>\d+) tokens", re.I | re.S)),
+    # Anthropic: "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000"
+    ("anthropic", re.compile(r"input length and .?max_tokens.? exceed context limit:\s*(?P<measured>\d+)\s*\+\s*(?P<completion>\d+)\s*>\s*(?P<context>\d+)", re.I)),
+    # OpenAI, Azure, DeepSeek: "... maximum context length is 128000 tokens. However, you requested
+    # 140000 tokens (130000 in the messages, 10000 in the completion)." The messages' part is what
+    # compaction can change.
+    ("openai", re.compile(r"maximum context length is (?P<limit>\d+) tokens.*?requested (?:about )?\d+ tokens \((?P<measured>\d+) in the messages,\s*(?P<completion>\d+) in the completion", re.I | re.S)),
+    # OpenAI: "... However, your messages resulted in 130532 tokens."
+    ("openai", re.compile(r"maximum context length is (?P<limit>\d+) tokens.*?resulted in (?P<measured>\d+) tokens", re.I | re.S)),
+    # OpenRouter: "This endpoint's maximum context length is 200000 tokens. However, you requested about 250796 tokens"
+    ("openrouter", re.compile(r"maximum context length is (?P<limit>\d+) tokens.*?requested (?:about )?(?P<measured>\d+) tokens", re.I | re.S)),
     # Gemini: "The input token count (1234567) exceeds the maximum number of tokens allowed (1048576)."
     ("gemini", re.compile(r"input token count \((?P<measured>\d+)\) exceeds the maximum number of tokens allowed \((?P<limit>\d+)\)", re.I)),
     ("gemini", re.compile(r"input token count \((?P<measured>\d+)\) exceeds the maximum", re.I)),
+    # Mistral: "Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 maximum context length"
+    ("mistral", re.compile(r"prompt contains (?P<measured>\d+) tokens.*?too large for model with (?P<limit>\d+) maximum context length", re.I | re.S)),
 )
 _TOKEN_WORDINGS = (
     ("openai", re.compile(r"context_length_exceeded|exceeds the context window|reduce the length of the messages", re.I)),
     ("anthropic", re.compile(r"prompt is too long", re.I)),
     ("gemini", re.compile(r"exceeds the maximum number of tokens", re.I)),
+    ("bedrock", re.compile(r"input is too long for requested model|too many input tokens", re.I)),
+    ("litellm", re.compile(r"ContextWindowExceededError", re.I)),
 )
-_BYTE_WORDINGS = re.compile(r"\b413\b|request_too_large|request entity too large|payload too large|exceeds the maximum allowed number of bytes", re.I)
+# Byte limits are worded; a bare "413" in a message is not one (OpenAI's rate-limit
+# errors end "Requested 413.": tokens per minute).
+_BYTE_WORDINGS = re.compile(
+    r"request_too_large|request entity too large|payload too large|exceeds the maximum allowed number of bytes"
+    r"|request payload size exceeds the limit",
+    re.I,
+)
+_RATE_LIMIT = re.compile(r"rate limit|rate_limit|tokens per min|\bTPM\b|requests per min", re.I)
 
 
 @public
 def parse_overflow(error: object) -> Overflow | None:
     """Recognize a provider's "request too long" error (an exception, its message, or
-    its JSON body), or None if ``error`` is something else."""
+    its JSON body), or None if ``error`` is something else (a rate limit included).
+
+    A measured count is the input's part when the error separates it from the
+    completion's; an HTTP 413 is recognized from the status code or its wording, never
+    from a number in the text."""
     status = getattr(error, "status_code", None) or getattr(error, "status", None) or getattr(error, "code", None)
     if isinstance(error, dict):
         text = json.dumps(error)
         status = status or error.get("status") or error.get("code")
     else:
-        text = str(error)
+        text = f"{type(error).__name__}: {error}"
         body = getattr(error, "body", None)
         if body is not None:
             text += " " + json.dumps(body, default=str)
     if status == 413 or _BYTE_WORDINGS.search(text):
         return Overflow("bytes")
+    if status == 429 or _RATE_LIMIT.search(text):
+        return None
     for provider, pattern in _TOKEN_PATTERNS:
         match = pattern.search(text)
         if match:
-            limit = match.groupdict().get("limit")
-            return Overflow("tokens", int(match["measured"]), int(limit) if limit else None, provider)
+            found = match.groupdict()
+            measured = int(found["measured"])
+            if found.get("context"):  # input + completion > context: the input may have context - completion
+                limit: int | None = int(found["context"]) - int(found["completion"])
+            else:
+                limit = int(found["limit"]) if found.get("limit") else None
+            return Overflow("tokens", measured, limit, provider)
     for provider, pattern in _TOKEN_WORDINGS:
         if pattern.search(text):
             return Overflow("tokens", provider=provider)
