@@ -32,8 +32,11 @@ def histories(draw) -> list[Message]:
                            draw(st.booleans()))
                 for c in calls
             ]
-            shape = draw(st.sampled_from(["one", "split", "user-role", "user-role-with-text"]))
-            if shape == "one":
+            shape = draw(st.sampled_from(["one", "split", "user-role", "user-role-with-text", "user-between"]))
+            if shape == "user-between":  # the user's own message lands before the results
+                messages.append(Message("user", "meanwhile"))
+                messages.extend(Message("tool", (r,)) for r in results)
+            elif shape == "one":
                 messages.append(Message("tool", tuple(results)))
             elif shape == "split":
                 messages.extend(Message("tool", (r,)) for r in results)
@@ -103,3 +106,22 @@ def test_the_openai_check_catches_a_result_after_a_user_message():
         {"role": "tool", "tool_call_id": "b", "content": "r"}]
     with pytest.raises(glyphpack.HistoryError, match="before the results of calls"):
         check_openai_chat(bad)
+
+
+def test_a_message_between_calls_and_their_results_moves_after_the_results():
+    """A real pi session has the user's shell command between an assistant's calls and
+    their results: both APIs reject that order. Nothing is dropped, order is otherwise kept."""
+    from glyphpack._history.convert import results_first
+
+    history = [
+        Message("user", "go", id="u1"),
+        Message("assistant", (ToolCall("a", "t", {}), ToolCall("b", "t", {})), id="a1"),
+        Message("user", "I ran ls myself", id="u2"),
+        Message("tool", (ToolResult("a", (Text("ra"),)),), id="t1"),
+        Message("user", "and pwd", id="u3"),
+        Message("tool", (ToolResult("b", (Text("rb"),)),), id="t2"),
+        Message("user", "then this", id="u4"),
+        Message("assistant", "done", id="a2"),
+    ]
+    assert [m.id for m in results_first(history)] == ["u1", "a1", "t1", "t2", "u2", "u3", "u4", "a2"]
+    assert_accepted(history)

@@ -71,6 +71,45 @@ def _(block: Opaque) -> None:
     return None
 
 
+def results_first(messages: Sequence[Message]) -> list[Message]:
+    """The history in the order both APIs require: an assistant message's tool results
+    right after it, ahead of any other message that came between (a harness's note, the
+    user's shell command); a user message carrying results split into its results and
+    the rest. Nothing is dropped or changed."""
+    out: list[Message] = []
+    waiting: list[Message] = []  # messages that came between calls and their results
+    for message in messages:
+        if message.role == "assistant":
+            out.extend(waiting)
+            waiting = []
+            out.append(message)
+            continue
+        results = tuple(b for b in message.content if isinstance(b, ToolResult))
+        others = tuple(b for b in message.content if not isinstance(b, ToolResult))
+        if results and out and out[-1].role in ("assistant", "tool") and not waiting:
+            out.append(message if not others else Message("tool", results, id=f"{message.id}-results"))
+        elif results:
+            out.append(Message("tool", results, id=f"{message.id}-results") if others or message.role != "tool" else message)
+        if waiting and not _calls_open(out):  # every call answered: what waited goes next
+            out.extend(waiting)
+            waiting = []
+        if others:
+            rest = message if not results else message.with_content(others)
+            (waiting if _calls_open(out) else out).append(rest)
+    out.extend(waiting)
+    return out
+
+
+def _calls_open(out: Sequence[Message]) -> bool:
+    """Whether the last assistant message in ``out`` has calls not yet answered in ``out``."""
+    answered: set[str] = set()
+    for message in reversed(out):
+        if message.role == "assistant":
+            return any(c.id not in answered for c in message.tool_calls)
+        answered.update(r.call_id for r in message.tool_results)
+    return False
+
+
 def _anthropic_blocks(blocks: Sequence[Block]) -> list[Json]:
     return [converted for converted in map(anthropic_block, blocks) if converted is not None]
 
@@ -82,7 +121,7 @@ def to_anthropic(messages: Sequence[Message]) -> tuple[str | None, list[Json]]:
     API wants user and assistant to alternate)."""
     system = "\n\n".join(m.text for m in messages if m.role == "system") or None
     out: list[Json] = []
-    for message in messages:
+    for message in results_first(messages):
         if message.role == "system":
             continue
         role = "user" if message.role in ("user", "tool") else "assistant"
@@ -218,7 +257,7 @@ def to_openai_chat(messages: Sequence[Message]) -> list[Json]:
             out.append({"role": "user", "content": [*images, *parts]})
         images.clear()
 
-    for message in messages:
+    for message in results_first(messages):
         results = message.tool_results
         if results:
             for result in results:
