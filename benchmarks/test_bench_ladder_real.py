@@ -24,10 +24,17 @@ SHARES = (0.5, 0.2, 0.05)
 ROWS: list[str] = []
 
 
-def accepted(view, profile) -> bool:
+def _adapters():
     from anthropic.types import MessageParam
     from openai.types.chat import ChatCompletionMessageParam
 
+    return TypeAdapter(MessageParam), TypeAdapter(ChatCompletionMessageParam)
+
+
+ANTHROPIC_MESSAGE, CHAT_MESSAGE = _adapters()
+
+
+def accepted(view, profile) -> bool:
     try:
         glyphpack.validate_history(view, allow_pending=False)
         _, anthropic = glyphpack.to_anthropic(view)
@@ -35,9 +42,9 @@ def accepted(view, profile) -> bool:
         chat = glyphpack.to_openai_chat(view)
         check_openai_chat(chat, max_images=profile.max_images)
         for entry in anthropic:
-            TypeAdapter(MessageParam).validate_python(entry)
+            ANTHROPIC_MESSAGE.validate_python(entry)
         for entry in chat:
-            TypeAdapter(ChatCompletionMessageParam).validate_python(entry)
+            CHAT_MESSAGE.validate_python(entry)
     except Exception:
         return False
     return True
