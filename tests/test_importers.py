@@ -345,3 +345,25 @@ def test_estimate_tracks_the_providers_counts_once_calibrated():
                 overhead = calibrate(agent.messages[start:end], "claude-sonnet-4-5", first).overhead
                 once = np.abs(estimate + overhead - measured)[1:] / measured[1:]
                 assert np.quantile(once, 0.9) <= 0.05
+
+
+@needs_shared
+@pytest.mark.parametrize("name, task", [
+    ("codex/simonw-sample_codex_session.jsonl", "can you analyse the MD files in this directory"),
+    ("claude-code/ccv-fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl", "Split complex tasks into independent subtasks"),
+    ("swe-agent/marshmallow-1867-fc-replace-from-source.traj", "We're currently solving the following issue"),
+])
+def test_the_task_stays_verbatim_in_every_view_that_fits(name, task):
+    """The verbatim head is the task, not the harness's preamble before it (Codex writes
+    AGENTS.md and the environment first, Claude Code a slash command's marker). Fails
+    with a head that ends at the first user message."""
+    from glyphpack._compaction.cost import CostModel
+
+    history = list(import_file(SHARED / name).messages)
+    task_message = next(m for m in history if m.role == "user" and m.text.startswith(task))
+    for model in ("claude-sonnet-4-5", "gpt-5.4"):
+        tokens = CostModel(glyphpack.resolve(model)).history(history)
+        for share in (0.5, 0.2, 0.05):
+            result = glyphpack.compact(history, model, max(1, int(tokens * share)))
+            if result.report.fits:
+                assert task_message in result.view, (model, share)

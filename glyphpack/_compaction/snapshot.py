@@ -113,12 +113,36 @@ def serialize_message(message: Message, result_cap: int | None = None) -> str:
     return "\n".join(p for p in parts if p is not None) + "\n"
 
 
+#: How harnesses begin the user messages they write themselves, before the user's task:
+#: Codex's AGENTS.md and environment context, Claude Code's command markers and caveats,
+#: and the summaries of an earlier compaction.
+HARNESS_PREAMBLES = (
+    "# AGENTS.md instructions",
+    "<environment_context>",
+    "<user_instructions>",
+    "<INSTRUCTIONS>",
+    "<command-message>",
+    "<command-name>",
+    "<local-command-stdout>",
+    "Caveat: The messages below were generated",
+    "[pi compaction summary]",
+    "[codex compaction summary]",
+)
+
+
+def is_harness_preamble(message: Message) -> bool:
+    return message.text.lstrip().startswith(HARNESS_PREAMBLES)
+
+
 def head_end(messages: Sequence[Message]) -> int:
-    """End of the verbatim head: leading system messages and the first user message."""
-    for index, message in enumerate(messages):
-        if message.role == "user":
-            return index + 1
-    return len(messages)
+    """End of the verbatim head: everything up to and including the task, the first
+    user message a harness did not write itself (the first user message when every one
+    looks like a harness's)."""
+    users = [index for index, message in enumerate(messages) if message.role == "user"]
+    if not users:
+        return len(messages)
+    task = next((i for i in users if not is_harness_preamble(messages[i])), users[0])
+    return task + 1
 
 
 def snapshot(
