@@ -174,7 +174,7 @@ def test_the_ladder_meets_any_budget_it_can(chars, seed, fraction, model):
         text = "".join(serialize_message(m, cap) for m in middle)
         atlas = load_atlas(result.pages[0].shape)
         assert read_pages(result.pages) == glyphs_to_text(normalize(text, atlas).glyphs, atlas)
-    assert len(result.report.rungs) <= 5  # each rung at most once: it never loops
+    assert len(result.report.rungs) <= 6  # each rung at most once (and the image cap): it never loops
 
 
 def test_recompaction_keeps_earlier_pages_byte_identical():
@@ -406,3 +406,71 @@ def test_a_rate_limit_ending_in_413_is_no_overflow():
     response = httpx.Response(429, request=httpx.Request("POST", "https://api.example/v1"), json=body)
     assert parse_overflow(openai.RateLimitError(text, response=response, body=body)) is None
     assert parse_overflow(text) is None
+
+
+def _screenshot_turn(count: int) -> list:
+    from glyphpack import Message, Text, ToolCall, ToolResult
+
+    png = glyphpack_render_png()
+    calls = tuple(ToolCall(f"shot{k}", "screenshot", {}) for k in range(count))
+    results = tuple(ToolResult(f"shot{k}", (Text("screen"), Image("image/png", png))) for k in range(count))
+    return [Message("user", "look at the screens"), Message("assistant", calls), Message("tool", results), Message("assistant", "seen")]
+
+
+def glyphpack_render_png() -> bytes:
+    import glyphpack
+
+    return glyphpack.render("a small screenshot")[0].png
+
+
+def test_snapshot_pages_count_the_requests_other_images():
+    """Catches pages sized as if they were the request's only images: with 18 screenshots
+    in the last turn, high-resolution Claude pages must follow the rule for requests of
+    more than 20 images (each at most 2000 px), and a request never exceeds 100 images."""
+    history = generate_session(400_000, seed=4) + _screenshot_turn(18)
+    profile = resolve("claude-opus-4-7")
+    policy = CompactionPolicy(protect_turns=1)
+    budget = CostModel(profile).history(shake(history, profile, policy=policy).view) // 4
+    result = compact(history, profile, budget, policy=policy)
+    assert result.pages
+    images = sum(len(m.images) for m in result.view)
+    assert images <= profile.max_images
+    if images > 20:
+        assert all(max(p.width, p.height) <= 2000 for p in result.pages), [(p.width, p.height) for p in result.pages]
+
+
+def test_the_snapshot_search_is_bounded_and_names_what_stopped_it(monkeypatch):
+    """Catches a search that renders once per cut (a 4.2M-character history once took
+    197 renders) and a skip reason that hides the image limit."""
+    import glyphpack._render.render as render_module
+    from glyphpack._compaction import snapshot as snapshot_module
+
+    renders = []
+    real_render = render_module.render
+    monkeypatch.setattr(render_module, "render", lambda *a, **k: renders.append(1) or real_render(*a, **k))
+    history = generate_session(300_000, seed=9)
+    cost = CostModel(CLAUDE)
+    result = snapshot(history, cost, cost.history(history[:2]) + 50)  # room for the head only
+    assert len(renders) <= snapshot_module.MAX_SNAPSHOT_RENDERS and not result.pages
+    assert "the budget of" in result.report.skipped
+    from glyphpack import Message, Text
+
+    png = glyphpack_render_png()
+    task = Message("user", (Text("match these 100 mockups"), *(Image("image/png", png) for _ in range(100))))
+    crowded = [history[0], task, *history[2:]]  # the head alone holds the request's 100 images
+    result = snapshot(crowded, cost, cost.history(crowded))
+    assert not result.pages and "100 images per request" in result.report.skipped
+    crowded = history + _screenshot_turn(99)
+    result = compact(crowded, CLAUDE, cost.history(crowded) // 3, policy=CompactionPolicy(protect_turns=1))
+    assert sum(len(m.images) for m in result.view) <= 100
+
+
+def test_consecutive_snapshots_share_their_header_and_unchanged_pages():
+    """The text before the pages is the same on every pass (it once carried the message
+    range and counts, so the cached prefix ended at block 1)."""
+    history = generate_session(600_000, seed=7)
+    longer = history + generate_session(60_000, seed=8)[1:]
+    budget = CostModel(CLAUDE).history(shake(history, CLAUDE).view) // 4
+    first, second = compact(history, CLAUDE, budget), compact(longer, CLAUDE, budget)
+    header = [next(m for m in r.view if m.id.startswith("snapshot-")).content[0] for r in (first, second)]
+    assert header[0] == header[1]

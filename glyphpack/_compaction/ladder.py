@@ -22,7 +22,7 @@ from .._providers.profile import Profile
 from .._types import public
 from .cost import CostModel
 from .results import Compaction, CompactionPolicy, LadderReport, RungReport
-from .rungs import drop_images, elide
+from .rungs import cap_images, drop_images, elide
 from .snapshot import snapshot
 from .summarize import Summarizer, summarize
 
@@ -99,6 +99,11 @@ def compact(
         rungs.append(result.report)
         if result.pages:
             view, pages = result.view, result.pages
+    limit = cost.profile.max_images
+    if vision and limit is not None and sum(len(m.images) for m in view) > limit:
+        result = cap_images(view, cost, limit)
+        view = result.view
+        rungs.append(result.report)
     if not fits():
         if summarizer is not None:
             result = summarize(view, cost, budget, summarizer)

@@ -110,6 +110,32 @@ def drop_images(messages: Sequence[Message], cost: CostModel, protect_turns: int
     return RungResult(tuple(out), report)
 
 
+def cap_images(messages: Sequence[Message], cost: CostModel, limit: int) -> RungResult:
+    """Images dropped oldest first (each a one-line stub) until the request carries at
+    most ``limit``: a provider rejects a request with more, whatever its tokens."""
+    started = time.perf_counter()
+    before = cost.history(messages)
+    excess = sum(len(m.images) for m in messages) - limit
+    out: list[Message] = []
+    changed = 0
+    for message in messages:
+        if excess <= 0 or not message.images:
+            out.append(message)
+            continue
+        content: list[Block] = []
+        for block in message.content:
+            carried = len(block.images())
+            if carried and excess > 0:  # a block's images go together
+                excess -= carried
+                changed += carried
+                block = _without_images(block)
+            content.append(block)
+        out.append(message.with_content(tuple(content)))
+    note = f"a request may carry at most {limit} images"
+    report = RungReport("image drop", before, cost.history(out), changed, time.perf_counter() - started, note=note)
+    return RungResult(tuple(out), report)
+
+
 def _without_images(block: Block) -> Block:
     if isinstance(block, Image):
         return _image_stub(block)
