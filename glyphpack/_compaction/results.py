@@ -4,6 +4,7 @@ the ladder's report; the policy that steers the ladder."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -89,6 +90,15 @@ class RungReport:
     @property
     def freed(self) -> int:
         return self.tokens_before - self.tokens_after
+
+    @classmethod
+    def replaced_middle(
+        cls, rung: Rung, before: int, after: int, head: int, cut: int, started: float, **figures: Any
+    ) -> RungReport:
+        """The report of a rung that replaced ``messages[head:cut]`` (snapshot, summarization)."""
+        return cls(
+            rung, before, after, cut - head, time.perf_counter() - started, first_message=head + 1, last_message=cut, **figures
+        )
 
     @property
     def details(self) -> str:

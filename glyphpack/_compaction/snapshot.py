@@ -177,14 +177,13 @@ def snapshot(
     if found is None:
         return unchanged(search.why_not())
     view, pages, t, middle_text, cut = found
-    report = RungReport(
+    report = RungReport.replaced_middle(
         "snapshot",
         before,
         cost.history(view),
-        t - head,
-        time.perf_counter() - started,
-        first_message=head + 1,
-        last_message=t,
+        head,
+        t,
+        started,
         middle_chars=len(middle_text),
         middle_text_tokens=cost.text(middle_text),
         pages=len(pages),

@@ -106,14 +106,13 @@ def summarize(messages: Sequence[Message], cost: CostModel, budget: int, summari
     digest = hashlib.sha256(summary.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     note = Message("user", (Text(f"[glyphpack summary of messages {head + 1}-{t}]\n{summary}"),), id=f"summary-{digest}")
     view = (*messages[:head], note, *messages[t:])
-    report = RungReport(
+    report = RungReport.replaced_middle(
         "summarization",
         before,
         cost.history(view),
-        t - head,
-        time.perf_counter() - started,
-        first_message=head + 1,
-        last_message=t,
+        head,
+        t,
+        started,
         summary_tokens=cost.text(summary),
         summarizer_calls=calls,
     )
