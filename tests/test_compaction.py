@@ -474,3 +474,26 @@ def test_consecutive_snapshots_share_their_header_and_unchanged_pages():
     first, second = compact(history, CLAUDE, budget), compact(longer, CLAUDE, budget)
     header = [next(m for m in r.view if m.id.startswith("snapshot-")).content[0] for r in (first, second)]
     assert header[0] == header[1]
+
+
+def test_kept_geometry_survives_a_growing_share_of_cjk_text():
+    """Without the previous pass's geometry the shape switches to Unifont once most of
+    the middle is CJK, redrawing every page; with it (``Compaction.keep_geometry``) the
+    pages keep their shape and size."""
+    from glyphpack import Message
+
+    def turns(text: str, count: int, start: int) -> list:
+        out = []
+        for i in range(start, start + count):
+            out += [Message("user", f"step {i}"), Message("assistant", text * 40)]
+        return out
+
+    history = [Message("system", "agent"), Message("user", "task")] + turns("plain ascii words. ", 30, 0)
+    budget = CostModel(CLAUDE).history(history) // 4
+    first = compact(history, CLAUDE, budget)
+    assert first.pages and first.pages[0].shape == "5x8"
+    grown = history + turns("漢字の文章がここに続きます。", 200, 30)
+    budget = CostModel(CLAUDE).history(grown) // 2
+    assert compact(grown, CLAUDE, budget).pages[0].shape == "unifont"
+    kept = compact(grown, CLAUDE, budget, policy=first.keep_geometry())
+    assert kept.pages and {(p.shape, p.width, p.full_height) for p in kept.pages} == {("5x8", first.pages[0].width, first.pages[0].full_height)}

@@ -369,3 +369,47 @@ def test_the_task_stays_verbatim_in_every_view_that_fits(name, task):
             result = glyphpack.compact(history, model, max(1, int(tokens * share)))
             if result.report.fits:
                 assert task_message in result.view, (model, share)
+
+
+@needs_shared
+def test_ten_passes_over_a_growing_real_session_keep_the_cached_prefix():
+    """Ten compactions of the real pi session as it grows, the page geometry carried
+    from pass to pass (``Compaction.keep_geometry``): each pass's pages are identical to
+    the last pass's up to the page holding the first changed character, and the
+    Anthropic request's unchanged prefix covers all of them (the header before the pages
+    does not change). Fails with the old header, which carried the message range."""
+    from glyphpack import CompactionPolicy, read_pages
+    from glyphpack._history.messages import turn_boundaries
+
+    history = list(import_file(SHARED / "pi/pimono-before-compaction.jsonl").messages)
+    boundaries = [t for t in turn_boundaries(history) if t >= 300 and history[t - 1].role == "assistant"]
+    ends = boundaries[:: max(1, len(boundaries) // 10)][:10]
+    policy = CompactionPolicy()
+    previous = None
+    shared_pages = 0
+    for end in ends:
+        result = glyphpack.compact(history[:end], "claude-sonnet-4-5", 60_000, policy=policy)
+        assert result.report.fits and result.pages
+        policy = result.keep_geometry(policy)
+        blocks = [json.dumps(b, sort_keys=True) for m in glyphpack.to_anthropic(result.view)[1] for b in m["content"]]
+        if previous is not None:
+            old_result, old_blocks = previous
+            old_text, new_text = read_pages(old_result.pages), read_pages(result.pages)
+            first_change = next((i for i, (a, b) in enumerate(zip(old_text, new_text)) if a != b), min(len(old_text), len(new_text)))
+            before_change, chars = 0, 0
+            for page in old_result.pages:
+                chars += page.chars  # one decoded character per glyph drawn
+                if chars > first_change or page.height < page.full_height:  # a last, short page grows
+                    break
+                before_change += 1
+            same = 0
+            while same < min(len(old_result.pages), len(result.pages)) and old_result.pages[same].png == result.pages[same].png:
+                same += 1
+            assert same >= before_change
+            common = next((i for i, (a, b) in enumerate(zip(old_blocks, blocks)) if a != b), len(blocks))
+            page_blocks = [i for i, b in enumerate(blocks) if '"type": "image"' in b]
+            covered = page_blocks[before_change - 1] if before_change else -1
+            assert common > covered
+            shared_pages += before_change
+        previous = (result, blocks)
+    assert shared_pages > 0

@@ -30,6 +30,11 @@ class CompactionPolicy:
             besides errors (which always are).
         layout: snapshot page layout, ``"flow"`` or ``"lines"``.
         shape: snapshot glyph shape (None: chosen from the text).
+        page_size: snapshot page size limit, px (None: the largest the reader takes
+            unresized). Pin ``shape`` and ``page_size`` to the previous pass's
+            (``Compaction.keep_geometry``) so a growing conversation's earlier pages stay
+            byte-identical: an automatic switch (to Unifont as CJK text grows, to smaller
+            pages past 20 images) would redraw every page.
         estimator: text token rates (None: the default estimate).
         tokenizer: an exact ``tokenizer(text) -> tokens``, used instead of the estimate.
     """
@@ -39,6 +44,7 @@ class CompactionPolicy:
     remarkable: Callable[[ToolResult, ToolCall | None], bool] | None = None
     layout: Layout = "flow"
     shape: Shape | str | None = None
+    page_size: tuple[int, int] | None = None
     estimator: TextEstimator | None = None
     tokenizer: Callable[[str], int] | None = None
 
@@ -171,3 +177,11 @@ class Compaction:
     view: tuple[Message, ...]
     report: LadderReport
     pages: tuple[Page, ...] = ()  # snapshot pages, also present in the view as Image blocks
+
+    def keep_geometry(self, policy: CompactionPolicy = CompactionPolicy()) -> CompactionPolicy:
+        """``policy`` with this compaction's page geometry (shape and page size) pinned,
+        for the next pass over the same conversation; unchanged when no pages were made."""
+        if not self.pages:
+            return policy
+        first = self.pages[0]
+        return dataclasses.replace(policy, shape=first.shape, page_size=(first.width, first.full_height))

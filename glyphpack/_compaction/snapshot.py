@@ -221,9 +221,18 @@ class _Search:
             self.images_from[i] = self.images_from[i + 1] + len(messages[i].images)
         self.head_images = sum(len(m.images) for m in messages[:head])
         profile = cost.profile
-        self.page_width, page_height = profile.page_size(shape)
+        self.page_width, page_height = policy.page_size or profile.page_size(shape)
         self.cols, self.rows_per_page = self.page_width // shape.advance, page_height // shape.pitch
         self.full_page_tokens = int(profile.context_tokens(self.page_width, page_height))
+
+    def _page_size(self, other_images: int) -> tuple[int, int] | None:
+        """The pinned page size, unless the request's images make it too large for the
+        reader's many-image rule (then the reader's own size for so many images)."""
+        pinned = self.policy.page_size
+        many = self.cost.profile.reader.many_images
+        if pinned is not None and many is not None and other_images + 1 > many[0] and max(pinned) > many[1]:
+            return None
+        return pinned
 
     def pages_tokens(self, chars: int) -> int:
         """Tokens of the pages for ``chars`` flowed characters: full pages, then a last
@@ -258,7 +267,7 @@ class _Search:
             middle_text = "".join(texts[: t - head])
             pages = self.render(
                 middle_text, model=profile, shape=self.policy.shape, layout=self.policy.layout, max_pages=100_000,
-                other_images=other_images,
+                other_images=other_images, page_size=self._page_size(other_images),
             )
             if profile.max_images is not None and len(pages) + other_images > profile.max_images:
                 self.stopped_by.add("images")

@@ -49,6 +49,8 @@ class Page:
         tokens: image tokens billed for this page on the profile's route (None
             without a model).
         profile: the ``Profile`` the page was sized for (None without a model).
+        full_height: the height of a full page of the rendering (its page size limit
+            holds ``width x full_height``); a last page may be shorter.
     """
 
     png: bytes = dataclasses.field(repr=False)
@@ -62,6 +64,7 @@ class Page:
     layout: Layout
     tokens: int | None = None
     profile: Profile | None = dataclasses.field(default=None, repr=False)
+    full_height: int = 0
 
     def to_block(self, api: Api, *, cache: bool = False) -> dict[str, Any]:
         """This page as an image content block for ``api``: ``anthropic``,
@@ -378,6 +381,7 @@ def _encode_pages(
                         layout=grid_layout.layout,
                         tokens=None if profile is None else profile.tokens(width, height),
                         profile=profile,
+                        full_height=shape.page_height(shape.max_rows),
                     )
                 )
             if progress is not None:
