@@ -122,3 +122,22 @@ def test_jit_compile_and_cached_start(results):
         warm = min(run_probe(env) for _ in range(3))
     results["first process: import + JIT compile + first render"] = (cold, "s")
     results["second process (cached kernels and atlas): import + first render"] = (warm, "s")
+
+
+def with_controls(corpus: str) -> str:
+    """The corpus with terminal bytes sprinkled in: a form feed, a bell and an escape
+    sequence every ~4,000 characters (each drawn in caret notation or stripped)."""
+    step = 4000
+    return "".join(corpus[i : i + step] + "\x0c\x07\x1b[1m" for i in range(0, len(corpus), step))
+
+
+@pytest.mark.parametrize("kind", ["plain", "controls"])
+def test_end_to_end_with_and_without_controls(benchmark, corpus, results, kind):
+    text = corpus if kind == "plain" else with_controls(corpus)
+    glyphpack.render(text, model="claude-sonnet-4-5")  # warm
+    benchmark.group = "controls"
+    benchmark(glyphpack.render, text, model="claude-sonnet-4-5")
+    results[f"end to end, {kind} corpus"] = (len(text) / fastest(benchmark) / 1e6, "M chars/s")
+    if kind == "controls" and "end to end, plain corpus" in results:
+        plain = results["end to end, plain corpus"][0]
+        results["control-character corpus: time / plain corpus time"] = (plain / results[f"end to end, {kind} corpus"][0], "x")

@@ -32,6 +32,9 @@ from .fonts import NEWLINE, FontAtlas
 from .kernels import LINE_BREAK
 
 TAB_SIZE = 8
+#: Up to this many dropped or expanded characters are spliced in slice by slice; more
+#: take one vectorized pass over the whole text (per-character offsets).
+_SPLICE_LIMIT = 4096
 
 _ANSI = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor movement
@@ -178,9 +181,25 @@ def normalize(text: str, atlas: FontAtlas, layout: Layout = "flow") -> Normalize
         counts[kind] += int(occurrences[k])
         resolutions.append(resolved)
 
-    if all(len(r) == 1 for r in resolutions):  # one glyph for one character: no shifting
-        glyphs[missing_at] = np.array([r[0] for r in resolutions], dtype=np.int32)[which]
-        return NormalizedText(_trim_blanks(glyphs, atlas, layout), TextCounts(ansi_sequences=ansi, **counts), source_chars)
+    # One glyph for one character (most resolutions): written in place, no shifting.
+    sizes = np.array([len(r) for r in resolutions], dtype=np.int64)
+    singles = np.array([r[0] if len(r) == 1 else -1 for r in resolutions], dtype=np.int32)
+    single = sizes[which] == 1
+    glyphs[missing_at[single]] = singles[which[single]]
+    irregular = missing_at[~single]  # dropped (no glyph) or expanded (caret notation, folds)
+    counted = TextCounts(ansi_sequences=ansi, **counts)
+    if irregular.size == 0:
+        return NormalizedText(_trim_blanks(glyphs, atlas, layout), counted, source_chars)
+    if irregular.size <= _SPLICE_LIMIT:
+        # A few: splice them in between slices, without per-character temporaries.
+        replacements = [np.array(r, dtype=np.int32) for r in resolutions]
+        pieces: list[np.ndarray] = []
+        previous = 0
+        for position, k in zip(irregular.tolist(), which[~single].tolist()):
+            pieces += [glyphs[previous:position], replacements[k]]
+            previous = position + 1
+        pieces.append(glyphs[previous:])
+        return NormalizedText(_trim_blanks(np.concatenate(pieces), atlas, layout), counted, source_chars)
     lengths = np.ones(len(codepoints), dtype=np.int64)
     lengths[missing_at] = np.array([len(r) for r in resolutions], dtype=np.int64)[which]
     starts = np.cumsum(lengths) - lengths
@@ -190,7 +209,7 @@ def normalize(text: str, atlas: FontAtlas, layout: Layout = "flow") -> Normalize
         at = starts[missing_at[which == k]]
         for offset, glyph in enumerate(resolved):
             out[at + offset] = glyph
-    return NormalizedText(_trim_blanks(out, atlas, layout), TextCounts(ansi_sequences=ansi, **counts), source_chars)
+    return NormalizedText(_trim_blanks(out, atlas, layout), counted, source_chars)
 
 
 def _trim_blanks(glyphs: np.ndarray, atlas: FontAtlas, layout: Layout) -> np.ndarray:
