@@ -141,3 +141,25 @@ def test_end_to_end_with_and_without_controls(benchmark, corpus, results, kind):
     if kind == "controls" and "end to end, plain corpus" in results:
         plain = results["end to end, plain corpus"][0]
         results["control-character corpus: time / plain corpus time"] = (plain / results[f"end to end, {kind} corpus"][0], "x")
+
+
+@pytest.mark.parametrize("size", [1_000, 10_000])
+@pytest.mark.parametrize("model", ["claude-sonnet-4-5", "gpt-5.4"])
+def test_small_calls(results, size, model):
+    """Latency of small renders (a tool result, a message): median and 90th percentile
+    over 300 calls, and the process's CPU time per wall time (spinning threads show as
+    more than 1)."""
+    import time
+
+    text = ("def f(x): return x * 2  # a small call\n" * (size // 38 + 1))[:size]
+    glyphpack.render(text, model=model)
+    times = []
+    cpu, wall = time.process_time(), time.perf_counter()
+    for _ in range(300):
+        started = time.perf_counter()
+        glyphpack.render(text, model=model)
+        times.append(time.perf_counter() - started)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    results[f"small call {size // 1000}k chars, {model}: median"] = (float(np.median(times)) * 1000, "ms")
+    results[f"small call {size // 1000}k chars, {model}: p90"] = (float(np.quantile(times, 0.9)) * 1000, "ms")
+    results[f"small call {size // 1000}k chars, {model}: CPU time / wall time"] = (cpu / wall, "x")

@@ -36,11 +36,11 @@ def glyph_row_words(shape: Shape) -> np.ndarray:
     return np.ascontiguousarray(padded).view("<u8")
 
 
-def page_buffer(shape: Shape, pages: int) -> np.ndarray:
-    """uint8[pages, max_rows * pitch, W]: room to rasterize ``pages`` full pages
-    (W is the page width rounded up to whole 8-byte words)."""
+def page_buffer(shape: Shape, pages: int, rows: int | None = None) -> np.ndarray:
+    """uint8[pages, rows * pitch, W]: room to rasterize ``pages`` pages of ``rows`` rows
+    (default: full pages; W is the page width rounded up to whole 8-byte words)."""
     padded_width = -(-shape.page_width // 8) * 8
-    return np.empty((pages, shape.max_rows * shape.pitch, padded_width), dtype=np.uint8)
+    return np.empty((pages, (rows or shape.max_rows) * shape.pitch, padded_width), dtype=np.uint8)
 
 
 def rasterize_pages(layout: GridLayout, first_page: int, stop_page: int, buffer: np.ndarray | None = None) -> list[np.ndarray]:
@@ -63,15 +63,19 @@ def rasterize_pages(layout: GridLayout, first_page: int, stop_page: int, buffer:
         return []
     if buffer is None:
         buffer = page_buffer(shape, count)
-    if buffer.shape[0] < count or buffer.shape[1:] != page_buffer(shape, 0).shape[1:]:
-        raise UsageError(f"a pixel buffer of shape {buffer.shape} cannot hold {count} pages of shape {shape.name!r}")
     start_row = first_page * shape.max_rows
     stop_row = min(stop_page * shape.max_rows, layout.rows)
     rows = layout.grid[start_row:stop_row]
+    # Rows per page the kernel draws: a full page's, or fewer in a buffer made for one
+    # short page (a small call draws only the rows it uses).
+    page_rows = buffer.shape[1] // shape.pitch
+    needed = shape.max_rows if count > 1 else rows.shape[0]
+    if buffer.shape[0] < count or page_rows < needed or buffer.shape[2] != page_buffer(shape, 0).shape[2]:
+        raise UsageError(f"a pixel buffer of shape {buffer.shape} cannot hold {count} pages of shape {shape.name!r}")
     # The kernel wants whole pages: pad the last page's grid with empty rows, then crop.
-    padded = np.full((count * shape.max_rows, shape.cols), EMPTY, dtype=np.int32)
+    padded = np.full((count * page_rows, shape.cols), EMPTY, dtype=np.int32)
     padded[: rows.shape[0]] = rows
-    grid = padded.reshape(count, shape.max_rows, shape.cols)
+    grid = padded.reshape(count, page_rows, shape.cols)
     pixels = buffer[:count]
     with parallel_launch:
         rasterize(grid, glyph_row_words(shape), atlas.cell_widths, shape.advance, shape.pitch, pixels.view(np.uint64))
