@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 #: Shape names, for argument choices without loading any font (a test checks them
 #: against ``SHAPES``).
-SHAPE_NAMES = ("5x8", "6x13", "8x13", "8x13-loose", "unifont")
+SHAPE_NAMES = ("5x8", "6x13", "8x13", "8x13-loose", "7x14", "9x15", "9x15-loose", "9x18", "10x20", "8x13-tall", "unifont")
 #: Session formats, for argument choices (a test checks them against the registry).
 FORMAT_NAMES = ("claude-code", "pi", "codex", "swe-agent", "openai-chat", "openai-responses", "anthropic", "gemini", "glyphpack")
 

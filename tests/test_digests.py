@@ -34,6 +34,9 @@ CASES = [
     ("8x13", "lines", None),
     ("8x13-loose", "flow", "claude-opus-4-7"),
     ("unifont", "flow", "claude-sonnet-4-5"),
+    ("9x15-loose", "lines", "claude-opus-4-8"),
+    ("8x13-tall", "flow", "gemini-3-pro"),
+    ("10x20", "flow", "gpt-5.4"),
     (None, "flow", "gpt-4o"),
 ]
 

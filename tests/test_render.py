@@ -179,3 +179,15 @@ def test_workqueue_threading_layer_survives_concurrent_renders(tmp_path):
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[0] == "workqueue"
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_every_shape_reads_back_exactly(name):
+    """Catches a shape whose font breaks the atlas (a glyph colliding with a marker, a
+    bitmap bleeding out of its cell): every shape's pages read back as the normalized
+    text, in both layouts."""
+    shape = SHAPES[name].with_page_size(640, 320)
+    text = "Mixed input: tabs\there, ids 0x5f3a9c, ünïcödé, Ελληνικά, Кириллица, ┌─┐ and 中文.\n" * 30
+    for layout in ("flow", "lines"):
+        pages = render(text, shape=shape, layout=layout)
+        assert read_pages(pages, shape) == lay_out(normalize(text, shape.atlas, layout), shape, layout).text()

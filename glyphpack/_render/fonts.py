@@ -45,6 +45,10 @@ FONT_FILES = {
     "5x8": "5x8.bdf",
     "6x13": "6x13.bdf",
     "8x13": "8x13.bdf",
+    "7x14": "7x14.bdf",
+    "9x15": "9x15.bdf",
+    "9x18": "9x18.bdf",
+    "10x20": "10x20.bdf",
     "unifont": "unifont.hex.gz",
 }
 

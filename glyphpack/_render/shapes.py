@@ -98,6 +98,24 @@ SHAPES: dict[str, Shape] = {
             16,
             description="8x13 glyphs on an 11 px advance and 16 px pitch (peer-tested legibility)",
         ),
+        Shape("7x14", "7x14", 7, 14, description="misc-fixed 7x14: about the 14 px text peers found GPT and Opus 5 read"),
+        Shape("9x15", "9x15", 9, 15, description="misc-fixed 9x15: 14 px text on a 9 px advance"),
+        Shape(
+            "9x15-loose",
+            "9x15",
+            10,
+            16,
+            description="9x15 glyphs on 10x16 cells (Opus 4.8 read 95% of ids exactly at 10x16)",
+        ),
+        Shape("9x18", "9x18", 9, 18, description="misc-fixed 9x18: large"),
+        Shape("10x20", "10x20", 10, 20, description="misc-fixed 10x20: the largest"),
+        Shape(
+            "8x13-tall",
+            "8x13",
+            8,
+            22,
+            description="8x13 glyphs on a 22 px pitch (a peer's legible default for Gemini and OpenAI)",
+        ),
         Shape("unifont", "unifont", 8, 16, description="GNU Unifont 8x16 / 16x16: all of the BMP, CJK"),
     )
 }
