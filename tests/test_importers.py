@@ -371,6 +371,7 @@ def test_the_task_stays_verbatim_in_every_view_that_fits(name, task):
                 assert task_message in result.view, (model, share)
 
 
+@pytest.mark.slow
 @needs_shared
 def test_ten_passes_over_a_growing_real_session_keep_the_cached_prefix():
     """Ten compactions of the real pi session as it grows, the page geometry carried
