@@ -125,6 +125,7 @@ def cmd_render(args: argparse.Namespace) -> int:
             page_size=args.page_size,
             max_pages=args.max_pages,
             progress=update,
+            fidelity=args.fidelity,
         )
     finally:
         bar.close()
@@ -148,7 +149,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     if report.model is not None:
         rows.append(("model", f"{report.model} ({report.profile})"))
     rows += [
-        ("shape", f"{report.shape} ({report.layout})"),
+        ("shape", f"{report.shape} ({report.layout}): {report.shape_reason}"),
         ("pages", f"{report.pages}"),
         ("page size", f"{size} px (last page may be shorter)"),
         ("characters", f"{report.source_chars:,} in, {report.chars:,} drawn"),
@@ -469,6 +470,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="size pages for this model id and print what they cost (e.g. claude-sonnet-4-5)")
     p.add_argument("--shape", choices=sorted(SHAPE_NAMES), help="glyph shape (default: chosen from the text)")
     p.add_argument("--layout", choices=LAYOUTS, default="flow")
+    p.add_argument("--fidelity", choices=("exact", "gist"),
+                   help="with --model and no --shape: the densest shape the model is known to read exactly, or for the gist")
     p.add_argument("--page-size", type=_page_size, metavar="WxH", help="page size limit in px")
     p.add_argument("--max-pages", type=int, default=5000)
     p.add_argument("--out", metavar="DIR", help="write page-0001.png ... here")

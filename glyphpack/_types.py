@@ -26,6 +26,8 @@ RouteBilling = Literal["native", "per-request"]
 OverflowKind = Literal["tokens", "bytes"]
 #: A loaded transcript: nothing stored, the last turn answered, or a turn to retry.
 LoadState = Literal["empty", "clean", "failed"]
+#: What a snapshot must keep readable: every character, or the gist.
+Fidelity = Literal["exact", "gist"]
 #: The compaction ladder's rungs, cheapest first.
 Rung = Literal["elision", "image drop", "snapshot", "summarization"]
 
@@ -37,6 +39,7 @@ ROUTE_BILLINGS: tuple[RouteBilling, ...] = get_args(RouteBilling)
 OVERFLOW_KINDS: tuple[OverflowKind, ...] = get_args(OverflowKind)
 LOAD_STATES: tuple[LoadState, ...] = get_args(LoadState)
 RUNGS: tuple[Rung, ...] = get_args(Rung)
+FIDELITIES: tuple[Fidelity, ...] = get_args(Fidelity)
 
 K = TypeVar("K", bound=str)
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import UsageError
 from .._history.messages import Message, ToolCall, ToolResult
 from .._providers.text_tokens import TextEstimator
-from .._types import Layout, Rung, public
+from .._types import Fidelity, Layout, Rung, public
 
 if TYPE_CHECKING:  # the renderer (numba) is imported only when a snapshot is rendered
     from .._render.render import Page
@@ -35,6 +35,9 @@ class CompactionPolicy:
             (``Compaction.keep_geometry``) so a growing conversation's earlier pages stay
             byte-identical: an automatic switch (to Unifont as CJK text grows, to smaller
             pages past 20 images) would redraw every page.
+        fidelity: with no ``shape``, pages in the densest shape the reader is known to
+            read ``"exact"``-ly or for the ``"gist"`` (``glyphpack.reading_profile``);
+            None: the dense default (for now: which default a reader should get is open).
         estimator: text token rates (None: the default estimate).
         tokenizer: an exact ``tokenizer(text) -> tokens``, used instead of the estimate.
     """
@@ -45,6 +48,7 @@ class CompactionPolicy:
     layout: Layout = "flow"
     shape: Shape | str | None = None
     page_size: tuple[int, int] | None = None
+    fidelity: Fidelity | None = None
     estimator: TextEstimator | None = None
     tokenizer: Callable[[str], int] | None = None
 

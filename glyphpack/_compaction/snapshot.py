@@ -27,6 +27,7 @@ from .._history.messages import (
     ToolResult,
     turn_boundaries,
 )
+from .._providers.resolve import reading_profile
 from .._types import Role
 from .cost import CostModel
 from .results import CompactionPolicy, RungReport, RungResult
@@ -171,7 +172,10 @@ def snapshot(
     cuts = [t for t in turn_boundaries(messages) if t > head]
     if not cuts:
         return unchanged("nothing between the head and the tail")
-    search = _Search(messages, cost, budget, policy, head, cuts, render, get_shape(policy.shape))
+    shape = get_shape(policy.shape)
+    if policy.shape is None and policy.fidelity is not None:
+        shape = get_shape(reading_profile(profile).evidence(policy.fidelity).shape)
+    search = _Search(messages, cost, budget, policy, head, cuts, render, shape)
     # Every word first; results cut to their ends only when the whole middle cannot fit.
     found = search.run(result_cap=None) or search.run(result_cap=SNAPSHOT_RESULT_CAP)
     if found is None:
@@ -267,7 +271,7 @@ class _Search:
             middle_text = "".join(texts[: t - head])
             pages = self.render(
                 middle_text, model=profile, shape=self.policy.shape, layout=self.policy.layout, max_pages=100_000,
-                other_images=other_images, page_size=self._page_size(other_images),
+                other_images=other_images, page_size=self._page_size(other_images), fidelity=self.policy.fidelity,
             )
             if profile.max_images is not None and len(pages) + other_images > profile.max_images:
                 self.stopped_by.add("images")

@@ -12,6 +12,7 @@ from .._errors import GlyphpackError, ProfileWarning
 from .._types import public
 from .catalog import GATEWAYS, NATIVE_ROUTE, READER_PREFIXES, READERS, ROUTE_PREFIXES, ROUTES, UNKNOWN_READER, VARIANTS
 from .profile import CellGeometry, Profile, Reader
+from .reading import READING_PREFIXES, READING_PROFILES, ReadingProfile
 
 _DATE_SUFFIX = re.compile(r"(@\d{8}|-\d{8}|-\d{4}-\d{2}-\d{2}|-v\d+(:\d+)?|-latest|-preview(-\d{2}-\d{2})?|-exp)$")
 _BEDROCK_REGION = re.compile(r"^(us|eu|apac|global|us-gov|jp|au)\.")
@@ -116,6 +117,20 @@ def resolve(model_id: str | Profile, *, route: str | None = None, **reader_overr
             reader_overrides = {"resize": None, "billing": None} | reader_overrides
         profile = dataclasses.replace(profile, reader=dataclasses.replace(profile.reader, **reader_overrides))
     return profile
+
+
+@public
+def reading_profile(model: str | Profile) -> ReadingProfile:
+    """What the reader a model id names is known to read (``ReadingProfile``): the
+    densest shape read exactly and the densest that keeps the gist, with sources.
+    Readers without published evidence get the conservative profile."""
+    model_id = model.model if isinstance(model, Profile) else model
+    text = model_id if _BEDROCK_VERSION.search(model_id) else model_id.partition(":")[0]
+    normalized = _normalize_model(_split_route(text)[1])
+    for prefix in sorted(READING_PREFIXES, key=len, reverse=True):
+        if normalized == prefix or normalized.startswith(prefix + "-"):
+            return READING_PROFILES[READING_PREFIXES[prefix]]
+    return READING_PROFILES["conservative"]
 
 
 def all_profiles() -> list[Profile]:

@@ -15,9 +15,9 @@ import numpy as np
 from .._errors import LimitError, ProfileWarning, UsageError
 from .._providers.blocks import image_block
 from .._providers.profile import Profile
-from .._providers.resolve import resolve
+from .._providers.resolve import reading_profile, resolve
 from .._providers.text_tokens import estimate_text_tokens
-from .._types import LAYOUTS, Api, Layout, check_kind, public
+from .._types import FIDELITIES, LAYOUTS, Api, Fidelity, Layout, check_kind, public
 from .kernels import EMPTY
 from .layout import GridLayout, count_rows, drawn_chars, lay_out, pages_for_rows
 from .png import encode_png
@@ -108,6 +108,7 @@ class RenderReport:
     profile: str | None = None
     image_tokens: int | None = None
     requests: int | None = None
+    shape_reason: str = ""
 
     @property
     def cells_used_fraction(self) -> float:
@@ -145,22 +146,38 @@ def _check_text(text: str) -> None:
         )
 
 
-def _normalize_for(text: str, shape: Shape | str | None, layout: Layout) -> tuple[Shape, NormalizedText]:
-    """Normalize for the shape given; with none, for the default 5x8 shape, or Unifont
-    when the default font would draw most of the text as replacement glyphs (CJK text,
-    for instance) and Unifont draws fewer."""
+def _normalize_for(
+    text: str, shape: Shape | str | None, layout: Layout, preferred: Shape
+) -> tuple[Shape, NormalizedText, bool]:
+    """Normalize for the shape given; with none, for ``preferred``, or Unifont when the
+    preferred font would draw most of the text as replacement glyphs (CJK text, for
+    instance) and Unifont draws fewer. The flag says Unifont was chosen so."""
     if shape is not None:
         chosen = get_shape(shape)
-        return chosen, normalize(text, chosen.atlas, layout)
-    default = SHAPES[DEFAULT_SHAPE]
-    normalized = normalize(text, default.atlas, layout)
+        return chosen, normalize(text, chosen.atlas, layout), False
+    normalized = normalize(text, preferred.atlas, layout)
     if normalized.counts.replaced * 2 <= normalized.glyphs.size:
-        return default, normalized
+        return preferred, normalized, False
     wide = SHAPES[WIDE_SCRIPT_SHAPE]
     wide_normalized = normalize(text, wide.atlas, layout)
     if wide_normalized.counts.replaced < normalized.counts.replaced:
-        return wide, wide_normalized
-    return default, normalized
+        return wide, wide_normalized, True
+    return preferred, normalized, False
+
+
+def _preferred_shape(shape: Shape | str | None, profile: Profile | None, fidelity: Fidelity | None) -> tuple[Shape, str]:
+    """The shape to try first, and why (the report's ``shape_reason``)."""
+    if shape is not None:
+        return get_shape(shape), "given by the caller"
+    if fidelity is None:
+        return SHAPES[DEFAULT_SHAPE], "the default"
+    check_kind(fidelity, FIDELITIES, "fidelity")
+    if profile is None:
+        raise UsageError("fidelity needs a model: it picks the shape the model is known to read")
+    reading = reading_profile(profile)
+    evidence = reading.evidence(fidelity)
+    why = f"the densest shape {reading.name} is known to read for {fidelity} ({evidence.source}: {evidence.note})"
+    return SHAPES[evidence.shape], why
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,6 +190,7 @@ class _Plan:
     normalized: NormalizedText
     rows: int
     profile: Profile | None
+    shape_reason: str = ""
 
     @property
     def pages(self) -> int:
@@ -187,6 +205,7 @@ def _prepare(
     model: str | Profile | None,
     max_pages: int | None = None,
     other_images: int = 0,
+    fidelity: Fidelity | None = None,
 ) -> _Plan:
     _check_text(text)
     check_kind(layout, LAYOUTS, "layout")
@@ -194,7 +213,8 @@ def _prepare(
     if model is not None:
         profile = resolve(model)
         profile.fits(1, 1)  # a text-only model fails here, before any work
-    densest = get_shape(shape)  # the default is the densest shape automatic choice picks
+    preferred, reason = _preferred_shape(shape, profile, fidelity)
+    densest = preferred  # denser than Unifont, the one other shape automatic choice picks
     if page_size is not None:
         densest = densest.with_page_size(*page_size)  # an impossible page size fails before any work
     elif profile is not None:
@@ -207,7 +227,9 @@ def _prepare(
                 f"text needs at least {at_least:,} pages of {densest.page_width}x{densest.page_height(densest.max_rows)} px, "
                 f"over max_pages={max_pages:,}; raise max_pages or split the text"
             )
-    chosen, normalized = _normalize_for(text, shape, layout)
+    chosen, normalized, wide = _normalize_for(text, shape, layout, preferred)
+    if wide:
+        reason = f"Unifont: {preferred.name}'s font lacks most of the text (tried first: {reason})"
     if page_size is not None:
         chosen = chosen.with_page_size(*page_size)
         full_page = (chosen.page_width, chosen.page_height(chosen.max_rows))
@@ -228,7 +250,7 @@ def _prepare(
         if resized != chosen:
             chosen = resized
             rows = count_rows(normalized, chosen, layout)
-    return _Plan(text, chosen, layout, normalized, rows, profile)
+    return _Plan(text, chosen, layout, normalized, rows, profile, reason)
 
 
 def _report(prepared: _Plan, grid: np.ndarray | None, pages: list[Page] | None) -> RenderReport:
@@ -266,6 +288,7 @@ def _report(prepared: _Plan, grid: np.ndarray | None, pages: list[Page] | None) 
         profile=None if profile is None else profile.name,
         image_tokens=image_tokens,
         requests=requests,
+        shape_reason=prepared.shape_reason,
         **dataclasses.asdict(normalized.counts),
     )
 
@@ -278,9 +301,10 @@ def plan(
     shape: Shape | str | None = None,
     layout: Layout = "flow",
     page_size: tuple[int, int] | None = None,
+    fidelity: Fidelity | None = None,
 ) -> RenderReport:
     """The ``RenderReport`` of rendering ``text`` (pages, cost), without rasterizing or encoding."""
-    return _report(_prepare(text, shape, layout, page_size, model), None, None)
+    return _report(_prepare(text, shape, layout, page_size, model, fidelity=fidelity), None, None)
 
 
 @public
@@ -291,9 +315,10 @@ def count_pages(
     shape: Shape | str | None = None,
     layout: Layout = "flow",
     page_size: tuple[int, int] | None = None,
+    fidelity: Fidelity | None = None,
 ) -> int:
     """How many pages ``render`` would produce, without rasterizing."""
-    return _prepare(text, shape, layout, page_size, model).pages
+    return _prepare(text, shape, layout, page_size, model, fidelity=fidelity).pages
 
 
 @public
@@ -307,6 +332,7 @@ def render(
     max_pages: int = DEFAULT_MAX_PAGES,
     progress: Callable[[int, int], None] | None = None,
     other_images: int = 0,
+    fidelity: Fidelity | None = None,
 ) -> Pages:
     """Render ``text`` to pages of bitmap glyphs.
 
@@ -323,6 +349,10 @@ def render(
             (or the model's).
         max_pages: refuse, before rasterizing, a text that needs more pages.
         progress: called as ``progress(pages_done, pages_total)`` after each batch.
+        fidelity: with a model and no shape, ``"exact"`` picks the densest shape the
+            model is known to read exactly (ids, numbers, code), ``"gist"`` the densest
+            known to keep the gist (``glyphpack.reading_profile``); the report's
+            ``shape_reason`` says which and why. None: the dense default.
         other_images: images the same request carries besides these pages; they count
             toward the provider's many-image rule (Anthropic: more than 20 images in a
             request, each at most 2000 px), which can make pages smaller.
@@ -331,7 +361,7 @@ def render(
         ``Pages``, a list of ``Page`` with a ``report`` attribute (``RenderReport``).
         An empty or all-whitespace text gives no pages.
     """
-    prepared = _prepare(text, shape, layout, page_size, model, max_pages, other_images)
+    prepared = _prepare(text, shape, layout, page_size, model, max_pages, other_images, fidelity)
     chosen = prepared.shape
     if prepared.pages > max_pages:
         raise LimitError(
