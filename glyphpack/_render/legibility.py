@@ -289,8 +289,12 @@ def plot_sweep(records: list[dict[str, Any]]) -> bytes:
     import matplotlib.pyplot as plt
 
     shapes = list(dict.fromkeys(r["shape"] for r in records))
-    figure, axes = plt.subplots(1, len(shapes), figsize=(3.2 * len(shapes), 3.2), sharey=True, squeeze=False)
-    for ax, shape in zip(axes[0], shapes):
+    columns = min(4, len(shapes))  # a grid: one row of many panels is too wide to read
+    rows = -(-len(shapes) // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 3.0 * rows), sharey=True, squeeze=False)
+    for ax in axes.ravel()[len(shapes) :]:
+        ax.set_visible(False)
+    for ax, shape in zip(axes.ravel(), shapes):
         for filter_name in dict.fromkeys(r["filter"] for r in records):
             points = sorted((r["factor"], r["legibility"]) for r in records if r["shape"] == shape and r["filter"] == filter_name)
             ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", label=filter_name)
@@ -299,8 +303,9 @@ def plot_sweep(records: list[dict[str, Any]]) -> bytes:
         ax.set_xlabel("scale factor")
         ax.invert_xaxis()
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("glyphs read correctly")
-    axes[0][-1].legend(fontsize="small")
+    for row in axes:
+        row[0].set_ylabel("glyphs read correctly")
+    axes.ravel()[len(shapes) - 1].legend(fontsize="small")
     figure.suptitle("Legibility of a downscaled page (nearest-glyph reader)")
     figure.tight_layout()
     buffer = io.BytesIO()
