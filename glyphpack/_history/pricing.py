@@ -3,8 +3,6 @@ pricing for the store's trim budget and the compaction ladder's cost model."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from .._providers.text_tokens import DEFAULT_ESTIMATOR, TextEstimator
 from .messages import Image, Message, Pricer
 
@@ -30,7 +28,3 @@ class EstimatePricer:
 
     def image(self, block: Image) -> int:
         return IMAGE_TOKENS_ESTIMATE
-
-
-def history_tokens(messages: Sequence[Message], pricer: Pricer) -> int:
-    return sum(message_tokens(m, pricer) for m in messages)

@@ -137,29 +137,6 @@ def read_transcript(path: Path) -> _Stored | None:
     return _Stored(revision, tuple(messages), checkpoints, error)
 
 
-def read_history_file(path: Path) -> list[Message]:
-    """The messages of a file: a glyphpack transcript, or a JSON list of messages in
-    glyphpack's own form. Errors name the file and what is wrong with it."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise StoreError(f"cannot read {path}: {exc.strerror}") from None
-    data = _parse_json(path, raw)
-    if isinstance(data, dict) and "format" in data:
-        stored = read_transcript(path)
-        return list(stored.messages) if stored is not None else []
-    if isinstance(data, dict) and isinstance(data.get("messages"), list):
-        data = data["messages"]
-    if not isinstance(data, list):
-        raise StoreError(f"{path}: expected a glyphpack transcript or a JSON list of messages")
-    try:
-        messages = history_from_json(data)
-        validate_history(messages)
-    except HistoryError as exc:
-        raise StoreError(f"{path}: {exc}") from None
-    return messages
-
-
 @public
 @dataclasses.dataclass(frozen=True)
 class Transcript:

@@ -219,8 +219,9 @@ def _prepare(
         densest = densest.with_page_size(*page_size)  # an impossible page size fails before any work
     elif profile is not None:
         densest = densest.with_page_size(*profile.page_size(densest))
-    if max_pages is not None:
-        # Before normalizing: a lower bound from the characters that are always drawn.
+    if max_pages is not None and len(text) > max_pages * densest.cells_per_page:
+        # Before normalizing: a lower bound from the characters that are always drawn
+        # (never more than the text's length, so only counted for a text that long).
         at_least = -(-certainly_drawn(text) // densest.cells_per_page)
         if at_least > max_pages:
             raise LimitError(
