@@ -427,16 +427,18 @@ def test_snapshot_pages_count_the_requests_other_images():
     """Catches pages sized as if they were the request's only images: with 18 screenshots
     in the last turn, high-resolution Claude pages must follow the rule for requests of
     more than 20 images (each at most 2000 px), and a request never exceeds 100 images."""
-    history = generate_session(400_000, seed=4) + _screenshot_turn(18)
+    history = generate_session(400_000, seed=4) + _screenshot_turn(24)
     profile = resolve("claude-opus-4-7")
     policy = CompactionPolicy(protect_turns=1)
-    budget = CostModel(profile).history(shake(history, profile, policy=policy).view) // 4
+    cost = CostModel(profile)
+    shaken = cost.history(shake(history, profile, policy=policy).view)
+    room = cost.history(history[:2]) + cost.history(history[-4:])  # the head and the screenshot turn
+    budget = room + (shaken - room) // 4  # the screenshots fit verbatim; the middle must go to pages
     result = compact(history, profile, budget, policy=policy)
     assert result.pages
     images = sum(len(m.images) for m in result.view)
-    assert images <= profile.max_images
-    if images > 20:
-        assert all(max(p.width, p.height) <= 2000 for p in result.pages), [(p.width, p.height) for p in result.pages]
+    assert 20 < images <= profile.max_images  # the 24 screenshots stay: the many-image rule applies
+    assert all(max(p.width, p.height) <= 2000 for p in result.pages), [(p.width, p.height) for p in result.pages]
 
 
 def test_the_snapshot_search_is_bounded_and_names_what_stopped_it(monkeypatch):
@@ -453,13 +455,22 @@ def test_the_snapshot_search_is_bounded_and_names_what_stopped_it(monkeypatch):
     result = snapshot(history, cost, cost.history(history[:2]) + 50)  # room for the head only
     assert len(renders) <= snapshot_module.MAX_SNAPSHOT_RENDERS and not result.pages
     assert "the budget of" in result.report.skipped
-    from glyphpack import Message, Text
+    from glyphpack import Message, Text, ToolCall, ToolResult
 
     png = glyphpack_render_png()
     task = Message("user", (Text("match these 100 mockups"), *(Image("image/png", png) for _ in range(100))))
     crowded = [history[0], task, *history[2:]]  # the head alone holds the request's 100 images
     result = snapshot(crowded, cost, cost.history(crowded))
     assert not result.pages and "100 images per request" in result.report.skipped
+    # Every cut passes the estimate but renders pages the image limit refuses (99 images in
+    # the head, two or more pages of middle): the search must stop after its render limit.
+    renders.clear()
+    task = Message("user", (Text("the task"), *(Image("image/png", png) for _ in range(99))))
+    big = [Message("assistant", (ToolCall("r0", "read", {}),)), Message("tool", (ToolResult("r0", (Text("x" * 120_000),)),))]
+    turns = [m for k in range(12) for m in (Message("user", f"next {k}"), Message("assistant", f"done {k}"))]
+    crowded = [history[0], task, *big, *turns]  # 13 cuts, each rendering 4 or more pages
+    result = snapshot(crowded, cost, cost.history(crowded))
+    assert not result.pages and len(renders) == snapshot_module.MAX_SNAPSHOT_RENDERS
     crowded = history + _screenshot_turn(99)
     result = compact(crowded, CLAUDE, cost.history(crowded) // 3, policy=CompactionPolicy(protect_turns=1))
     assert sum(len(m.images) for m in result.view) <= 100

@@ -147,6 +147,10 @@ def test_plain_provider_lists():
             path.unlink()
         assert (session.report.format, len(session.messages)) == (kind, count)
         assert_valid_for_every_provider(session.messages)
+        if kind == "gemini":  # a function response without an id answers the call of its name
+            (call,) = [c for m in session.messages for c in m.tool_calls]
+            (result,) = [r for m in session.messages for r in m.tool_results]
+            assert result.call_id == call.id and "grey" in result.text and not result.is_error
 
 
 def test_blocks_no_provider_takes_are_never_sent():
@@ -169,6 +173,7 @@ def test_blocks_no_provider_takes_are_never_sent():
         (glyphpack.from_anthropic, [{"role": "user", "content": [7]}], "message 0: .*must be an object"),
         (glyphpack.from_openai_chat, [{"role": "user", "content": "x"}, {"content": "no role"}], "message 1: no 'role' key"),
         (glyphpack.from_openai_chat, [{"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{"}}]}], "message 0: .*not JSON"),
+        (glyphpack.from_openai_chat, [{"role": "user", "content": "x"}, {"role": "user", "content": [5]}], "message 1: malformed \\(AttributeError"),
     ],
 )
 def test_converters_name_the_malformed_message(convert, messages, expected):
