@@ -316,27 +316,17 @@ def cmd_tree(args: argparse.Namespace) -> int:
 
 def cmd_fork(args: argparse.Namespace) -> int:
     with _tree(args.workspace, write=True) as tree:
-        at = _find_message(tree, args.conversation, args.at) if args.at else None
+        at = tree.find(args.conversation, args.at) if args.at else None
         print(tree.fork(args.conversation, at, new_conversation=args.new))
     return 0
 
 
 def cmd_branch(args: argparse.Namespace) -> int:
     with _tree(args.workspace, write=True) as tree:
-        target = _find_message(tree, args.conversation, args.message)
+        target = tree.find(args.conversation, args.message)
         tree.branch(args.conversation, target)
         print(f"{args.conversation}: tip is now {target}")
     return 0
-
-
-def _find_message(tree: SessionTree, conversation: str, prefix: str) -> str:
-    """A message id of the conversation from a unique prefix (as the tree drawing shows)."""
-    ids = [n.message.id for n in tree.nodes(conversation)]
-    matches = [i for i in ids if i.startswith(prefix) or i.rsplit("/", 1)[-1].startswith(prefix)]
-    if len(matches) != 1:
-        found = "no message" if not matches else f"{len(matches)} messages"
-        raise StoreError(f"{found} in {conversation!r} with an id starting {prefix!r}")
-    return matches[0]
 
 
 def cmd_export(args: argparse.Namespace) -> int:

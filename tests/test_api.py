@@ -16,6 +16,9 @@ def test_public_api_is_pinned():
         "turn_boundaries", "validate_history", "to_anthropic", "from_anthropic", "to_openai_chat",
         "from_openai_chat", "Workspace", "Transcript", "SessionTree", "export_json", "export_markdown",
         "RedactedThinking", "Opaque", "import_file", "ImportReport", "ImportedAgent", "ImportedSession",
+        "to_openai_responses", "from_openai_responses", "to_gemini", "from_gemini",
+        # a harness's session
+        "open_session", "Session", "Thresholds", "CommandResult",
         # compaction
         "Compaction", "CompactionPolicy", "LadderReport", "RungReport", "CompactionError", "Summarizer", "compact", "parse_overflow", "recover", "shake",
         "should_compact", "generate_session", "calibrate",

@@ -42,12 +42,9 @@ def seeds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     workspace = tmp_path_factory.mktemp("seed") / "ws"
     with glyphpack.Workspace(workspace) as ws:
         ws.save("c", "a", history, revision=0)
-        tree = ws.tree
-        c = tree.create("c")
-        for message in history[:8]:
-            tree.append(c, message)
-        tree.branch(c, history[3].id)
-        tree.append(c, glyphpack.Message("user", "another way", id="m-branch"))
+        tree = ws.tree  # the save recorded the history in the tree; add a branch beside it
+        tree.branch("c", history[3].id)
+        tree.append("c", glyphpack.Message("user", "another way", id="m-branch"))
     return {
         "history.json": json.dumps(history_to_json(history)).encode(),
         "transcript.json": (workspace / "transcripts" / "c" / "a.json").read_bytes(),

@@ -7,6 +7,7 @@ Layers (each may import only the layers listed for it):
     _render      the renderer (numba)         -> base, _providers, _render
     _history     transcripts and the tree     -> base, _providers, _history
     _compaction  the ladder                   -> base, _providers, _history, _render, _compaction
+    _session     a harness's session          -> base, _providers, _history, _compaction, _session
     testing      the session generator        -> base, _history
     _cli         the command line             -> anything; nothing imports it but __main__
 
@@ -32,8 +33,9 @@ ALLOWED = {
     "_render": {"base", "_providers", "_render"},
     "_history": {"base", "_providers", "_history"},
     "_compaction": {"base", "_providers", "_history", "_render", "_compaction"},
+    "_session": {"base", "_providers", "_history", "_compaction", "_session"},
     "testing": {"base", "_history"},
-    "_cli": {"base", "_providers", "_render", "_history", "_compaction", "testing", "package"},
+    "_cli": {"base", "_providers", "_render", "_history", "_compaction", "_session", "testing", "package"},
     "__main__": {"_cli"},
     "package": {"base"},
 }

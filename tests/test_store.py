@@ -235,7 +235,7 @@ def test_concurrent_writers_lose_nothing_silently(tmp_path):
     was reported as saved (none reported as a conflict), and the tree every append."""
     ws_path = tmp_path / "ws"
     with Workspace(ws_path) as ws:
-        ws.tree.create("shared")
+        ws.tree.create("chain")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(TESTS.parent)]))
     names = ("alpha", "beta")
     children = [
@@ -252,6 +252,8 @@ def test_concurrent_writers_lose_nothing_silently(tmp_path):
         asked = {m.id for m in stored.messages if "-asks-" in m.id}
         assert asked == saved  # every reported save is there, and nothing else
         assert stored.revision == len(saved)
+        # the tree holds the transcript as the agent's path (each save recorded it under the lock)
+        assert ws.tree.path_to(ws.tree.agent_tip("shared", "agent")) == list(stored.messages)
         # every append is in the tree, on one chain
-        path_ids = [m.id for m in ws.tree.path("shared")]
+        path_ids = [m.id for m in ws.tree.path("chain")]
         assert sorted(path_ids) == sorted(f"{n}-{i}" for n in names for i in range(60))

@@ -1,5 +1,5 @@
-"""A child process for the concurrency test: appends to one conversation and saves
-one transcript, reporting each save as it returns.
+"""A child process for the concurrency test: appends to one tree conversation (raw
+appends) and saves one transcript of another, reporting each save as it returns.
 
 Usage: python worker.py WORKSPACE NAME COUNT
 Prints one line per save: "saved I" or "conflict I".
@@ -14,7 +14,7 @@ def main() -> None:
     path, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     workspace = Workspace(path)
     for i in range(count):
-        workspace.tree.append("shared", Message("user", (Text(f"{name} {i}"),), id=f"{name}-{i}"))
+        workspace.tree.append("chain", Message("user", (Text(f"{name} {i}"),), id=f"{name}-{i}"))
         current = workspace.load("shared", "agent")
         extra = (
             Message("user", (Text(f"{name} asks {i}"),), id=f"{name}-asks-{i}"),

@@ -178,7 +178,7 @@ def _from_anthropic_block(data: object) -> Block:
     return Opaque(str(kind), data)
 
 
-def _message_error(index: int, exc: Exception) -> HistoryError:
+def message_error(index: int, exc: Exception) -> HistoryError:
     """A malformed provider message as a ``HistoryError`` naming its index and the key."""
     if isinstance(exc, KeyError):
         return HistoryError(f"message {index}: no {exc.args[0]!r} key where one is needed")
@@ -187,7 +187,7 @@ def _message_error(index: int, exc: Exception) -> HistoryError:
     return HistoryError(f"message {index}: malformed ({type(exc).__name__}: {exc})")
 
 
-_MALFORMED = (KeyError, TypeError, AttributeError, ValueError, IndexError, HistoryError)
+MALFORMED = (KeyError, TypeError, AttributeError, ValueError, IndexError, HistoryError)
 
 
 @public
@@ -214,8 +214,8 @@ def from_anthropic(messages: Sequence[Json], system: str | None = None) -> list[
                 out.append(Message("assistant", tuple(blocks)))
             else:
                 raise HistoryError(f"role must be user or assistant, not {data['role']!r}")
-        except _MALFORMED as exc:
-            raise _message_error(index, exc) from None
+        except MALFORMED as exc:
+            raise message_error(index, exc) from None
     return out
 
 
@@ -223,17 +223,17 @@ def from_anthropic(messages: Sequence[Json], system: str | None = None) -> list[
 
 
 @functools.singledispatch
-def openai_part(block: Block) -> Json:
+def _openai_part(block: Block) -> Json:
     """One block as a Chat Completions content part (text and images only)."""
     raise HistoryError(f"{type(block).__name__} cannot be a Chat Completions content part")
 
 
-@openai_part.register
+@_openai_part.register
 def _(block: Text) -> Json:
     return {"type": "text", "text": block.text}
 
 
-@openai_part.register
+@_openai_part.register
 def _(block: Image) -> Json:
     url = block.ref
     if block.data is not None:
@@ -242,14 +242,22 @@ def _(block: Image) -> Json:
 
 
 @public
-def to_openai_chat(messages: Sequence[Message]) -> list[Json]:
+def to_openai_chat(messages: Sequence[Message], *, detail: str | None = None) -> list[Json]:
     """Chat Completions ``messages``: tool calls as ``tool_calls`` with JSON-string
     arguments, each tool result as its own ``tool`` message (from ``tool`` messages and
     from user messages that carry results, the Anthropic shape). Thinking is left out
     (the API takes none back). ``tool`` messages carry text only, and OpenAI wants every
     result of an assistant turn before any other message: the results' images follow
-    all of them, in one user message, with the user's own words of that turn."""
+    all of them, in one user message, with the user's own words of that turn. ``detail``
+    (the reader's, e.g. ``"original"``, so pages are not downscaled) is set on every image."""
     out: list[Json] = []
+
+    def openai_part(block: Block) -> Json:
+        part = _openai_part(block)
+        if detail and part["type"] == "image_url":
+            part["image_url"]["detail"] = detail
+        return part
+
     images: list[Json] = []  # images of the results written so far in this run of results
 
     def flush(parts: Sequence[Json] = ()) -> None:
@@ -325,8 +333,8 @@ def from_openai_chat(messages: Sequence[Json]) -> list[Message]:
     for index, data in enumerate(messages):
         try:
             _from_openai_message(data, out)
-        except _MALFORMED as exc:
-            raise _message_error(index, exc) from None
+        except MALFORMED as exc:
+            raise message_error(index, exc) from None
     return out
 
 

@@ -56,7 +56,8 @@ def _summary(message: Message, width: int = 60) -> str:
 
 
 def draw_tree(tree: SessionTree, conversation: str) -> list[str]:
-    """Lines drawing every branch of a conversation; the tip is marked ``<- tip``.
+    """Lines drawing every branch of a conversation; the tip is marked ``<- tip`` (and,
+    with several agents, each agent's tip with its name).
 
     A run without branches stays in one column; each branch point indents its
     branches, so a long conversation does not walk off the right edge.
@@ -65,6 +66,10 @@ def draw_tree(tree: SessionTree, conversation: str) -> list[str]:
     children: dict[str | None, list[Node]] = {}
     for node in tree.nodes(conversation):
         children.setdefault(node.parent, []).append(node)
+    agents: dict[str | None, list[str]] = {}
+    tips = tree.agent_tips(conversation)
+    for agent, agent_tip in tips.items():
+        agents.setdefault(agent_tip, []).append(agent)
     lines = [info.id + (f"  {info.title}" if info.title else "")]
     if info.tip is None:
         lines.append("* (empty)  <- tip")
@@ -81,6 +86,8 @@ def draw_tree(tree: SessionTree, conversation: str) -> list[str]:
     while stack:  # depth-first without recursion: paths can be thousands of messages long
         node, line_prefix, child_prefix = stack.pop()
         mark = "  <- tip" if node.message.id == info.tip else ""
+        if len(tips) > 1 and node.message.id in agents:  # several agents: whose tip is where
+            mark += ("  <-" if not mark else "") + f" ({', '.join(agents[node.message.id])})"
         lines.append(f"{line_prefix}* {node.message.role}: {_summary(node.message)} [{short_id(node.message.id)}]{mark}")
         stack.extend(reversed(branches(children.get(node.message.id, []), child_prefix)))
     return lines

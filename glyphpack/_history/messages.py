@@ -207,11 +207,14 @@ class ToolCall(Block):
     id: str
     name: str
     arguments: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: Gemini's thought signature for this call (base64), which Gemini 3 wants sent back.
+    signature: str | None = None
 
     def __post_init__(self) -> None:
         _require(self.id, str, "ToolCall.id")
         _require(self.name, str, "ToolCall.name")
         _require(self.arguments, dict, "ToolCall.arguments")
+        _require(self.signature, (str, type(None)), "ToolCall.signature")
 
     def __hash__(self) -> int:  # arguments is a dict: hash by the call's identity
         return hash((self.id, self.name))
@@ -221,11 +224,12 @@ class ToolCall(Block):
         return json.dumps(self.arguments, ensure_ascii=False)
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": "tool_call", "id": self.id, "name": self.name, "arguments": self.arguments}
+        out = {"type": "tool_call", "id": self.id, "name": self.name, "arguments": self.arguments}
+        return out if self.signature is None else out | {"signature": self.signature}
 
     @classmethod
     def from_fields(cls, data: dict[str, Any]) -> ToolCall:
-        return cls(data["id"], data["name"], data.get("arguments") or {})
+        return cls(data["id"], data["name"], data.get("arguments") or {}, data.get("signature"))
 
     def tokens(self, pricer: Pricer) -> int:
         return pricer.text(self.name) + pricer.text(self.arguments_json) + TOOL_BLOCK_OVERHEAD + id_tokens(self.id)

@@ -282,6 +282,18 @@ class Workspace:
             saved.append(self.save(conversation, name, messages, revision=current.revision, replace=True))
         return saved
 
+    def reconcile(self, conversation: str, agent: str) -> int:
+        """Bring the tree to the stored transcript (after a crash between the two
+        writes of a save); returns the messages it added. Writes nothing when they agree."""
+        stored = self._read(self.transcript_path(conversation, agent))
+        if stored is None:
+            return 0
+        tip = stored.messages[-1].id if stored.messages else None
+        conversations = {c.id for c in self.tree.conversations()}
+        if conversation in conversations and agent in self.tree.agent_tips(conversation) and self.tree.agent_tip(conversation, agent) == tip:
+            return 0
+        return self.tree.record(conversation, agent, stored.messages)
+
     def transcripts(self) -> list[tuple[str, str]]:
         """Every stored (conversation, agent) pair."""
         root = self.path / "transcripts"
@@ -405,6 +417,10 @@ class Workspace:
                 with contextlib.suppress(OSError):
                     stale.unlink()
             _write(path, json_bytes(document))
+            # The transcript first, then the tree: a crash between the two leaves the tree
+            # a turn behind, and ``reconcile`` (run when a session opens) brings it forward.
+            # The transcript is what a run resumes from, so it is the one that wins.
+            self.tree.record(conversation, agent, messages)
         return Transcript(conversation, agent, messages, revision + 1, _state(messages, error), error, dict(checkpoints))
 
     def checkpoint(self, conversation: str, agent: str, name: str) -> Transcript:

@@ -56,6 +56,17 @@ MIGRATIONS = (
     CREATE INDEX messages_parent ON messages(parent);
     CREATE INDEX messages_conversation ON messages(conversation);
     """,
+    # Version 2: each agent of a conversation has its own tip (two agents keep two
+    # histories); the conversation's tip is its main agent's.
+    """
+    CREATE TABLE agent_tips (
+        conversation TEXT NOT NULL REFERENCES conversations(id),
+        agent TEXT NOT NULL,
+        tip TEXT REFERENCES messages(id),
+        main INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (conversation, agent)
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -244,6 +255,18 @@ class SessionTree:
         """The conversation's current history: root to tip."""
         return self.path_to(self.tip(conversation))
 
+    def find(self, conversation: str, prefix: str) -> str:
+        """A message id of the conversation from the id or a unique prefix of it (as
+        ``/tree`` shows them: imported ids may carry a ``conversation/`` scope)."""
+        ids = [n.message.id for n in self.nodes(conversation)]
+        if prefix in ids:
+            return prefix
+        matches = [i for i in ids if i.startswith(prefix) or i.rsplit("/", 1)[-1].startswith(prefix)]
+        if len(matches) != 1:
+            found = "no message" if not matches else f"{len(matches)} messages"
+            raise StoreError(f"{found} in {conversation!r} with an id starting {prefix!r}")
+        return matches[0]
+
     def children(self, message_id: str) -> list[Message]:
         """The messages stored directly under ``message_id`` (branches, oldest first)."""
         rows = self._query("SELECT body FROM messages WHERE parent = ? ORDER BY created, rowid", (message_id,))
@@ -336,6 +359,69 @@ class SessionTree:
                     parent = message.id
             self._move_tip(conversation, self.tip(conversation), tip)
         return added
+
+    def agent_tips(self, conversation: str) -> dict[str, str | None]:
+        """Each agent's tip in ``conversation`` (agents recorded with ``record``), main agent first."""
+        self.conversation(conversation)
+        rows = self._query(
+            "SELECT agent, tip FROM agent_tips WHERE conversation = ? ORDER BY main DESC, agent", (conversation,)
+        )
+        return dict(rows)
+
+    def agent_tip(self, conversation: str, agent: str) -> str | None:
+        """``agent``'s tip in ``conversation`` (None: nothing recorded for it)."""
+        rows = self._query("SELECT tip FROM agent_tips WHERE conversation = ? AND agent = ?", (conversation, agent))
+        return rows[0][0] if rows else None
+
+    def record(self, conversation: str, agent: str, history: Sequence[Message], *, title: str = "") -> int:
+        """Make the tree hold ``history`` (root first) as ``agent``'s path and move the
+        agent's tip to its end, in one transaction; returns how many messages it added.
+
+        Messages already stored are kept as they are (ids are stable), so recording a
+        transcript that grew by a turn adds that turn only, and recording one that went
+        back (a rewind, a branch) adds its new messages under the point it left from:
+        the path left behind stays in the tree. The conversation is created if new; its
+        first recorded agent is its main agent, whose tip is the conversation's tip.
+        """
+        check_id(agent, "agent")
+        with self._write():
+            self._db.execute(
+                "INSERT OR IGNORE INTO conversations (id, title, tip, created) VALUES (?, ?, NULL, ?)",
+                (check_id(conversation, "conversation"), title, time.time()),
+            )
+            known = 0  # the stored prefix of the path: the longest run of ids already there
+            for index in range(len(history) - 1, -1, -1):
+                found = self._db.execute("SELECT conversation FROM messages WHERE id = ?", (history[index].id,)).fetchone()
+                if found is not None:
+                    if found[0] != conversation:
+                        raise StoreError(f"message id {history[index].id!r} is already in conversation {found[0]!r}")
+                    known = index + 1
+                    break
+            parent = history[known - 1].id if known else None
+            for message in history[known:]:
+                self._db.execute(
+                    "INSERT INTO messages (id, conversation, parent, role, body, created) VALUES (?, ?, ?, ?, ?, ?)",
+                    (message.id, conversation, parent, message.role, json_text(message_to_json(message)), time.time()),
+                )
+                parent = message.id
+            tip = history[-1].id if history else None
+            row = self._db.execute(
+                "SELECT main FROM agent_tips WHERE conversation = ? AND agent = ?", (conversation, agent)
+            ).fetchone()
+            if row is not None:
+                main = bool(row[0])
+            else:  # a new agent is the main one only where the conversation has none yet
+                main = self._db.execute(
+                    "SELECT 1 FROM agent_tips WHERE conversation = ? AND main = 1", (conversation,)
+                ).fetchone() is None
+            self._db.execute(
+                "INSERT INTO agent_tips (conversation, agent, tip, main) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (conversation, agent) DO UPDATE SET tip = excluded.tip",
+                (conversation, agent, tip, int(main)),
+            )
+            if main:
+                self._db.execute("UPDATE conversations SET tip = ? WHERE id = ?", (tip, conversation))
+        return len(history) - known
 
     def fork(self, conversation: str, at: str | None = None, *, new_conversation: str | None = None, title: str = "") -> str:
         """Copy the path root..``at`` (default: the tip) into a new conversation with

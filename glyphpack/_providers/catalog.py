@@ -263,3 +263,9 @@ EXAMPLE_MODELS = (
     "o3-mini",
 )
 
+
+#: Input context window per provider family, in tokens, when the caller names none: the
+#: smallest of the family's current models (Claude 200k; GPT-4o's 128k, which the GPT-5
+#: and GPT-4.1 families exceed; Gemini's 1,048,576). A session takes its own
+#: ``context_window`` when the model's is known to be larger.
+CONTEXT_WINDOWS: dict[Provider, int] = {"anthropic": 200_000, "openai": 128_000, "google": 1_048_576}

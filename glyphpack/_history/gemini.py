@@ -1,0 +1,162 @@
+"""Gemini ``generate_content`` contents, to and from neutral messages.
+
+Contents alternate ``user`` and ``model``; system text becomes the
+``system_instruction``; a tool call is a ``function_call`` part (with the thought
+signature Gemini 3 wants back), a result a ``function_response`` part naming its
+call's function, the result's images ``inline_data`` parts after the turn's responses.
+Image bytes stay bytes: the SDK base64-encodes them on the wire.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from .._errors import HistoryError
+from .._types import public
+from .convert import MALFORMED, message_error, results_first
+from .ids import new_id
+from .messages import Block, Image, Message, Opaque, Text, Thinking, ToolCall, ToolResult
+
+Json = dict[str, Any]
+
+#: Ids glyphpack gave calls that Gemini sent without one; they are not sent back.
+LOCAL_CALL_ID = "gemini-local-"
+
+
+def _image_part(block: Image, media_resolution: str | None) -> Json:
+    if block.data is not None:
+        part: Json = {"inline_data": {"mime_type": block.media_type, "data": block.data}}
+    else:
+        part = {"file_data": {"mime_type": block.media_type, "file_uri": block.ref}}
+    return part | {"media_resolution": {"level": media_resolution}} if media_resolution else part
+
+
+@public
+def to_gemini(messages: Sequence[Message], *, media_resolution: str | None = None) -> tuple[str | None, list[Json]]:
+    """(``system_instruction``, ``contents``) for ``client.models.generate_content``;
+    ``media_resolution`` (Gemini 3's per-part level, the reader's) is set on every image."""
+    system = "\n\n".join(m.text for m in messages if m.role == "system") or None
+    names: dict[str, str] = {}  # call id -> function name, for the responses
+    contents: list[Json] = []
+    for message in results_first(messages):
+        if message.role == "system":
+            continue
+        role = "model" if message.role == "assistant" else "user"
+        parts: list[Json] = []
+        images: list[Json] = []
+        for block in message.content:
+            if isinstance(block, Text):
+                parts.append({"text": block.text})
+            elif isinstance(block, Image):
+                images.append(_image_part(block, media_resolution))
+            elif isinstance(block, ToolCall):
+                names[block.id] = block.name
+                call: Json = {"name": block.name, "args": block.arguments}
+                if not block.id.startswith(LOCAL_CALL_ID):
+                    call["id"] = block.id
+                part: Json = {"function_call": call}
+                if block.signature:
+                    part["thought_signature"] = base64.b64decode(block.signature)
+                parts.append(part)
+            elif isinstance(block, ToolResult):
+                key = "error" if block.is_error else "output"
+                response: Json = {"name": names.get(block.call_id, "tool"), "response": {key: block.text}}
+                if not block.call_id.startswith(LOCAL_CALL_ID):
+                    response["id"] = block.call_id
+                parts.append({"function_response": response})
+                images.extend(_image_part(b, media_resolution) for b in block.images())
+            # thinking, redacted thinking and opaque blocks: Gemini takes none back
+        parts.extend(images)
+        if not parts:
+            continue
+        if contents and contents[-1]["role"] == role:
+            contents[-1]["parts"].extend(parts)
+        else:
+            contents.append({"role": role, "parts": parts})
+    if contents and contents[0]["role"] == "model":
+        contents.insert(0, {"role": "user", "parts": [{"text": "[the conversation continues]"}]})
+    return system, contents
+
+
+def _blocks(parts: Sequence[Json]) -> list[Block]:
+    blocks: list[Block] = []
+    for part in parts:
+        signature = part.get("thought_signature")
+        if isinstance(signature, (bytes, bytearray)):
+            signature = base64.b64encode(signature).decode("ascii")
+        if part.get("function_call"):
+            call = part["function_call"]
+            args = call.get("args") or {}
+            blocks.append(ToolCall(call.get("id") or LOCAL_CALL_ID + new_id(), call["name"], dict(args), signature or None))
+        elif part.get("function_response"):
+            response = part["function_response"]
+            body = response.get("response") or {}
+            text = body.get("output", body.get("error", "")) if isinstance(body, dict) else body
+            text = text if isinstance(text, str) else str(text)
+            blocks.append(ToolResult(response.get("id") or "", (Text(text),), "error" in body))
+        elif part.get("text") is not None:
+            blocks.append(Thinking(part["text"], signature) if part.get("thought") else Text(part["text"]))
+        elif part.get("inline_data"):
+            blob = part["inline_data"]
+            data = blob["data"]
+            blocks.append(Image(blob.get("mime_type", "image/png"), data if isinstance(data, bytes) else base64.b64decode(data)))
+        else:
+            blocks.append(Opaque("gemini_part", {k: v for k, v in part.items() if not isinstance(v, bytes)}))
+    return blocks
+
+
+@public
+def from_gemini(contents: Sequence[Json], system_instruction: str | None = None) -> list[Message]:
+    """Neutral messages from Gemini contents (snake_case keys, as ``model_dump()``
+    gives them): a user turn's function responses become a ``tool`` message."""
+    out = [Message("system", (Text(system_instruction),))] if system_instruction else []
+    for index, content in enumerate(contents):
+        try:
+            blocks = _blocks(content.get("parts") or ())
+            if content.get("role") == "model":
+                out.append(Message("assistant", tuple(blocks)))
+                continue
+            # A response without an id answers the first open call of its function.
+            open_calls = list(out[-1].tool_calls) if out and out[-1].role == "assistant" else []
+            names = [p["function_response"].get("name") for p in content.get("parts") or () if p.get("function_response")]
+            for position, block in enumerate(blocks):
+                if isinstance(block, ToolResult) and not block.call_id:
+                    name = names[sum(isinstance(b, ToolResult) for b in blocks[:position])]
+                    call = next((c for c in open_calls if c.name == name), None)
+                    if call is None:
+                        raise HistoryError(f"a function response for {name!r} answers no call of the turn before")
+                    open_calls.remove(call)
+                    blocks[position] = dataclasses.replace(block, call_id=call.id)
+            results = tuple(b for b in blocks if isinstance(b, ToolResult))
+            others = tuple(b for b in blocks if not isinstance(b, ToolResult))
+            if results:
+                out.append(Message("tool", results))
+            if others:
+                out.append(Message("user", others))
+        except MALFORMED as exc:
+            raise message_error(index, exc) from None
+    return out
+
+
+def check_gemini(contents: Sequence[Json]) -> None:
+    """Raise ``HistoryError`` where Gemini would reject ``contents``: it starts with a
+    user turn, roles alternate, and a model turn's function calls are answered by as many
+    function responses, with the same names, in the next user turn."""
+    if not contents:
+        raise HistoryError("contents is empty")
+    for index, content in enumerate(contents):
+        expected = "user" if index % 2 == 0 else "model"
+        if content.get("role") != expected:
+            raise HistoryError(f"content {index}: role {content.get('role')!r} where {expected!r} must come")
+        if not content.get("parts"):
+            raise HistoryError(f"content {index}: no parts")
+        calls = [p["function_call"]["name"] for p in content["parts"] if p.get("function_call")]
+        if not calls:
+            continue
+        following = contents[index + 1]["parts"] if index + 1 < len(contents) else []
+        answered = [p["function_response"]["name"] for p in following if p.get("function_response")]
+        if sorted(answered) != sorted(calls):
+            raise HistoryError(f"content {index}: calls {calls} answered by {answered} in the next turn")

@@ -1,0 +1,147 @@
+"""OpenAI Responses API input items, to and from neutral messages.
+
+Requests are stateless (``store`` is the caller's choice; the full input is sent each
+turn): system text becomes ``instructions``; user and assistant text become messages;
+each tool call a ``function_call`` item and each result a ``function_call_output`` item
+whose output carries the result's images as ``input_image`` parts. Thinking is not
+sent (the API takes reasoning back only as its own encrypted items, kept as ``Opaque``).
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from .._errors import HistoryError
+from .._types import public
+from .convert import MALFORMED, image_from_url, message_error, results_first, tool_arguments
+from .messages import Block, Image, Message, Opaque, Text, ToolCall, ToolResult
+
+Json = dict[str, Any]
+
+
+@functools.singledispatch
+def responses_part(block: Block) -> Json:
+    """A text or image block as a Responses ``input_text`` / ``input_image`` part."""
+    raise HistoryError(f"{type(block).__name__} cannot be a Responses content part")
+
+
+@responses_part.register
+def _(block: Text) -> Json:
+    return {"type": "input_text", "text": block.text}
+
+
+@responses_part.register
+def _(block: Image) -> Json:
+    url = block.ref
+    if block.data is not None:
+        url = f"data:{block.media_type};base64,{base64.b64encode(block.data).decode('ascii')}"
+    return {"type": "input_image", "image_url": url, "detail": "auto"}
+
+
+@public
+def to_openai_responses(messages: Sequence[Message], *, detail: str | None = None) -> tuple[str | None, list[Json]]:
+    """(``instructions``, ``input`` items) for ``client.responses.create``; ``detail``
+    (the reader's, e.g. ``"original"``) is set on every image part when given."""
+    instructions = "\n\n".join(m.text for m in messages if m.role == "system") or None
+    items: list[Json] = []
+
+    def part(block: Text | Image) -> Json:
+        out = responses_part(block)
+        return out | {"detail": detail} if detail and out["type"] == "input_image" else out
+
+    for message in results_first(messages):
+        if message.role == "system":
+            continue
+        for block in message.content:
+            if isinstance(block, ToolCall):
+                items.append({"type": "function_call", "call_id": block.id, "name": block.name, "arguments": block.arguments_json})
+            elif isinstance(block, ToolResult):
+                text = f"[error] {block.text}" if block.is_error else block.text
+                images = [part(b) for b in block.images()]
+                output: str | list[Json] = [{"type": "input_text", "text": text}, *images] if images else text
+                items.append({"type": "function_call_output", "call_id": block.call_id, "output": output})
+        parts = [part(b) for b in message.content if isinstance(b, (Text, Image))]
+        if not parts:
+            continue
+        if message.role == "assistant":
+            text = "\n".join(p["text"] for p in parts if p["type"] == "input_text")
+            # An assistant message goes before its calls: the model wrote it first.
+            calls = sum(isinstance(b, ToolCall) for b in message.content)
+            items.insert(len(items) - calls, {"role": "assistant", "content": text})
+        else:
+            items.append({"role": "user", "content": parts})
+    return instructions, items
+
+
+def _content_blocks(content: object) -> list[Block]:
+    if isinstance(content, str):
+        return [Text(content)]
+    blocks: list[Block] = []
+    for part in content or ():  # type: ignore[attr-defined]
+        kind = part.get("type")
+        if kind in ("input_text", "output_text", "text"):
+            blocks.append(Text(part["text"]))
+        elif kind == "input_image":
+            blocks.append(image_from_url(part.get("image_url")))
+        else:
+            blocks.append(Opaque(str(kind), part))
+    return blocks
+
+
+@public
+def from_openai_responses(items: Sequence[Json], instructions: str | None = None) -> list[Message]:
+    """Neutral messages from Responses input or output items (a response's
+    ``output``, as ``response.model_dump()["output"]``). Consecutive assistant items
+    (text, calls, reasoning) form one assistant message; consecutive outputs one
+    ``tool`` message. Unknown items become ``Opaque`` blocks of an assistant message."""
+    out = [Message("system", (Text(instructions),))] if instructions else []
+
+    def add(role: str, blocks: list[Block]) -> None:
+        if out and out[-1].role == role and role in ("assistant", "tool"):
+            out[-1] = out[-1].with_content(out[-1].content + tuple(blocks))
+        else:
+            out.append(Message(role, tuple(blocks)))  # type: ignore[arg-type]
+
+    for index, item in enumerate(items):
+        try:
+            kind = item.get("type", "message")
+            if kind == "message":
+                role = item["role"]
+                role = "system" if role == "developer" else role
+                add(role, _content_blocks(item.get("content")))
+            elif kind == "function_call":
+                call_id = item["call_id"]
+                add("assistant", [ToolCall(call_id, item["name"], tool_arguments(item.get("arguments"), call_id))])
+            elif kind == "function_call_output":
+                output = item.get("output")
+                parts = _content_blocks(output) if isinstance(output, list) else [Text(str(output or ""))]
+                add("tool", [ToolResult(item["call_id"], tuple(p for p in parts if isinstance(p, (Text, Image))))])
+            else:  # reasoning and server-side tool items: kept, never sent back
+                add("assistant", [Opaque(str(kind), dict(item))])
+        except MALFORMED as exc:
+            raise message_error(index, exc) from None
+    return out
+
+
+def check_openai_responses(items: Sequence[Json]) -> None:
+    """Raise ``HistoryError`` where the Responses API would reject ``input``: every
+    ``function_call_output`` follows its ``function_call``, every call is answered before
+    the next message, and there is at least one item."""
+    if not items:
+        raise HistoryError("input is empty")
+    open_calls: set[str] = set()
+    for index, item in enumerate(items):
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            open_calls.add(item["call_id"])
+        elif kind == "function_call_output":
+            if item["call_id"] not in open_calls:
+                raise HistoryError(f"item {index}: output for call {item['call_id']!r}, which no earlier function_call made")
+            open_calls.discard(item["call_id"])
+        elif kind == "message" and item.get("role") == "user" and open_calls:
+            raise HistoryError(f"item {index}: a user message while calls {sorted(open_calls)} are unanswered")
+    if open_calls:
+        raise HistoryError(f"calls {sorted(open_calls)} have no function_call_output")

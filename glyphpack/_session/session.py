@@ -1,0 +1,483 @@
+"""One (conversation, agent) as a harness drives it.
+
+    with glyphpack.open_session("runs/ws", "task-42", "coder", model="claude-sonnet-4-5") as s:
+        s.add_user("fix the failing test")
+        while True:
+            request = s.request("anthropic")        # compacts at the threshold
+            try:
+                response = client.messages.create(**request, tools=TOOLS, max_tokens=4096)
+            except anthropic.BadRequestError as e:
+                s.recover(e); continue                # never loops: escalates, then raises
+            s.add_response(response)
+            if not s.pending_calls: break
+            s.add_tool_results(run_tools(s.pending_calls))
+
+The transcript is saved at every turn boundary (after the user's message, after an
+answer without tool calls, after the tool results) and never while calls are pending;
+each save records the history in the session tree too. A crash between the two writes
+leaves the tree a turn behind; opening the session brings it forward: the transcript
+wins. A compaction is persisted next to the transcript and reused, so the request's
+prefix stays byte-identical until the next compaction, restarts included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .._compaction.cost import CostModel
+from .._compaction.ladder import compact, shake
+from .._compaction.recovery import DEFAULT_MARGIN, UNKNOWN_LIMIT_SHARE, calibrate, parse_overflow
+from .._compaction.recovery import recover as recover_bytes_or_tokens
+from .._compaction.results import Compaction, CompactionPolicy
+from .._compaction.summarize import Summarizer
+from .._errors import CompactionError, StoreError, TextOnlyModelError, UsageError
+from .._history.messages import Block, Image, Message, Text, ToolCall, ToolResult
+from .._history.store import Workspace
+from .._providers.catalog import CONTEXT_WINDOWS
+from .._providers.profile import Profile
+from .._providers.resolve import resolve
+from .._providers.text_tokens import DEFAULT_ESTIMATOR, TextEstimator
+from .._types import Api, LoadState, public
+from .adapters import adapter, merge_extra
+from .commands import CommandResult, run_command
+from .view import StoredView, read_view, view_path, write_view
+
+#: Tokens kept free for the reply: this share of the window, at most REPLY_RESERVE_MAX.
+REPLY_RESERVE_SHARE = 0.125
+REPLY_RESERVE_MAX = 32_000
+#: Proactive compaction aims at this share of the threshold, so the turns that follow
+#: have room before the next compaction (each one rewrites the prompt cache).
+TARGET_SHARE = 0.5
+#: A second overflow since the last answer compacts to this share of the first target,
+#: with the summarizer required; a third raises.
+ESCALATION_SHARE = 0.5
+
+
+@public
+@dataclasses.dataclass(frozen=True)
+class Thresholds:
+    """When a session compacts, in estimated tokens of a request.
+
+    Attributes:
+        window: the model's input window.
+        threshold: a request estimated at this or more is compacted first.
+        target: what proactive compaction aims at (well under ``threshold``).
+    """
+
+    window: int
+    threshold: int
+    target: int
+
+    @classmethod
+    def for_window(cls, window: int, threshold: int | None = None, target: int | None = None) -> Thresholds:
+        if not isinstance(window, int) or window <= 0:
+            raise UsageError(f"context_window must be a positive number of tokens, not {window!r}")
+        threshold = threshold if threshold is not None else window - min(REPLY_RESERVE_MAX, int(window * REPLY_RESERVE_SHARE))
+        target = target if target is not None else int(threshold * TARGET_SHARE)
+        if not 0 < target < threshold <= window:
+            raise UsageError(f"need 0 < target < threshold <= window, got {target:,} / {threshold:,} / {window:,}")
+        return cls(window, threshold, target)
+
+
+ToolOutput = str | Sequence[Block] | ToolResult
+
+
+@public
+class Session:
+    """One (conversation, agent) of a workspace: build requests, take responses, save at
+    turn boundaries, compact at the threshold, recover from "too long", run slash
+    commands. Open it with ``glyphpack.open_session``.
+
+    Attributes:
+        state: how the transcript was found when opened: ``"empty"``, ``"clean"`` or
+            ``"failed"`` (the last turn did not finish: call ``request`` to retry it).
+        messages: the whole stored history (never compacted; compaction changes what is sent).
+        thresholds: when it compacts.
+        last_compaction: the ladder's report of the last compaction this session made.
+    """
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        conversation: str,
+        agent: str,
+        *,
+        model: str,
+        system: str | None = None,
+        summarizer: Summarizer | None = None,
+        policy: CompactionPolicy = CompactionPolicy(),
+        context_window: int | None = None,
+        threshold: int | None = None,
+        target: int | None = None,
+        owns_workspace: bool = False,
+    ):
+        self.workspace = workspace
+        self.conversation = conversation
+        self.agent = agent
+        self.model = model
+        self.profile: Profile = resolve(model)
+        if not self.profile.vision and summarizer is None:
+            raise TextOnlyModelError(
+                f"{model} reads no images, so compaction can only summarize: pass summarizer=... "
+                f"(glyphpack.Summarizer) when opening the session"
+            )
+        self.summarizer = summarizer
+        self.policy = policy
+        window = context_window if context_window is not None else CONTEXT_WINDOWS[self.profile.reader.provider]
+        self.thresholds = Thresholds.for_window(window, threshold, target)
+        self._owns_workspace = owns_workspace
+        self._estimator: TextEstimator = policy.estimator or DEFAULT_ESTIMATOR
+        self._overflows = 0  # "too long" rejections since the last answer
+        self._sent: tuple[Message, ...] | None = None  # the view of the last request built
+        self._api: Api | None = None
+        self.last_compaction: Compaction | None = None
+        self.messages: tuple[Message, ...] = ()
+        self.revision = 0
+        workspace.reconcile(conversation, agent)
+        self._load()
+        self.state: LoadState = self._transcript_state
+        if not self.messages and system:
+            self.messages = (Message("system", (Text(system),)),)
+
+    # ----------------------------------------------------------------- state
+
+    def _load(self) -> None:
+        transcript = self.workspace.load(self.conversation, self.agent)
+        self.messages = transcript.messages
+        self.revision = transcript.revision
+        self._transcript_state: LoadState = transcript.state
+        self._view_path = view_path(self.workspace.transcript_path(self.conversation, self.agent))
+        self._view = self._applicable(read_view(self._view_path))
+
+    def _applicable(self, view: StoredView | None) -> StoredView | None:
+        if view is not None and view.covers in {m.id for m in self.messages}:
+            return view
+        return None
+
+    def close(self) -> None:
+        if self._owns_workspace:
+            self.workspace.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Session({self.conversation!r}, {self.agent!r}, model={self.model!r}, {len(self.messages)} messages)"
+
+    @property
+    def pending_calls(self) -> tuple[ToolCall, ...]:
+        """The last answer's tool calls still waiting for results."""
+        if not self.messages or self.messages[-1].role != "assistant":
+            return ()
+        return tuple(self.messages[-1].tool_calls)
+
+    @property
+    def view(self) -> StoredView | None:
+        """The compaction in force (None: the full transcript is sent)."""
+        return self._view
+
+    @property
+    def estimator(self) -> TextEstimator:
+        """The text estimate, its overhead calibrated by the provider's last count."""
+        return self._estimator
+
+    def cost(self) -> CostModel:
+        """Token estimates for this session's reader, with the calibrated estimator."""
+        return CostModel.for_model(self.profile, self._estimator, self.policy.tokenizer)
+
+    def request_view(self) -> tuple[tuple[Message, ...], int]:
+        """The messages the next request carries and how many of them are the stored
+        compaction (the stable prefix)."""
+        if self._view is None:
+            return self.messages, 0
+        ids = [m.id for m in self.messages]
+        after = ids.index(self._view.covers) + 1
+        return self._view.messages + self.messages[after:], len(self._view.messages)
+
+    def estimate(self) -> int:
+        """Estimated tokens of the next request (with the calibrated overhead)."""
+        view, _ = self.request_view()
+        return self.cost().history(view) + self._estimator.overhead
+
+    # ----------------------------------------------------------------- the loop
+
+    def _append(self, message: Message, *, save: bool) -> None:
+        self.messages = (*self.messages, message)
+        if save:
+            saved = self.workspace.save(self.conversation, self.agent, self.messages, revision=self.revision)
+            self.revision = saved.revision
+
+    def add_user(self, content: str | Sequence[Block]) -> Message:
+        """Add the user's message (a turn boundary: saved)."""
+        self._no_pending("add a user message")
+        message = Message("user", (Text(content),) if isinstance(content, str) else tuple(content))
+        self._append(message, save=True)
+        return message
+
+    def request(self, api: Api, **extra: Any) -> dict[str, Any]:
+        """Keyword arguments for the SDK's create call of ``api`` (``"anthropic"``,
+        ``"openai-chat"``, ``"openai-responses"`` or ``"gemini"``), with ``extra``
+        (tools, max_tokens, ...) added. Compacts first when the estimate reaches the
+        threshold; the compaction is persisted and reused until the next one."""
+        build = adapter(api)
+        self._no_pending("build a request")
+        if not any(m.role != "system" for m in self.messages):
+            raise UsageError("nothing to send yet: add a user message first")
+        if self.estimate() >= self.thresholds.threshold:
+            self._compact(self.thresholds.target, "proactive")
+        view, prefix = self.request_view()
+        tokens = self.cost().history(view) + self._estimator.overhead
+        if tokens > self.thresholds.window:
+            raise CompactionError(
+                f"the request is still ~{tokens:,} tokens after compaction, over the {self.thresholds.window:,}-token window"
+                + ("" if self.summarizer else "; a summarizer would free more")
+            )
+        request = build.build(self.model, view, prefix, self.profile)
+        self._sent, self._api = view, api
+        return merge_extra(request, extra)
+
+    def add_response(self, response: object, api: Api | None = None) -> Message:
+        """Add the model's answer (an SDK response, or its ``model_dump()``); saved when
+        it has no tool calls. The input tokens the provider counted calibrate the estimate."""
+        api = api or self._api
+        if api is None:
+            raise UsageError("add_response needs api=... (no request was built by this session)")
+        self._no_pending("add another response")
+        reply = adapter(api).parse(response)
+        if reply.input_tokens and self._sent is not None and self.policy.tokenizer is None:
+            self._estimator = calibrate(self._sent, self.profile, reply.input_tokens, self._estimator)
+        self._overflows = 0
+        self._append(reply.message, save=not reply.message.tool_calls)
+        return reply.message
+
+    def add_tool_results(self, results: Mapping[str, ToolOutput] | Iterable[ToolResult]) -> Message:
+        """Answer every pending call (a turn boundary: saved). ``results`` maps call ids
+        to text, blocks or ``ToolResult``; or is a sequence of ``ToolResult``."""
+        pending = {c.id for c in self.pending_calls}
+        if not pending:
+            raise UsageError("no tool calls are pending")
+        if isinstance(results, Mapping):
+            blocks = tuple(_tool_result(call_id, output) for call_id, output in results.items())
+        else:
+            blocks = tuple(results)
+        given = [b.call_id for b in blocks]
+        if sorted(given) != sorted(pending):
+            raise UsageError(f"results must answer exactly the pending calls {sorted(pending)}, got {sorted(given)}")
+        message = Message("tool", blocks)
+        self._append(message, save=True)
+        return message
+
+    def _no_pending(self, what: str) -> None:
+        if self.pending_calls:
+            ids = ", ".join(c.id for c in self.pending_calls)
+            raise UsageError(f"cannot {what} while tool calls are pending ({ids}): add their results first")
+
+    # ----------------------------------------------------------------- compaction
+
+    def _policy(self) -> CompactionPolicy:
+        policy = dataclasses.replace(self.policy, estimator=self._estimator)
+        if self._view is not None and self._view.shape and self.policy.shape is None:
+            # Same geometry as the last compaction: unchanged text redraws to the same pages.
+            return dataclasses.replace(policy, shape=self._view.shape, page_size=self._view.page_size)
+        return policy
+
+    def _compact(self, budget: int, trigger: str, *, summarizer: Summarizer | None = None) -> Compaction:
+        result = compact(self.messages, self.profile, budget, summarizer=summarizer or self.summarizer, policy=self._policy())
+        self._keep(result, trigger)
+        return result
+
+    def _keep(self, result: Compaction, trigger: str) -> None:
+        """Persist ``result`` as the view standing for the whole transcript so far."""
+        replaced = [r for r in result.report.rungs if r.first_message is not None and r.last_message is not None]
+        source = None
+        if replaced:
+            first, last = min(r.first_message or 1 for r in replaced), max(r.last_message or 1 for r in replaced)
+            source = (self.messages[first - 1].id, self.messages[last - 1].id)
+        page = result.pages[0] if result.pages else None
+        view = StoredView(
+            covers=self.messages[-1].id,
+            messages=tuple(result.view),
+            source=source,
+            shape=page.shape if page else (self._view.shape if self._view else None),
+            page_size=(page.width, page.full_height) if page else (self._view.page_size if self._view else None),
+            pages=len(result.pages) or sum(1 for m in result.view for b in m.content if isinstance(b, Image)),
+            tokens=result.report.tokens_after,
+            trigger=trigger,
+            report=result.report.message,
+        )
+        write_view(self._view_path, view)
+        self._view = view
+        self.last_compaction = result
+
+    def compact(self, budget: int | None = None) -> Compaction:
+        """Compact now, to ``budget`` (default: the target), and keep it."""
+        self._no_pending("compact")
+        return self._compact(budget or self.thresholds.target, "/compact")
+
+    def shake(self) -> Compaction:
+        """Only the free rungs (elision, image drop), kept as the view."""
+        self._no_pending("shake")
+        result = shake(self.messages, self.profile, policy=self._policy())
+        self._keep(result, "/shake")
+        return result
+
+    def recover(self, error: BaseException | object, *, margin: float = DEFAULT_MARGIN) -> Compaction:
+        """After the provider rejected the last request as too long: compact to fit,
+        trusting the provider's count. A second rejection before an answer compacts
+        harder with the summarizer; a third raises ``CompactionError``: it never loops.
+        An error that is not "too long" is raised again as it is."""
+        overflow = parse_overflow(error)
+        if overflow is None:
+            if isinstance(error, BaseException):
+                raise error
+            raise CompactionError(f"not a 'request too long' error: {str(error)[:200]!r}")
+        if self._sent is None:
+            raise UsageError("recover() follows a rejected request built by this session's request()")
+        self._overflows += 1
+        if self._overflows > 2 or (self._overflows == 2 and self.summarizer is None):
+            raise CompactionError(
+                f"the provider rejected the request as too long {self._overflows} times in a row after compacting"
+                + ("" if self.summarizer else "; with no summarizer configured there is no rung left")
+                + f" ({str(error)[:200]})"
+            )
+        before = self.cost().history(self._sent) + self._estimator.overhead
+        if overflow.kind == "bytes":
+            result = recover_bytes_or_tokens(
+                self.messages, self.profile, error, margin=margin,
+                summarizer=self.summarizer if self._overflows == 2 else None, policy=self._policy(),
+            )
+            self._keep(result, "recovery")
+            return result
+        # Tokens: the rungs from the stored text, to the provider's limit less the margin
+        # (half that on a second rejection, where the summarizer is there to reach it).
+        if overflow.measured and self.policy.tokenizer is None:
+            self._estimator = calibrate(self._sent, self.profile, overflow.measured, self._estimator)
+        limit = overflow.limit or int((overflow.measured or before) * UNKNOWN_LIMIT_SHARE)
+        budget = max(1, int(limit * (1 - margin) * (ESCALATION_SHARE if self._overflows == 2 else 1)))
+        result = compact(self.messages, self.profile, budget, summarizer=self.summarizer, policy=self._policy())
+        if self._overflows == 1 and result.report.tokens_after >= before:
+            self._overflows = 2  # no progress: go straight to the next step
+            if self.summarizer is None:
+                raise CompactionError(
+                    f"the ladder could not shrink the rejected request (~{before:,} tokens) and no summarizer is configured"
+                )
+        self._keep(result, "recovery")
+        return result
+
+    # ----------------------------------------------------------------- the tree
+
+    def checkpoint(self, name: str) -> None:
+        """Mark the current end as checkpoint ``name``."""
+        self._no_pending("set a checkpoint")
+        self._sync()
+        self.revision = self.workspace.checkpoint(self.conversation, self.agent, name).revision
+
+    def rewind(self, name: str, digest: str) -> None:
+        """Back to checkpoint ``name`` with ``digest`` (what was learned) appended. The
+        explored path stays in the tree (``/tree`` shows it; ``branch`` returns to it)."""
+        self._no_pending("rewind")
+        self._sync()
+        self.workspace.rewind(self.conversation, self.agent, name, digest)
+        self._reload()
+
+    def branch(self, message_id: str) -> None:
+        """Make the path to ``message_id`` (an id or unique prefix of one in this
+        conversation's tree, at a turn boundary) this agent's history; the path left
+        stays in the tree."""
+        self._no_pending("branch")
+        self._sync()
+        tree = self.workspace.tree
+        target = tree.find(self.conversation, message_id)
+        path = tree.path_to(target)
+        if path and path[-1].tool_calls:
+            raise StoreError(f"message {message_id!r} has tool calls without results: branch to a turn boundary")
+        self.workspace.save(self.conversation, self.agent, path, revision=self.revision, replace=True)
+        self._reload()
+
+    def fork(self, new_conversation: str | None = None) -> str:
+        """Copy this agent's history into a new conversation (new ids) and continue
+        there; returns the new conversation's id. The original is untouched."""
+        self._no_pending("fork")
+        self._sync()
+        tree = self.workspace.tree
+        new = tree.fork(self.conversation, tree.agent_tip(self.conversation, self.agent), new_conversation=new_conversation)
+        path = tree.path(new)
+        current = self.workspace.load(new, self.agent)
+        self.workspace.save(new, self.agent, path, revision=current.revision)
+        self.conversation = new
+        self._reload()
+        return new
+
+    def _sync(self) -> None:
+        """Save what a boundary left unsaved (only a system prompt of a new session)."""
+        if self.revision == 0 and self.messages:
+            self.revision = self.workspace.save(self.conversation, self.agent, self.messages, revision=0).revision
+
+    def _reload(self) -> None:
+        self._load()
+        self._sent = None
+        self._overflows = 0
+
+    # ----------------------------------------------------------------- commands
+
+    def command(self, line: str) -> CommandResult:
+        """Run a slash command: ``/compact [BUDGET]``, ``/shake``, ``/context``,
+        ``/tree``, ``/branch ID``, ``/fork [NEW_ID]``, ``/checkpoint NAME``,
+        ``/rewind NAME DIGEST...``, ``/help``."""
+        return run_command(self, line)
+
+
+def _tool_result(call_id: str, output: ToolOutput) -> ToolResult:
+    if isinstance(output, ToolResult):
+        if output.call_id != call_id:
+            raise UsageError(f"result for {call_id!r} carries call id {output.call_id!r}")
+        return output
+    if isinstance(output, str):
+        return ToolResult(call_id, (Text(output),))
+    return ToolResult(call_id, tuple(b for b in output if isinstance(b, (Text, Image))))
+
+
+@public
+def open_session(
+    workspace: str | os.PathLike[str] | Workspace,
+    conversation: str,
+    agent: str,
+    *,
+    model: str,
+    system: str | None = None,
+    summarizer: Summarizer | None = None,
+    policy: CompactionPolicy = CompactionPolicy(),
+    context_window: int | None = None,
+    threshold: int | None = None,
+    target: int | None = None,
+) -> Session:
+    """Open (resume or start) one (conversation, agent) of a workspace.
+
+    Args:
+        workspace: a directory (created if new) or an open ``Workspace``.
+        model: the model id, as the SDK takes it; it decides page geometry and prices.
+        system: the system prompt of a new transcript (a resumed one keeps its own).
+        summarizer: the last rung; required for a model without vision.
+        context_window: the model's input window (default: its provider family's,
+            ``glyphpack._providers.catalog.CONTEXT_WINDOWS``).
+        threshold, target: proactive compaction starts at ``threshold`` estimated
+            tokens and aims at ``target`` (defaults: the window less a reply reserve of
+            1/8 of it, at most 32k; half of that).
+    """
+    owns = not isinstance(workspace, Workspace)
+    ws = Workspace(workspace) if not isinstance(workspace, Workspace) else workspace
+    try:
+        return Session(
+            ws, conversation, agent, model=model, system=system, summarizer=summarizer, policy=policy,
+            context_window=context_window, threshold=threshold, target=target, owns_workspace=owns,
+        )
+    except BaseException:
+        if owns:
+            ws.close()
+        raise

@@ -1,0 +1,250 @@
+"""Local fake servers for the provider APIs, behind the official SDK clients'
+``httpx.MockTransport``: they check every request as the real server would, count its
+tokens, reject it in the provider's own words when it is over the limit, and answer
+like the provider (tool calls from a script, then a final answer). No network.
+
+A ``FakeModel`` holds the script and the limits; ``client(api)`` gives the real SDK
+client wired to it.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+try:  # the SDKs' HTTP client: httpx2 in current releases, httpx in older ones
+    import httpx2 as httpx
+except ImportError:  # pragma: no cover
+    import httpx  # type: ignore[no-redef]
+
+from glyphpack._history.gemini import check_gemini
+from glyphpack._history.responses import check_openai_responses
+from glyphpack._history.validate import check_anthropic, check_openai_chat
+
+Json = dict[str, Any]
+
+#: Tokens the fake counts per image and per character of text (a crude, fixed tokenizer:
+#: what matters is that it is the provider's count, not glyphpack's estimate).
+IMAGE_TOKENS = 1_500
+CHARS_PER_TOKEN = 3.0
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def snake_keys(value: Any) -> Any:
+    """Gemini's wire JSON (camelCase) in the SDK's snake_case, to check it."""
+    if isinstance(value, dict):
+        return {_snake(k): snake_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [snake_keys(v) for v in value]
+    return value
+
+
+def count_tokens(body: Json) -> int:
+    """The fake provider's token count of a request body: text by characters, images flat."""
+    images = 0
+    chars = 0
+
+    def walk(value: Any) -> None:
+        nonlocal images, chars
+        if isinstance(value, dict):
+            if value.get("type") in ("image", "image_url", "input_image") or "inline_data" in value or "inlineData" in value:
+                images += 1
+                return
+            for key, item in value.items():
+                if key not in ("cache_control", "type", "role", "model", "detail"):
+                    walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif isinstance(value, str):
+            chars += len(value)
+
+    walk({k: v for k, v in body.items() if k not in ("tools", "max_tokens", "model")})
+    return int(chars / CHARS_PER_TOKEN) + images * IMAGE_TOKENS
+
+
+@dataclasses.dataclass
+class Turn:
+    """One scripted answer: tool calls (name, arguments) or a final text."""
+
+    text: str = ""
+    calls: tuple[tuple[str, Json], ...] = ()
+
+
+@dataclasses.dataclass
+class FakeModel:
+    """The model behind every fake API: answers ``script`` in order (the last turn
+    repeats), rejects requests over ``limit`` tokens, and injects ``faults`` by request
+    number (1-based): ``"413"``, ``"429"``, ``"overflow"`` (a "too long" 400 whatever
+    the size)."""
+
+    script: list[Turn]
+    limit: int = 1_000_000
+    faults: dict[int, str] = dataclasses.field(default_factory=dict)
+    requests: list[Json] = dataclasses.field(default_factory=list)  # every body received, in order
+    statuses: list[int] = dataclasses.field(default_factory=list)
+    answered: int = 0
+    on_request: Callable[[int], None] | None = None
+
+    def next_turn(self) -> Turn:
+        turn = self.script[min(self.answered, len(self.script) - 1)]
+        self.answered += 1
+        return turn
+
+    # ------------------------------------------------------------------ transport
+
+    def handler(self, api: str) -> Callable[[httpx.Request], httpx.Response]:
+        def handle(request: httpx.Request) -> httpx.Response:
+            body = json.loads(request.content)
+            self.requests.append(body)
+            number = len(self.requests)
+            if self.on_request is not None:
+                self.on_request(number)
+            response = self._respond(api, body, number)
+            self.statuses.append(response.status_code)
+            return response
+
+        return handle
+
+    def _respond(self, api: str, body: Json, number: int) -> httpx.Response:
+        fault = self.faults.get(number)
+        if fault == "429":
+            return _error(api, 429, "rate_limit", headers={"retry-after-ms": "1", "retry-after": "0"})
+        if fault == "413":
+            return _error(api, 413, "bytes")
+        check = {"anthropic": _check_anthropic, "openai-chat": _check_chat, "openai-responses": _check_responses, "gemini": _check_gemini}
+        problem = check[api](body)
+        if problem:
+            return _error(api, 400, "invalid", message=problem)
+        tokens = count_tokens(body)
+        if fault == "overflow" or tokens > self.limit:
+            return _error(api, 400, "too_long", tokens=max(tokens, self.limit + 1), limit=self.limit)
+        return httpx.Response(200, json=_answer(api, self.next_turn(), number, tokens))
+
+    def client(self, api: str) -> Any:
+        """The official SDK client for ``api``, talking to this fake (retries fast)."""
+        http = httpx.Client(transport=httpx.MockTransport(self.handler(api)))
+        if api == "anthropic":
+            import anthropic
+
+            return anthropic.Anthropic(api_key="test", http_client=http, max_retries=2)
+        if api in ("openai-chat", "openai-responses"):
+            import openai
+
+            return openai.OpenAI(api_key="test", http_client=http, max_retries=2)
+        from google import genai
+        from google.genai import types
+
+        options = types.HttpOptions(httpx_client=http, retry_options=types.HttpRetryOptions(attempts=3, initial_delay=0.01))
+        return genai.Client(api_key="test", http_options=options)
+
+
+def _check(check: Callable[[Any], None], value: Any) -> str | None:
+    try:
+        check(value)
+    except Exception as exc:  # any failure is the server's 400
+        return f"invalid request: {exc}"
+    return None
+
+
+def _check_anthropic(body: Json) -> str | None:
+    if not isinstance(body.get("max_tokens"), int):
+        return "max_tokens: Field required"
+    return _check(check_anthropic, body.get("messages"))
+
+
+def _check_chat(body: Json) -> str | None:
+    return _check(check_openai_chat, body.get("messages"))
+
+
+def _check_responses(body: Json) -> str | None:
+    return _check(check_openai_responses, body.get("input"))
+
+
+def _check_gemini(body: Json) -> str | None:
+    contents = snake_keys(body.get("contents"))
+    for content in contents or ():
+        for part in content.get("parts", ()):
+            data = (part.get("inline_data") or {}).get("data")
+            if data is not None:
+                base64.b64decode(data, validate=True)  # the SDK must have encoded the bytes once
+    return _check(check_gemini, contents)
+
+
+# ---------------------------------------------------------------------- answers
+
+
+def _answer(api: str, turn: Turn, number: int, tokens: int) -> Json:
+    ids = [f"call_{number}_{i}" for i in range(len(turn.calls))]
+    if api == "anthropic":
+        content: list[Json] = [{"type": "text", "text": turn.text}] if turn.text else []
+        content += [{"type": "tool_use", "id": f"toolu_{i}", "name": n, "input": a} for i, (n, a) in zip(ids, turn.calls)]
+        return {
+            "id": f"msg_{number}", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+            "content": content, "stop_reason": "tool_use" if turn.calls else "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": tokens, "output_tokens": 50, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+        }
+    if api == "openai-chat":
+        message: Json = {"role": "assistant", "content": turn.text or None, "refusal": None}
+        if turn.calls:
+            message["tool_calls"] = [
+                {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}} for i, (n, a) in zip(ids, turn.calls)
+            ]
+        return {
+            "id": f"chatcmpl-{number}", "object": "chat.completion", "created": 1_700_000_000, "model": "gpt-5.4",
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if turn.calls else "stop", "logprobs": None}],
+            "usage": {"prompt_tokens": tokens, "completion_tokens": 50, "total_tokens": tokens + 50},
+        }
+    if api == "openai-responses":
+        output: list[Json] = [{"type": "reasoning", "id": f"rs_{number}", "summary": []}]
+        if turn.text:
+            output.append({"type": "message", "id": f"msg_{number}", "role": "assistant", "status": "completed",
+                           "content": [{"type": "output_text", "text": turn.text, "annotations": []}]})
+        output += [{"type": "function_call", "id": f"fc_{i}", "call_id": i, "name": n, "arguments": json.dumps(a), "status": "completed"}
+                   for i, (n, a) in zip(ids, turn.calls)]
+        return {
+            "id": f"resp_{number}", "object": "response", "created_at": 1_700_000_000, "model": "gpt-5.4", "status": "completed",
+            "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+            "usage": {"input_tokens": tokens, "output_tokens": 50, "total_tokens": tokens + 50,
+                      "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}},
+        }
+    parts: list[Json] = [{"text": turn.text}] if turn.text else []
+    signature = base64.b64encode(f"sig-{number}".encode()).decode()
+    parts += [{"functionCall": {"id": i, "name": n, "args": a}, "thoughtSignature": signature} for i, (n, a) in zip(ids, turn.calls)]
+    return {
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": tokens, "candidatesTokenCount": 50, "totalTokenCount": tokens + 50},
+        "modelVersion": "gemini-3-pro",
+    }
+
+
+def _error(api: str, status: int, kind: str, *, message: str = "", tokens: int = 0, limit: int = 0, headers: dict[str, str] | None = None) -> httpx.Response:
+    """An error as each provider words and shapes it."""
+    if kind == "too_long":
+        message = {
+            "anthropic": f"prompt is too long: {tokens} tokens > {limit} maximum",
+            "openai-chat": f"This model's maximum context length is {limit} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages.",
+            "openai-responses": "Your input exceeds the context window of this model. Please adjust your input and try again.",
+            "gemini": f"The input token count ({tokens}) exceeds the maximum number of tokens allowed ({limit}).",
+        }[api]
+    elif kind == "bytes":
+        message = "Request exceeds the maximum allowed number of bytes." if api == "anthropic" else "Request Entity Too Large"
+    elif kind == "rate_limit":
+        message = "Rate limit reached for requests. Please try again in 1ms."
+    if api == "anthropic":
+        error_type = {"too_long": "invalid_request_error", "invalid": "invalid_request_error", "bytes": "request_too_large", "rate_limit": "rate_limit_error"}[kind]
+        body: Json = {"type": "error", "error": {"type": error_type, "message": message}}
+    elif api == "gemini":
+        state = {400: "INVALID_ARGUMENT", 413: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED"}[status]
+        body = {"error": {"code": status, "message": message, "status": state}}
+    else:
+        code = {"too_long": "context_length_exceeded", "invalid": None, "bytes": None, "rate_limit": "rate_limit_exceeded"}[kind]
+        body = {"error": {"message": message, "type": "invalid_request_error" if status == 400 else "requests", "param": None, "code": code}}
+    return httpx.Response(status, json=body, headers=headers or {})
