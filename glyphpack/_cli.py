@@ -447,6 +447,38 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_session(args: argparse.Namespace) -> int:
+    """A shell over a stored session's slash commands: no model is called."""
+    from ._history.store import Workspace
+    from ._session.session import Session
+
+    _tree(args.workspace, write=True).close()  # a workspace, and sound, before anything is written
+    with Workspace(args.workspace) as workspace:
+        if (args.conversation, args.agent) not in workspace.transcripts():
+            stored = ", ".join(f"{c} {a}" for c, a in workspace.transcripts()) or "none"
+            raise StoreError(f"no transcript for {args.conversation} {args.agent} in {args.workspace} (stored: {stored})")
+        session = Session(workspace, args.conversation, args.agent, model=args.model)
+        lines = args.command or None
+        interactive = lines is None and sys.stdin.isatty()
+        if interactive:
+            print(f"{session!r}; /help lists the commands, an empty line or Ctrl-D ends")
+        failed = False
+        for line in lines if lines is not None else sys.stdin:
+            line = line.strip()
+            if line in ("", "exit", "quit") and (interactive or line):
+                break
+            if not line:
+                continue
+            try:
+                print(session.command(line).text)
+            except GlyphpackError as exc:  # a bad command ends nothing: say why and go on
+                failed = True
+                print(f"glyphpack: error: {' '.join(str(exc).split())}", file=sys.stderr)
+            if interactive:
+                print(end="", flush=True)
+    return 2 if failed and not interactive else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -533,6 +565,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=FORMAT_NAMES, help="the files' format (default: detected from each file's content)")
     p.add_argument("--conversation", metavar="ID", help="the conversation id, for one file (default: the file name)")
     p.set_defaults(run=cmd_import)
+
+    p = sub.add_parser("session", help="a shell of slash commands (/context, /tree, /compact, ...) over a stored session")
+    p.add_argument("workspace")
+    p.add_argument("conversation")
+    p.add_argument("agent")
+    p.add_argument("--model", required=True, help="the reader's model id (page geometry and prices)")
+    p.add_argument("-c", "--command", action="append", metavar="LINE",
+                   help="run this command and exit (repeatable); default: read commands from stdin")
+    p.set_defaults(run=cmd_session)
 
     p = sub.add_parser("generate-session", help="write a realistic generated agent session (for trying the ladder)")
     p.add_argument("out", metavar="FILE.json")

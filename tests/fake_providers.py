@@ -124,8 +124,10 @@ class FakeModel:
         if problem:
             return _error(api, 400, "invalid", message=problem)
         tokens = count_tokens(body)
-        if fault == "overflow" or tokens > self.limit:
-            return _error(api, 400, "too_long", tokens=max(tokens, self.limit + 1), limit=self.limit)
+        if fault == "overflow":  # a window just under this request, whatever its size
+            return _error(api, 400, "too_long", tokens=tokens, limit=tokens - 1)
+        if tokens > self.limit:
+            return _error(api, 400, "too_long", tokens=tokens, limit=self.limit)
         return httpx.Response(200, json=_answer(api, self.next_turn(), number, tokens))
 
     def client(self, api: str) -> Any:
@@ -173,8 +175,10 @@ def _check_gemini(body: Json) -> str | None:
     for content in contents or ():
         for part in content.get("parts", ()):
             data = (part.get("inline_data") or {}).get("data")
-            if data is not None:
-                base64.b64decode(data, validate=True)  # the SDK must have encoded the bytes once
+            if data is not None:  # the SDK encodes bytes once, URL-safe (which the API takes too)
+                raw = base64.b64decode(data.replace("-", "+").replace("_", "/"), validate=True)
+                if not raw.startswith(b"\x89PNG"):
+                    return "invalid request: inline_data is not a PNG (encoded twice?)"
     return _check(check_gemini, contents)
 
 

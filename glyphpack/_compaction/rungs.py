@@ -16,14 +16,23 @@ from .results import CompactionPolicy, RungReport, RungResult
 STUB_ARGUMENTS_WIDTH = 60
 
 
+#: An agent's loop can run hundreds of model calls on one user message: the protected
+#: user turns then keep at most this many of their newest assistant rounds whole.
+PROTECTED_ROUNDS = 8
+
+
 def protected_from(messages: Sequence[Message], protect_turns: int) -> int:
-    """Index of the first message in the last ``protect_turns`` user turns."""
+    """Index of the first message in the last ``protect_turns`` user turns, or of the
+    last ``PROTECTED_ROUNDS`` assistant messages when those turns hold more (a long tool
+    loop on one task would otherwise protect everything it read)."""
     if protect_turns <= 0:
         return len(messages)
     user_starts = [i for i, m in enumerate(messages) if m.role == "user"]
-    if len(user_starts) < protect_turns:
-        return 0
-    return user_starts[-protect_turns]
+    start = 0 if len(user_starts) < protect_turns else user_starts[-protect_turns]
+    rounds = [i for i in range(start, len(messages)) if messages[i].role == "assistant"]
+    if len(rounds) > PROTECTED_ROUNDS:
+        return rounds[-PROTECTED_ROUNDS]
+    return start
 
 
 def _short(arguments: dict[str, Any], width: int = STUB_ARGUMENTS_WIDTH) -> str:

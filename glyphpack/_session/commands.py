@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._errors import UsageError
-from .._history.export import draw_tree
+from .._history.export import draw_tree, short_id
 from .._types import public
 
 Session = Any
@@ -73,7 +73,7 @@ def _context(session: Session, args: list[str]) -> CommandResult:
     if stored is not None:
         lines.append(
             f"compaction in force ({stored.trigger}): {prefix:,} messages stand for the transcript up to "
-            f"{stored.covers}; {stored.pages} page(s)" + (f" in {stored.shape}" if stored.shape else "")
+            f"{short_id(stored.covers)}; {stored.pages} page(s)" + (f" in {stored.shape}" if stored.shape else "")
             + "; byte-identical until the next compaction"
         )
     else:

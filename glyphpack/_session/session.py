@@ -29,7 +29,7 @@ from typing import Any
 
 from .._compaction.cost import CostModel
 from .._compaction.ladder import compact, shake
-from .._compaction.recovery import DEFAULT_MARGIN, UNKNOWN_LIMIT_SHARE, calibrate, parse_overflow
+from .._compaction.recovery import DEFAULT_MARGIN, UNKNOWN_LIMIT_SHARE, calibrate, parse_overflow, request_bytes
 from .._compaction.recovery import recover as recover_bytes_or_tokens
 from .._compaction.results import Compaction, CompactionPolicy
 from .._compaction.summarize import Summarizer
@@ -293,7 +293,11 @@ class Session:
         return result
 
     def _keep(self, result: Compaction, trigger: str) -> None:
-        """Persist ``result`` as the view standing for the whole transcript so far."""
+        """Persist ``result`` as the view standing for the whole transcript so far (when
+        a rung changed something: an unchanged view would only pin the prefix for nothing)."""
+        self.last_compaction = result
+        if not result.report.rungs or all(r.skipped is not None or not r.changed for r in result.report.rungs):
+            return
         replaced = [r for r in result.report.rungs if r.first_message is not None and r.last_message is not None]
         source = None
         if replaced:
@@ -313,7 +317,6 @@ class Session:
         )
         write_view(self._view_path, view)
         self._view = view
-        self.last_compaction = result
 
     def compact(self, budget: int | None = None) -> Compaction:
         """Compact now, to ``budget`` (default: the target), and keep it."""
@@ -352,6 +355,13 @@ class Session:
                 self.messages, self.profile, error, margin=margin,
                 summarizer=self.summarizer if self._overflows == 2 else None, policy=self._policy(),
             )
+            # Snapshots are no help here: a page's PNG, base64-encoded, takes more bytes than
+            # the text it shows. What the free rungs and the summarizer freed is what there is.
+            if request_bytes(result.view) >= request_bytes(self._sent):
+                raise CompactionError(
+                    "the request is too large in bytes and neither dropping images nor eliding old tool results "
+                    "made it smaller" + ("" if self._overflows == 2 else "; a summarizer would: pass summarizer=...")
+                )
             self._keep(result, "recovery")
             return result
         # Tokens: the rungs from the stored text, to the provider's limit less the margin

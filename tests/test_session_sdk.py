@@ -1,0 +1,204 @@
+"""A harness's loop through the real SDK clients (anthropic, openai, google-genai) against
+local fake servers (tests/fake_providers.py): every request the fake receives is checked
+as the provider checks it; compaction at the threshold; the prefix byte-identical from
+turn to turn until a compaction; recovery from each provider's "too long" 400, a 413 and
+a 429; escalation that never loops; the example agent end to end."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import glyphpack
+from glyphpack import CompactionError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+import agent
+from fake_providers import FakeModel, Turn, count_tokens
+
+MODELS = {"anthropic": "claude-sonnet-4-5", "openai-chat": "gpt-5.4", "openai-responses": "gpt-5.4", "gemini": "gemini-3-pro"}
+APIS = tuple(MODELS)
+WIRE = {"anthropic": "messages", "openai-chat": "messages", "openai-responses": "input", "gemini": "contents"}
+
+
+def project(tmp_path: Path, files: int = 40, chars: int = 6_000) -> Path:
+    """A directory of distinct source-like files to read (each about ``chars`` characters)."""
+    root = tmp_path / "project"
+    root.mkdir()
+    rng = random.Random(7)
+    words = ["def", "return", "self", "value", "index", "config", "parse", "render", "page", "token", "=", "(", ")", ":"]
+    for n in range(files):
+        lines = []
+        while sum(len(line) + 1 for line in lines) < chars:
+            lines.append("    " + " ".join(rng.choice(words) for _ in range(rng.randint(4, 12))) + f"  # {n}:{len(lines)}")
+        (root / f"mod_{n:02d}.py").write_text("\n".join(lines))
+    return root
+
+
+def reading_script(turns: int) -> list[Turn]:
+    """The model reads one file per turn, then answers."""
+    return [Turn(text=f"reading module {n}", calls=(("read_file", {"path": f"mod_{n:02d}.py"}),)) for n in range(turns)] + [
+        Turn(text="All modules read; the parser is in mod_03.py.")
+    ]
+
+
+def summarizer() -> glyphpack.Summarizer:
+    return glyphpack.Summarizer(lambda prompt: f"Summary: read {prompt.count('read_file')} files; nothing else of note.")
+
+
+def strip_cache_marks(value: Any) -> Any:
+    """A request without Anthropic's cache_control marks (they move to the newest message
+    each turn by design; the cache keys on the content)."""
+    if isinstance(value, dict):
+        return {k: strip_cache_marks(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [strip_cache_marks(v) for v in value]
+    return value
+
+
+def drive(session: glyphpack.Session, fake: FakeModel, api: str, root: Path) -> tuple[str, list[str | None]]:
+    """Run the example agent's loop; returns its answer and, per request built, the
+    compaction in force (its ``covers`` id; None: the full transcript)."""
+    views: list[str | None] = []
+    build = session.request
+
+    def recording(api_name: str, **extra: Any) -> dict[str, Any]:
+        request = build(api_name, **extra)
+        views.append(session.view.covers if session.view else None)
+        return request
+
+    session.request = recording  # type: ignore[method-assign]
+    return agent.run(session, fake.client(api), api, root, max_turns=80), views
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_loop_compacts_at_the_threshold_and_keeps_the_prefix_stable(tmp_path, api):
+    root = project(tmp_path)
+    fake = FakeModel(reading_script(30))
+    with glyphpack.open_session(tmp_path / "ws", "task", "coder", model=MODELS[api], system=agent.SYSTEM, context_window=30_000) as s:
+        s.add_user("Read every module and tell me where the parser is.")
+        answer, views = drive(s, fake, api, root)
+        assert answer.startswith("All modules read")
+        assert fake.statuses == [200] * len(fake.requests)  # every request accepted as valid
+        # compaction happened at the threshold, a few times, never every turn
+        compactions = [i for i in range(1, len(views)) if views[i] != views[i - 1]]
+        assert 1 <= len(compactions) <= 4, compactions
+        assert all(count_tokens(body) < 30_000 for body in fake.requests)
+        # between compactions each request begins with the whole previous one, byte for byte
+        for i in range(1, len(fake.requests)):
+            before, after = (strip_cache_marks(fake.requests[j][WIRE[api]]) for j in (i - 1, i))
+            same_prefix = json.dumps(after[: len(before)]) == json.dumps(before)
+            assert same_prefix == (i not in compactions), f"request {i + 1}: prefix changed={not same_prefix}"
+        # the transcript on disk is the whole history, and the tree agrees with it
+        stored = s.workspace.load("task", "coder")
+        assert stored.messages == s.messages and stored.state == "clean"
+        assert s.workspace.tree.path_to(s.workspace.tree.agent_tip("task", "coder")) == list(s.messages)
+
+
+def test_anthropic_requests_carry_cache_breakpoints_on_the_stable_prefix(tmp_path):
+    root = project(tmp_path)
+    fake = FakeModel(reading_script(30))
+    with glyphpack.open_session(tmp_path / "ws", "task", "coder", model="claude-sonnet-4-5", system=agent.SYSTEM, context_window=30_000) as s:
+        s.add_user("Read every module.")
+        drive(s, fake, "anthropic", root)
+        prefix = len(s.view.messages) if s.view else 0
+    marked = []
+    for body in fake.requests:
+        marks = [(i, j) for i, m in enumerate(body["messages"]) for j, b in enumerate(m["content"]) if "cache_control" in b]
+        system_marks = sum("cache_control" in b for b in body.get("system", []))
+        assert len(marks) + system_marks <= 4  # the API's limit
+        assert marks and marks[-1][0] == len(body["messages"]) - 1  # the newest message, for the next turn
+        marked.append(len(marks))
+    assert prefix > 0 and max(marked) == 2  # once compacted: the end of the compaction too
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_images_go_unresized(tmp_path, api):
+    """Snapshot pages reach each API with the reader's detail / media resolution."""
+    root = project(tmp_path)
+    fake = FakeModel(reading_script(24))
+    model = MODELS[api]
+    with glyphpack.open_session(tmp_path / "ws", "task", "coder", model=model, context_window=30_000) as s:
+        s.add_user("Read every module.")
+        drive(s, fake, api, root)
+        reader = s.profile.reader
+    text = json.dumps(fake.requests[-1])
+    if api == "openai-chat":
+        assert text.count(f'"detail": "{reader.detail}"') == text.count('"image_url": {') > 0
+    elif api == "openai-responses":
+        assert text.count(f'"detail": "{reader.detail}"') == text.count('"type": "input_image"') > 0
+    elif api == "gemini":
+        assert text.count(reader.media_resolution or "?") == text.count('"inlineData"') > 0
+    else:
+        assert text.count('"type": "image"') > 0
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_recovers_from_the_providers_too_long_error(tmp_path, api):
+    """The fake's window is smaller than the session believes: the provider's 400, in
+    its own words, is answered by compacting to what it measured; the loop finishes."""
+    root = project(tmp_path)
+    fake = FakeModel(reading_script(16), limit=14_000)
+    with glyphpack.open_session(tmp_path / "ws", "task", "coder", model=MODELS[api], summarizer=summarizer()) as s:
+        s.add_user("Read the modules.")
+        answer, _ = drive(s, fake, api, root)
+        assert answer.startswith("All modules read")
+        assert 400 in fake.statuses
+        rejected = [i for i, status in enumerate(fake.statuses) if status == 400]
+        assert all(fake.statuses[i + 1] == 200 or fake.statuses[i + 2] == 200 for i in rejected)  # at most two in a row
+        assert s.view is not None and s.view.trigger == "recovery"
+        assert all(count_tokens(b) <= 14_000 for b, status in zip(fake.requests, fake.statuses) if status == 200)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_413_and_429(tmp_path, api):
+    """A 413 compacts by bytes; a 429 is the SDK's to retry (the session is not involved)."""
+    root = project(tmp_path, files=14)
+    fake = FakeModel(reading_script(14), faults={4: "429", 13: "413"})
+    with glyphpack.open_session(tmp_path / "ws", "task", "coder", model=MODELS[api]) as s:
+        s.add_user("Read the modules.")
+        answer, _ = drive(s, fake, api, root)
+    assert answer.startswith("All modules read")
+    assert fake.statuses[3:5] == [429, 200]  # the SDK retried
+    assert fake.statuses[12] == 413 and fake.statuses[13] == 200
+    assert len(json.dumps(fake.requests[13])) < 0.75 * len(json.dumps(fake.requests[12]))  # old results elided
+
+
+@pytest.mark.parametrize(("with_summarizer", "rejections"), [(False, 2), (True, 3)])
+def test_a_provider_that_keeps_rejecting_ends_in_an_error_not_a_loop(tmp_path, with_summarizer, rejections):
+    root = project(tmp_path, files=6)
+    fake = FakeModel(reading_script(6), faults={n: "overflow" for n in range(5, 100)})
+    with glyphpack.open_session(
+        tmp_path / "ws", "task", "coder", model="claude-sonnet-4-5", summarizer=summarizer() if with_summarizer else None
+    ) as s:
+        s.add_user("Read the modules.")
+        with pytest.raises(CompactionError, match="too long .* times in a row|no summarizer"):
+            drive(s, fake, "anthropic", root)
+    assert len(fake.requests) == 4 + rejections
+
+
+def test_a_reader_without_vision_needs_a_summarizer_and_gets_summaries(tmp_path):
+    with pytest.raises(glyphpack.TextOnlyModelError, match="summarizer"):
+        glyphpack.open_session(tmp_path / "ws", "t", "a", model="o1-mini")
+    root = project(tmp_path)
+    fake = FakeModel(reading_script(30))
+    calls = []
+
+    def summarize(prompt: str) -> str:
+        calls.append(prompt)
+        return "Summary of the reading so far."
+
+    with glyphpack.open_session(
+        tmp_path / "ws", "t", "a", model="o1-mini", summarizer=glyphpack.Summarizer(summarize), context_window=30_000
+    ) as s:
+        if s.profile.vision:  # pragma: no cover - the catalog's text-only OpenAI reader
+            pytest.skip("o1-mini resolves to a vision reader")
+        s.add_user("Read every module.")
+        drive(s, fake, "openai-chat", root)
+    assert calls
+    assert all("image_url" not in json.dumps(body) for body in fake.requests)
