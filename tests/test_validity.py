@@ -5,6 +5,8 @@ are, as every ladder view, and as every trimmed load, pass each API's own rules
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -12,6 +14,8 @@ from pydantic import TypeAdapter
 
 import glyphpack
 from glyphpack import Image, Message, RedactedThinking, Text, Thinking, ToolCall, ToolResult
+from glyphpack._history.gemini import check_gemini
+from glyphpack._history.responses import check_openai_responses
 from glyphpack._history.validate import check_anthropic, check_openai_chat
 
 PNG = glyphpack.render("a page").pop().png
@@ -48,22 +52,49 @@ def histories(draw) -> list[Message]:
     return messages
 
 
-def assert_accepted(messages, profile=None):
+@functools.cache
+def type_adapter(name: str) -> TypeAdapter:
+    """The SDK's request type ``name`` as a validator (slow to build: once each)."""
     from anthropic.types import MessageParam
     from openai.types.chat import ChatCompletionMessageParam
+    from openai.types.responses import ResponseInputItemParam
 
+    kinds = {"anthropic": MessageParam, "openai-chat": ChatCompletionMessageParam, "openai-responses": ResponseInputItemParam}
+    return TypeAdapter(kinds[name])
+
+
+def assert_accepted(messages, profile=None):
     glyphpack.validate_history(messages, allow_pending=False)
     max_images = profile.max_images if profile is not None else None
     system, anthropic = glyphpack.to_anthropic(messages)
     check_anthropic(anthropic, max_images=max_images)
-    adapter = TypeAdapter(MessageParam)
+    adapter = type_adapter("anthropic")
     for entry in anthropic:
         adapter.validate_python(entry)
     chat = glyphpack.to_openai_chat(messages)
     check_openai_chat(chat, max_images=max_images)
-    chat_adapter = TypeAdapter(ChatCompletionMessageParam)
+    chat_adapter = type_adapter("openai-chat")
     for entry in chat:
         chat_adapter.validate_python(entry)
+    assert_accepted_by_responses_and_gemini(messages)
+
+
+def assert_accepted_by_responses_and_gemini(messages):
+    from google.genai import types
+
+    instructions, items = glyphpack.to_openai_responses(messages)
+    check_openai_responses(items)
+    item_adapter = type_adapter("openai-responses")
+    for item in items:
+        item_adapter.validate_python(item)
+    system, contents = glyphpack.to_gemini(messages)
+    check_gemini(contents)
+    for content in contents:
+        types.Content.model_validate(content)
+    # back again: every call and result survives, paired
+    for back in (glyphpack.from_openai_responses(items, instructions), glyphpack.from_gemini(contents, system)):
+        assert sorted(c.name for m in back for c in m.tool_calls) == sorted(c.name for m in messages for c in m.tool_calls)
+        glyphpack.validate_history(back, allow_pending=False)
 
 
 @settings(max_examples=40, deadline=None)
