@@ -13,6 +13,7 @@ import base64
 import dataclasses
 import json
 import re
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -186,7 +187,7 @@ def _check_gemini(body: Json) -> str | None:
 
 
 def _answer(api: str, turn: Turn, number: int, tokens: int) -> Json:
-    ids = [f"call_{number}_{i}" for i in range(len(turn.calls))]
+    ids = [f"call_{uuid.uuid4().hex[:16]}" for _ in turn.calls]  # unique across processes, as a provider's are
     if api == "anthropic":
         content: list[Json] = [{"type": "text", "text": turn.text}] if turn.text else []
         content += [{"type": "tool_use", "id": f"toolu_{i}", "name": n, "input": a} for i, (n, a) in zip(ids, turn.calls)]

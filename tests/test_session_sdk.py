@@ -159,6 +159,16 @@ def test_413_and_429(tmp_path, api):
     assert len(json.dumps(fake.requests[13])) < 0.75 * len(json.dumps(fake.requests[12]))  # old results elided
 
 
+def test_a_413_that_nothing_free_can_shrink_says_so(tmp_path):
+    root = project(tmp_path, files=3)
+    fake = FakeModel(reading_script(3), faults={2: "413"})
+    with glyphpack.open_session(tmp_path / "ws", "task", "coder", model="claude-sonnet-4-5") as s:
+        s.add_user("Read the modules.")
+        with pytest.raises(CompactionError, match="too large in bytes .* a summarizer would"):
+            drive(s, fake, "anthropic", root)
+    assert fake.statuses == [200, 413]
+
+
 @pytest.mark.parametrize(("with_summarizer", "rejections"), [(False, 2), (True, 3)])
 def test_a_provider_that_keeps_rejecting_ends_in_an_error_not_a_loop(tmp_path, with_summarizer, rejections):
     root = project(tmp_path, files=6)

@@ -115,7 +115,10 @@ def compact(
     after = cost.history(view)
     ok = after <= budget
     before, after = before + overhead, after + overhead
-    plus = f", {overhead:,} of them the requests' overhead" if overhead else ""
+    plus = (
+        f", {overhead:,} of them the requests' overhead" if overhead > 0
+        else f", after taking {-overhead:,} off the estimate to match the provider's count" if overhead < 0 else ""
+    )
     message = (
         f"fits: {before:,} -> {after:,} estimated tokens (budget {full_budget:,}{plus})"
         if ok

@@ -34,7 +34,7 @@ from .._compaction.recovery import recover as recover_bytes_or_tokens
 from .._compaction.results import Compaction, CompactionPolicy
 from .._compaction.summarize import Summarizer
 from .._errors import CompactionError, StoreError, TextOnlyModelError, UsageError
-from .._history.messages import Block, Image, Message, Text, ToolCall, ToolResult
+from .._history.messages import Block, Image, Message, Text, ToolCall, ToolResult, validate_history
 from .._history.store import Workspace
 from .._providers.catalog import CONTEXT_WINDOWS
 from .._providers.profile import Profile
@@ -208,10 +208,13 @@ class Session:
     # ----------------------------------------------------------------- the loop
 
     def _append(self, message: Message, *, save: bool) -> None:
-        self.messages = (*self.messages, message)
+        """Add ``message``, saved or (calls pending) checked; on an error nothing changes."""
+        messages = (*self.messages, message)
         if save:
-            saved = self.workspace.save(self.conversation, self.agent, self.messages, revision=self.revision)
-            self.revision = saved.revision
+            self.revision = self.workspace.save(self.conversation, self.agent, messages, revision=self.revision).revision
+        else:
+            validate_history(messages, allow_pending=True)
+        self.messages = messages
 
     def add_user(self, content: str | Sequence[Block]) -> Message:
         """Add the user's message (a turn boundary: saved)."""

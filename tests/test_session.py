@@ -1,0 +1,287 @@
+"""The session as a store: saves at turn boundaries only, one tree agreeing with the
+transcript (the transcript wins after a crash between the two), a persisted compaction
+that keeps the prefix byte-identical across a restart, rewind and branch as pointer
+moves that keep the explored path, fork, slash commands and the ``glyphpack session``
+shell; and a harness SIGKILLed at random moments that resumes to the end."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fake_providers import FakeModel
+from test_session_sdk import drive, project, reading_script
+
+import glyphpack
+from glyphpack import Message, StoreError, ToolCall, UsageError
+from glyphpack._cli import main as cli_main
+from glyphpack._history.tree import SessionTree
+
+TESTS = Path(__file__).resolve().parent
+MODEL = "claude-sonnet-4-5"
+
+
+def anthropic_reply(text: str = "", calls: tuple[tuple[str, str], ...] = (), input_tokens: int | None = None) -> dict:
+    """A Messages API response body (what ``model_dump()`` of the SDK's object gives)."""
+    content = ([{"type": "text", "text": text}] if text else []) + [
+        {"type": "tool_use", "id": call_id, "name": name, "input": {}} for call_id, name in calls
+    ]
+    return {"role": "assistant", "content": content} | ({"usage": {"input_tokens": input_tokens}} if input_tokens else {})
+
+
+def open_session(tmp_path: Path, **options) -> glyphpack.Session:
+    return glyphpack.open_session(tmp_path / "ws", "task", "coder", model=MODEL, **options)
+
+
+def test_saved_at_turn_boundaries_only(tmp_path):
+    with open_session(tmp_path, system="be brief") as s:
+        s.add_user("list the files")
+        assert s.workspace.load("task", "coder").messages == s.messages  # the user's message is a boundary
+        s.request("anthropic")
+        s.add_response(anthropic_reply("looking", (("t1", "ls"),)))
+        assert s.pending_calls == (ToolCall("t1", "ls", {}),)
+        stored = s.workspace.load("task", "coder")
+        assert len(stored.messages) == 2 and stored.state == "failed"  # the calls are not saved
+        with pytest.raises(UsageError, match="pending"):
+            s.add_user("and another thing")
+        with pytest.raises(UsageError, match="exactly the pending calls"):
+            s.add_tool_results({"t2": "x"})
+        s.add_tool_results({"t1": "a.py b.py"})
+        assert s.workspace.load("task", "coder").messages == s.messages
+        s.request("anthropic")
+        s.add_response(anthropic_reply("two files"))
+        assert s.workspace.load("task", "coder").state == "clean"
+
+
+def test_resume_states(tmp_path):
+    with open_session(tmp_path) as s:
+        assert s.state == "empty"
+        s.add_user("hello")
+    with open_session(tmp_path) as s:
+        assert s.state == "failed"  # the turn was not answered: retry it
+        request = s.request("anthropic")
+        assert request["messages"][-1]["content"][0]["text"] == "hello"
+        s.add_response(anthropic_reply("hi"))
+    with open_session(tmp_path) as s:
+        assert s.state == "clean" and [m.text for m in s.messages] == ["hello", "hi"]
+
+
+def test_the_transcript_wins_a_crash_between_its_write_and_the_trees(tmp_path, monkeypatch):
+    """Fault injection: the tree write fails after the transcript's rename (as a crash
+    there would leave it); the next open brings the tree to the transcript."""
+    with open_session(tmp_path) as s:
+        s.add_user("one")
+        s.request("anthropic")
+        s.add_response(anthropic_reply("first"))
+
+        def crash(*args, **kwargs):
+            raise OSError("killed")
+
+        monkeypatch.setattr(SessionTree, "record", crash)
+        with pytest.raises(OSError):
+            s.add_user("two")
+        monkeypatch.undo()
+    with glyphpack.Workspace(tmp_path / "ws") as ws:
+        assert [m.text for m in ws.load("task", "coder").messages] == ["one", "first", "two"]
+        assert [m.text for m in ws.tree.path_to(ws.tree.agent_tip("task", "coder"))] == ["one", "first"]
+    with open_session(tmp_path) as s:
+        assert [m.text for m in s.workspace.tree.path_to(s.workspace.tree.agent_tip("task", "coder"))] == ["one", "first", "two"]
+
+
+def test_a_compaction_survives_a_restart_byte_for_byte(tmp_path):
+    root = project(tmp_path)
+    fake = FakeModel(reading_script(20))
+    with open_session(tmp_path, context_window=30_000) as s:
+        s.add_user("Read every module.")
+        drive(s, fake, "anthropic", root)
+        assert s.view is not None and s.view.pages > 0
+        s.add_user("and now?")
+        before = json.dumps(s.request("anthropic"))
+        covers = s.view.covers
+    view_file = tmp_path / "ws" / "transcripts" / "task" / "coder.view.json"
+    assert view_file.is_file()
+    with open_session(tmp_path, context_window=30_000) as s:
+        assert s.view is not None and s.view.covers == covers
+        assert json.dumps(s.request("anthropic")) == before
+
+
+def test_a_damaged_view_is_named(tmp_path):
+    with open_session(tmp_path) as s:
+        s.add_user("hi")
+    path = tmp_path / "ws" / "transcripts" / "task" / "coder.view.json"
+    path.write_text("{not json")
+    with pytest.raises(StoreError, match="coder.view.json is damaged"):
+        open_session(tmp_path)
+
+
+def conversation_of(s: glyphpack.Session, turns: int, start: int = 0, words: int = 0) -> None:
+    for n in range(start, start + turns):
+        s.add_user(f"question {n}")
+        s.request("anthropic")
+        s.add_response(anthropic_reply(f"answer {n}" + f" and some detail number {n}" * words))
+
+
+def test_rewind_is_a_pointer_move_that_keeps_the_explored_path(tmp_path):
+    with open_session(tmp_path) as s:
+        conversation_of(s, 2)
+        s.command("/checkpoint before")
+        conversation_of(s, 2, start=2)
+        explored_tip = s.messages[-1].id
+        result = s.command("/rewind before tried 2 and 3; neither helped")
+        assert [m.text for m in s.messages][-1].endswith("tried 2 and 3; neither helped")
+        assert len(s.messages) == 5 and "explored path stays" in result.text
+        tree = s.workspace.tree
+        assert explored_tip in {n.message.id for n in tree.nodes("task")}  # nothing was deleted
+        drawing = s.command("/tree").text
+        assert "answer 3" in drawing and "├─" in drawing and "<- tip" in drawing
+        s.command(f"/branch {explored_tip[:10]}")  # and back again: one more pointer move
+        assert s.messages[-1].id == explored_tip and len(s.messages) == 8
+        assert s.workspace.load("task", "coder").messages == s.messages
+
+
+def test_fork_continues_in_a_copy(tmp_path):
+    with open_session(tmp_path) as s:
+        conversation_of(s, 2)
+        original = [m.id for m in s.messages]
+        result = s.command("/fork task-b")
+        assert s.conversation == "task-b" and "task-b" in result.text
+        assert [m.text for m in s.messages] == ["question 0", "answer 0", "question 1", "answer 1"]
+        assert not set(original) & {m.id for m in s.messages}  # new ids: no shared rows
+        conversation_of(s, 1, start=9)
+        assert s.workspace.load("task", "coder").messages == tuple(s.workspace.tree.path("task"))
+        assert [m.id for m in s.workspace.load("task", "coder").messages] == original
+
+
+def test_two_agents_keep_two_tips_in_one_tree(tmp_path):
+    with glyphpack.Workspace(tmp_path / "ws") as ws:
+        lead = glyphpack.open_session(ws, "task", "lead", model=MODEL)
+        helper = glyphpack.open_session(ws, "task", "helper", model=MODEL)
+        conversation_of(lead, 1)
+        conversation_of(helper, 2, start=5)
+        tips = ws.tree.agent_tips("task")
+        assert list(tips) == ["lead", "helper"]  # the first agent is the main one
+        assert ws.tree.tip("task") == lead.messages[-1].id
+        assert ws.tree.path_to(tips["helper"]) == list(helper.messages)
+        assert "(helper)" in lead.command("/tree").text
+
+
+def test_commands(tmp_path):
+    with open_session(tmp_path, context_window=20_000) as s:
+        conversation_of(s, 12, words=100)
+        context = s.command("/context")
+        assert context.data["request_messages"] == 24 and "compacts at" in context.text
+        assert "no compaction" in context.text
+        assert "/rewind" in s.command("/help").text
+        for bad, why in [("/bogus", "unknown command"), ("/compact lots", "usage"), ("/branch", "usage"),
+                         ("/rewind x", "usage"), ("/rewind nowhere d", "no checkpoint"), ("/context x", "no arguments"),
+                         ('/checkpoint "unclosed', "cannot parse")]:
+            with pytest.raises(glyphpack.GlyphpackError, match=why):
+                s.command(bad)
+        assert s.command("/shake").data["fits"] is True
+        compacted = s.command("/compact 4000")
+        assert compacted.data["budget"] == 4000 and compacted.data["fits"]
+        assert s.view is not None and s.view.trigger == "/compact"
+        assert "compaction in force (/compact)" in s.command("/context").text
+
+
+def test_the_session_shell(tmp_path, capsys):
+    with open_session(tmp_path) as s:
+        conversation_of(s, 2)
+    ws = str(tmp_path / "ws")
+    assert cli_main(["session", ws, "task", "coder", "--model", MODEL, "-c", "/context", "-c", "/checkpoint here", "-c", "/tree"]) == 0
+    out = capsys.readouterr().out
+    assert "compacts at" in out and "checkpoint 'here'" in out and "<- tip" in out
+    assert cli_main(["session", ws, "task", "coder", "--model", MODEL, "-c", "/nope"]) == 2
+    assert "unknown command" in capsys.readouterr().err
+    assert cli_main(["session", ws, "task", "nobody", "--model", MODEL, "-c", "/tree"]) == 2
+    assert "no transcript for task nobody" in capsys.readouterr().err
+    assert cli_main(["session", str(tmp_path / "nothing"), "task", "coder", "--model", MODEL]) == 2
+    assert "not a glyphpack workspace" in capsys.readouterr().err
+
+
+def test_the_session_shell_reads_stdin(tmp_path):
+    with open_session(tmp_path) as s:
+        conversation_of(s, 1)
+    done = subprocess.run(
+        [sys.executable, "-m", "glyphpack", "session", str(tmp_path / "ws"), "task", "coder", "--model", MODEL],
+        input="/checkpoint a\n\n/rewind a learned-nothing\n/context\n", capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "rewound to 'a'" in done.stdout and "Traceback" not in done.stderr
+
+
+def kill_and_resume(tmp_path: Path, kills: int, seed: int) -> None:
+    """Run the harness, SIGKILL it at a random moment, check the store, resume; repeat
+    ``kills`` times, then let it finish."""
+    root = project(tmp_path, files=12)
+    ws = tmp_path / "ws"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(TESTS.parent)]))
+    rng = random.Random(seed)
+    command = [sys.executable, str(TESTS / "session_child.py"), str(ws), str(root), "12"]
+    for _ in range(kills):
+        child = subprocess.Popen(command, stdout=subprocess.PIPE, env=env)
+        assert child.stdout is not None
+        # Kill after a random number of requests plus a random delay: mid-turn, mid-save,
+        # between the transcript's write and the tree's, wherever it lands.
+        for _ in range(rng.randint(1, 4)):
+            line = child.stdout.readline()
+            if not line or line.startswith(b"done"):
+                break
+        time.sleep(rng.uniform(0.0, 0.02))
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        child.stdout.close()
+        with glyphpack.Workspace(ws) as workspace:
+            stored = workspace.load("task", "coder")  # never torn: a saved boundary
+            glyphpack.validate_history(stored.messages, allow_pending=False)
+            tree_path = workspace.tree.path_to(workspace.tree.agent_tip("task", "coder"))
+            # the tree is the transcript, or one save behind it (killed between the two writes)
+            assert tree_path == list(stored.messages[: len(tree_path)])
+            assert len(stored.messages) - len(tree_path) <= 2
+    finished = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.strip().endswith("done")
+    with glyphpack.Workspace(ws) as workspace:
+        stored = workspace.load("task", "coder")
+        assert stored.state == "clean" and stored.messages[-1].text == "finished"
+        read = [c.arguments["path"] for m in stored.messages for c in m.tool_calls]
+        assert read == [f"mod_{n:02d}.py" for n in range(12)]  # every turn once: none lost, none repeated
+        assert workspace.tree.path_to(workspace.tree.agent_tip("task", "coder")) == list(stored.messages)
+
+
+@pytest.mark.slow
+def test_killed_harness_resumes_fifty_times(tmp_path):
+    kill_and_resume(tmp_path, kills=50, seed=2)
+
+
+def test_a_response_the_history_cannot_take_changes_nothing(tmp_path):
+    with open_session(tmp_path) as s:
+        s.add_user("go")
+        s.request("anthropic")
+        s.add_response(anthropic_reply("", (("t1", "ls"),)))
+        s.add_tool_results({"t1": "a.py"})
+        before = s.messages
+        s.request("anthropic")
+        with pytest.raises(glyphpack.HistoryError, match="duplicate tool call id"):
+            s.add_response(anthropic_reply("", (("t1", "ls"),)))  # a reused call id
+        assert s.messages == before and not s.pending_calls
+
+
+def test_messages_carry_no_unsaved_pending_state_across_restarts(tmp_path):
+    """A harness killed with calls pending resumes from the last boundary: the calls are
+    asked for again (the answer that made them was never saved)."""
+    with open_session(tmp_path) as s:
+        s.add_user("go")
+        s.request("anthropic")
+        s.add_response(anthropic_reply("", (("t1", "ls"),)))
+    with open_session(tmp_path) as s:
+        assert s.state == "failed" and [m.role for m in s.messages] == ["user"]
+        assert not s.pending_calls
+        assert isinstance(s.messages[0], Message)
