@@ -129,23 +129,6 @@ def check_cache_breakpoints(requests: list[dict[str, Any]], *, compacted: bool) 
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_recovers_from_the_providers_too_long_error(tmp_path, api):
-    """The fake's window is smaller than the session believes: the provider's 400, in
-    its own words, is answered by compacting to what it measured; the loop finishes."""
-    root = project(tmp_path)
-    fake = FakeModel(reading_script(16), limit=14_000)
-    with glyphpack.open_session(tmp_path / "ws", "task", "coder", model=MODELS[api], summarizer=summarizer()) as s:
-        s.add_user("Read the modules.")
-        answer, _ = drive(s, fake, api, root)
-        assert answer.startswith("All modules read")
-        assert 400 in fake.statuses
-        rejected = [i for i, status in enumerate(fake.statuses) if status == 400]
-        assert all(fake.statuses[i + 1] == 200 or fake.statuses[i + 2] == 200 for i in rejected)  # at most two in a row
-        assert s.view is not None and s.view.trigger == "recovery"
-        assert all(count_tokens(b) <= 14_000 for b, status in zip(fake.requests, fake.statuses) if status == 200)
-
-
-@pytest.mark.parametrize("api", APIS)
 def test_413_and_429(tmp_path, api):
     """A 413 compacts by bytes; a 429 is the SDK's to retry (the session is not involved)."""
     root = project(tmp_path, files=14)
@@ -202,3 +185,56 @@ def test_a_reader_without_vision_needs_a_summarizer_and_gets_summaries(tmp_path)
         drive(s, fake, "openai-chat", root)
     assert calls
     assert all("image_url" not in json.dumps(body) for body in fake.requests)
+
+
+def loop_as_written(api: str, client: Any, s: glyphpack.Session, root: Path) -> str:
+    """The loop of issue 12 and the README, as written, with each SDK's own error class."""
+    tools = agent.tool_schemas(api)
+    if api == "anthropic":
+        import anthropic
+
+        bad_request: type[Exception] = anthropic.BadRequestError
+        create = lambda request: client.messages.create(**request, max_tokens=4096)
+    elif api == "openai-chat":
+        import openai
+
+        bad_request = openai.BadRequestError
+        create = lambda request: client.chat.completions.create(**request)
+    elif api == "openai-responses":
+        import openai
+
+        bad_request = openai.BadRequestError
+        create = lambda request: client.responses.create(**request)
+    else:
+        from google.genai import errors
+
+        bad_request = errors.ClientError
+        create = lambda request: client.models.generate_content(**request)
+    while True:
+        request = s.request(api, **tools)
+        try:
+            response = create(request)
+        except bad_request as e:
+            s.recover(e)
+            continue
+        answer = s.add_response(response)
+        if not s.pending_calls:
+            return answer.text
+        s.add_tool_results({c.id: agent.run_tool(root, c.name, c.arguments) for c in s.pending_calls})
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_the_loop_as_written(tmp_path, api):
+    root = project(tmp_path, files=10)
+    fake = FakeModel(reading_script(10), limit=9_000)
+    with glyphpack.open_session(tmp_path / "ws", "task-42", "coder", model=MODELS[api], system=agent.SYSTEM,
+                                summarizer=summarizer()) as s:
+        s.add_user("fix the failing test")
+        assert loop_as_written(api, fake.client(api), s, root).startswith("All modules read")
+        # the fake's window is smaller than the session believes: its 400, in the provider's
+        # own words, was answered by compacting to what it measured, at most twice in a row
+        assert s.view is not None and s.view.trigger == "recovery"
+    rejected = [i for i, status in enumerate(fake.statuses) if status == 400]
+    assert rejected and fake.statuses[-1] == 200
+    assert all(200 in fake.statuses[i + 1 : i + 3] for i in rejected)
+    assert all(count_tokens(b) <= 9_000 for b, status in zip(fake.requests, fake.statuses) if status == 200)
