@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import glyphpack
 from glyphpack import CompactionError, CompactionPolicy, Image, Summarizer, ToolResult, Workspace, read_pages
 from glyphpack._compaction.cost import CostModel
 from glyphpack._compaction.ladder import compact, compact_transcript, shake, should_compact
@@ -508,3 +509,15 @@ def test_kept_geometry_survives_a_growing_share_of_cjk_text():
     assert compact(grown, CLAUDE, budget).pages[0].shape == "unifont"
     kept = compact(grown, CLAUDE, budget, policy=first.keep_geometry())
     assert kept.pages and {(p.shape, p.width, p.full_height) for p in kept.pages} == {("5x8", first.pages[0].width, first.pages[0].full_height)}
+
+
+def test_the_policy_chooses_the_rungs(session):
+    cost = CostModel.for_model("claude-sonnet-4-5")
+    budget = cost.history(session) // 5
+    summarizer = Summarizer(lambda prompt: "what happened, briefly")
+    only = compact(session, "claude-sonnet-4-5", budget, summarizer=summarizer, policy=CompactionPolicy(rungs=("summarization",)))
+    assert [r.rung for r in only.report.rungs] == ["summarization"] and only.report.fits and not only.pages
+    free = compact(session, "claude-sonnet-4-5", budget // 20, policy=CompactionPolicy(rungs=("elision", "image drop")))
+    assert [r.rung for r in free.report.rungs] == ["elision", "image drop"]
+    with pytest.raises(glyphpack.UsageError, match="a rung must be one of"):
+        CompactionPolicy(rungs=("pruning",))

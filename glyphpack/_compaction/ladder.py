@@ -86,15 +86,16 @@ def compact(
         result = drop_images(view, cost, 0, note="the reader has no vision")
         view = result.view
         rungs.append(result.report)
-    if not fits():
+    allowed = set(policy.rungs)
+    if not fits() and "elision" in allowed:
         result = elide(view, cost, policy)
         view = result.view
         rungs.append(result.report)
-    if not fits() and vision:
+    if not fits() and vision and "image drop" in allowed:
         result = drop_images(view, cost, policy.protect_turns)
         view = result.view
         rungs.append(result.report)
-    if not fits() and vision:
+    if not fits() and vision and "snapshot" in allowed:
         result = snapshot(view, cost, budget, policy)
         rungs.append(result.report)
         if result.pages:
@@ -104,7 +105,7 @@ def compact(
         result = cap_images(view, cost, limit)
         view = result.view
         rungs.append(result.report)
-    if not fits():
+    if not fits() and "summarization" in allowed:
         if summarizer is not None:
             result = summarize(view, cost, budget, summarizer)
             view, pages = result.view, ()

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import UsageError
 from .._history.messages import Message, ToolCall, ToolResult
 from .._providers.text_tokens import TextEstimator
-from .._types import Fidelity, Layout, Rung, public
+from .._types import RUNGS, Fidelity, Layout, Rung, check_kind, public
 
 if TYPE_CHECKING:  # the renderer (numba) is imported only when a snapshot is rendered
     from .._render.render import Page
@@ -40,6 +40,9 @@ class CompactionPolicy:
             None: the dense default (for now: which default a reader should get is open).
         estimator: text token rates (None: the default estimate).
         tokenizer: an exact ``tokenizer(text) -> tokens``, used instead of the estimate.
+        rungs: the rungs the ladder may use (default: all four). ``("summarization",)``
+            compacts as most harnesses do today; images a reader cannot take, or more
+            images than a request may carry, are dropped whatever this says.
     """
 
     protect_turns: int = 2
@@ -51,8 +54,11 @@ class CompactionPolicy:
     fidelity: Fidelity | None = None
     estimator: TextEstimator | None = None
     tokenizer: Callable[[str], int] | None = None
+    rungs: tuple[Rung, ...] = RUNGS
 
     def __post_init__(self) -> None:
+        for rung in self.rungs:
+            check_kind(rung, RUNGS, "a rung")
         if not isinstance(self.protect_turns, int) or self.protect_turns < 0:
             raise UsageError(f"protect_turns must be a non-negative int, not {self.protect_turns!r}")
         if not isinstance(self.elide_min_chars, int) or self.elide_min_chars < 0:

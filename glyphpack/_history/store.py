@@ -230,6 +230,10 @@ class Workspace:
         except OSError as exc:
             raise StoreError(f"cannot use {self.path} as a workspace: {exc.strerror}") from None
         self._tree: SessionTree | None = None
+        # path -> (the file's identity when this workspace last read or wrote it, what it
+        # holds): a save reads the stored transcript to check its revision, and a long
+        # session's transcript is megabytes; re-parsed only when the file changed.
+        self._known: dict[Path, tuple[tuple[int, int, int, int], _Stored]] = {}
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.path)!r})"
@@ -303,8 +307,23 @@ class Workspace:
 
     # ---------------------------------------------------------------- reading
 
+    @staticmethod
+    def _identity(path: Path) -> tuple[int, int, int, int] | None:
+        try:
+            stat = path.stat()
+        except OSError:
+            return None
+        return (stat.st_ino, stat.st_dev, stat.st_size, stat.st_mtime_ns)
+
     def _read(self, path: Path) -> _Stored | None:
-        return read_transcript(path)
+        identity = self._identity(path)
+        known = self._known.get(path)
+        if identity is not None and known is not None and known[0] == identity:
+            return known[1]  # an atomic rename gives every new version a new inode
+        stored = read_transcript(path)
+        if stored is not None and identity is not None:
+            self._known[path] = (identity, stored)
+        return stored
 
     def load(
         self,
@@ -417,6 +436,9 @@ class Workspace:
                 with contextlib.suppress(OSError):
                     stale.unlink()
             _write(path, json_bytes(document))
+            identity = self._identity(path)
+            if identity is not None:
+                self._known[path] = (identity, _Stored(revision + 1, messages, dict(checkpoints), error))
             # The transcript first, then the tree: a crash between the two leaves the tree
             # a turn behind, and ``reconcile`` (run when a session opens) brings it forward.
             # The transcript is what a run resumes from, so it is the one that wins.

@@ -41,7 +41,7 @@ from .._providers.profile import Profile
 from .._providers.resolve import resolve
 from .._providers.text_tokens import DEFAULT_ESTIMATOR, TextEstimator
 from .._types import Api, LoadState, public
-from .adapters import adapter, merge_extra
+from .adapters import Reply, adapter, merge_extra
 from .commands import CommandResult, run_command
 from .view import StoredView, read_view, view_path, write_view
 
@@ -130,6 +130,7 @@ class Session:
         self.thresholds = Thresholds.for_window(window, threshold, target)
         self._owns_workspace = owns_workspace
         self._estimator: TextEstimator = policy.estimator or DEFAULT_ESTIMATOR
+        self._cost_model: CostModel | None = None
         self._overflows = 0  # "too long" rejections since the last answer
         self._sent: tuple[Message, ...] | None = None  # the view of the last request built
         self._api: Api | None = None
@@ -188,8 +189,19 @@ class Session:
         return self._estimator
 
     def cost(self) -> CostModel:
-        """Token estimates for this session's reader, with the calibrated estimator."""
-        return CostModel.for_model(self.profile, self._estimator, self.policy.tokenizer)
+        """Token estimates for this session's reader, with the calibrated estimator.
+
+        One model per estimator; a recalibration changes only the overhead, which no
+        message's price depends on, so the prices already worked out carry over (each
+        turn then prices only its new messages)."""
+        current = self._cost_model
+        if current is not None and current.estimator == self._estimator:
+            return current
+        memo: dict = {}
+        if current is not None and current.estimator.with_overhead(0) == self._estimator.with_overhead(0):
+            memo = current._memo
+        self._cost_model = CostModel(self.profile, self._estimator, self.policy.tokenizer, memo)
+        return self._cost_model
 
     def request_view(self) -> tuple[tuple[Message, ...], int]:
         """The messages the next request carries and how many of them are the stored
@@ -246,13 +258,19 @@ class Session:
         return merge_extra(request, extra)
 
     def add_response(self, response: object, api: Api | None = None) -> Message:
-        """Add the model's answer (an SDK response, or its ``model_dump()``); saved when
-        it has no tool calls. The input tokens the provider counted calibrate the estimate."""
-        api = api or self._api
-        if api is None:
-            raise UsageError("add_response needs api=... (no request was built by this session)")
+        """Add the model's answer (an SDK response, its ``model_dump()``, or an assistant
+        ``Message``); saved when it has no tool calls. The input tokens the provider
+        counted calibrate the estimate."""
         self._no_pending("add another response")
-        reply = adapter(api).parse(response)
+        if isinstance(response, Message):
+            if response.role != "assistant":
+                raise UsageError(f"a response is an assistant message, not a {response.role} one")
+            reply = Reply(response, None)
+        else:
+            api = api or self._api
+            if api is None:
+                raise UsageError("add_response needs api=... (no request was built by this session)")
+            reply = adapter(api).parse(response)
         if reply.input_tokens and self._sent is not None and self.policy.tokenizer is None:
             self._estimator = calibrate(self._sent, self.profile, reply.input_tokens, self._estimator)
         self._overflows = 0

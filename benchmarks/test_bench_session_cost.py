@@ -1,0 +1,189 @@
+"""What a session costs, replayed: the real pi session in shared/sessions/pi, turn by
+turn through ``Session`` for Claude (200k window), under Anthropic's prompt-cache
+pricing, three ways:
+
+- none:       no compaction; the replay stops where a request no longer fits the window.
+- summary:    summarization only, at 83% of the window (as Claude Code does), with a
+              stub summarizer that returns a fixed-size summary.
+- ladder:     glyphpack's defaults (threshold 175k, target 87.5k), the same stub summarizer.
+
+Billing, in input-token equivalents: uncached input 1x, cache writes 1.25x, cache reads
+0.1x (5-minute cache; the replay is taken to run within it), images at their billed
+tokens, the summarizer's prompts at 1x and its output at 5x (Sonnet's output/input price
+ratio). Cache model: a breakpoint where ``Session.request`` puts one (end of a compaction,
+newest message); a request reads the longest cached prefix ending at most 20 blocks
+before one of its breakpoints, writes the rest up to its last breakpoint. Token counts
+are glyphpack's estimates (no provider is called).
+
+Held at the end: of the session's characters so far, the share the last request carries
+as verbatim text, as snapshot pixels, and only as a summary or a stub.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import pytest
+from conftest import TABLES
+
+import glyphpack
+from glyphpack import CompactionError, CompactionPolicy, Message, Summarizer, ToolResult
+from glyphpack._history.codec import message_to_json
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "sessions"
+PI = SHARED / "pi" / "pimono-before-compaction.jsonl"
+MODEL = "claude-sonnet-4-5"
+WINDOW = 200_000
+SUMMARY_CHARS = 8_000
+CACHE_WRITE, CACHE_READ, OUTPUT = 1.25, 0.1, 5.0
+LOOKBACK_BLOCKS = 20
+
+
+@dataclasses.dataclass
+class Bill:
+    uncached: int = 0
+    written: int = 0
+    read: int = 0
+    summarizer_in: int = 0
+    summarizer_out: int = 0
+    requests: int = 0
+
+    @property
+    def total(self) -> float:
+        return (self.uncached + CACHE_WRITE * self.written + CACHE_READ * self.read
+                + self.summarizer_in + OUTPUT * self.summarizer_out)
+
+
+class PromptCache:
+    """Prefixes written at breakpoints, by hash of the messages before them."""
+
+    def __init__(self) -> None:
+        self.entries: set[str] = set()
+
+    def charge(self, view: tuple[Message, ...], breakpoints: list[int], costs: list[int], bill: Bill) -> None:
+        hashes, running = [], hashlib.sha256()
+        hashes.append(running.hexdigest())
+        for message in view:
+            running.update(json.dumps(message_to_json(message), sort_keys=True).encode("utf-8", "surrogatepass"))
+            hashes.append(running.hexdigest())
+        prefix_tokens = [0]
+        for c in costs:
+            prefix_tokens.append(prefix_tokens[-1] + c)
+        blocks = [0]
+        for message in view:
+            blocks.append(blocks[-1] + max(1, len(message.content)))
+        read = 0
+        for k in range(len(view), 0, -1):
+            if hashes[k] in self.entries and any(b >= k and blocks[b] - blocks[k] <= LOOKBACK_BLOCKS for b in breakpoints):
+                read = prefix_tokens[k]
+                break
+        last = max(breakpoints)
+        bill.read += read
+        bill.written += prefix_tokens[last] - read
+        bill.uncached += prefix_tokens[len(view)] - prefix_tokens[last]
+        bill.requests += 1
+        self.entries.update(hashes[b] for b in breakpoints)
+
+
+def stub_summarizer(bill: Bill, cost) -> Summarizer:
+    def fn(prompt: str) -> str:
+        summary = ("Summary of the work so far: files read, edits made, tests run, what is open. " * 200)[:SUMMARY_CHARS]
+        bill.summarizer_in += cost.text(prompt)
+        bill.summarizer_out += cost.text(summary)
+        return summary
+
+    return Summarizer(fn, window=WINDOW, output_reserve=8_000)
+
+
+def chars_of(message: Message) -> int:
+    return len(message.text) + sum(len(c.arguments_json) for c in message.tool_calls)
+
+
+def replay(history: list[Message], mode: str, workspace: Path) -> dict:
+    bill = Bill()
+    cost = glyphpack._compaction.cost.CostModel.for_model(MODEL)
+    options: dict = {"summarizer": stub_summarizer(bill, cost), "context_window": WINDOW}
+    if mode == "none":
+        options |= {"policy": CompactionPolicy(rungs=()), "threshold": WINDOW, "target": WINDOW - 1}
+    elif mode == "summary":
+        options |= {"policy": CompactionPolicy(rungs=("summarization",)), "threshold": int(WINDOW * 0.83)}
+    cache = PromptCache()
+    compactions, covers, turns, stopped = 0, None, 0, ""
+    started = time.perf_counter()
+    system = next((m.text for m in history if m.role == "system"), None)
+    results: list[ToolResult] = []
+    waiting: list[Message] = []  # user messages that came while calls were pending
+    with glyphpack.open_session(workspace, f"pi-{mode}", "agent", model=MODEL, system=system, **options) as s:
+        for message in history:
+            if message.role == "system":
+                continue
+            if message.role == "user" and not message.tool_results:
+                if s.pending_calls:
+                    waiting.append(message)
+                else:
+                    s.add_user(message.content)
+                continue
+            if message.role in ("tool", "user"):
+                results.extend(message.tool_results)
+                if {r.call_id for r in results} >= {c.id for c in s.pending_calls}:
+                    s.add_tool_results([r for r in results if r.call_id in {c.id for c in s.pending_calls}])
+                    results = []
+                    for note in waiting:
+                        s.add_user(note.content)
+                    waiting = []
+                continue
+            try:
+                s.request("anthropic")
+            except CompactionError as exc:
+                stopped = str(exc).split(";")[0]
+                break
+            view, prefix = s.request_view()
+            if (s.view.covers if s.view else None) != covers:
+                compactions += 1
+                covers = s.view.covers if s.view else None
+            breakpoints = sorted({b for b in (prefix, len(view)) if b > 0})
+            cache.charge(view, breakpoints, [s.cost().message(m) for m in view], bill)
+            s.add_response(message)
+            turns += 1
+        view, prefix = s.request_view()
+        total_chars = sum(chars_of(m) for m in s.messages)
+        originals = {m.id: m for m in s.messages}
+        verbatim = sum(chars_of(m) for m in view if originals.get(m.id) == m)
+        snapshot = s.last_compaction.report.rung("snapshot") if s.last_compaction and s.view else None
+        pixels = snapshot.middle_chars if snapshot and snapshot.pages else 0
+    return {
+        "mode": mode, "turns": turns, "requests": bill.requests, "compactions": compactions, "bill": bill,
+        "verbatim": verbatim / total_chars, "pixels": min(pixels, total_chars - verbatim) / total_chars,
+        "stopped": stopped, "seconds": time.perf_counter() - started,
+    }
+
+
+@pytest.mark.skipif(not PI.is_file(), reason="shared/sessions is not beside the repository")
+def test_session_cost_replay(tmp_path):
+    history = list(glyphpack.import_file(PI).messages)
+    rows = [replay(history, mode, tmp_path / mode) for mode in ("none", "summary", "ladder")]
+    assistant_turns = sum(1 for m in history if m.role == "assistant")
+    lines = [
+        f"pi session, {assistant_turns} model calls, replayed for {MODEL} (window {WINDOW:,}); "
+        "billed input-token equivalents (write 1.25x, read 0.1x, summarizer output 5x)",
+        "",
+        "| strategy | calls replayed | compactions | uncached | cache writes | cache reads | summarizer in / out | billed | per call | held verbatim | as pixels | only summary or stub |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        bill: Bill = row["bill"]
+        lines.append(
+            f"| {row['mode']} | {row['turns']:,}{' (stopped: window)' if row['stopped'] else ''} | {row['compactions']} "
+            f"| {bill.uncached:,} | {bill.written:,} | {bill.read:,} | {bill.summarizer_in:,} / {bill.summarizer_out:,} "
+            f"| {bill.total:,.0f} | {bill.total / max(1, row['turns']):,.0f} | {row['verbatim']:.0%} | {row['pixels']:.0%} "
+            f"| {1 - row['verbatim'] - row['pixels']:.0%} |"
+        )
+    lines.append("")
+    lines.append("seconds per replay: " + ", ".join(f"{r['mode']} {r['seconds']:.1f}" for r in rows))
+    TABLES["session cost replay (benchmarks/test_bench_session_cost.py)"] = lines
+    ladder, summary = rows[2], rows[1]
+    assert ladder["turns"] == summary["turns"] == assistant_turns
