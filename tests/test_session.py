@@ -285,3 +285,13 @@ def test_messages_carry_no_unsaved_pending_state_across_restarts(tmp_path):
         assert s.state == "failed" and [m.role for m in s.messages] == ["user"]
         assert not s.pending_calls
         assert isinstance(s.messages[0], Message)
+
+
+def test_default_rungs_keep_old_results_as_pages_for_a_reader_with_vision(tmp_path):
+    from glyphpack._session.session import SESSION_RUNGS
+
+    with open_session(tmp_path) as s:
+        assert s.policy.rungs == SESSION_RUNGS and "elision" not in SESSION_RUNGS
+    summarizer = glyphpack.Summarizer(lambda prompt: "summary")
+    with glyphpack.open_session(tmp_path / "ws", "t", "a", model="o1-mini", summarizer=summarizer) as s:
+        assert "elision" in s.policy.rungs  # a reader without vision: the free rung before the summary

@@ -40,7 +40,7 @@ from .._providers.catalog import CONTEXT_WINDOWS
 from .._providers.profile import Profile
 from .._providers.resolve import resolve
 from .._providers.text_tokens import DEFAULT_ESTIMATOR, TextEstimator
-from .._types import Api, LoadState, public
+from .._types import Api, LoadState, Rung, public
 from .adapters import Reply, adapter, merge_extra
 from .commands import CommandResult, run_command
 from .view import StoredView, read_view, view_path, write_view
@@ -51,6 +51,12 @@ REPLY_RESERVE_MAX = 32_000
 #: Proactive compaction aims at this share of the threshold, so the turns that follow
 #: have room before the next compaction (each one rewrites the prompt cache).
 TARGET_SHARE = 0.5
+#: The rungs a session uses by default for a reader with vision: no elision. Replaying
+#: the real pi session (benchmarks/test_bench_session_cost.py) the ladder without it
+#: kept every character (verbatim or as pages) where the full ladder kept 25%, and
+#: billed slightly less: old tool results cost about as much as pages as their stubs
+#: plus the extra compactions do. Readers without vision keep elision before the summary.
+SESSION_RUNGS: tuple[Rung, ...] = ("image drop", "snapshot", "summarization")
 #: A second overflow since the last answer compacts to this share of the first target,
 #: with the summarizer required; a third raises.
 ESCALATION_SHARE = 0.5
@@ -108,7 +114,7 @@ class Session:
         model: str,
         system: str | None = None,
         summarizer: Summarizer | None = None,
-        policy: CompactionPolicy = CompactionPolicy(),
+        policy: CompactionPolicy | None = None,
         context_window: int | None = None,
         threshold: int | None = None,
         target: int | None = None,
@@ -125,6 +131,8 @@ class Session:
                 f"(glyphpack.Summarizer) when opening the session"
             )
         self.summarizer = summarizer
+        if policy is None:
+            policy = CompactionPolicy(rungs=SESSION_RUNGS) if self.profile.vision else CompactionPolicy()
         self.policy = policy
         window = context_window if context_window is not None else CONTEXT_WINDOWS[self.profile.reader.provider]
         self.thresholds = Thresholds.for_window(window, threshold, target)
@@ -483,7 +491,7 @@ def open_session(
     model: str,
     system: str | None = None,
     summarizer: Summarizer | None = None,
-    policy: CompactionPolicy = CompactionPolicy(),
+    policy: CompactionPolicy | None = None,
     context_window: int | None = None,
     threshold: int | None = None,
     target: int | None = None,
@@ -495,6 +503,8 @@ def open_session(
         model: the model id, as the SDK takes it; it decides page geometry and prices.
         system: the system prompt of a new transcript (a resumed one keeps its own).
         summarizer: the last rung; required for a model without vision.
+        policy: how the ladder compacts (default: without elision for a reader with
+            vision, ``SESSION_RUNGS``; the whole ladder for one without).
         context_window: the model's input window (default: its provider family's,
             ``glyphpack._providers.catalog.CONTEXT_WINDOWS``).
         threshold, target: proactive compaction starts at ``threshold`` estimated
