@@ -14,6 +14,8 @@ import re
 import tempfile
 from pathlib import Path
 
+from ._errors import StoreError
+
 
 def cache_dir() -> Path:
     """Where glyphpack caches what it can rebuild (compiled atlases, numba's compiled
@@ -24,6 +26,16 @@ def cache_dir() -> Path:
         return Path(explicit)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "glyphpack"
+
+
+def read_stored(path: Path) -> bytes | None:
+    """A stored file's bytes (None: there is none); ``StoreError`` naming it if unreadable."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror}") from None
 
 
 #: ``tempfile.mkstemp`` draws 8 characters from this alphabet between prefix and suffix.

@@ -394,7 +394,7 @@ def test_ten_passes_over_a_growing_real_session_keep_the_cached_prefix():
     previous = None
     shared_pages = 0
     for end in ends:
-        result = glyphpack.compact(history[:end], "claude-sonnet-4-5", 60_000, policy=policy)
+        result = glyphpack.compact(history[:end], "claude-sonnet-4-5", 30_000, policy=policy)  # under what elision alone reaches
         assert result.report.fits and result.pages
         policy = result.keep_geometry(policy)
         blocks = [json.dumps(b, sort_keys=True) for m in glyphpack.to_anthropic(result.view)[1] for b in m["content"]]

@@ -295,3 +295,21 @@ def test_default_rungs_keep_old_results_as_pages_for_a_reader_with_vision(tmp_pa
     summarizer = glyphpack.Summarizer(lambda prompt: "summary")
     with glyphpack.open_session(tmp_path / "ws", "t", "a", model="o1-mini", summarizer=summarizer) as s:
         assert "elision" in s.policy.rungs  # a reader without vision: the free rung before the summary
+
+
+PI = TESTS.parent.parent / "shared" / "sessions" / "pi" / "pimono-before-compaction.jsonl"
+
+
+@pytest.mark.skipif(not PI.is_file(), reason="shared/sessions is not beside the repository")
+def test_when_the_pages_cannot_fit_the_default_falls_back_to_the_whole_ladder(tmp_path):
+    from glyphpack._history.messages import turn_boundaries
+
+    history = list(glyphpack.import_file(PI).messages)
+    end = next(t for t in turn_boundaries(history) if t >= 748 and history[t - 1].role == "assistant")
+    with glyphpack.Workspace(tmp_path / "ws") as ws:
+        ws.save("pi", "agent", history[:end], revision=0)
+        with glyphpack.open_session(ws, "pi", "agent", model=MODEL) as s:
+            pages_only = glyphpack.compact(s.messages, MODEL, 60_000, policy=s.policy)
+            assert not pages_only.report.fits  # 415k tokens: too much even as pages
+            result = s.compact(60_000)
+            assert result.report.fits and result.report.rung("elision") is not None and result.pages

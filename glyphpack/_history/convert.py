@@ -130,13 +130,24 @@ def to_anthropic(messages: Sequence[Message]) -> tuple[str | None, list[Json]]:
         blocks = _anthropic_blocks(ordered)
         if not blocks:
             continue
-        if out and out[-1]["role"] == role:
-            out[-1]["content"].extend(blocks)
-        else:
-            out.append({"role": role, "content": blocks})
+        add_turn(out, role, "content", blocks)
     if out and out[0]["role"] == "assistant":  # the API wants the user first
-        out.insert(0, {"role": "user", "content": [{"type": "text", "text": "[the conversation continues]"}]})
+        out.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUES}]})
     return system, out
+
+
+#: The user's first message where a history starts with the assistant's (after a trim
+#: or a compaction): Anthropic and Gemini want the user first.
+CONTINUES = "[the conversation continues]"
+
+
+def add_turn(out: list[Json], role: str, key: str, items: list[Json]) -> None:
+    """Append a turn of ``role`` whose ``key`` holds ``items``, merged into the last turn
+    when that is the same role (APIs that want the roles to alternate)."""
+    if out and out[-1]["role"] == role:
+        out[-1][key].extend(items)
+    else:
+        out.append({"role": role, key: items})
 
 
 def _base64(data: object, what: str) -> bytes:
@@ -233,12 +244,16 @@ def _(block: Text) -> Json:
     return {"type": "text", "text": block.text}
 
 
+def image_url(block: Image) -> str | None:
+    """An image as OpenAI takes it: its bytes as a ``data:`` URL, else its reference."""
+    if block.data is not None:
+        return f"data:{block.media_type};base64,{base64.b64encode(block.data).decode('ascii')}"
+    return block.ref
+
+
 @_openai_part.register
 def _(block: Image) -> Json:
-    url = block.ref
-    if block.data is not None:
-        url = f"data:{block.media_type};base64,{base64.b64encode(block.data).decode('ascii')}"
-    return {"type": "image_url", "image_url": {"url": url}}
+    return {"type": "image_url", "image_url": {"url": image_url(block)}}
 
 
 @public

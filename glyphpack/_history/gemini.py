@@ -16,7 +16,7 @@ from typing import Any
 
 from .._errors import HistoryError
 from .._types import public
-from .convert import MALFORMED, message_error, results_first
+from .convert import CONTINUES, MALFORMED, add_turn, message_error, results_first
 from .ids import new_id
 from .messages import Block, Image, Message, Opaque, Text, Thinking, ToolCall, ToolResult
 
@@ -72,12 +72,9 @@ def to_gemini(messages: Sequence[Message], *, media_resolution: str | None = Non
         parts.extend(images)
         if not parts:
             continue
-        if contents and contents[-1]["role"] == role:
-            contents[-1]["parts"].extend(parts)
-        else:
-            contents.append({"role": role, "parts": parts})
+        add_turn(contents, role, "parts", parts)
     if contents and contents[0]["role"] == "model":
-        contents.insert(0, {"role": "user", "parts": [{"text": "[the conversation continues]"}]})
+        contents.insert(0, {"role": "user", "parts": [{"text": CONTINUES}]})
     return system, contents
 
 

@@ -9,14 +9,13 @@ sent (the API takes reasoning back only as its own encrypted items, kept as ``Op
 
 from __future__ import annotations
 
-import base64
 import functools
 from collections.abc import Sequence
 from typing import Any
 
 from .._errors import HistoryError
 from .._types import public
-from .convert import MALFORMED, image_from_url, message_error, results_first, tool_arguments
+from .convert import MALFORMED, image_from_url, image_url, message_error, results_first, tool_arguments
 from .messages import Block, Image, Message, Opaque, Text, ToolCall, ToolResult
 
 Json = dict[str, Any]
@@ -35,10 +34,7 @@ def _(block: Text) -> Json:
 
 @responses_part.register
 def _(block: Image) -> Json:
-    url = block.ref
-    if block.data is not None:
-        url = f"data:{block.media_type};base64,{base64.b64encode(block.data).decode('ascii')}"
-    return {"type": "input_image", "image_url": url, "detail": "auto"}
+    return {"type": "input_image", "image_url": image_url(block), "detail": "auto"}
 
 
 @public

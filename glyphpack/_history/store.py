@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ConflictError, HistoryError, StoreError
-from .._files import atomic_write, stale_temporaries
+from .._files import atomic_write, read_stored, stale_temporaries
 from .._providers.text_tokens import DEFAULT_ESTIMATOR, TextEstimator
 from .._types import LoadState, public
 from .codec import history_from_json, history_to_json, json_bytes
@@ -111,12 +111,9 @@ def _parse_json(path: Path, raw: bytes) -> object:
 def read_transcript(path: Path) -> _Stored | None:
     """The stored transcript at ``path`` (None: nothing stored), checked through:
     a damaged file raises ``StoreError`` naming it and is never written over."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    raw = read_stored(path)
+    if raw is None:
         return None
-    except OSError as exc:
-        raise StoreError(f"cannot read {path}: {exc.strerror}") from None
     data = _parse_json(path, raw)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise StoreError(f"{path} is not a glyphpack transcript (no format {FORMAT!r}); it was left untouched")

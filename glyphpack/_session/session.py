@@ -131,8 +131,12 @@ class Session:
                 f"(glyphpack.Summarizer) when opening the session"
             )
         self.summarizer = summarizer
+        # With the default rungs, a history whose pages cannot fit falls back to the whole
+        # ladder (elision first) rather than fail.
+        self._fallback: CompactionPolicy | None = None
         if policy is None:
             policy = CompactionPolicy(rungs=SESSION_RUNGS) if self.profile.vision else CompactionPolicy()
+            self._fallback = CompactionPolicy() if self.profile.vision else None
         self.policy = policy
         window = context_window if context_window is not None else CONTEXT_WINDOWS[self.profile.reader.provider]
         self.thresholds = Thresholds.for_window(window, threshold, target)
@@ -309,15 +313,22 @@ class Session:
 
     # ----------------------------------------------------------------- compaction
 
-    def _policy(self) -> CompactionPolicy:
-        policy = dataclasses.replace(self.policy, estimator=self._estimator)
+    def _policy(self, policy: CompactionPolicy | None = None) -> CompactionPolicy:
+        policy = dataclasses.replace(policy or self.policy, estimator=self._estimator)
         if self._view is not None and self._view.shape and self.policy.shape is None:
             # Same geometry as the last compaction: unchanged text redraws to the same pages.
             return dataclasses.replace(policy, shape=self._view.shape, page_size=self._view.page_size)
         return policy
 
-    def _compact(self, budget: int, trigger: str, *, summarizer: Summarizer | None = None) -> Compaction:
-        result = compact(self.messages, self.profile, budget, summarizer=summarizer or self.summarizer, policy=self._policy())
+    def _ladder(self, budget: int) -> Compaction:
+        """The ladder over the whole stored history (pages re-rendered from its text)."""
+        result = compact(self.messages, self.profile, budget, summarizer=self.summarizer, policy=self._policy())
+        if not result.report.fits and self._fallback is not None:
+            result = compact(self.messages, self.profile, budget, summarizer=self.summarizer, policy=self._policy(self._fallback))
+        return result
+
+    def _compact(self, budget: int, trigger: str) -> Compaction:
+        result = self._ladder(budget)
         self._keep(result, trigger)
         return result
 
@@ -399,7 +410,7 @@ class Session:
             self._estimator = calibrate(self._sent, self.profile, overflow.measured, self._estimator)
         limit = overflow.limit or int((overflow.measured or before) * UNKNOWN_LIMIT_SHARE)
         budget = max(1, int(limit * (1 - margin) * (ESCALATION_SHARE if self._overflows == 2 else 1)))
-        result = compact(self.messages, self.profile, budget, summarizer=self.summarizer, policy=self._policy())
+        result = self._ladder(budget)
         if self._overflows == 1 and result.report.tokens_after >= before:
             self._overflows = 2  # no progress: go straight to the next step
             if self.summarizer is None:
@@ -504,7 +515,8 @@ def open_session(
         system: the system prompt of a new transcript (a resumed one keeps its own).
         summarizer: the last rung; required for a model without vision.
         policy: how the ladder compacts (default: without elision for a reader with
-            vision, ``SESSION_RUNGS``; the whole ladder for one without).
+            vision, ``SESSION_RUNGS``, and the whole ladder when the pages cannot fit;
+            the whole ladder for a reader without).
         context_window: the model's input window (default: its provider family's,
             ``glyphpack._providers.catalog.CONTEXT_WINDOWS``).
         threshold, target: proactive compaction starts at ``threshold`` estimated

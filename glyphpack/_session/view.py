@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import HistoryError, StoreError
-from .._files import atomic_write
+from .._files import atomic_write, read_stored
 from .._history.codec import history_from_json, history_to_json, json_bytes
 from .._history.messages import Message
 
@@ -78,12 +78,9 @@ def write_view(path: Path, view: StoredView) -> None:
 
 def read_view(path: Path) -> StoredView | None:
     """The stored view (None: none). A damaged file raises ``StoreError`` naming it."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    raw = read_stored(path)
+    if raw is None:
         return None
-    except OSError as exc:
-        raise StoreError(f"cannot read {path}: {exc.strerror}") from None
     try:
         data = json.loads(raw)
         if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != FORMAT_VERSION:
