@@ -128,7 +128,11 @@ def check_cache_breakpoints(requests: list[dict[str, Any]], *, compacted: bool) 
     assert compacted and max(counts) == 2
 
 
-@pytest.mark.parametrize("api", APIS)
+#: The Anthropic case runs by default; the other APIs' in CI (and with --run-slow).
+APIS_ANTHROPIC_FIRST = [APIS[0], *(pytest.param(api, marks=pytest.mark.slow) for api in APIS[1:])]
+
+
+@pytest.mark.parametrize("api", APIS_ANTHROPIC_FIRST)
 def test_413_and_429(tmp_path, api):
     """A 413 compacts by bytes; a 429 is the SDK's to retry (the session is not involved)."""
     root = project(tmp_path, files=14)
