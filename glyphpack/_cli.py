@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._errors import GlyphpackError, StoreError
+from ._errors import GlyphpackError, StoreError, UsageError
 from ._types import LAYOUTS
 
 if TYPE_CHECKING:
@@ -333,6 +333,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     from ._history.export import export_json, export_markdown
 
     out = _output_file(args.out)
+    if args.format == "html":
+        return _export_html(args, out)
+    if args.conversation is None:
+        raise UsageError(f"--format {args.format} exports one conversation: name it (or use --format html for all)")
     with _tree(args.workspace, write=False) as tree:
         if args.format == "json":
             text = json.dumps(export_json(tree, args.conversation, whole_tree=args.whole_tree), indent=2, ensure_ascii=False)
@@ -342,6 +346,20 @@ def cmd_export(args: argparse.Namespace) -> int:
         _write(out, (text + "\n").encode("utf-8", "surrogatepass"))
     else:
         print(text)
+    return 0
+
+
+def _export_html(args: argparse.Namespace, out: Path | None) -> int:
+    from ._history.store import Workspace
+    from ._session.navigator import export_html
+
+    if out is None:
+        raise UsageError("--format html needs --out FILE.html")
+    _tree(args.workspace, write=False).close()  # a workspace, and sound, before anything is read
+    with Workspace(args.workspace, read_only=True) as workspace:
+        page = export_html(workspace, args.conversation)
+    _write(out, page.encode("utf-8"))
+    print(f"wrote {out} ({len(page):,} bytes); open it in a browser, no network needed")
     return 0
 
 
@@ -534,8 +552,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--new", metavar="ID", help="the new conversation's id (default: generated)")
     p = tree_command("branch", "move a conversation's tip to one of its messages", cmd_branch)
     p.add_argument("message", help="message id or a unique prefix of it")
-    p = tree_command("export", "a conversation as JSON or Markdown", cmd_export)
-    p.add_argument("--format", choices=("json", "md"), default="md")
+    p = tree_command("export", "a conversation as JSON or Markdown, or the workspace as a browsable HTML file", cmd_export, "?")
+    p.add_argument("--format", choices=("json", "md", "html"), default="md")
     p.add_argument("--whole-tree", action="store_true", help="every branch, not just the path to the tip")
     p.add_argument("--out", metavar="FILE")
 

@@ -54,6 +54,9 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
     """
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        # mkstemp makes the file 0600; the result gets the mode a plain open() would give
+        # it (the file's own if it exists, else 0666 less the umask).
+        os.chmod(tmp, _mode_for(path))
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -66,6 +69,24 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
         raise
     if durable:
         fsync_dir(path.parent)
+
+
+def _read_umask() -> int:
+    """The process's umask, read once at import: setting it to read it back is not
+    thread-safe (a file another thread creates meanwhile would get no umask)."""
+    umask = os.umask(0o22)
+    os.umask(umask)
+    return umask
+
+
+_UMASK = _read_umask()
+
+
+def _mode_for(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~_UMASK
 
 
 def fsync_dir(directory: Path) -> None:

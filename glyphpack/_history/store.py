@@ -220,8 +220,13 @@ class Workspace:
     """One directory: ``tree.sqlite3`` (the session tree) and
     ``transcripts/<conversation>/<agent>.json``."""
 
-    def __init__(self, path: str | os.PathLike[str]):
+    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False):
+        """Open (creating it, unless ``read_only``) the workspace at ``path``.
+        ``read_only`` writes nothing: the tree is opened read-only and saves raise."""
         self.path = Path(path)
+        self.read_only = read_only
+        if read_only and not (self.path / "tree.sqlite3").is_file():
+            raise StoreError(f"{self.path} is not a glyphpack workspace (no tree.sqlite3 in it)")
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -239,7 +244,7 @@ class Workspace:
     def tree(self) -> SessionTree:
         """The session tree (``SessionTree``) in ``tree.sqlite3``."""
         if self._tree is None:
-            self._tree = SessionTree(self.path / "tree.sqlite3")
+            self._tree = SessionTree(self.path / "tree.sqlite3", read_only=self.read_only)
         return self._tree
 
     def close(self) -> None:
@@ -392,6 +397,8 @@ class Workspace:
         Returns:
             the transcript as stored, at ``revision + 1``.
         """
+        if self.read_only:
+            raise StoreError(f"{self.path} was opened read-only")
         messages = tuple(messages)
         try:
             validate_history(messages, allow_pending=False)

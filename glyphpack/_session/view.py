@@ -1,7 +1,9 @@
 """A compaction, persisted: the view that stands for the transcript up to a message, so
 the request prefix stays byte-identical on the turns that follow and after a restart.
 
-Stored next to the transcript as ``<agent>.view.json``, written atomically. It holds
+Stored next to the transcript as ``<agent>.view.json``, written atomically; every
+compaction is also kept, numbered, in ``<agent>.views/`` (for the navigator's
+compaction points). It holds
 the compacted messages themselves (snapshot pages as PNG, base64): pages are rendered
 from the stored text once per compaction and then reused byte for byte, never redrawn
 per turn. A view whose ``covers`` message is no longer in the transcript (a rewind or
@@ -69,11 +71,30 @@ def view_path(transcript: Path) -> Path:
     return transcript.with_name(transcript.stem + ".view.json")
 
 
+def archive_path(path: Path) -> Path:
+    """The folder of every compaction made for the transcript whose view is ``path``."""
+    return path.with_name(path.name.removesuffix(".view.json") + ".views")
+
+
 def write_view(path: Path, view: StoredView) -> None:
+    """Make ``view`` the one in force, and keep it in the archive too."""
+    data = json_bytes(view.to_json())
+    archive = archive_path(path)
+    target = path
     try:
-        atomic_write(path, json_bytes(view.to_json()))
+        archive.mkdir(exist_ok=True)
+        number = 1 + max((int(p.stem) for p in archive.glob("[0-9]*.json") if p.stem.isdigit()), default=0)
+        atomic_write(archive / f"{number:04d}.json", data)
+        atomic_write(target, data)
     except OSError as exc:
-        raise StoreError(f"could not write {path}: {exc.strerror or exc}; the previous view is intact") from exc
+        raise StoreError(f"could not write {target}: {exc.strerror or exc}; the previous view is intact") from exc
+
+
+def read_archive(path: Path) -> list[StoredView]:
+    """Every compaction kept for the transcript whose view is ``path``, oldest first."""
+    archive = archive_path(path)
+    files = sorted((p for p in archive.glob("[0-9]*.json") if p.stem.isdigit()), key=lambda p: int(p.stem))
+    return [view for view in map(read_view, files) if view is not None]
 
 
 def read_view(path: Path) -> StoredView | None:

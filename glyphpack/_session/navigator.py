@@ -1,0 +1,137 @@
+"""A workspace as one self-contained HTML file: the conversations' trees (branches,
+forks, rewinds, each agent's tip), the transcripts beside them, and the compaction
+points with their pages and the source text they stand for.
+
+No network and no external assets: the data is one JSON document inside the page
+(every ``<``, ``>`` and ``&`` escaped, so no message can close the script element),
+and the page's own script builds the DOM from it with ``textContent`` only: no
+message text is ever parsed as HTML. Each distinct image is stored once.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from importlib import resources
+from typing import Any
+
+from .._errors import StoreError
+from .._history.messages import Block, Image, Message, Opaque, RedactedThinking, Text, Thinking, ToolCall, ToolResult
+from .._history.store import Workspace
+from .._types import public
+from .view import StoredView, archive_path, read_archive, view_path
+
+Json = dict[str, Any]
+
+#: Media types an exported image may claim (anything else is shown as a reference).
+_IMAGE_TYPE = re.compile(r"image/[a-z0-9.+-]{1,40}")
+
+
+class _Images:
+    """Each distinct image once, keyed by a hash of its bytes."""
+
+    def __init__(self) -> None:
+        self.table: dict[str, Json] = {}
+
+    def key(self, block: Image) -> str | None:
+        if block.data is None or not _IMAGE_TYPE.fullmatch(block.media_type):
+            return None
+        key = hashlib.sha256(block.data).hexdigest()[:20]
+        if key not in self.table:
+            self.table[key] = {"m": block.media_type, "d": base64.b64encode(block.data).decode("ascii")}
+        return key
+
+
+def _block(block: Block, images: _Images) -> Json:
+    if isinstance(block, Text):
+        return {"k": "text", "x": block.text}
+    if isinstance(block, Image):
+        key = images.key(block)
+        return {"k": "image", "i": key} if key else {"k": "image", "ref": str(block.ref or block.media_type)}
+    if isinstance(block, ToolCall):
+        return {"k": "call", "n": block.name, "id": block.id, "a": json.dumps(block.arguments, indent=1, ensure_ascii=False)}
+    if isinstance(block, ToolResult):
+        keys = [k for k in (images.key(i) for i in block.images()) if k]
+        return {"k": "result", "id": block.call_id, "e": block.is_error, "x": block.text, "imgs": keys}
+    if isinstance(block, Thinking):
+        return {"k": "thinking", "x": block.text}
+    if isinstance(block, RedactedThinking):
+        return {"k": "thinking", "x": "[redacted thinking]"}
+    if isinstance(block, Opaque):
+        return {"k": "opaque", "n": block.kind}
+    return {"k": "opaque", "n": type(block).__name__}
+
+
+def _compaction(number: int, conversation: str, agent: str, view: StoredView, originals: dict[str, Message], images: _Images) -> Json:
+    pages: list[str] = []
+    notes: list[str] = []
+    elided: list[str] = []
+    for message in view.messages:
+        original = originals.get(message.id)
+        if original is None:  # made by the compaction: a snapshot's pages, a summary
+            pages += [k for k in (images.key(i) for i in message.images) if k]
+            notes.append(message.text)
+        elif original != message:
+            elided.append(message.id)
+    return {
+        "n": number, "conv": conversation, "agent": agent, "covers": view.covers, "trigger": view.trigger,
+        "report": view.report, "shape": view.shape, "pages": pages, "notes": notes, "elided": elided,
+        "source": list(view.source) if view.source else None,
+    }
+
+
+def workspace_data(workspace: Workspace, conversation: str | None = None) -> Json:
+    """The navigator's data: conversations, every tree node, images, compactions."""
+    tree = workspace.tree
+    conversations = tree.conversations()
+    if conversation is not None:
+        if conversation not in {c.id for c in conversations}:
+            known = ", ".join(c.id for c in conversations) or "none"
+            raise StoreError(f"no conversation {conversation!r} in {workspace.path} (conversations: {known})")
+        chosen = {conversation} | {c.id for c in conversations if c.forked_from == conversation}
+        conversations = [c for c in conversations if c.id in chosen]
+    images = _Images()
+    nodes: list[Json] = []
+    out_conversations: list[Json] = []
+    compactions: list[Json] = []
+    for info in conversations:
+        originals: dict[str, Message] = {}
+        for node in tree.nodes(info.id):
+            originals[node.message.id] = node.message
+            nodes.append({"id": node.message.id, "p": node.parent, "c": info.id, "r": node.message.role,
+                          "b": [_block(b, images) for b in node.message.content]})
+        agents = tree.agent_tips(info.id)
+        out_conversations.append({
+            "id": info.id, "title": info.title, "tip": info.tip, "agents": agents,
+            "forked_from": info.forked_from, "forked_at": info.forked_at,
+        })
+        for agent in agents:
+            path = view_path(workspace.transcript_path(info.id, agent))
+            if archive_path(path).is_dir():
+                for number, view in enumerate(read_archive(path), 1):
+                    compactions.append(_compaction(number, info.id, agent, view, originals, images))
+    return {"workspace": workspace.path.name, "conversations": out_conversations, "nodes": nodes,
+            "images": images.table, "compactions": compactions}
+
+
+def _script_json(data: Json) -> str:
+    """JSON that cannot end the script element it sits in, nor open a comment."""
+    text = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+@public
+def export_html(workspace: Workspace, conversation: str | None = None) -> str:
+    """The workspace (or one conversation and its forks) as one self-contained HTML page."""
+    assets = resources.files("glyphpack") / "_session" / "navigator"
+    page = (assets / "navigator.html").read_text(encoding="utf-8")
+    style = (assets / "navigator.css").read_text(encoding="utf-8")
+    script = (assets / "navigator.js").read_text(encoding="utf-8")
+    data = _script_json(workspace_data(workspace, conversation))
+    title = f"glyphpack: {workspace.path.name}" + (f" / {conversation}" if conversation else "")
+    escaped_title = title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    values = {"@@STYLE@@": style, "@@TITLE@@": escaped_title, "@@DATA@@": data, "@@SCRIPT@@": script}
+    # One pass: what is put in is never scanned for markers again.
+    return re.sub("|".join(map(re.escape, values)), lambda m: values[m.group()], page)
