@@ -95,6 +95,7 @@ _EXPORTS = {
     "Session": "_session.session",
     "Thresholds": "_session.session",
     "open_session": "_session.session",
+    "export_html": "_session.navigator",
 }
 
 __all__ = [
@@ -147,6 +148,7 @@ __all__ = [
     "count_pages",
     "downscale",
     "estimate_text_tokens",
+    "export_html",
     "export_json",
     "export_markdown",
     "from_anthropic",

@@ -18,7 +18,7 @@ def test_public_api_is_pinned():
         "RedactedThinking", "Opaque", "import_file", "ImportReport", "ImportedAgent", "ImportedSession",
         "to_openai_responses", "from_openai_responses", "to_gemini", "from_gemini",
         # a harness's session
-        "open_session", "Session", "Thresholds", "CommandResult",
+        "open_session", "Session", "Thresholds", "CommandResult", "export_html",
         # compaction
         "Compaction", "CompactionPolicy", "LadderReport", "RungReport", "CompactionError", "Summarizer", "compact", "parse_overflow", "recover", "shake",
         "should_compact", "generate_session", "calibrate",
