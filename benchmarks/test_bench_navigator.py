@@ -12,9 +12,9 @@ import pytest
 from conftest import RESULTS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from browser import browser  # noqa: E402
+from browser import browser
 
-import glyphpack  # noqa: E402
+import glyphpack
 
 PI = Path(__file__).resolve().parents[2] / "shared" / "sessions" / "pi" / "pimono-before-compaction.jsonl"
 

@@ -17,7 +17,7 @@ def test_ruff_is_clean():
     ruff = shutil.which("ruff")
     if ruff is None:
         pytest.skip("ruff is not installed (pip install -e '.[test]' brings it)")
-    result = subprocess.run([ruff, "check", "glyphpack", "tests", "benchmarks"], cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run([ruff, "check", "glyphpack", "tests", "benchmarks", "examples"], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
