@@ -5,8 +5,11 @@ pricing, three ways:
 - none:       no compaction; the replay stops where a request no longer fits the window.
 - summary:    summarization only, at 83% of the window (as Claude Code does), with a
               stub summarizer that returns a fixed-size summary.
-- ladder:     the whole ladder (elision first), threshold 175k, target 87.5k, the same stub summarizer.
-- session:    ``Session``'s defaults: the same without elision (old tool results go to pages whole).
+- session:    ``Session``'s defaults (threshold 175k, target 87.5k, the same stub summarizer):
+              pages in the reader's exact shape; for Sonnet 4.5, which has no reading
+              evidence, 9x15 glyphs on 10x16 cells and the whole ladder.
+- fable-5:    the same for a Claude reader known to read 5x8 (Fable 5): dense pages and
+              no elision (old tool results go to pages whole). Same geometry and prices.
 
 Billing, in input-token equivalents: uncached input 1x, cache writes 1.25x, cache reads
 0.1x (5-minute cache; the replay is taken to run within it), images at their billed
@@ -106,21 +109,20 @@ def chars_of(message: Message) -> int:
 
 def replay(history: list[Message], mode: str, workspace: Path) -> dict:
     bill = Bill()
-    cost = glyphpack._compaction.cost.CostModel.for_model(MODEL)
+    model = "claude-fable-5" if mode == "fable-5" else MODEL
+    cost = glyphpack._compaction.cost.CostModel.for_model(model)
     options: dict = {"summarizer": stub_summarizer(bill, cost), "context_window": WINDOW}
     if mode == "none":
         options |= {"policy": CompactionPolicy(rungs=()), "threshold": WINDOW, "target": WINDOW - 1}
     elif mode == "summary":
         options |= {"policy": CompactionPolicy(rungs=("summarization",)), "threshold": int(WINDOW * 0.83)}
-    elif mode == "ladder":
-        options |= {"policy": CompactionPolicy()}
     cache = PromptCache()
     compactions, covers, turns, stopped = 0, None, 0, ""
     started = time.perf_counter()
     system = next((m.text for m in history if m.role == "system"), None)
     results: list[ToolResult] = []
     waiting: list[Message] = []  # user messages that came while calls were pending
-    with glyphpack.open_session(workspace, f"pi-{mode.replace(' ', '-')}", "agent", model=MODEL, system=system, **options) as s:
+    with glyphpack.open_session(workspace, f"pi-{mode}", "agent", model=model, system=system, **options) as s:
         for message in history:
             if message.role == "system":
                 continue
@@ -168,7 +170,7 @@ def replay(history: list[Message], mode: str, workspace: Path) -> dict:
 @pytest.mark.skipif(not PI.is_file(), reason="shared/sessions is not beside the repository")
 def test_session_cost_replay(tmp_path):
     history = list(glyphpack.import_file(PI).messages)
-    rows = [replay(history, mode, tmp_path / mode.replace(" ", "-")) for mode in ("none", "summary", "ladder", "session")]
+    rows = [replay(history, mode, tmp_path / mode) for mode in ("none", "summary", "session", "fable-5")]
     assistant_turns = sum(1 for m in history if m.role == "assistant")
     lines = [
         f"pi session, {assistant_turns} model calls, replayed for {MODEL} (window {WINDOW:,}); "

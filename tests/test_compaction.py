@@ -15,10 +15,14 @@ from glyphpack._compaction.summarize import summarize
 from glyphpack._history.messages import validate_history
 from glyphpack._providers.resolve import resolve
 from glyphpack._render.fonts import load_atlas
+from glyphpack._render.shapes import get_shape
 from glyphpack._render.text import glyphs_to_text, normalize
 from glyphpack.testing import generate_session
 
 CLAUDE = resolve("claude-sonnet-4-5")
+#: The dense pages (5x8), for the tests of the ladder's mechanics: the default shape is
+#: the reader's exact one (tested in test_the_default_snapshot_is_the_readers_exact_shape).
+DENSE = CompactionPolicy(fidelity=None)
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +88,7 @@ def test_snapshot_keeps_head_and_tail_and_pages_read_back(session):
     cost = CostModel(CLAUDE)
     shaken = list(shake(session, CLAUDE).view)
     budget = cost.history(shaken) // 2
-    result = snapshot(shaken, cost, budget)
+    result = snapshot(shaken, cost, budget, DENSE)
     view, report, pages = list(result.view), result.report, result.pages
     assert pages and report.tokens_after <= budget
     assert (report.first_message, report.last_message, report.pages) == (3, len(shaken) - (len(view) - 2 - 1), len(pages))
@@ -173,7 +177,7 @@ def test_the_ladder_meets_any_budget_it_can(chars, seed, fraction, model):
         middle = shaken[2 : len(shaken) - len(tail)]
         cap = SNAPSHOT_RESULT_CAP if result.report.rung("snapshot").results_cut else None
         text = "".join(serialize_message(m, cap) for m in middle)
-        atlas = load_atlas(result.pages[0].shape)
+        atlas = load_atlas(get_shape(result.pages[0].shape).font)
         assert read_pages(result.pages) == glyphs_to_text(normalize(text, atlas).glyphs, atlas)
     assert len(result.report.rungs) <= 6  # each rung at most once (and the image cap): it never loops
 
@@ -182,8 +186,8 @@ def test_recompaction_keeps_earlier_pages_byte_identical():
     history = generate_session(1_000_000, seed=7)
     longer = history + generate_session(100_000, seed=8)[1:]  # more turns: a new task and its work
     budget = CostModel(CLAUDE).history(shake(history, CLAUDE).view) // 4
-    first = compact(history, "claude-sonnet-4-5", budget)
-    second = compact(longer, "claude-sonnet-4-5", budget)
+    first = compact(history, "claude-sonnet-4-5", budget, policy=DENSE)
+    second = compact(longer, "claude-sonnet-4-5", budget, policy=DENSE)
     assert first.pages and second.pages
 
     def middle_text(result, source):
@@ -310,7 +314,7 @@ def test_snapshots_alone_meet_a_budget_they_can(model, chars):
     history = generate_session(chars, seed=11)
     profile = resolve(model)
     budget = CostModel(profile).history(shake(history, profile).view) // 4
-    result = compact(history, profile, budget)
+    result = compact(history, profile, budget, policy=DENSE)
     assert result.report.fits, "\n".join(result.report.lines())
     assert result.pages
 
@@ -430,7 +434,7 @@ def test_snapshot_pages_count_the_requests_other_images():
     more than 20 images (each at most 2000 px), and a request never exceeds 100 images."""
     history = generate_session(400_000, seed=4) + _screenshot_turn(24)
     profile = resolve("claude-opus-4-7")
-    policy = CompactionPolicy(protect_turns=1)
+    policy = CompactionPolicy(protect_turns=1, fidelity=None)
     cost = CostModel(profile)
     shaken = cost.history(shake(history, profile, policy=policy).view)
     room = cost.history(history[:2]) + cost.history(history[-4:])  # the head and the screenshot turn
@@ -483,7 +487,7 @@ def test_consecutive_snapshots_share_their_header_and_unchanged_pages():
     history = generate_session(600_000, seed=7)
     longer = history + generate_session(60_000, seed=8)[1:]
     budget = CostModel(CLAUDE).history(shake(history, CLAUDE).view) // 4
-    first, second = compact(history, CLAUDE, budget), compact(longer, CLAUDE, budget)
+    first, second = compact(history, CLAUDE, budget, policy=DENSE), compact(longer, CLAUDE, budget, policy=DENSE)
     header = [next(m for m in r.view if m.id.startswith("snapshot-")).content[0] for r in (first, second)]
     assert header[0] == header[1]
 
@@ -502,12 +506,12 @@ def test_kept_geometry_survives_a_growing_share_of_cjk_text():
 
     history = [Message("system", "agent"), Message("user", "task")] + turns("plain ascii words. ", 30, 0)
     budget = CostModel(CLAUDE).history(history) // 4
-    first = compact(history, CLAUDE, budget)
+    first = compact(history, CLAUDE, budget, policy=DENSE)
     assert first.pages and first.pages[0].shape == "5x8"
     grown = history + turns("漢字の文章がここに続きます。", 200, 30)
     budget = CostModel(CLAUDE).history(grown) // 2
-    assert compact(grown, CLAUDE, budget).pages[0].shape == "unifont"
-    kept = compact(grown, CLAUDE, budget, policy=first.keep_geometry())
+    assert compact(grown, CLAUDE, budget, policy=DENSE).pages[0].shape == "unifont"
+    kept = compact(grown, CLAUDE, budget, policy=first.keep_geometry(DENSE))
     assert kept.pages and {(p.shape, p.width, p.full_height) for p in kept.pages} == {("5x8", first.pages[0].width, first.pages[0].full_height)}
 
 
@@ -521,3 +525,14 @@ def test_the_policy_chooses_the_rungs(session):
     assert [r.rung for r in free.report.rungs] == ["elision", "image drop"]
     with pytest.raises(glyphpack.UsageError, match="a rung must be one of"):
         CompactionPolicy(rungs=("pruning",))
+
+
+@pytest.mark.parametrize(("model", "shape"), [("claude-sonnet-4-5", "9x15-loose"), ("claude-fable-5", "5x8"),
+                                              ("claude-opus-5", "9x15"), ("gpt-5.6", "9x15-loose")])
+def test_the_default_snapshot_is_the_readers_exact_shape(session, model, shape):
+    """A snapshot the model cannot read is a deleted conversation: by default the pages
+    are in the densest shape the reader is known to read exactly; a reader with no
+    evidence (Sonnet 4.5) gets the conservative shape, never 5x8."""
+    budget = CostModel.for_model(model).history(session) // 2
+    result = compact(session, model, budget, policy=CompactionPolicy(rungs=("snapshot",)))
+    assert result.pages and {p.shape for p in result.pages} == {shape}

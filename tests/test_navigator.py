@@ -53,7 +53,8 @@ def workspace(tmp_path_factory) -> Path:
     """Branches, a fork, a rewind, two agents, two compactions, hostile text."""
     path = tmp_path_factory.mktemp("nav") / "ws"
     with glyphpack.Workspace(path) as ws:
-        s = glyphpack.open_session(ws, "task", "coder", model=MODEL, system="You are careful.")
+        dense = glyphpack.CompactionPolicy(rungs=("image drop", "snapshot", "summarization"), fidelity=None)
+        s = glyphpack.open_session(ws, "task", "coder", model=MODEL, system="You are careful.", policy=dense)
         for n in range(4):
             turn(s, n)
         s.command("/checkpoint plan")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from fake_providers import FakeModel
-from test_session_sdk import drive, project, reading_script
+from test_session_sdk import DENSE_SESSION, drive, project, reading_script
 
 import glyphpack
 from glyphpack import Message, StoreError, ToolCall, UsageError
@@ -98,7 +98,7 @@ def test_the_transcript_wins_a_crash_between_its_write_and_the_trees(tmp_path, m
 def test_a_compaction_survives_a_restart_byte_for_byte(tmp_path):
     root = project(tmp_path)
     fake = FakeModel(reading_script(20))
-    with open_session(tmp_path, context_window=30_000) as s:
+    with open_session(tmp_path, context_window=30_000, policy=DENSE_SESSION) as s:
         s.add_user("Read every module.")
         drive(s, fake, "anthropic", root)
         assert s.view is not None and s.view.pages > 0
@@ -107,7 +107,7 @@ def test_a_compaction_survives_a_restart_byte_for_byte(tmp_path):
         covers = s.view.covers
     view_file = tmp_path / "ws" / "transcripts" / "task" / "coder.view.json"
     assert view_file.is_file()
-    with open_session(tmp_path, context_window=30_000) as s:
+    with open_session(tmp_path, context_window=30_000, policy=DENSE_SESSION) as s:
         assert s.view is not None and s.view.covers == covers
         assert json.dumps(s.request("anthropic")) == before
 
@@ -173,7 +173,7 @@ def test_two_agents_keep_two_tips_in_one_tree(tmp_path):
 
 
 def test_commands(tmp_path):
-    with open_session(tmp_path, context_window=20_000) as s:
+    with open_session(tmp_path, context_window=20_000, policy=DENSE_SESSION) as s:
         conversation_of(s, 12, words=100)
         context = s.command("/context")
         assert context.data["request_messages"] == 24 and "compacts at" in context.text
@@ -287,14 +287,19 @@ def test_messages_carry_no_unsaved_pending_state_across_restarts(tmp_path):
         assert isinstance(s.messages[0], Message)
 
 
-def test_default_rungs_keep_old_results_as_pages_for_a_reader_with_vision(tmp_path):
+@pytest.mark.parametrize(("model", "no_elision"), [("claude-fable-5", True), ("gemini-3-pro", True),
+                                                  ("claude-sonnet-4-5", False), ("gpt-5.6", False)])
+def test_default_rungs_keep_old_results_as_pages_where_pages_are_cheap(tmp_path, model, no_elision):
     from glyphpack._session.session import SESSION_RUNGS
 
-    with open_session(tmp_path) as s:
-        assert s.policy.rungs == SESSION_RUNGS and "elision" not in SESSION_RUNGS
+    with glyphpack.open_session(tmp_path / "ws", "t", "a", model=model) as s:
+        assert (s.policy.rungs == SESSION_RUNGS) == no_elision and s.policy.fidelity == "exact"
+
+
+def test_a_reader_without_vision_keeps_elision(tmp_path):
     summarizer = glyphpack.Summarizer(lambda prompt: "summary")
     with glyphpack.open_session(tmp_path / "ws", "t", "a", model="o1-mini", summarizer=summarizer) as s:
-        assert "elision" in s.policy.rungs  # a reader without vision: the free rung before the summary
+        assert "elision" in s.policy.rungs  # the free rung before the summary
 
 
 PI = TESTS.parent.parent / "shared" / "sessions" / "pi" / "pimono-before-compaction.jsonl"
@@ -308,8 +313,8 @@ def test_when_the_pages_cannot_fit_the_default_falls_back_to_the_whole_ladder(tm
     end = next(t for t in turn_boundaries(history) if t >= 748 and history[t - 1].role == "assistant")
     with glyphpack.Workspace(tmp_path / "ws") as ws:
         ws.save("pi", "agent", history[:end], revision=0)
-        with glyphpack.open_session(ws, "pi", "agent", model=MODEL) as s:
-            pages_only = glyphpack.compact(s.messages, MODEL, 60_000, policy=s.policy)
+        with glyphpack.open_session(ws, "pi", "agent", model="claude-fable-5") as s:  # reads 5x8: no elision
+            pages_only = glyphpack.compact(s.messages, s.profile, 60_000, policy=s.policy)
             assert not pages_only.report.fits  # 415k tokens: too much even as pages
             result = s.compact(60_000)
             assert result.report.fits and result.report.rung("elision") is not None and result.pages

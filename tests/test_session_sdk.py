@@ -23,6 +23,9 @@ from fake_providers import FakeModel, Turn, count_tokens
 
 MODELS = {"anthropic": "claude-sonnet-4-5", "openai-chat": "gpt-5.4", "openai-responses": "gpt-5.4", "gemini": "gemini-3-pro"}
 APIS = tuple(MODELS)
+#: The session's rungs with dense (5x8) pages, for tests of its mechanics with pages in
+#: small windows (by default a reader's pages are in the shape it reads exactly).
+DENSE_SESSION = glyphpack.CompactionPolicy(rungs=("image drop", "snapshot", "summarization"), fidelity=None)
 WIRE = {"anthropic": "messages", "openai-chat": "messages", "openai-responses": "input", "gemini": "contents"}
 
 
@@ -80,7 +83,8 @@ def drive(session: glyphpack.Session, fake: FakeModel, api: str, root: Path) -> 
 def test_loop_compacts_at_the_threshold_and_keeps_the_prefix_stable(tmp_path, api):
     root = project(tmp_path)
     fake = FakeModel(reading_script(30))
-    with glyphpack.open_session(tmp_path / "ws", "task", "coder", model=MODELS[api], system=agent.SYSTEM, context_window=30_000) as s:
+    with glyphpack.open_session(tmp_path / "ws", "task", "coder", model=MODELS[api], system=agent.SYSTEM, context_window=30_000,
+                                policy=DENSE_SESSION) as s:
         s.add_user("Read every module and tell me where the parser is.")
         answer, views = drive(s, fake, api, root)
         assert answer.startswith("All modules read")

@@ -36,8 +36,9 @@ class CompactionPolicy:
             byte-identical: an automatic switch (to Unifont as CJK text grows, to smaller
             pages past 20 images) would redraw every page.
         fidelity: with no ``shape``, pages in the densest shape the reader is known to
-            read ``"exact"``-ly or for the ``"gist"`` (``glyphpack.reading_profile``);
-            None: the dense default (for now: which default a reader should get is open).
+            read ``"exact"``-ly (the default: a snapshot the model cannot read is a deleted
+            conversation) or for the ``"gist"`` (``glyphpack.reading_profile``); None: the
+            dense 5x8 pages, whatever the reader.
         estimator: text token rates (None: the default estimate).
         tokenizer: an exact ``tokenizer(text) -> tokens``, used instead of the estimate.
         rungs: the rungs the ladder may use (default: all four). ``("summarization",)``
@@ -51,7 +52,7 @@ class CompactionPolicy:
     layout: Layout = "flow"
     shape: Shape | str | None = None
     page_size: tuple[int, int] | None = None
-    fidelity: Fidelity | None = None
+    fidelity: Fidelity | None = "exact"
     estimator: TextEstimator | None = None
     tokenizer: Callable[[str], int] | None = None
     rungs: tuple[Rung, ...] = RUNGS

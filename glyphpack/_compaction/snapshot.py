@@ -13,7 +13,7 @@ import json
 import re
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._history.messages import (
     Block,
@@ -27,10 +27,14 @@ from .._history.messages import (
     ToolResult,
     turn_boundaries,
 )
+from .._providers.profile import Profile
 from .._providers.resolve import reading_profile
 from .._types import Role
 from .cost import CostModel
 from .results import CompactionPolicy, RungReport, RungResult
+
+if TYPE_CHECKING:
+    from .._render.shapes import Shape
 
 #: Characters kept from each end of a long tool result, only when the whole middle
 #: cannot fit the budget as pages.
@@ -146,6 +150,24 @@ def head_end(messages: Sequence[Message]) -> int:
     return task + 1
 
 
+
+def snapshot_shape(profile: Profile, policy: CompactionPolicy) -> Shape:
+    """The shape snapshot pages start in: the policy's, else the reader's for its fidelity."""
+    from .._render.shapes import get_shape  # shapes only: no numba
+
+    if policy.shape is None and policy.fidelity is not None:
+        return get_shape(reading_profile(profile).evidence(policy.fidelity).shape)
+    return get_shape(policy.shape)
+
+
+def page_density(profile: Profile, policy: CompactionPolicy) -> float:
+    """Characters a full snapshot page holds per image token it costs the reader, in the
+    shape ``policy`` picks (text runs about 3.5-4 characters per token)."""
+    shape = snapshot_shape(profile, policy)
+    width, height = profile.page_size(shape)
+    tokens = profile.tokens(width, height)
+    return (width // shape.advance) * (height // shape.pitch) / tokens if tokens else float("inf")
+
 def snapshot(
     messages: Sequence[Message], cost: CostModel, budget: int, policy: CompactionPolicy = CompactionPolicy()
 ) -> RungResult:
@@ -156,7 +178,6 @@ def snapshot(
     """
     # The renderer (and numba) loads only when a snapshot is rendered.
     from .._render.render import render
-    from .._render.shapes import get_shape
 
     started = time.perf_counter()
     before = cost.history(messages)
@@ -172,9 +193,7 @@ def snapshot(
     cuts = [t for t in turn_boundaries(messages) if t > head]
     if not cuts:
         return unchanged("nothing between the head and the tail")
-    shape = get_shape(policy.shape)
-    if policy.shape is None and policy.fidelity is not None:
-        shape = get_shape(reading_profile(profile).evidence(policy.fidelity).shape)
+    shape = snapshot_shape(profile, policy)
     search = _Search(messages, cost, budget, policy, head, cuts, render, shape)
     # Every word first; results cut to their ends only when the whole middle cannot fit.
     found = search.run(result_cap=None) or search.run(result_cap=SNAPSHOT_RESULT_CAP)

@@ -32,6 +32,7 @@ from .._compaction.ladder import compact, shake
 from .._compaction.recovery import DEFAULT_MARGIN, UNKNOWN_LIMIT_SHARE, calibrate, parse_overflow, request_bytes
 from .._compaction.recovery import recover as recover_bytes_or_tokens
 from .._compaction.results import Compaction, CompactionPolicy
+from .._compaction.snapshot import page_density
 from .._compaction.summarize import Summarizer
 from .._errors import CompactionError, StoreError, TextOnlyModelError, UsageError
 from .._history.messages import Block, Image, Message, Text, ToolCall, ToolResult, validate_history
@@ -51,12 +52,15 @@ REPLY_RESERVE_MAX = 32_000
 #: Proactive compaction aims at this share of the threshold, so the turns that follow
 #: have room before the next compaction (each one rewrites the prompt cache).
 TARGET_SHARE = 0.5
-#: The rungs a session uses by default for a reader with vision: no elision. Replaying
-#: the real pi session (benchmarks/test_bench_session_cost.py) the ladder without it
-#: kept every character (verbatim or as pages) where the full ladder kept 25%, and
-#: billed slightly less: old tool results cost about as much as pages as their stubs
-#: plus the extra compactions do. Readers without vision keep elision before the summary.
+#: The rungs a session uses by default where pages are cheap for the reader: no elision.
+#: Replaying the real pi session (benchmarks/test_bench_session_cost.py) with 5x8 pages
+#: the ladder without it kept every character (verbatim or as pages) where the whole
+#: ladder kept a quarter, for slightly less. Where the reader's legible pages cost about
+#: what the text does, the whole ladder (elision first) bills less.
 SESSION_RUNGS: tuple[Rung, ...] = ("image drop", "snapshot", "summarization")
+#: Characters per image token from which a reader's pages are cheap enough to keep old
+#: tool results whole (text runs about 3.5-4 per token).
+PAGES_OVER_ELISION = 10.0
 #: A second overflow since the last answer compacts to this share of the first target,
 #: with the summarizer required; a third raises.
 ESCALATION_SHARE = 0.5
@@ -135,8 +139,9 @@ class Session:
         # ladder (elision first) rather than fail.
         self._fallback: CompactionPolicy | None = None
         if policy is None:
-            policy = CompactionPolicy(rungs=SESSION_RUNGS) if self.profile.vision else CompactionPolicy()
-            self._fallback = CompactionPolicy() if self.profile.vision else None
+            policy = CompactionPolicy()
+            if self.profile.vision and page_density(self.profile, policy) >= PAGES_OVER_ELISION:
+                policy, self._fallback = CompactionPolicy(rungs=SESSION_RUNGS), policy
         self.policy = policy
         window = context_window if context_window is not None else CONTEXT_WINDOWS[self.profile.reader.provider]
         self.thresholds = Thresholds.for_window(window, threshold, target)
@@ -514,9 +519,10 @@ def open_session(
         model: the model id, as the SDK takes it; it decides page geometry and prices.
         system: the system prompt of a new transcript (a resumed one keeps its own).
         summarizer: the last rung; required for a model without vision.
-        policy: how the ladder compacts (default: without elision for a reader with
-            vision, ``SESSION_RUNGS``, and the whole ladder when the pages cannot fit;
-            the whole ladder for a reader without).
+        policy: how the ladder compacts (default: pages in the reader's exact shape;
+            without elision, ``SESSION_RUNGS``, where those pages hold at least
+            ``PAGES_OVER_ELISION`` characters per token, falling back to the whole ladder
+            when they cannot fit; else the whole ladder).
         context_window: the model's input window (default: its provider family's,
             ``glyphpack._providers.catalog.CONTEXT_WINDOWS``).
         threshold, target: proactive compaction starts at ``threshold`` estimated
