@@ -497,6 +497,50 @@ def cmd_session(args: argparse.Namespace) -> int:
     return 2 if failed and not interactive else 0
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    """The reading probe with the user's key (``--yes`` to spend), or ``--apply``."""
+    from ._eval import run
+
+    if args.apply:
+        path, profile = run.apply(Path(args.apply))
+        print(f"wrote {path}: {args.apply} -> exact {profile.exact.shape}, gist {profile.gist.shape} "
+              f"(render and the ladder now use them for that model)")
+        return 0
+    if not args.model:
+        raise UsageError("glyphpack eval needs --model ID (or --apply RESULTS.json)")
+    provider = run.resolve(args.model).reader.provider
+    api = args.api or {"anthropic": "anthropic", "openai": "openai-chat", "google": "gemini"}[provider]
+    plan = run.EvalPlan(args.model, api, run.shapes_arg(args.shapes), args.per_shape, args.seed)
+    out = _output_dir(args.out)
+    assert out is not None
+    cost = run.estimate(plan)
+    print(f"{cost['trials']} trials ({len(plan.shapes)} shapes x {plan.per_shape}) of {args.model} through {api}: "
+          f"about {cost['input_tokens']:,} input tokens (pages and prompts) and at most {cost['output_tokens']:,} output tokens")
+    results = out / "results.json"
+    done = run.load_results(results)
+    if done is not None:
+        print(f"{results} holds {len(done['trials'])} finished trials: they are kept and not sent again")
+    if not args.yes:
+        print("nothing was sent; add --yes to run it with your key")
+        return 0
+    client = run.make_client(api, args.base_url)
+    out.mkdir(exist_ok=True)
+    bar, update = _progress_bar("probing")
+    with bar:
+        data = run.run_eval(plan, client, results, progress=update)
+    report = run.markdown(data)
+    _write(out / "report.md", report.encode("utf-8"))
+    written = [results, out / "report.md"]
+    try:
+        _write(out / "plot.png", run.plot(data))
+        written.append(out / "plot.png")
+    except ImportError:
+        print("(no plot: matplotlib is not installed)", file=sys.stderr)
+    print(report)
+    print("wrote " + ", ".join(map(str, written)) + f"; apply it with: glyphpack eval --apply {results}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -592,6 +636,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-c", "--command", action="append", metavar="LINE",
                    help="run this command and exit (repeatable); default: read commands from stdin")
     p.set_defaults(run=cmd_session)
+
+    p = sub.add_parser("eval", help="measure how well a model reads pages, with your own key (prints the cost first)")
+    p.add_argument("--model", help="the model id, as its SDK takes it")
+    p.add_argument("--api", choices=("anthropic", "openai-chat", "openai-responses", "gemini"),
+                   help="which API (default: from the model's provider)")
+    p.add_argument("--base-url", help="an OpenAI-compatible (or Anthropic-compatible) endpoint")
+    p.add_argument("--shapes", help="comma-separated shapes (default: 5x8,6x13,8x13-loose,9x15-loose,10x20)")
+    p.add_argument("--per-shape", type=int, default=10, help="probe pages per shape (default 10)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="eval", metavar="DIR", help="results.json, report.md and plot.png go here (default: eval)")
+    p.add_argument("--yes", action="store_true", help="spend: without it only the estimate is printed")
+    p.add_argument("--apply", metavar="RESULTS.json", help="write the reading profile these results support")
+    p.set_defaults(run=cmd_eval)
 
     p = sub.add_parser("generate-session", help="write a realistic generated agent session (for trying the ladder)")
     p.add_argument("out", metavar="FILE.json")

@@ -8,6 +8,7 @@ Layers (each may import only the layers listed for it):
     _history     transcripts and the tree     -> base, _providers, _history
     _compaction  the ladder                   -> base, _providers, _history, _render, _compaction
     _session     a harness's session          -> base, _providers, _history, _compaction, _session
+    _eval        the reading probe            -> base, _providers, _render, _history, _session, _eval
     testing      the session generator        -> base, _history
     _cli         the command line             -> anything; nothing imports it but __main__
 
@@ -34,8 +35,9 @@ ALLOWED = {
     "_history": {"base", "_providers", "_history"},
     "_compaction": {"base", "_providers", "_history", "_render", "_compaction"},
     "_session": {"base", "_providers", "_history", "_compaction", "_session"},
+    "_eval": {"base", "_providers", "_render", "_history", "_session", "_eval"},
     "testing": {"base", "_history"},
-    "_cli": {"base", "_providers", "_render", "_history", "_compaction", "_session", "testing", "package"},
+    "_cli": {"base", "_providers", "_render", "_history", "_compaction", "_session", "_eval", "testing", "package"},
     "__main__": {"_cli"},
     "package": {"base"},
 }

@@ -6,7 +6,12 @@ Readers with no evidence get the conservative profile."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
 
+from .._errors import GlyphpackError
 from .._types import public
 
 #: When these rows were taken from PROVIDERS.md.
@@ -87,3 +92,41 @@ READING_PREFIXES: dict[str, str] = {
     "gpt-5-6": "gpt-5.6",
     "gemini-3": "gemini-3",
 }
+
+
+#: Where ``glyphpack eval --apply`` keeps the reading profiles measured here (JSON:
+#: normalized model id -> profile), read before the published ones.
+LOCAL_PROFILES_ENV = "GLYPHPACK_READING_PROFILES"
+
+
+def local_profiles_path() -> Path:
+    explicit = os.environ.get(LOCAL_PROFILES_ENV)
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "glyphpack" / "reading-profiles.json"
+
+
+def profile_to_json(profile: ReadingProfile) -> dict[str, Any]:
+    return dataclasses.asdict(profile)
+
+
+def profile_from_json(data: dict[str, Any]) -> ReadingProfile:
+    return ReadingProfile(str(data["name"]), ReadingEvidence(**data["exact"]), ReadingEvidence(**data["gist"]))
+
+
+def local_profiles() -> dict[str, ReadingProfile]:
+    """The measured profiles (empty when none were applied). A damaged file raises
+    ``GlyphpackError`` naming it: a silently ignored measurement is a wrong default."""
+    path = local_profiles_path()
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise GlyphpackError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        data = json.loads(raw)
+        return {str(model): profile_from_json(entry) for model, entry in data.items()}
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise GlyphpackError(f"{path} is damaged ({exc}); fix or delete it (it holds glyphpack eval --apply results)") from None

@@ -12,7 +12,7 @@ from .._errors import GlyphpackError, ProfileWarning
 from .._types import public
 from .catalog import GATEWAYS, NATIVE_ROUTE, READER_PREFIXES, READERS, ROUTE_PREFIXES, ROUTES, UNKNOWN_READER, VARIANTS
 from .profile import CellGeometry, Profile, Reader
-from .reading import READING_PREFIXES, READING_PROFILES, ReadingProfile
+from .reading import READING_PREFIXES, READING_PROFILES, ReadingProfile, local_profiles
 
 _DATE_SUFFIX = re.compile(r"(@\d{8}|-\d{8}|-\d{4}-\d{2}-\d{2}|-v\d+(:\d+)?|-latest|-preview(-\d{2}-\d{2})?|-exp)$")
 _BEDROCK_REGION = re.compile(r"^(us|eu|apac|global|us-gov|jp|au)\.")
@@ -20,7 +20,7 @@ _VENDOR_DOT = re.compile(r"^(anthropic|openai|google|meta|mistral|amazon)\.")
 _BEDROCK_VERSION = re.compile(r"-v\d+:\d+$")
 
 
-def _normalize_model(name: str) -> str:
+def normalize_model(name: str) -> str:
     name = name.strip().lower().lstrip("~")
     while True:
         stripped = _DATE_SUFFIX.sub("", name)
@@ -59,7 +59,7 @@ def _reader_and_route(model_id: str) -> tuple[Reader, str | None]:
     else:
         text, _, variant = model_id.partition(":")
     route_name, model_part = _split_route(text)
-    normalized = _normalize_model(model_part)
+    normalized = normalize_model(model_part)
     reader_name = None
     for prefix in sorted(READER_PREFIXES, key=len, reverse=True):
         if normalized == prefix or normalized.startswith(prefix + "-"):
@@ -126,7 +126,10 @@ def reading_profile(model: str | Profile) -> ReadingProfile:
     Readers without published evidence get the conservative profile."""
     model_id = model.model if isinstance(model, Profile) else model
     text = model_id if _BEDROCK_VERSION.search(model_id) else model_id.partition(":")[0]
-    normalized = _normalize_model(_split_route(text)[1])
+    normalized = normalize_model(_split_route(text)[1])
+    measured = local_profiles()  # what glyphpack eval measured here wins
+    if normalized in measured:
+        return measured[normalized]
     for prefix in sorted(READING_PREFIXES, key=len, reverse=True):
         if normalized == prefix or normalized.startswith(prefix + "-"):
             return READING_PROFILES[READING_PREFIXES[prefix]]

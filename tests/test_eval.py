@@ -1,0 +1,226 @@
+"""``glyphpack eval`` offline: the official SDK clients against a local fake server that
+answers from the probe's ground truth, with injected misreads, refusals, malformed
+replies and rate limits; the scorer's exact values; retries, resume, the report, the
+plot, ``--apply`` and the CLI."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+
+import pytest
+from fake_providers import _answer, _error, count_tokens, httpx
+from fake_providers import Turn as FakeTurn
+
+import glyphpack
+from glyphpack._cli import main as cli_main
+from glyphpack._compaction.cost import CostModel
+from glyphpack._eval import run
+from glyphpack._eval.probes import KINDS, cer, levenshtein, parse_reply, probe_set, score, wilson
+
+MODELS = {"anthropic": "claude-sonnet-4-5", "openai-chat": "gpt-5.4", "openai-responses": "gpt-5.4", "gemini": "gemini-3-pro"}
+SHAPES = ("5x8", "9x15-loose")
+
+
+def png_of(api: str, body: dict) -> bytes:
+    """The page a request carries, as each API carries it."""
+    text = json.dumps(body)
+    if api == "anthropic":
+        data = body["messages"][0]["content"][0]["source"]["data"]
+    elif api in ("openai-chat", "openai-responses"):
+        data = re.search(r"data:image/png;base64,([A-Za-z0-9+/=]+)", text).group(1)
+    else:
+        part = next(p for p in body["contents"][0]["parts"] if "inlineData" in p)
+        data = part["inlineData"]["data"].replace("-", "+").replace("_", "/")
+    return base64.b64decode(data)
+
+
+class ProbeServer:
+    """A reader that sees the page exactly (it knows each page's probe) and answers the
+    prompt; ``misread(probe, label, text)`` may change a line, ``faults`` by request
+    number: "429", "refuse", "garbage"."""
+
+    def __init__(self, api: str, plan: run.EvalPlan, misread=None, faults=None):
+        self.api, self.misread, self.faults = api, misread, faults or {}
+        self.requests: list[dict] = []
+        self.pages = {}
+        for probe in plan.probes():
+            page = glyphpack.render(probe.text, model=plan.model, shape=probe.shape, layout="lines")[0]
+            self.pages[hashlib.sha256(page.png).hexdigest()] = probe
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        self.requests.append(body)
+        number = len(self.requests)
+        fault = self.faults.get(number)
+        if fault == "429":
+            return _error(self.api, 429, "rate_limit", headers={"retry-after-ms": "1", "retry-after": "0"})
+        probe = self.pages[hashlib.sha256(png_of(self.api, body)).hexdigest()]
+        if fault == "refuse":
+            text = "I'm sorry, I can't help with reading this image."
+        elif fault == "garbage":
+            text = "}{ not an answer"
+        else:
+            lines = []
+            for label in probe.asked:
+                truth = probe.truth(label)
+                lines.append(f"{label}: {self.misread(probe, label, truth) if self.misread else truth}")
+            lines += [f"Q{i + 1}: {answer}" for i, (_, answer) in enumerate(probe.questions)]
+            text = "\n".join(lines)
+        return httpx.Response(200, json=_answer(self.api, FakeTurn(text=text), number, count_tokens(body)))
+
+    def client(self):
+        http = httpx.Client(transport=httpx.MockTransport(self.handle))
+        if self.api == "anthropic":
+            import anthropic
+
+            return anthropic.Anthropic(api_key="test", http_client=http, max_retries=0)
+        if self.api in ("openai-chat", "openai-responses"):
+            import openai
+
+            return openai.OpenAI(api_key="test", http_client=http, max_retries=0)
+        from google import genai
+        from google.genai import types
+
+        return genai.Client(api_key="test", http_options=types.HttpOptions(httpx_client=http))
+
+
+def swap_one_hex_char(probe, label, text):
+    """The silent, plausible substitution a dense page invites: one hex digit, at 5x8."""
+    if probe.shape == "5x8" and probe.kind(label) == "hex":
+        return text[:5] + ("0" if text[5] != "0" else "8") + text[6:]
+    return text
+
+
+# --------------------------------------------------------------------- the scorer
+
+
+def test_levenshtein_and_cer_exact_values():
+    assert levenshtein("kitten", "sitting") == 3
+    assert levenshtein("", "abc") == 3 and levenshtein("abc", "abc") == 0
+    assert cer("abcd", "abce") == 0.25
+    assert cer("", "abcd") == 1.0
+    assert cer("abcdxyz", "abc") == pytest.approx(4 / 3)  # can exceed 1: extra text counts
+    assert cer("ab", "") == 2.0
+
+
+def test_wilson_interval_known_values():
+    low, high = wilson(8, 10)
+    assert (round(low, 3), round(high, 3)) == (0.490, 0.943)
+    assert wilson(0, 0) == (0.0, 1.0)
+    assert wilson(10, 10)[1] == pytest.approx(1.0) and round(wilson(10, 10)[0], 3) == 0.722
+
+
+def test_parse_and_score():
+    probe = probe_set(["5x8"], 1, seed=3)[0]
+    assert len(probe.asked) == len(KINDS) and len(probe.questions) == 2
+    first = probe.asked[0]
+    truth = probe.truth(first)
+    reply = f"**{first}:** {truth[:-1]}X\nrubbish line\nQ1: it went to {probe.questions[0][1]}.\nQ2) no idea"
+    assert parse_reply(reply)[first] == truth[:-1] + "X"
+    scored = score(probe, reply)
+    line = scored["lines"][0]
+    assert line["exact"] is False and line["cer"] == pytest.approx(1 / len(truth))
+    assert all(not x["exact"] and x["cer"] == 1.0 for x in scored["lines"][1:])  # not answered: nothing read
+    assert scored["gist"] == [True, probe.questions[1][1] == "no idea"]
+
+
+# --------------------------------------------------------------------- end to end
+
+
+@pytest.mark.parametrize("api", list(MODELS))
+def test_eval_end_to_end_through_each_sdk(tmp_path, api):
+    plan = run.EvalPlan(MODELS[api], api, SHAPES, per_shape=2, seed=1)
+    # requests: 5x8 #0, 9x15-loose #0, a 429 for 5x8 #1 and its retry (refused), 9x15-loose #1 (garbage)
+    server = ProbeServer(api, plan, misread=swap_one_hex_char, faults={3: "429", 4: "refuse", 5: "garbage"})
+    waits = []
+    data = run.run_eval(plan, server.client(), tmp_path / "results.json", sleep=waits.append)
+    assert waits == [run.BACKOFF_SECONDS]  # the rate limit was waited out, once, then retried
+    assert len(data["trials"]) == 4 and len(server.requests) == 5
+    # the request: one page and the prompt, in the API's own blocks, unresized
+    body = server.requests[0]
+    text = json.dumps(body)
+    assert "Transcribe lines" in text and png_of(api, body).startswith(b"\x89PNG")
+    reader = glyphpack.resolve(MODELS[api]).reader
+    if api.startswith("openai"):
+        assert f'"detail": "{reader.detail}"' in text
+    if api == "gemini":
+        assert reader.media_resolution in text
+    rows = {row["shape"]: row for row in run.summary(data)}
+    # 5x8: probe 0 read with one hex digit wrong; probe 1 refused -> nothing read
+    dense = rows["5x8"]
+    assert dense["exact_by_kind"]["hex"] == 0.0 and dense["exact_by_kind"]["number"] == 0.5
+    hex_lines = [line for t in data["trials"] if t["shape"] == "5x8" for line in t["lines"] if line["kind"] == "hex"]
+    assert sorted(round(line["cer"], 4) for line in hex_lines) == sorted([round(1 / 38, 4), 1.0])
+    # 9x15-loose: probe 0 read exactly, probe 1 a malformed reply
+    legible = rows["9x15-loose"]
+    assert legible["exact"] == 0.5 and legible["gist"] == 0.5
+    assert legible["chars_per_token"] < dense["chars_per_token"]
+    report = run.markdown(data)
+    assert report.count("\n| ") == 3 and "9x15-loose" in report
+    assert run.plot(data).startswith(b"\x89PNG")
+
+
+def test_a_stopped_run_resumes_without_sending_again(tmp_path):
+    plan = run.EvalPlan("claude-sonnet-4-5", "anthropic", SHAPES, per_shape=3)
+    results = tmp_path / "results.json"
+    first = ProbeServer("anthropic", plan, faults={4: "429"})
+    with pytest.raises(Exception) as stopped:  # the rate limit outlasts the retries: the run stops
+        run.run_eval(plan, first.client(), results, sleep=lambda s: first.faults.update({len(first.requests) + 1: "429"}))
+    assert getattr(stopped.value, "status_code", None) == 429
+    kept = json.loads(results.read_text())["trials"]
+    assert len(kept) == 3
+    second = ProbeServer("anthropic", plan)
+    data = run.run_eval(plan, second.client(), results)
+    assert len(data["trials"]) == 6 and len(second.requests) == 3  # only what was missing
+    assert [t["id"] for t in data["trials"][:3]] == [t["id"] for t in kept]
+    other = run.EvalPlan("gpt-5.4", "openai-chat", SHAPES, per_shape=3)
+    with pytest.raises(glyphpack.UsageError, match="holds results for claude-sonnet-4-5"):
+        run.run_eval(other, second.client(), results)
+
+
+def test_apply_writes_a_profile_that_render_and_the_ladder_use(tmp_path, monkeypatch):
+    monkeypatch.setenv("GLYPHPACK_READING_PROFILES", str(tmp_path / "profiles.json"))
+    model = "claude-sonnet-4-5"
+    assert glyphpack.reading_profile(model).exact.shape == "9x15-loose"  # no published evidence
+    plan = run.EvalPlan(model, "anthropic", ("5x8", "6x13", "9x15-loose"), per_shape=12)
+    server = ProbeServer("anthropic", plan, misread=swap_one_hex_char)
+    run.run_eval(plan, server.client(), tmp_path / "results.json")
+    path, profile = run.apply(tmp_path / "results.json")
+    # 5x8 misread every hex id: exact falls to 6x13, the densest shape read without a miss;
+    # the gist survived 5x8
+    assert (profile.exact.shape, profile.gist.shape) == ("6x13", "5x8")
+    assert glyphpack.reading_profile(model) == profile
+    assert glyphpack.render("x", model=model, fidelity="exact").report.shape == "6x13"
+    history = glyphpack.generate_session(200_000, seed=1)
+    budget = CostModel.for_model(model).history(history) // 2
+    pages = glyphpack.compact(history, model, budget, policy=glyphpack.CompactionPolicy(rungs=("snapshot",))).pages
+    assert pages and {p.shape for p in pages} == {"6x13"}
+    (tmp_path / "profiles.json").write_text("{broken")
+    with pytest.raises(glyphpack.GlyphpackError, match="profiles.json is damaged"):
+        glyphpack.reading_profile(model)
+
+
+def test_the_cli_prints_the_cost_first_and_spends_only_with_yes(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "eval"
+    assert cli_main(["eval", "--model", "claude-sonnet-4-5", "--shapes", "5x8", "--per-shape", "2", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "2 trials" in printed and "input tokens" in printed and "nothing was sent" in printed
+    assert not (out / "results.json").exists()
+    plan = run.EvalPlan("claude-sonnet-4-5", "anthropic", ("5x8",), per_shape=2)
+    server = ProbeServer("anthropic", plan)
+    monkeypatch.setattr(run, "make_client", lambda api, base_url=None: server.client())
+    args = ["eval", "--model", "claude-sonnet-4-5", "--shapes", "5x8", "--per-shape", "2", "--out", str(out), "--yes"]
+    assert cli_main(args) == 0
+    assert {p.name for p in out.iterdir()} >= {"results.json", "report.md", "plot.png"} and len(server.requests) == 2
+    assert "| 5x8 |" in capsys.readouterr().out
+    assert cli_main(["eval", "--model", "claude-sonnet-4-5", "--shapes", "7x7"]) == 2
+    assert "unknown shape" in capsys.readouterr().err
+    assert cli_main(["eval"]) == 2
+    monkeypatch.undo()
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    assert cli_main(args) == 2
+    assert "needs your key in ANTHROPIC_API_KEY" in capsys.readouterr().err
