@@ -500,6 +500,7 @@ def cmd_session(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     """The reading probe with the user's key (``--yes`` to spend), or ``--apply``."""
     from ._eval import run
+    from ._types import APIS, check_kind
 
     if args.apply:
         path, profile = run.apply(Path(args.apply))
@@ -509,7 +510,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if not args.model:
         raise UsageError("glyphpack eval needs --model ID (or --apply RESULTS.json)")
     provider = run.resolve(args.model).reader.provider
-    api = args.api or {"anthropic": "anthropic", "openai": "openai-chat", "google": "gemini"}[provider]
+    api = check_kind(args.api or {"anthropic": "anthropic", "openai": "openai-chat", "google": "gemini"}[provider], APIS, "--api")
     plan = run.EvalPlan(args.model, api, run.shapes_arg(args.shapes), args.per_shape, args.seed)
     out = _output_dir(args.out)
     assert out is not None

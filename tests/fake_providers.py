@@ -117,19 +117,19 @@ class FakeModel:
     def _respond(self, api: str, body: Json, number: int) -> httpx.Response:
         fault = self.faults.get(number)
         if fault == "429":
-            return _error(api, 429, "rate_limit", headers={"retry-after-ms": "1", "retry-after": "0"})
+            return error_response(api, 429, "rate_limit", headers={"retry-after-ms": "1", "retry-after": "0"})
         if fault == "413":
-            return _error(api, 413, "bytes")
+            return error_response(api, 413, "bytes")
         check = {"anthropic": _check_anthropic, "openai-chat": _check_chat, "openai-responses": _check_responses, "gemini": _check_gemini}
         problem = check[api](body)
         if problem:
-            return _error(api, 400, "invalid", message=problem)
+            return error_response(api, 400, "invalid", message=problem)
         tokens = count_tokens(body)
         if fault == "overflow":  # a window just under this request, whatever its size
-            return _error(api, 400, "too_long", tokens=tokens, limit=tokens - 1)
+            return error_response(api, 400, "too_long", tokens=tokens, limit=tokens - 1)
         if tokens > self.limit:
-            return _error(api, 400, "too_long", tokens=tokens, limit=self.limit)
-        return httpx.Response(200, json=_answer(api, self.next_turn(), number, tokens))
+            return error_response(api, 400, "too_long", tokens=tokens, limit=self.limit)
+        return httpx.Response(200, json=answer_body(api, self.next_turn(), number, tokens))
 
     def client(self, api: str) -> Any:
         """The official SDK client for ``api``, talking to this fake (retries fast)."""
@@ -186,7 +186,7 @@ def _check_gemini(body: Json) -> str | None:
 # ---------------------------------------------------------------------- answers
 
 
-def _answer(api: str, turn: Turn, number: int, tokens: int) -> Json:
+def answer_body(api: str, turn: Turn, number: int, tokens: int) -> Json:
     ids = [f"call_{uuid.uuid4().hex[:16]}" for _ in turn.calls]  # unique across processes, as a provider's are
     if api == "anthropic":
         content: list[Json] = [{"type": "text", "text": turn.text}] if turn.text else []
@@ -230,7 +230,7 @@ def _answer(api: str, turn: Turn, number: int, tokens: int) -> Json:
     }
 
 
-def _error(api: str, status: int, kind: str, *, message: str = "", tokens: int = 0, limit: int = 0, headers: dict[str, str] | None = None) -> httpx.Response:
+def error_response(api: str, status: int, kind: str, *, message: str = "", tokens: int = 0, limit: int = 0, headers: dict[str, str] | None = None) -> httpx.Response:
     """An error as each provider words and shapes it."""
     if kind == "too_long":
         message = {

@@ -11,8 +11,8 @@ import json
 import re
 
 import pytest
-from fake_providers import _answer, _error, count_tokens, httpx
 from fake_providers import Turn as FakeTurn
+from fake_providers import answer_body, count_tokens, error_response, httpx
 
 import glyphpack
 from glyphpack._cli import main as cli_main
@@ -56,7 +56,7 @@ class ProbeServer:
         number = len(self.requests)
         fault = self.faults.get(number)
         if fault == "429":
-            return _error(self.api, 429, "rate_limit", headers={"retry-after-ms": "1", "retry-after": "0"})
+            return error_response(self.api, 429, "rate_limit", headers={"retry-after-ms": "1", "retry-after": "0"})
         probe = self.pages[hashlib.sha256(png_of(self.api, body)).hexdigest()]
         if fault == "refuse":
             text = "I'm sorry, I can't help with reading this image."
@@ -69,7 +69,7 @@ class ProbeServer:
                 lines.append(f"{label}: {self.misread(probe, label, truth) if self.misread else truth}")
             lines += [f"Q{i + 1}: {answer}" for i, (_, answer) in enumerate(probe.questions)]
             text = "\n".join(lines)
-        return httpx.Response(200, json=_answer(self.api, FakeTurn(text=text), number, count_tokens(body)))
+        return httpx.Response(200, json=answer_body(self.api, FakeTurn(text=text), number, count_tokens(body)))
 
     def client(self):
         http = httpx.Client(transport=httpx.MockTransport(self.handle))
