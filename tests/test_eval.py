@@ -130,7 +130,11 @@ def test_parse_and_score():
 # --------------------------------------------------------------------- end to end
 
 
-@pytest.mark.parametrize("api", list(MODELS))
+#: Anthropic by default; the other SDKs in CI (and with --run-slow).
+APIS = ["anthropic", *(pytest.param(api, marks=pytest.mark.slow) for api in list(MODELS)[1:])]
+
+
+@pytest.mark.parametrize("api", APIS)
 def test_eval_end_to_end_through_each_sdk(tmp_path, api):
     plan = run.EvalPlan(MODELS[api], api, SHAPES, per_shape=2, seed=1)
     # requests: 5x8 #0, 9x15-loose #0, a 429 for 5x8 #1 and its retry (refused), 9x15-loose #1 (garbage)
@@ -159,8 +163,7 @@ def test_eval_end_to_end_through_each_sdk(tmp_path, api):
     assert legible["exact"] == 0.5 and legible["gist"] == 0.5
     assert legible["chars_per_token"] < dense["chars_per_token"]
     report = run.markdown(data)
-    assert report.count("\n| ") == 3 and "9x15-loose" in report
-    assert run.plot(data).startswith(b"\x89PNG")
+    assert report.count("\n| ") == 3 and "9x15-loose" in report  # the plot: in the CLI test
 
 
 def test_a_stopped_run_resumes_without_sending_again(tmp_path):

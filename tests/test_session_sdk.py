@@ -26,6 +26,8 @@ APIS = tuple(MODELS)
 #: The session's rungs with dense (5x8) pages, for tests of its mechanics with pages in
 #: small windows (by default a reader's pages are in the shape it reads exactly).
 DENSE_SESSION = glyphpack.CompactionPolicy(rungs=("image drop", "snapshot", "summarization"), fidelity=None)
+#: The Anthropic case runs by default; the other APIs' in CI (and with --run-slow).
+APIS_ANTHROPIC_FIRST = [APIS[0], *(pytest.param(api, marks=pytest.mark.slow) for api in APIS[1:])]
 WIRE = {"anthropic": "messages", "openai-chat": "messages", "openai-responses": "input", "gemini": "contents"}
 
 
@@ -79,7 +81,7 @@ def drive(session: glyphpack.Session, fake: FakeModel, api: str, root: Path) -> 
     return agent.run(session, fake.client(api), api, root, max_turns=80), views
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", APIS_ANTHROPIC_FIRST)
 def test_loop_compacts_at_the_threshold_and_keeps_the_prefix_stable(tmp_path, api):
     root = project(tmp_path)
     fake = FakeModel(reading_script(30))
@@ -130,10 +132,6 @@ def check_cache_breakpoints(requests: list[dict[str, Any]], *, compacted: bool) 
         assert marks and marks[-1][0] == len(body["messages"]) - 1
         counts.append(len(marks))
     assert compacted and max(counts) == 2
-
-
-#: The Anthropic case runs by default; the other APIs' in CI (and with --run-slow).
-APIS_ANTHROPIC_FIRST = [APIS[0], *(pytest.param(api, marks=pytest.mark.slow) for api in APIS[1:])]
 
 
 @pytest.mark.parametrize("api", APIS_ANTHROPIC_FIRST)
@@ -231,7 +229,7 @@ def loop_as_written(api: str, client: Any, s: glyphpack.Session, root: Path) -> 
         s.add_tool_results({c.id: agent.run_tool(root, c.name, c.arguments) for c in s.pending_calls})
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", APIS_ANTHROPIC_FIRST)
 def test_the_loop_as_written(tmp_path, api):
     root = project(tmp_path, files=10)
     fake = FakeModel(reading_script(10), limit=9_000)

@@ -6,6 +6,7 @@ are, as every ladder view, and as every trimmed load, pass each API's own rules
 from __future__ import annotations
 
 import functools
+import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -97,7 +98,7 @@ def assert_accepted_by_responses_and_gemini(messages):
         glyphpack.validate_history(back, allow_pending=False)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=200 if os.environ.get("CI") else 25, deadline=None)
 @given(history=histories())
 def test_every_history_converts_to_accepted_requests(history):
     assert_accepted(history)
