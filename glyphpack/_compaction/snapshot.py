@@ -161,12 +161,9 @@ def snapshot_shape(profile: Profile, policy: CompactionPolicy) -> Shape:
 
 
 def page_density(profile: Profile, policy: CompactionPolicy) -> float:
-    """Characters a full snapshot page holds per image token it costs the reader, in the
-    shape ``policy`` picks (text runs about 3.5-4 characters per token)."""
-    shape = snapshot_shape(profile, policy)
-    width, height = profile.page_size(shape)
-    tokens = profile.tokens(width, height)
-    return (width // shape.advance) * (height // shape.pitch) / tokens if tokens else float("inf")
+    """Characters per image token of a full snapshot page in the shape ``policy`` picks."""
+    return profile.page_density(snapshot_shape(profile, policy))
+
 
 def snapshot(
     messages: Sequence[Message], cost: CostModel, budget: int, policy: CompactionPolicy = CompactionPolicy()

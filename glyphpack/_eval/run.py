@@ -201,11 +201,7 @@ def _rate(values: Sequence[bool]) -> float | None:
 
 def density(shape: str, model: str) -> float:
     """Characters per image token of a full page of ``shape`` for ``model``."""
-    geometry = SHAPES[shape]
-    profile = resolve(model)
-    width, height = profile.page_size(geometry)
-    tokens = profile.tokens(width, height)
-    return (width // geometry.advance) * (height // geometry.pitch) / tokens if tokens else float("inf")
+    return resolve(model).page_density(SHAPES[shape])
 
 
 def markdown(data: dict[str, Any]) -> str:

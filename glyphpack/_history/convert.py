@@ -189,6 +189,14 @@ def _from_anthropic_block(data: object) -> Block:
     return Opaque(str(kind), data)
 
 
+def split_user_turn(blocks: Sequence[Block]) -> list[Message]:
+    """A user turn of an API that carries tool results in it (Anthropic, Gemini): a
+    ``tool`` message of its results, then a user message of the rest."""
+    results = tuple(b for b in blocks if isinstance(b, ToolResult))
+    others = tuple(b for b in blocks if not isinstance(b, ToolResult))
+    return ([Message("tool", results)] if results else []) + ([Message("user", others)] if others else [])
+
+
 def message_error(index: int, exc: Exception) -> HistoryError:
     """A malformed provider message as a ``HistoryError`` naming its index and the key."""
     if isinstance(exc, KeyError):
@@ -215,12 +223,7 @@ def from_anthropic(messages: Sequence[Json], system: str | None = None) -> list[
                 content = [{"type": "text", "text": content}]
             blocks = [_from_anthropic_block(b) for b in content]
             if data["role"] == "user":
-                results = tuple(b for b in blocks if isinstance(b, ToolResult))
-                others = tuple(b for b in blocks if not isinstance(b, ToolResult))
-                if results:
-                    out.append(Message("tool", results))
-                if others:
-                    out.append(Message("user", others))
+                out.extend(split_user_turn(blocks))
             elif data["role"] == "assistant":
                 out.append(Message("assistant", tuple(blocks)))
             else:

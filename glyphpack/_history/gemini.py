@@ -16,7 +16,7 @@ from typing import Any
 
 from .._errors import HistoryError
 from .._types import public
-from .convert import CONTINUES, MALFORMED, add_turn, message_error, results_first
+from .convert import CONTINUES, MALFORMED, add_turn, message_error, results_first, split_user_turn
 from .ids import new_id
 from .messages import Block, Image, Message, Opaque, Text, Thinking, ToolCall, ToolResult
 
@@ -127,12 +127,7 @@ def from_gemini(contents: Sequence[Json], system_instruction: str | None = None)
                         raise HistoryError(f"a function response for {name!r} answers no call of the turn before")
                     open_calls.remove(call)
                     blocks[position] = dataclasses.replace(block, call_id=call.id)
-            results = tuple(b for b in blocks if isinstance(b, ToolResult))
-            others = tuple(b for b in blocks if not isinstance(b, ToolResult))
-            if results:
-                out.append(Message("tool", results))
-            if others:
-                out.append(Message("user", others))
+            out.extend(split_user_turn(blocks))
         except MALFORMED as exc:
             raise message_error(index, exc) from None
     return out

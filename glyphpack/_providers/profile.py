@@ -166,6 +166,13 @@ class Profile:
             return int(billing.tokens(w, h))
         return billing.tokens(w, h)
 
+    def page_density(self, cells: CellGeometry) -> float:
+        """Characters a full page of ``cells`` holds per image token it costs (text runs
+        about 3.5-4 characters per token); infinite where image area is free."""
+        width, height = self.page_size(cells)
+        tokens = self.tokens(width, height)
+        return (width // cells.advance) * (height // cells.pitch) / tokens if tokens else float("inf")
+
     def page_size(self, cells: CellGeometry, pages: int = 1) -> tuple[int, int]:
         """The page size limit that packs the most characters per context token with no
         resize, for a rendering of ``pages`` pages of ``cells.advance`` x ``cells.pitch``
