@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -122,6 +123,11 @@ def run(session: glyphpack.Session, client: Any, api: str, root: Path, *, max_tu
     raise RuntimeError(f"no answer after {max_turns} model calls")
 
 
+#: Where each SDK looks for its key.
+KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai-chat": "OPENAI_API_KEY",
+                 "openai-responses": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY"}
+
+
 def make_client(api: str) -> Any:
     if api == "anthropic":
         import anthropic
@@ -146,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", default=".", help="the project directory the tools work in")
     args = parser.parse_args(argv)
     root = Path(args.root).resolve()
+    if not os.environ.get(KEY_VARIABLES[args.api]) and not (args.api == "gemini" and os.environ.get("GOOGLE_API_KEY")):
+        parser.error(f"set {KEY_VARIABLES[args.api]} to your key first")
     with glyphpack.open_session(args.workspace, args.conversation, "coder", model=args.model, system=SYSTEM) as session:
         if args.task:
             session.add_user(args.task)
