@@ -318,3 +318,15 @@ def test_when_the_pages_cannot_fit_the_default_falls_back_to_the_whole_ladder(tm
             assert not pages_only.report.fits  # 415k tokens: too much even as pages
             result = s.compact(60_000)
             assert result.report.fits and result.report.rung("elision") is not None and result.pages
+
+
+def test_a_save_the_tree_would_refuse_writes_nothing(tmp_path):
+    """Message ids are stored once: saving the same messages under a second conversation
+    is refused before the transcript is written (a copy needs new ids: fork)."""
+    history = [Message("user", "hello", id="u1"), Message("assistant", "hi", id="a1")]
+    with glyphpack.Workspace(tmp_path / "ws") as ws:
+        ws.save("first", "agent", history, revision=0)
+        with pytest.raises(StoreError, match="already in conversation 'first'.*fork"):
+            ws.save("second", "agent", history, revision=0)
+        assert not ws.transcript_path("second", "agent").exists()
+        assert ws.load("first", "agent").messages == tuple(history)

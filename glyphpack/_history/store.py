@@ -435,6 +435,7 @@ class Workspace:
                 "checkpoints": dict(checkpoints),
                 "messages": history_to_json(messages),
             }
+            self.tree.stored_prefix(conversation, messages)  # what the tree would refuse, refused before writing
             # Under the lock every temporary file of this transcript is a crashed writer's.
             for stale in stale_temporaries(path):
                 with contextlib.suppress(OSError):

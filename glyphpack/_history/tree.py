@@ -381,6 +381,21 @@ class SessionTree:
         rows = self._query("SELECT tip FROM agent_tips WHERE conversation = ? AND agent = ?", (conversation, agent))
         return rows[0][0] if rows else None
 
+    def stored_prefix(self, conversation: str, history: Sequence[Message]) -> int:
+        """How many of ``history``'s first messages the conversation already stores (the
+        rest would be added by ``record``). Raises ``StoreError`` if one of the others is
+        stored in another conversation: ids are stored once. Writes nothing."""
+        for index in range(len(history) - 1, -1, -1):
+            found = self._query("SELECT conversation FROM messages WHERE id = ?", (history[index].id,))
+            if found:
+                if found[0][0] != conversation:
+                    raise StoreError(
+                        f"message id {history[index].id!r} is already in conversation {found[0][0]!r}; "
+                        f"a copy needs new ids (fork does that)"
+                    )
+                return index + 1
+        return 0
+
     def record(self, conversation: str, agent: str, history: Sequence[Message], *, title: str = "") -> int:
         """Make the tree hold ``history`` (root first) as ``agent``'s path and move the
         agent's tip to its end, in one transaction; returns how many messages it added.
@@ -397,14 +412,7 @@ class SessionTree:
                 "INSERT OR IGNORE INTO conversations (id, title, tip, created) VALUES (?, ?, NULL, ?)",
                 (check_id(conversation, "conversation"), title, time.time()),
             )
-            known = 0  # the stored prefix of the path: the longest run of ids already there
-            for index in range(len(history) - 1, -1, -1):
-                found = self._db.execute("SELECT conversation FROM messages WHERE id = ?", (history[index].id,)).fetchone()
-                if found is not None:
-                    if found[0] != conversation:
-                        raise StoreError(f"message id {history[index].id!r} is already in conversation {found[0]!r}")
-                    known = index + 1
-                    break
+            known = self.stored_prefix(conversation, history)
             parent = history[known - 1].id if known else None
             for message in history[known:]:
                 self._db.execute(
