@@ -314,18 +314,43 @@ def cmd_tree(args: argparse.Namespace) -> int:
     return 0
 
 
+def _agent_with_transcript(workspace: Any, conversation: str, agent: str | None) -> str | None:
+    """The agent whose transcript moves with the tree (``--agent``, else the main one),
+    or None for a conversation kept in the tree alone."""
+    tips = workspace.tree.agent_tips(conversation)
+    chosen = agent or next(iter(tips), None)
+    if agent is not None and (conversation, agent) not in workspace.transcripts():
+        raise StoreError(f"no transcript for agent {agent!r} in {conversation!r} (agents: {', '.join(tips) or 'none'})")
+    return chosen if chosen is not None and (conversation, chosen) in workspace.transcripts() else None
+
+
 def cmd_fork(args: argparse.Namespace) -> int:
-    with _tree(args.workspace, write=True) as tree:
-        at = tree.find(args.conversation, args.at) if args.at else None
-        print(tree.fork(args.conversation, at, new_conversation=args.new))
+    from ._history.store import Workspace
+
+    _tree(args.workspace, write=True).close()  # a workspace, and sound, before anything is written
+    with Workspace(args.workspace) as workspace:
+        agent = _agent_with_transcript(workspace, args.conversation, args.agent)
+        if agent is None:  # a tree without transcripts: the tree alone
+            tree = workspace.tree
+            print(tree.fork(args.conversation, tree.find(args.conversation, args.at) if args.at else None, new_conversation=args.new))
+        else:  # the transcript is copied too, so the new conversation can be resumed
+            print(workspace.fork(args.conversation, agent, at=args.at, new_conversation=args.new).conversation)
     return 0
 
 
 def cmd_branch(args: argparse.Namespace) -> int:
-    with _tree(args.workspace, write=True) as tree:
-        target = tree.find(args.conversation, args.message)
-        tree.branch(args.conversation, target)
-        print(f"{args.conversation}: tip is now {target}")
+    from ._history.store import Workspace
+
+    _tree(args.workspace, write=True).close()
+    with Workspace(args.workspace) as workspace:
+        agent = _agent_with_transcript(workspace, args.conversation, args.agent)
+        target = workspace.tree.find(args.conversation, args.message)
+        if agent is None:
+            workspace.tree.branch(args.conversation, target)
+            print(f"{args.conversation}: tip is now {target}")
+        else:  # the transcript moves with the tip: a session resumes from the branch
+            saved = workspace.branch(args.conversation, agent, target)
+            print(f"{args.conversation}/{agent}: tip is now {target} ({len(saved.messages)} messages)")
     return 0
 
 
@@ -595,8 +620,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = tree_command("fork", "copy a conversation's path into a new conversation", cmd_fork)
     p.add_argument("--at", metavar="MESSAGE", help="fork at this message (id or unique prefix; default: the tip)")
     p.add_argument("--new", metavar="ID", help="the new conversation's id (default: generated)")
+    p.add_argument("--agent", help="whose history (default: the conversation's main agent)")
     p = tree_command("branch", "move a conversation's tip to one of its messages", cmd_branch)
     p.add_argument("message", help="message id or a unique prefix of it")
+    p.add_argument("--agent", help="whose tip and transcript (default: the conversation's main agent)")
     p = tree_command("export", "a conversation as JSON or Markdown, or the workspace as a browsable HTML file", cmd_export, "?")
     p.add_argument("--format", choices=("json", "md", "html"), default="md")
     p.add_argument("--whole-tree", action="store_true", help="every branch, not just the path to the tip")

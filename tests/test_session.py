@@ -330,3 +330,23 @@ def test_a_save_the_tree_would_refuse_writes_nothing(tmp_path):
             ws.save("second", "agent", history, revision=0)
         assert not ws.transcript_path("second", "agent").exists()
         assert ws.load("first", "agent").messages == tuple(history)
+
+
+def test_the_cli_branch_and_fork_move_the_transcript_with_the_tree(tmp_path, capsys):
+    with open_session(tmp_path) as s:
+        conversation_of(s, 3)
+        early = s.messages[1].id  # the first answer
+    ws = str(tmp_path / "ws")
+    assert cli_main(["branch", ws, "task", early[:10]]) == 0
+    with glyphpack.Workspace(ws) as workspace:
+        stored = workspace.load("task", "coder")
+        assert stored.messages[-1].id == early and len(stored.messages) == 2
+        assert workspace.tree.agent_tip("task", "coder") == early  # the two agree
+    assert cli_main(["fork", ws, "task", "--new", "copy"]) == 0
+    with glyphpack.Workspace(ws) as workspace:
+        copy = workspace.load("copy", "coder")
+        assert [m.text for m in copy.messages] == ["question 0", "answer 0"]
+    with open_session(tmp_path) as s:  # a session resumes from the branch
+        assert s.messages[-1].id == early
+    assert cli_main(["branch", ws, "task", early[:10], "--agent", "nobody"]) == 2
+    assert "no transcript for agent 'nobody'" in capsys.readouterr().err

@@ -472,3 +472,25 @@ class Workspace:
         kept_ids = {m.id for m in kept}
         marks = {n: t for n, t in current.checkpoints.items() if t is None or t in kept_ids}
         return self.save(conversation, agent, kept, revision=current.revision, checkpoints=marks, replace=True)
+
+    def branch(self, conversation: str, agent: str, message_id: str, *, revision: int | None = None) -> Transcript:
+        """Make the path to ``message_id`` (an id or unique prefix of one in the
+        conversation's tree, at a turn boundary) ``agent``'s history: the transcript and
+        the agent's tip move together; the path left stays in the tree."""
+        tree = self.tree
+        target = tree.find(conversation, message_id)
+        path = tree.path_to(target)
+        if path and path[-1].tool_calls:
+            raise StoreError(f"message {message_id!r} has tool calls without results: branch to a turn boundary")
+        current = revision if revision is not None else self.load(conversation, agent).revision
+        return self.save(conversation, agent, path, revision=current, replace=True)
+
+    def fork(self, conversation: str, agent: str, *, at: str | None = None, new_conversation: str | None = None) -> Transcript:
+        """Copy ``agent``'s history (to ``at``, an id or unique prefix; default: its tip)
+        into a new conversation with new ids, with its own transcript; the original is
+        untouched. Returns the new transcript (its ``conversation`` is the new id)."""
+        tree = self.tree
+        point = tree.find(conversation, at) if at is not None else tree.agent_tip(conversation, agent) or tree.tip(conversation)
+        new = tree.fork(conversation, point, new_conversation=new_conversation)
+        return self.save(new, agent, tree.path(new), revision=0)
+

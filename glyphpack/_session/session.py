@@ -34,7 +34,7 @@ from .._compaction.recovery import recover as recover_bytes_or_tokens
 from .._compaction.results import Compaction, CompactionPolicy
 from .._compaction.snapshot import page_density
 from .._compaction.summarize import Summarizer
-from .._errors import CompactionError, StoreError, TextOnlyModelError, UsageError
+from .._errors import CompactionError, TextOnlyModelError, UsageError
 from .._history.messages import Block, Image, Message, Text, ToolCall, ToolResult, validate_history
 from .._history.store import Workspace
 from .._providers.catalog import CONTEXT_WINDOWS
@@ -447,12 +447,7 @@ class Session:
         stays in the tree."""
         self._no_pending("branch")
         self._sync()
-        tree = self.workspace.tree
-        target = tree.find(self.conversation, message_id)
-        path = tree.path_to(target)
-        if path and path[-1].tool_calls:
-            raise StoreError(f"message {message_id!r} has tool calls without results: branch to a turn boundary")
-        self.workspace.save(self.conversation, self.agent, path, revision=self.revision, replace=True)
+        self.workspace.branch(self.conversation, self.agent, message_id, revision=self.revision)
         self._reload()
 
     def fork(self, new_conversation: str | None = None) -> str:
@@ -460,14 +455,9 @@ class Session:
         there; returns the new conversation's id. The original is untouched."""
         self._no_pending("fork")
         self._sync()
-        tree = self.workspace.tree
-        new = tree.fork(self.conversation, tree.agent_tip(self.conversation, self.agent), new_conversation=new_conversation)
-        path = tree.path(new)
-        current = self.workspace.load(new, self.agent)
-        self.workspace.save(new, self.agent, path, revision=current.revision)
-        self.conversation = new
+        self.conversation = self.workspace.fork(self.conversation, self.agent, new_conversation=new_conversation).conversation
         self._reload()
-        return new
+        return self.conversation
 
     def _sync(self) -> None:
         """Save what a boundary left unsaved (only a system prompt of a new session)."""
