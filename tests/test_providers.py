@@ -317,3 +317,25 @@ def test_an_explicit_page_size_the_model_would_resize_is_warned_about():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         glyphpack.render("x" * 1000, model="claude-sonnet-4-5", page_size=(1000, 500))
+
+
+def reference_class(char: str) -> int:
+    """The script class of one character, from the ranges the estimator documents."""
+    cp = ord(char)
+    if cp in (0x20, 0x0A) or 0x30 <= cp < 0x3A or 0x41 <= cp < 0x5B or 0x61 <= cp < 0x7B or 0xC0 <= cp < 0x250:
+        return 0  # latin
+    if cp < 0x80:
+        return 1  # punctuation
+    if 0x370 <= cp < 0x530:
+        return 2  # cyrillic and greek
+    if any(lo <= cp < hi for lo, hi in ((0x2E80, 0xA000), (0xAC00, 0xD7B0), (0xF900, 0xFB00), (0xFF00, 0xFFF0))):
+        return 3  # cjk
+    return 4
+
+
+@given(st.text(alphabet=st.characters(codec=None), max_size=300) | st.text(alphabet="aZ9 \n.,{}ÄжΩ中한😀\ud800", max_size=300))
+def test_text_counts_match_a_plain_reference(text):
+    expected = [0] * 5
+    for char in text:
+        expected[reference_class(char)] += 1
+    assert glyphpack.TextEstimator().counts(text).tolist() == expected
