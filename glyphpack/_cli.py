@@ -439,17 +439,14 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_context(args: argparse.Namespace) -> int:
-    from ._compaction.cost import CostModel
+    from ._compaction.cost import CostModel, token_bars
 
     history = _load_history(args.transcript, args.format)
     cost = CostModel.for_model(args.model)
     parts = cost.breakdown(history)
-    total = sum(parts.values()) or 1
-    width = 40
+    total = sum(parts.values())
     print(f"{len(history)} messages, ~{total:,} tokens for {args.model} ({cost.profile.name})")
-    for name, tokens in parts.items():
-        bar = "█" * round(width * tokens / total)
-        print(f"{name:<13} {tokens:>10,} {tokens / total:>6.1%}  {bar}")
+    print("\n".join(token_bars(parts.items(), total)))
     return 0
 
 

@@ -139,3 +139,22 @@ def test_threads_sharing_one_tree_lose_no_append(tree):
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(work, ["a", "b", "c", "d"]))
     assert sorted(m.id for m in tree.path(c)) == sorted(f"{n}-{i}" for n in "abcd" for i in range(40))
+
+
+def test_a_version_1_tree_read_only_has_no_agent_tips_and_migrates_when_written(tmp_path):
+    """Read-only opens write nothing, so an old tree keeps its schema: it reads as having
+    no agent tips (not as damaged); opened for writing, it gains them."""
+    path = tmp_path / "tree.sqlite3"
+    with SessionTree(path) as tree:
+        tree.record("c", "agent", [Message("user", "hello", id="u1")])
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE agent_tips")
+    db.execute("PRAGMA user_version=1")
+    db.commit()
+    db.close()
+    with SessionTree(path, read_only=True) as tree:
+        assert tree.agent_tips("c") == {} and tree.agent_tip("c", "agent") is None
+        assert [m.id for m in tree.path("c")] == ["u1"]
+    with SessionTree(path) as tree:
+        tree.record("c", "agent", [Message("user", "hello", id="u1")])
+        assert tree.agent_tips("c") == {"agent": "u1"}

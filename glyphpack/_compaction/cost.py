@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 
 from .._history.messages import CATEGORIES, Block, Category, Image, Message
@@ -54,6 +54,12 @@ class CostModel:
     ) -> CostModel:
         return cls(resolve(model), estimator or DEFAULT_ESTIMATOR, tokenizer)
 
+    def with_estimator(self, estimator: TextEstimator) -> CostModel:
+        """This model with ``estimator``. The prices worked out carry over when only the
+        overhead differs: no message's price depends on it."""
+        same_rates = estimator.with_overhead(0) == self.estimator.with_overhead(0)
+        return CostModel(self.profile, estimator, self.tokenizer, self._memo if same_rates else {})
+
     def text(self, text: str) -> int:
         if not text:
             return 0
@@ -92,3 +98,14 @@ class CostModel:
                 out["images"] += images
                 out[block.category(message.role)] += tokens - images
         return out
+
+
+#: Characters of the longest bar in ``token_bars``.
+BAR_WIDTH = 40
+
+
+def token_bars(rows: Iterable[tuple[str, int]], total: int) -> list[str]:
+    """A line per (name, tokens): the count, its share of ``total`` and a bar."""
+    total = total or 1
+    return [f"{name:<13} {tokens:>10,} {tokens / total:>6.1%}  {'█' * round(BAR_WIDTH * tokens / total)}" for name, tokens in rows]
+

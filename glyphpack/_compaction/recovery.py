@@ -148,7 +148,7 @@ def recover(
         return _recover_bytes(history, cost, margin, summarizer, policy)
     estimate = cost.history(history) + cost.estimator.overhead
     if overflow.measured and policy.tokenizer is None:
-        policy = dataclasses.replace(policy, estimator=calibrate(history, cost.profile, overflow.measured, cost.estimator))
+        policy = dataclasses.replace(policy, estimator=calibrated(cost, history, overflow.measured))
     limit = overflow.limit or int((overflow.measured or estimate) * UNKNOWN_LIMIT_SHARE)
     target = max(1, int(limit * (1 - margin)))
     result = compact(history, cost.profile, target, summarizer=summarizer, policy=policy)
@@ -173,7 +173,12 @@ def calibrate(
     elsewhere (a summarizer's own prompts) is estimated as before. Call it again with
     each response's count to follow the conversation.
     """
-    cost = CostModel.for_model(profile, estimator)
+    return calibrated(CostModel.for_model(profile, estimator), history, measured_tokens)
+
+
+def calibrated(cost: CostModel, history: Sequence[Message], measured_tokens: int) -> TextEstimator:
+    """``cost``'s estimator with the overhead that makes ``history`` cost ``measured_tokens``
+    (``calibrate`` for a caller that keeps its prices in ``cost``)."""
     return cost.estimator.with_overhead(measured_tokens - cost.history(history))
 
 

@@ -22,10 +22,11 @@ from typing import Any
 from .._errors import GlyphpackError, UsageError
 from .._files import atomic_write
 from .._history.messages import Image, Message, Text
-from .._providers.reading import ReadingEvidence, ReadingProfile, local_profiles_path, profile_to_json
+from .._providers.reading import ReadingEvidence, ReadingProfile, local_profiles, local_profiles_path, profile_to_json
 from .._providers.resolve import normalize_model, reading_profile, resolve
 from .._providers.text_tokens import estimate_text_tokens
 from .._render.reader import read_pages
+from .._render.render import plan as plan_pages
 from .._render.render import render
 from .._render.shapes import SHAPES
 from .._session.adapters import adapter
@@ -85,9 +86,9 @@ def estimate(plan: EvalPlan) -> dict[str, int]:
     """Trials and tokens the run will bill (input: the page and the prompt)."""
     input_tokens = 0
     probes = plan.probes()
-    for probe in probes:
-        page = _page(probe, plan.model)
-        input_tokens += int(page.tokens) + estimate_text_tokens(probe.prompt())
+    for probe in probes:  # planned, not drawn: the run draws each page when it sends it
+        report = plan_pages(probe.text, model=plan.model, shape=probe.shape, layout="lines")
+        input_tokens += (report.image_tokens or 0) + estimate_text_tokens(probe.prompt())
     return {"trials": len(probes), "input_tokens": input_tokens, "output_tokens": len(probes) * REPLY_TOKENS}
 
 
@@ -279,12 +280,7 @@ def apply(results_path: Path) -> tuple[Path, ReadingProfile]:
     gist = densest("gist", GIST_BOUND, exact)
     profile = ReadingProfile(f"measured: {data['model']}", exact, gist)
     path = local_profiles_path()
-    try:
-        existing = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        existing = {}
-    except (OSError, ValueError) as exc:
-        raise GlyphpackError(f"{path} is damaged ({exc}); fix or delete it first") from None
+    existing = {model: profile_to_json(p) for model, p in local_profiles().items()}  # a damaged file is named
     existing[normalize_model(data["model"])] = profile_to_json(profile)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, json.dumps(existing, indent=1).encode("utf-8"))

@@ -295,8 +295,7 @@ class Workspace:
         if stored is None:
             return 0
         tip = stored.messages[-1].id if stored.messages else None
-        conversations = {c.id for c in self.tree.conversations()}
-        if conversation in conversations and agent in self.tree.agent_tips(conversation) and self.tree.agent_tip(conversation, agent) == tip:
+        if self.tree.agent_tip(conversation, agent) == tip:
             return 0
         return self.tree.record(conversation, agent, stored.messages)
 

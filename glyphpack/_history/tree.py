@@ -122,6 +122,10 @@ class SessionTree:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA foreign_keys=ON")
                 self._migrate()
+            # A version-1 database opened read-only is not migrated: it has no agent tips.
+            self._has_agent_tips = bool(
+                self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'agent_tips'").fetchone()
+            )
         except sqlite3.DatabaseError as exc:
             self._db.close()
             raise self._damaged(exc) from None
@@ -360,14 +364,10 @@ class SessionTree:
             self._move_tip(conversation, self.tip(conversation), tip)
         return added
 
-    def _has_agent_tips(self) -> bool:
-        # A version-1 database opened read-only is not migrated: it has no agent tips.
-        return bool(self._query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'agent_tips'"))
-
     def agent_tips(self, conversation: str) -> dict[str, str | None]:
         """Each agent's tip in ``conversation`` (agents recorded with ``record``), main agent first."""
         self.conversation(conversation)
-        if not self._has_agent_tips():
+        if not self._has_agent_tips:
             return {}
         rows = self._query(
             "SELECT agent, tip FROM agent_tips WHERE conversation = ? ORDER BY main DESC, agent", (conversation,)
@@ -376,7 +376,7 @@ class SessionTree:
 
     def agent_tip(self, conversation: str, agent: str) -> str | None:
         """``agent``'s tip in ``conversation`` (None: nothing recorded for it)."""
-        if not self._has_agent_tips():
+        if not self._has_agent_tips:
             return None
         rows = self._query("SELECT tip FROM agent_tips WHERE conversation = ? AND agent = ?", (conversation, agent))
         return rows[0][0] if rows else None

@@ -59,10 +59,9 @@ class Adapter(abc.ABC):
         """The assistant message of a response."""
 
     def _single(self, messages: list[Message], what: str) -> Message:
-        assistant = [m for m in messages if m.role == "assistant"]
-        if len(assistant) != 1 or len(messages) != 1:
+        if len(messages) != 1 or messages[0].role != "assistant":
             raise HistoryError(f"a {what} response must hold one assistant message, found {[m.role for m in messages]}")
-        return assistant[0]
+        return messages[0]
 
 
 def _usage(data: Json, *keys: str) -> int | None:

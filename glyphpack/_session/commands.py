@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .._compaction.cost import token_bars
 from .._errors import UsageError
 from .._history.export import draw_tree, short_id
 from .._types import public
@@ -26,8 +27,6 @@ class CommandResult:
     command: str
     text: str
     data: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-
-BAR_WIDTH = 40
 
 HELP = """\
 /compact [BUDGET]      compact now (to BUDGET tokens; default: the session's target) and keep it
@@ -78,10 +77,7 @@ def _context(session: Session, args: list[str]) -> CommandResult:
         )
     else:
         lines.append("no compaction: the full transcript is sent")
-    rows = [*parts.items(), *([("overhead", overhead)] if overhead else [])]
-    for name, tokens in rows:
-        bar = "█" * round(BAR_WIDTH * tokens / (total or 1))
-        lines.append(f"{name:<13} {tokens:>10,} {tokens / (total or 1):>6.1%}  {bar}")
+    lines += token_bars([*parts.items(), *([("overhead", overhead)] if overhead else [])], total)
     data = {"messages": len(session.messages), "request_messages": len(view), "prefix": prefix, "tokens": total,
             "threshold": limits.threshold, "target": limits.target, "window": limits.window, "categories": dict(parts)}
     return CommandResult("/context", "\n".join(lines), data)

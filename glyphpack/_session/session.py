@@ -29,7 +29,7 @@ from typing import Any
 
 from .._compaction.cost import CostModel
 from .._compaction.ladder import compact, shake
-from .._compaction.recovery import DEFAULT_MARGIN, UNKNOWN_LIMIT_SHARE, calibrate, parse_overflow, request_bytes
+from .._compaction.recovery import DEFAULT_MARGIN, UNKNOWN_LIMIT_SHARE, calibrated, parse_overflow, request_bytes
 from .._compaction.recovery import recover as recover_bytes_or_tokens
 from .._compaction.results import Compaction, CompactionPolicy
 from .._compaction.snapshot import page_density
@@ -155,20 +155,20 @@ class Session:
         self.messages: tuple[Message, ...] = ()
         self.revision = 0
         workspace.reconcile(conversation, agent)
-        self._load()
-        self.state: LoadState = self._transcript_state
+        self.state: LoadState = self._load()
         if not self.messages and system:
             self.messages = (Message("system", (Text(system),)),)
 
     # ----------------------------------------------------------------- state
 
-    def _load(self) -> None:
+    def _load(self) -> LoadState:
+        """Read the transcript and its compaction; returns how the transcript was found."""
         transcript = self.workspace.load(self.conversation, self.agent)
         self.messages = transcript.messages
         self.revision = transcript.revision
-        self._transcript_state: LoadState = transcript.state
         self._view_path = view_path(self.workspace.transcript_path(self.conversation, self.agent))
         self._view = self._applicable(read_view(self._view_path))
+        return transcript.state
 
     def _applicable(self, view: StoredView | None) -> StoredView | None:
         if view is not None and view.covers in {m.id for m in self.messages}:
@@ -211,13 +211,10 @@ class Session:
         One model per estimator; a recalibration changes only the overhead, which no
         message's price depends on, so the prices already worked out carry over (each
         turn then prices only its new messages)."""
-        current = self._cost_model
-        if current is not None and current.estimator == self._estimator:
-            return current
-        memo: dict = {}
-        if current is not None and current.estimator.with_overhead(0) == self._estimator.with_overhead(0):
-            memo = current._memo
-        self._cost_model = CostModel(self.profile, self._estimator, self.policy.tokenizer, memo)
+        if self._cost_model is None:
+            self._cost_model = CostModel(self.profile, self._estimator, self.policy.tokenizer)
+        elif self._cost_model.estimator != self._estimator:
+            self._cost_model = self._cost_model.with_estimator(self._estimator)
         return self._cost_model
 
     def request_view(self) -> tuple[tuple[Message, ...], int]:
@@ -263,13 +260,13 @@ class Session:
             raise UsageError("nothing to send yet: add a user message first")
         if self.estimate() >= self.thresholds.threshold:
             self._compact(self.thresholds.target, "proactive")
-        view, prefix = self.request_view()
-        tokens = self.cost().history(view) + self._estimator.overhead
+        tokens = self.estimate()
         if tokens > self.thresholds.window:
             raise CompactionError(
                 f"the request is still ~{tokens:,} tokens after compaction, over the {self.thresholds.window:,}-token window"
                 + ("" if self.summarizer else "; a summarizer would free more")
             )
+        view, prefix = self.request_view()
         request = build.build(self.model, view, prefix, self.profile)
         self._sent, self._api = view, api
         return merge_extra(request, extra)
@@ -289,7 +286,7 @@ class Session:
                 raise UsageError("add_response needs api=... (no request was built by this session)")
             reply = adapter(api).parse(response)
         if reply.input_tokens and self._sent is not None and self.policy.tokenizer is None:
-            self._estimator = calibrate(self._sent, self.profile, reply.input_tokens, self._estimator)
+            self._estimator = calibrated(self.cost(), self._sent, reply.input_tokens)
         self._overflows = 0
         self._append(reply.message, save=not reply.message.tool_calls)
         return reply.message
@@ -346,7 +343,8 @@ class Session:
         replaced = [r for r in result.report.rungs if r.first_message is not None and r.last_message is not None]
         source = None
         if replaced:
-            first, last = min(r.first_message or 1 for r in replaced), max(r.last_message or 1 for r in replaced)
+            first = min(r.first_message for r in replaced if r.first_message is not None)
+            last = max(r.last_message for r in replaced if r.last_message is not None)
             source = (self.messages[first - 1].id, self.messages[last - 1].id)
         page = result.pages[0] if result.pages else None
         view = StoredView(
@@ -412,7 +410,7 @@ class Session:
         # Tokens: the rungs from the stored text, to the provider's limit less the margin
         # (half that on a second rejection, where the summarizer is there to reach it).
         if overflow.measured and self.policy.tokenizer is None:
-            self._estimator = calibrate(self._sent, self.profile, overflow.measured, self._estimator)
+            self._estimator = calibrated(self.cost(), self._sent, overflow.measured)
         limit = overflow.limit or int((overflow.measured or before) * UNKNOWN_LIMIT_SHARE)
         budget = max(1, int(limit * (1 - margin) * (ESCALATION_SHARE if self._overflows == 2 else 1)))
         result = self._ladder(budget)
