@@ -39,6 +39,14 @@ CASES = [
     ("10x20", "flow", "gpt-5.4"),
     (None, "flow", "gpt-4o"),
 ]
+#: Renderings of many pages (the text repeated): page boundaries, the many-image rule
+#: (over 20 pages for Claude makes them smaller) and batches of pages in parallel.
+MANY_PAGE_CASES = [
+    (24, "5x8", "flow", "claude-sonnet-4-5"),
+    (6, "5x8", "lines", "gpt-5.4"),
+    (6, "8x13-loose", "flow", None),
+    (4, "unifont", "lines", "gemini-3-pro"),
+]
 
 
 def digests() -> dict[str, list[str]]:
@@ -47,6 +55,9 @@ def digests() -> dict[str, list[str]]:
     for shape, layout, model in CASES:
         pages = glyphpack.render(text, shape=shape, layout=layout, model=model)
         out[f"{shape}/{layout}/{model}"] = [hashlib.sha256(p.png).hexdigest() for p in pages]
+    for repeat, shape, layout, model in MANY_PAGE_CASES:
+        pages = glyphpack.render(text * repeat, shape=shape, layout=layout, model=model)
+        out[f"{repeat}x/{shape}/{layout}/{model}"] = [hashlib.sha256(p.png).hexdigest() for p in pages]
     return out
 
 
