@@ -6,19 +6,26 @@ import reference
 from hypothesis import given
 from hypothesis import strategies as st
 
-from glyphpack._render.kernels import place_cells, rasterize
-from glyphpack._render.raster import glyph_row_words
+from glyphpack._render.fonts import FontAtlas
+from glyphpack._render.kernels import NO_GLYPH, draw_cells, draw_page, page_starts, place_cells
+from glyphpack._render.raster import byte_group, glyph_row_bits
 from glyphpack._render.shapes import SHAPES, Shape
+
+
+def kernel_pages(glyphs, cell_widths, cols, wrap, rows_per_page):
+    """(first glyph of each page, rows in all) from ``page_starts``."""
+    glyphs = np.asarray(glyphs, dtype=np.int32)
+    starts = np.full(glyphs.size // rows_per_page + 2, -7, np.int64)
+    totals = np.zeros(2, np.int64)
+    page_starts(glyphs, cell_widths, cols, wrap, rows_per_page, starts, totals)
+    return starts[: totals[0]].tolist(), int(totals[1])
 
 
 def kernel_grid(glyphs, cell_widths, cols, wrap):
     glyphs = np.asarray(glyphs, dtype=np.int32)
-    rows = np.zeros(1, np.int64)
-    place_cells(glyphs, cell_widths, cols, wrap, np.empty((0, cols), np.int32), rows)
-    grid = np.full((rows[0], cols), -1, np.int32)
-    used = np.zeros(1, np.int64)
-    place_cells(glyphs, cell_widths, cols, wrap, grid, used)
-    assert used[0] == rows[0]
+    _, rows = kernel_pages(glyphs, cell_widths, cols, wrap, 1 << 30)
+    grid = np.full((rows, cols), -1, np.int32)
+    place_cells(glyphs, cell_widths, cols, wrap, grid)
     return grid
 
 
@@ -60,13 +67,53 @@ def test_place_cells_matches_reference(glyphs, cols, lines):
     assert kernel_grid(glyphs, WIDTHS, cols, wrap).tolist() == expected
 
 
+@given(
+    st.lists(st.sampled_from([-1, 0, 1, 2, 3, 4, 5]), max_size=120),
+    st.integers(4, 9),
+    st.booleans(),
+    st.integers(1, 5),
+)
+def test_pages_laid_out_from_their_starts_match_the_reference(glyphs, cols, lines, rows_per_page):
+    """Each page laid out from its own first glyph is that page of the whole grid."""
+    if not lines:
+        glyphs = [g for g in glyphs if g != -1]
+    while glyphs and glyphs[-1] == -1:  # normalization never ends a stream with a line break
+        glyphs.pop()
+    wrap = 6 if lines else -1
+    expected = reference.place_cells(glyphs, WIDTHS, cols, wrap)
+    starts, rows = kernel_pages(glyphs, WIDTHS, cols, wrap, rows_per_page)
+    assert rows == len(expected)
+    assert len(starts) == -(-rows // rows_per_page)
+    glyph_stream = np.asarray(glyphs, np.int32)
+    for page, start in enumerate(starts):
+        grid = np.full((rows_per_page, cols), 99, np.int32)  # garbage: every cell must be written
+        scanlines = np.empty((rows_per_page * 8, 1 + -(-cols * 5 // 8)), np.uint8)
+        stats = np.zeros(3, np.int64)
+        no_ink = np.zeros((8, len(WIDTHS) + 1), np.uint64)  # the layout is what is checked here
+        draw_page(glyph_stream, start, WIDTHS, cols, wrap, no_ink, 5, 8, 8, grid, scanlines, stats)
+        page_rows = expected[page * rows_per_page : (page + 1) * rows_per_page]
+        assert stats[0] == len(page_rows)
+        assert grid[: len(page_rows)].tolist() == page_rows
+        cells = [g for row in page_rows for g in row]
+        assert stats[1] == sum(1 for g in cells if g >= 0 and g != wrap)
+        assert stats[2] == sum(1 for g in cells if g != -1)
+
+
 def kernel_pixels(shape, grid):
+    """Draw a grid (list of rows) with ``draw_cells`` and unpack its scanlines."""
     atlas = shape.atlas
-    grid = np.asarray(grid, dtype=np.int32)[None]
-    width = -(-grid.shape[2] * shape.advance // 8) * 8
-    pixels = np.full((1, grid.shape[1] * shape.pitch, width), 7, np.uint8)  # garbage: every byte must be written
-    rasterize(grid, glyph_row_words(shape), atlas.cell_widths, shape.advance, shape.pitch, pixels.view(np.uint64))
-    return pixels[0, :, : grid.shape[2] * shape.advance]
+    cells = np.asarray(grid, dtype=np.int32)
+    rows, cols = cells.shape
+    width = cols * shape.advance
+    scanlines = np.full((rows * shape.pitch, 1 + -(-width // 8)), 7, np.uint8)  # garbage: every byte must be written
+    stats = np.zeros(3, np.int64)
+    draw_cells(cells, rows, atlas.cell_widths, atlas.wrap_index, glyph_row_bits(shape), shape.advance, shape.pitch,
+               byte_group(shape.advance), scanlines, stats)  # fmt: skip
+    assert stats.tolist() == [rows, np.count_nonzero((cells >= 0) & (cells != atlas.wrap_index)), np.count_nonzero(cells != -1)]
+    assert (scanlines[:, 0] == 0).all()  # PNG filter byte
+    padding = np.unpackbits(scanlines[:, 1:], axis=1)[:, width:]
+    assert not padding.any()  # the bits past the page width
+    return np.unpackbits(scanlines[:, 1:], axis=1)[:, :width]
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
@@ -137,3 +184,43 @@ def test_close_pairs_and_nearest_match_a_plain_reference(rows, max_distance):
     for m in range(len(rows)):
         candidates = [distance(m, len(rows) - 1 - g) for g in range(len(rows))]
         assert out[m] == candidates.index(min(candidates))  # ties go to the lower index
+
+
+@pytest.mark.parametrize("name", ["5x8", "unifont"])
+@given(st.lists(st.integers(0, 0x10FFFF), max_size=60), st.booleans())
+def test_map_codepoints_matches_a_plain_reference(name, codepoints, line_breaks):
+    atlas = FontAtlas.load(name)
+    table = np.arange(0x110000, dtype=np.int64) % 7  # any class table
+    classes = table.astype(np.uint8)
+    glyphs, counts = atlas.lookup(np.array(codepoints, np.uint32), line_breaks=line_breaks, classes=classes)
+    expected = []
+    for cp in codepoints:
+        if line_breaks and cp == 0x0A:
+            expected.append(-1)
+        else:
+            index = atlas.index_of(cp)
+            expected.append(index if index >= 0 else NO_GLYPH)
+    assert glyphs.tolist() == expected
+    assert counts[0] == expected.count(NO_GLYPH)
+    assert counts[1:8].tolist() == [sum(1 for cp in codepoints if cp % 7 == k) for k in range(7)]
+    assert not counts[8:].any()
+    _, plain_counts = atlas.lookup(np.array(codepoints, np.uint32))  # no classes asked for
+    assert plain_counts.tolist() == [sum(1 for cp in codepoints if atlas.index_of(cp) < 0)]
+
+
+@given(st.sets(st.integers(0, 0x10FFFF), max_size=40), st.lists(st.integers(0, 0x10FFFF), max_size=40))
+def test_map_codepoints_finds_glyphs_past_the_bmp(font_codepoints, text_codepoints):
+    """A font with glyphs in any plane (the shipped fonts have none past the BMP)."""
+    from glyphpack._render.kernels import map_codepoints
+
+    atlas_codepoints = np.array(sorted(font_codepoints) + [0x110000], np.int32)  # the wrap marker's sentinel last
+    bmp = np.full(0x10000, -1, np.int32)
+    in_bmp = np.flatnonzero(atlas_codepoints < 0x10000)
+    bmp[atlas_codepoints[in_bmp]] = in_bmp
+    text = np.array(text_codepoints + sorted(font_codepoints), np.uint32)  # every glyph asked for once
+    glyphs = np.empty(text.size, np.int32)
+    counts = np.zeros(1, np.int64)
+    map_codepoints(text, bmp, atlas_codepoints, False, np.zeros(0, np.uint8), glyphs, counts)
+    index = {cp: i for i, cp in enumerate(atlas_codepoints.tolist())}
+    assert glyphs.tolist() == [index.get(cp, NO_GLYPH) for cp in text.tolist()]
+    assert counts[0] == sum(1 for cp in text.tolist() if cp not in index)

@@ -102,7 +102,7 @@ def test_page_limit_is_checked_before_rasterizing(monkeypatch):
     def fail(*args):
         raise AssertionError("rasterized despite the page limit")
 
-    monkeypatch.setattr(render_module, "rasterize_pages", fail)
+    monkeypatch.setattr(render_module, "draw", fail)
     with pytest.raises(LimitError, match="needs (at least )?4 pages .* over max_pages=3"):
         render("x" * (30674 * 3 + 1), max_pages=3)
 
@@ -142,10 +142,13 @@ def test_reader_marks_unreadable_cells():
     assert grid.tolist() == [[-1, -3]]
 
 
-def test_progress_is_reported_per_batch():
+def test_progress_is_reported_per_page():
     calls = []
     render("y" * 30674 * 20, progress=lambda done, total: calls.append((done, total)))
-    assert calls == [(8, 20), (16, 20), (20, 20)]
+    assert calls == [(done, 20) for done in range(1, 21)]
+    calls.clear()
+    render("y", progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(1, 1)]
 
 
 def test_renders_from_many_threads_at_once_match_serial_renders():

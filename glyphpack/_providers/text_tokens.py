@@ -39,7 +39,9 @@ def _class_table() -> np.ndarray:
     return table
 
 
-_CLASS = _class_table()
+#: uint8[0x110000], the script class of every code point (an index into ``SCRIPTS``);
+#: the renderer counts a text's classes with it in its own pass over the code points.
+SCRIPT_CLASSES = _class_table()
 
 
 @public
@@ -59,16 +61,21 @@ class TextEstimator:
     def counts(self, text: str) -> np.ndarray:
         """int64[5]: characters of ``text`` per script class."""
         codepoints = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-        classes = _CLASS[codepoints]
+        classes = SCRIPT_CLASSES[codepoints]
         # One comparison per class beats bincount, which widens every byte to int64 first.
         return np.array([np.count_nonzero(classes == k) for k in range(len(SCRIPTS))], dtype=np.int64)
 
     def estimate(self, text: str) -> int:
         """Estimated text tokens of ``text`` (at least 1 for any non-empty text)."""
-        if not text:
+        return self.estimate_counts(self.counts(text)) if text else 0
+
+    def estimate_counts(self, counts: np.ndarray) -> int:
+        """Estimated text tokens of a text with ``counts`` (int64[5]) characters per
+        script class (see ``counts``); 0 only for no characters."""
+        if not counts.any():
             return 0
         rates = np.array([getattr(self, name) for name in SCRIPTS], dtype=np.float64)
-        return max(1, int(np.ceil(float(self.counts(text) @ rates))))
+        return max(1, int(np.ceil(float(counts[: len(SCRIPTS)] @ rates))))
 
     def scaled(self, factor: float) -> TextEstimator:
         """Every rate multiplied by ``factor``."""

@@ -24,6 +24,7 @@ from .._errors import FontError
 from .._files import atomic_write, cache_dir
 from .._types import public
 from .bdf import parse_bdf
+from .kernels import map_codepoints
 from .parsed import ParsedFont
 from .unifont_hex import parse_hex
 
@@ -56,6 +57,8 @@ FONT_FILES = {
 NEWLINE = 0x0A
 #: The replacement glyph for characters no font glyph or fold covers.
 REPLACEMENT = 0xFFFD
+# ``lookup`` without classes to count.
+_NO_CLASSES = np.zeros(0, dtype=np.uint8)
 #: The wrap marker ending a row that a long line continues on (lines layout).
 #: Outside Unicode, so no input character can ever collide with it.
 WRAP = 0x110000
@@ -141,15 +144,28 @@ class FontAtlas:
         table[self.codepoints[in_bmp]] = in_bmp.astype(np.int32)
         return table
 
-    def lookup(self, codepoints: np.ndarray) -> np.ndarray:
-        """int32[n] glyph index of each of int32[n] codepoints, -1 where the font has none."""
-        table = self.bmp_lookup
-        glyphs = table[np.minimum(codepoints, 0xFFFF)]
-        astral = np.flatnonzero(codepoints > 0xFFFF)
-        if astral.size:
-            at = np.minimum(np.searchsorted(self.codepoints, codepoints[astral]), len(self) - 1)
-            glyphs[astral] = np.where(self.codepoints[at] == codepoints[astral], at, -1)
-        return glyphs
+    def lookup(
+        self, codepoints: np.ndarray, *, line_breaks: bool = False, classes: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Glyph indices of code points, in one pass (``map_codepoints``).
+
+        Args:
+            codepoints: uint32[n] (other integer arrays are converted).
+            line_breaks: map LF to ``LINE_BREAK`` (the ``lines`` layout).
+            classes: uint8[0x110000], a class per code point, to count them by.
+
+        Returns:
+            int32[n] glyph indices, ``NO_GLYPH`` (-4) where the font has none (LF is
+            ``LINE_BREAK`` with ``line_breaks``); int64[1] or, with
+            ``classes``, int64[257]: how many code points have no glyph, then how many
+            fall in each class 0..255.
+        """
+        codepoints = np.ascontiguousarray(codepoints, dtype=np.uint32)
+        classes = _NO_CLASSES if classes is None else classes
+        glyphs = np.empty(codepoints.shape[0], dtype=np.int32)
+        counts = np.zeros(1 + (256 if classes.size else 0), dtype=np.int64)
+        map_codepoints(codepoints, self.bmp_lookup, self.codepoints, line_breaks, classes, glyphs, counts)
+        return glyphs, counts
 
     @property
     def has_wide(self) -> bool:
@@ -357,5 +373,5 @@ COVERAGE_BLOCKS: dict[str, tuple[int, int]] = {
 def coverage(atlas: FontAtlas, blocks: dict[str, tuple[int, int]] = COVERAGE_BLOCKS) -> dict[str, float]:
     """Share of each block's codepoints the atlas draws (the rest is folded or replaced)."""
     return {
-        name: float(np.mean(atlas.lookup(np.arange(lo, hi, dtype=np.int32)) >= 0)) for name, (lo, hi) in blocks.items()
+        name: float(np.mean(atlas.lookup(np.arange(lo, hi))[0] >= 0)) for name, (lo, hi) in blocks.items()
     }

@@ -48,36 +48,89 @@ parallel_launch = threading.Lock()
 EMPTY = -1
 WIDE_TAIL = -2
 UNREADABLE = -3  # only in grids read back from pixels: the cell matches no glyph
+#: ``map_codepoints``'s value for a code point the font has no glyph for (normalization
+#: resolves every one before layout).
+NO_GLYPH = -4
 #: Glyph-stream value for a line break in the ``lines`` layout (never in a grid).
 LINE_BREAK = -1
 
 
 @jit
-def place_cells(glyphs, cell_widths, cols, wrap_glyph, grid, rows_used):
-    """Lay a glyph stream out on rows of ``cols`` cells.
+def map_codepoints(codepoints, bmp_table, atlas_codepoints, line_breaks, classes, glyphs, counts):
+    """Glyph index of every code point, and a count per class, in one pass.
 
     Args:
-        glyphs: int32[n] glyph indices; ``LINE_BREAK`` starts a new row.
-        cell_widths: uint8[N] cells per glyph index (1 or 2).
-        cols: cells per row (>= 4).
-        wrap_glyph: glyph index of the wrap marker for the ``lines`` layout, or -1 for
-            ``flow`` (rows simply continue; no marker).
-        grid: int32[R, cols] prefilled with ``EMPTY`` and receiving the glyphs, or an
-            array with 0 rows to only count.
-        rows_used: int64[1], receives the number of rows the stream needs.
+        codepoints: uint32[n], a text's code points (at most 0x10FFFF).
+        bmp_table: int32[0x10000], glyph index per BMP code point, -1 if absent.
+        atlas_codepoints: int32[N] sorted, the code point of each glyph (searched for
+            code points past the BMP).
+        line_breaks: True maps LF to ``LINE_BREAK`` (the ``lines`` layout).
+        classes: uint8[0x110000] a class per code point (values < K), or uint8[0] to
+            count none.
+        glyphs: int32[n], receives the glyph indices, ``NO_GLYPH`` where the font has
+            none.
+        counts: int64[1 + K], receives the code points without a glyph, then the code
+            points of each class.
+    """
+    n = codepoints.shape[0]
+    n_glyphs = atlas_codepoints.shape[0]
+    missing = 0
+    for i in range(n):
+        cp = codepoints[i]
+        if cp < 0x10000:
+            g = bmp_table[cp]
+        else:  # past the BMP: a binary search over the sorted glyph code points
+            lo = 0
+            hi = n_glyphs
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if atlas_codepoints[mid] < cp:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            g = lo if lo < n_glyphs and atlas_codepoints[lo] == cp else -1
+        if line_breaks and cp == 0x0A:
+            g = LINE_BREAK
+        elif g < 0:
+            g = NO_GLYPH
+            missing += 1
+        glyphs[i] = g
+    counts[:] = 0
+    counts[0] = missing
+    if classes.shape[0] > 0:
+        # Four sets of counters, so that a run of one class does not wait on one sum.
+        lanes = np.zeros((4, counts.shape[0] - 1), dtype=np.int64)
+        for i in range(n):
+            lanes[i & 3, classes[codepoints[i]]] += 1
+        for k in range(lanes.shape[1]):
+            counts[1 + k] = lanes[0, k] + lanes[1, k] + lanes[2, k] + lanes[3, k]
 
-    A wide glyph never splits across rows. In the ``lines`` layout the last column of
-    a row is kept for the wrap marker unless the glyph placed there ends its line.
+
+@jit(inline="always")
+def _place(glyphs, start, cell_widths, cols, wrap_glyph, grid, row_limit):
+    """Lay the glyph stream out from ``glyphs[start]`` on at most ``row_limit`` rows.
+
+    The one layout loop: ``place_cells`` writes a whole grid with it, ``page_starts``
+    counts pages with it and ``draw_page`` lays out one page with it. A row always
+    begins at column 0 with no other state, so resuming at a page's first glyph lays
+    that page out exactly as one pass over the whole stream would.
+
+    Returns (the glyph index the next row begins at, rows used). With ``grid`` of 0
+    rows nothing is written (counting only).
     """
     write = grid.shape[0] > 0
     n = glyphs.shape[0]
     row = 0
     col = 0
-    for i in range(n):
+    i = start
+    while i < n:
         g = glyphs[i]
         if g == LINE_BREAK:
+            if row + 1 == row_limit:
+                return i + 1, row_limit
             row += 1
             col = 0
+            i += 1
             continue
         width = cell_widths[g]
         if wrap_glyph >= 0:
@@ -85,9 +138,13 @@ def place_cells(glyphs, cell_widths, cols, wrap_glyph, grid, rows_used):
             if col + width > cols - 1 and not (ends_line and col + width <= cols):
                 if write:
                     grid[row, cols - 1] = wrap_glyph
+                if row + 1 == row_limit:
+                    return i, row_limit
                 row += 1
                 col = 0
         elif col + width > cols:
+            if row + 1 == row_limit:
+                return i, row_limit
             row += 1
             col = 0
         if write:
@@ -95,79 +152,163 @@ def place_cells(glyphs, cell_widths, cols, wrap_glyph, grid, rows_used):
             if width == 2:
                 grid[row, col + 1] = WIDE_TAIL
         col += width
-    rows_used[0] = row + 1 if n > 0 else 0
+        i += 1
+    return n, row + 1 if n > start else 0
 
 
-@jit(inline="always")
-def _append_bytes(out_words, word, acc, pending, value, count):
-    """Append ``count`` (1..8) little-endian bytes of ``value`` to a row being written.
-
-    ``acc`` holds ``pending`` (0..7) bytes not yet stored; full 8-byte words go to
-    ``out_words[word]``. Returns the new (word, acc, pending).
-    """
-    acc |= value << np.uint64(8 * pending)
-    if pending + count < 8:
-        return word, acc, pending + count
-    out_words[word] = acc
-    consumed = 8 - pending
-    acc = value >> np.uint64(8 * consumed) if consumed < 8 else np.uint64(0)
-    return word + 1, acc, pending + count - 8
-
-
-@jit(parallel=True)
-def rasterize(grid, row_words, cell_widths, advance, pitch, pixel_words):
-    """Draw cell grids into page pixel arrays, eight pixels (bytes) per store.
+@jit
+def place_cells(glyphs, cell_widths, cols, wrap_glyph, grid):
+    """Lay a whole glyph stream out on rows of ``cols`` cells.
 
     Args:
-        grid: int32[P, R, C] cell grids, one per page.
-        row_words: uint64[N, gh, K] each glyph's pixel rows, one byte per pixel (1 =
-            ink), zero-padded to ``advance * cell_width`` bytes and packed
-            little-endian into K words (see ``glyph_row_words``).
-        cell_widths: uint8[N].
-        advance, pitch: cell step, px.
-        pixel_words: uint64[P, R * pitch, W // 8] with W >= C * advance: the pages'
-            uint8[P, R * pitch, W] pixels viewed as words. Every word is written, so
-            the array need not be zeroed first.
+        glyphs: int32[n] glyph indices; ``LINE_BREAK`` starts a new row.
+        cell_widths: uint8[N] cells per glyph index (1 or 2).
+        cols: cells per row (>= 4).
+        wrap_glyph: glyph index of the wrap marker for the ``lines`` layout, or -1 for
+            ``flow`` (rows simply continue; no marker).
+        grid: int32[R, cols] prefilled with ``EMPTY``, R the rows ``page_starts``
+            counted; receives the glyphs.
+
+    A wide glyph never splits across rows. In the ``lines`` layout the last column of
+    a row is kept for the wrap marker unless the glyph placed there ends its line.
     """
-    n_pages, n_rows, n_cols = grid.shape
-    glyph_height = row_words.shape[1]
-    for p in numba.prange(n_pages):
-        for r in range(n_rows):
-            for y in range(glyph_height):
-                out_words = pixel_words[p, r * pitch + y]
-                word = 0
-                acc = np.uint64(0)
-                pending = 0
-                for c in range(n_cols):
-                    g = grid[p, r, c]
-                    if g == WIDE_TAIL:
-                        continue  # the wide glyph's own span already covered this cell
-                    if g < 0:
-                        pending += advance  # blank: zero bytes, only the position moves
-                        while pending >= 8:
-                            out_words[word] = acc
-                            acc = np.uint64(0)
-                            word += 1
-                            pending -= 8
-                        continue
-                    span = advance * cell_widths[g]
-                    if span <= 8:  # the common case: one word holds the whole cell row
-                        word, acc, pending = _append_bytes(out_words, word, acc, pending, row_words[g, y, 0], span)
-                        continue
-                    k = 0
-                    while span > 0:
-                        count = min(span, 8)
-                        word, acc, pending = _append_bytes(out_words, word, acc, pending, row_words[g, y, k], count)
-                        span -= count
-                        k += 1
-                if pending > 0:
-                    out_words[word] = acc
-                    word += 1
-                while word < out_words.shape[0]:
-                    out_words[word] = 0
-                    word += 1
-            for y in range(glyph_height, pitch):
-                pixel_words[p, r * pitch + y, :] = 0
+    _place(glyphs, 0, cell_widths, cols, wrap_glyph, grid, grid.shape[0])
+
+
+@jit
+def page_starts(glyphs, cell_widths, cols, wrap_glyph, rows_per_page, starts, totals):
+    """Where each page of ``rows_per_page`` rows begins in the glyph stream.
+
+    Args:
+        glyphs, cell_widths, cols, wrap_glyph: as for ``place_cells``; the stream does
+            not end with ``LINE_BREAK`` (normalization trims them), which would leave
+            an empty row on a page of its own.
+        starts: int64[n // rows_per_page + 2] (room for every page: a row takes at
+            least one glyph or line break), receives each page's first glyph index.
+        totals: int64[2], receives (pages, rows).
+    """
+    nothing = np.empty((0, cols), dtype=np.int32)
+    n = glyphs.shape[0]
+    i = 0
+    pages = 0
+    rows = 0
+    while i < n:
+        starts[pages] = i
+        i, used = _place(glyphs, i, cell_widths, cols, wrap_glyph, nothing, rows_per_page)
+        pages += 1
+        rows += used
+    totals[0] = pages
+    totals[1] = rows
+
+
+@jit
+def draw_page(glyphs, start, cell_widths, cols, wrap_glyph, row_bits, advance, pitch, group, grid, scanlines, stats):
+    """Lay out one page from ``glyphs[start]`` and draw it as PNG scanlines.
+
+    Args:
+        glyphs, cell_widths, cols, wrap_glyph: as for ``place_cells``.
+        start: the page's first glyph index (from ``page_starts``).
+        grid: int32[R, cols] scratch for the page's cells (R rows per page); its
+            contents on entry do not matter.
+        row_bits, advance, pitch, group, scanlines, stats: as for ``draw_cells``.
+    """
+    grid[:, :] = EMPTY
+    _, rows = _place(glyphs, start, cell_widths, cols, wrap_glyph, grid, grid.shape[0])
+    draw_cells(grid, rows, cell_widths, wrap_glyph, row_bits, advance, pitch, group, scanlines, stats)
+
+
+@jit
+def draw_cells(grid, rows, cell_widths, wrap_glyph, row_bits, advance, pitch, group, scanlines, stats):
+    """Draw the first ``rows`` rows of a cell grid as PNG scanlines.
+
+    Args:
+        grid: int32[R, C] cells: glyph indices, ``EMPTY`` or ``WIDE_TAIL``.
+        cell_widths: uint8[N]; wrap_glyph: the wrap marker's index, or -1.
+        row_bits: uint64[gh, N + 1] each glyph's pixel rows as bits, the leftmost pixel
+            most significant, ``advance * cell_width`` (at most 32) bits wide; column N
+            is 0, drawn for blank cells (see ``glyph_row_bits``).
+        advance, pitch: cell step, px.
+        group: cells whose pixels fill whole bytes together, at most 64 bits
+            (``8 // gcd(advance, 8)``), or 0 when that is wider: a row of narrow glyphs
+            is drawn a group at a time, the rest a cell at a time.
+        scanlines: uint8[>= rows * pitch, 1 + ceil(C * advance / 8)], receives the
+            rows as PNG scanlines: filter byte 0, then 1-bit pixels, most significant
+            bit first, 1 = ink; the bits past the page width are 0.
+        stats: int64[3], receives (rows, characters drawn, cells used): wrap markers
+            are not characters; a wide glyph uses two cells.
+    """
+    cols = grid.shape[1]
+    glyph_height = row_bits.shape[0]
+    blank = row_bits.shape[1] - 1
+    line_bytes = scanlines.shape[1]
+    # Per cell of a row: the row_bits column to draw and the bits it spans (0 for the
+    # right half of a wide glyph, which its left half already covers). Branch-free
+    # per pixel row: every cell is one shift and one or.
+    column = np.empty(cols, dtype=np.uint32)  # unsigned: no negative-index checks
+    span = np.empty(cols, dtype=np.uint64)
+    group_bytes = group * advance // 8
+    step = np.uint64(advance)
+    chars = 0
+    cells = 0
+    for r in range(rows):
+        narrow = True
+        for c in range(cols):
+            g = grid[r, c]
+            if g >= 0:
+                column[c] = g
+                span[c] = advance * cell_widths[g]
+                cells += 1
+                if g != wrap_glyph:
+                    chars += 1
+                if cell_widths[g] != 1:
+                    narrow = False
+            else:
+                column[c] = blank
+                span[c] = 0 if g == WIDE_TAIL else advance
+                if g == WIDE_TAIL:
+                    cells += 1
+        grouped = cols - cols % group if narrow and group > 0 else 0
+        for y in range(glyph_height):
+            bits = row_bits[y]
+            line = scanlines[r * pitch + y]
+            line[0] = 0  # PNG filter type 0 (None)
+            position = 1
+            for c in range(0, grouped, max(group, 1)):  # whole bytes per group: no bit carried over
+                word = np.uint64(0)
+                for k in range(group):
+                    word = (word << step) | bits[column[c + k]]
+                for k in range(group_bytes):
+                    line[position + k] = np.uint8((word >> np.uint64(8 * (group_bytes - 1 - k))) & np.uint64(0xFF))
+                position += group_bytes
+            acc = np.uint64(0)
+            pending = np.uint64(0)  # bits in ``acc`` not yet stored: under 32 between cells
+            for c in range(grouped, cols):
+                acc = (acc << span[c]) | bits[column[c]]
+                pending += span[c]
+                if pending >= 32:
+                    pending -= np.uint64(32)
+                    word = acc >> pending
+                    line[position] = np.uint8((word >> np.uint64(24)) & np.uint64(0xFF))
+                    line[position + 1] = np.uint8((word >> np.uint64(16)) & np.uint64(0xFF))
+                    line[position + 2] = np.uint8((word >> np.uint64(8)) & np.uint64(0xFF))
+                    line[position + 3] = np.uint8(word & np.uint64(0xFF))
+                    position += 4
+            while pending > 0:  # the row's last bits, zero-padded to a whole byte
+                if pending >= 8:
+                    pending -= np.uint64(8)
+                    line[position] = np.uint8((acc >> pending) & np.uint64(0xFF))
+                else:
+                    line[position] = np.uint8((acc << (np.uint64(8) - pending)) & np.uint64(0xFF))
+                    pending = np.uint64(0)
+                position += 1
+            while position < line_bytes:
+                line[position] = 0
+                position += 1
+        for y in range(glyph_height, pitch):
+            scanlines[r * pitch + y, :] = 0
+    stats[0] = rows
+    stats[1] = chars
+    stats[2] = cells
 
 
 @jit(inline="always")

@@ -13,7 +13,7 @@ import numpy as np
 
 from .._types import Layout
 from .fonts import FontAtlas
-from .kernels import EMPTY, UNREADABLE, WIDE_TAIL, place_cells
+from .kernels import EMPTY, UNREADABLE, WIDE_TAIL, page_starts, place_cells
 from .shapes import Shape
 from .text import NormalizedText
 
@@ -36,60 +36,48 @@ class GridLayout:
     def rows(self) -> int:
         return int(self.grid.shape[0])
 
-    @property
-    def pages(self) -> int:
-        return pages_for_rows(self.rows, self.shape)
-
-    def page_grid(self, page: int) -> np.ndarray:
-        """int32[rows_on_page, cols]: the cells of one page (a view)."""
-        start = page * self.shape.max_rows
-        return self.grid[start : start + self.shape.max_rows]
-
-    def page_chars(self, page: int) -> int:
-        return drawn_chars(self.page_grid(page), self.shape.atlas)
-
     def text(self) -> str:
         """What a reader of all the pages sees (see ``grid_text``)."""
         return grid_text(self.grid, self.shape.atlas, self.layout)
 
 
-def drawn_chars(grid: np.ndarray, atlas: FontAtlas) -> int:
-    """Characters drawn in an int32 cell grid: glyph cells other than wrap markers."""
-    return int(np.count_nonzero(grid >= 0)) - int(np.count_nonzero(grid == atlas.wrap_index))
-
-
-def pages_for_rows(rows: int, shape: Shape) -> int:
-    return -(-rows // shape.max_rows)
-
-
-def _wrap_glyph(atlas: FontAtlas, layout: Layout) -> int:
+def wrap_glyph(atlas: FontAtlas, layout: Layout) -> int:
+    """The wrap marker's glyph index in the ``lines`` layout; -1 (none) in ``flow``."""
     return atlas.wrap_index if layout == "lines" else -1
 
 
-def count_rows(normalized: NormalizedText, shape: Shape, layout: Layout) -> int:
-    """Rows the glyph stream needs, without building the grid."""
-    atlas = shape.atlas
-    rows = np.zeros(1, dtype=np.int64)
-    place_cells(
-        normalized.glyphs,
-        atlas.cell_widths,
-        shape.cols,
-        _wrap_glyph(atlas, layout),
-        np.empty((0, shape.cols), dtype=np.int32),
-        rows,
-    )
-    return int(rows[0])
+@dataclasses.dataclass(frozen=True, eq=False)
+class PageBreaks:
+    """Where a glyph stream's pages begin, for one shape and layout.
+
+    Attributes:
+        starts: int64[pages], the first glyph index of each page.
+        rows: cell rows of the whole stream.
+    """
+
+    starts: np.ndarray
+    rows: int
+
+    @property
+    def pages(self) -> int:
+        return int(self.starts.size)
 
 
-def lay_out(normalized: NormalizedText, shape: Shape, layout: Layout, rows: int | None = None) -> GridLayout:
-    """Place the glyph stream on a grid of ``shape.cols`` columns (``rows`` if already counted)."""
+def page_breaks(normalized: NormalizedText, shape: Shape, layout: Layout) -> PageBreaks:
+    """The pages the glyph stream needs on ``shape``, without placing a cell."""
     atlas = shape.atlas
-    if rows is None:
-        rows = count_rows(normalized, shape, layout)
-    grid = np.full((rows, shape.cols), EMPTY, dtype=np.int32)
-    used = np.zeros(1, dtype=np.int64)
-    if rows:
-        place_cells(normalized.glyphs, atlas.cell_widths, shape.cols, _wrap_glyph(atlas, layout), grid, used)
+    glyphs = normalized.glyphs
+    starts = np.empty(glyphs.size // shape.max_rows + 2, dtype=np.int64)
+    totals = np.zeros(2, dtype=np.int64)
+    page_starts(glyphs, atlas.cell_widths, shape.cols, wrap_glyph(atlas, layout), shape.max_rows, starts, totals)
+    return PageBreaks(starts[: totals[0]].copy(), int(totals[1]))
+
+
+def lay_out(normalized: NormalizedText, shape: Shape, layout: Layout) -> GridLayout:
+    """Place the whole glyph stream on a grid of ``shape.cols`` columns."""
+    atlas = shape.atlas
+    grid = np.full((page_breaks(normalized, shape, layout).rows, shape.cols), EMPTY, dtype=np.int32)
+    place_cells(normalized.glyphs, atlas.cell_widths, shape.cols, wrap_glyph(atlas, layout), grid)
     return GridLayout(shape, layout, grid)
 
 

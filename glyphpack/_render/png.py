@@ -3,8 +3,9 @@
 The container (signature, IHDR, PLTE, IDAT, IEND) is a few lines of ``struct``; the
 time goes into deflate, so the encoder uses ISA-L's deflate (``isal``), several times
 faster than zlib at a smaller size for these pages. It releases the GIL, so pages are
-compressed in parallel threads by the caller. Every row uses PNG filter 0: on 1-bit
-text the adaptive filters cost time and save next to nothing.
+compressed in parallel threads by the caller. Every row uses PNG filter 0 (the page
+kernel writes it with the pixels): on 1-bit text the adaptive filters cost time and
+save next to nothing.
 """
 
 from __future__ import annotations
@@ -30,29 +31,28 @@ def _chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
 
-def encode_png(pixels: np.ndarray) -> bytes:
+def encode_png(scanlines: np.ndarray, width: int) -> bytes:
     """PNG bytes of one page.
 
     Args:
-        pixels: uint8[H, W], 1 = ink, 0 = paper (any 2-D view; need not be contiguous).
+        scanlines: uint8[H, 1 + ceil(width / 8)], C-contiguous: per image row the
+            filter byte (0) and the 1-bit pixels, most significant bit first, 1 = ink
+            (as ``draw_page`` writes them).
+        width: the page width in px.
 
     Returns:
         a 1-bit palette PNG (black ink on white), byte-identical for identical pixels.
     """
-    if pixels.ndim != 2 or pixels.shape[0] < 1 or pixels.shape[1] < 1:
-        raise UsageError(f"pixels must be a non-empty 2-D array, not shape {pixels.shape}")
-    height, width = pixels.shape
-    packed = np.packbits(pixels, axis=1)
-    scanlines = np.empty((height, packed.shape[1] + 1), dtype=np.uint8)
-    scanlines[:, 0] = 0  # filter type 0 (None)
-    scanlines[:, 1:] = packed
+    height = scanlines.shape[0] if scanlines.ndim == 2 else 0
+    if height < 1 or width < 1 or scanlines.shape[1] != 1 + -(-width // 8) or not scanlines.flags.c_contiguous:
+        raise UsageError(f"scanlines of shape {scanlines.shape} are not a contiguous {width} px wide page")
     header = struct.pack(">IIBBBBB", width, height, 1, 3, 0, 0, 0)
     return b"".join(
         (
             _SIGNATURE,
             _chunk(b"IHDR", header),
             _chunk(b"PLTE", _PALETTE),
-            _chunk(b"IDAT", isal_zlib.compress(scanlines.tobytes(), DEFLATE_LEVEL)),
+            _chunk(b"IDAT", isal_zlib.compress(scanlines, DEFLATE_LEVEL)),
             _chunk(b"IEND", b""),
         )
     )

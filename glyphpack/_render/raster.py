@@ -1,86 +1,98 @@
-"""Rasterization: the thin Python that validates cell grids and calls the kernel."""
+"""Rasterization: the thin Python around the page kernel (glyph bits, scratch buffers)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import sys
+import math
+import threading
 
 import numpy as np
 
 from .._errors import UsageError
-from .kernels import EMPTY, parallel_launch, rasterize
-from .layout import GridLayout
+from .kernels import draw_page
 from .shapes import Shape
 
-if sys.byteorder != "little":  # pragma: no cover - every platform numba supports today
-    raise ImportError("glyphpack's rasterizer packs pixel bytes little-endian; this machine is big-endian")
+#: Widest cell span the kernel takes: its 64-bit accumulator holds up to 31 pending
+#: bits and one more cell.
+_MAX_SPAN_BITS = 32
 
 
-@functools.lru_cache(maxsize=16)
-def glyph_row_words(shape: Shape) -> np.ndarray:
-    """uint64[N, gh, K]: each glyph's rows as bytes (0/1) padded to its cell span.
+@functools.lru_cache(maxsize=32)
+def glyph_row_bits(shape: Shape) -> np.ndarray:
+    """uint64[gh, N + 1]: each glyph's pixel rows as bits, leftmost pixel most
+    significant; column N is all 0 (drawn for blank cells).
 
-    A narrow glyph spans ``advance`` bytes, a wide one ``2 * advance``; K words of
-    eight bytes hold the widest span, little-endian, so the kernel stores eight
-    pixels at a time.
+    A narrow glyph's row is ``advance`` bits wide, a wide one's ``2 * advance``; a
+    glyph's bitmap is zero beyond its own width, so the cell's spacing columns are 0.
     """
     atlas = shape.atlas
-    n, gh, gw_total = atlas.bitmaps.shape
-    max_span = shape.advance * int(atlas.cell_widths.max())
-    words = -(-max_span // 8)
-    padded = np.zeros((n, gh, words * 8), dtype=np.uint8)
-    width = min(gw_total, max_span)
-    padded[:, :, :width] = atlas.bitmaps[:, :, :width]
-    # A narrow glyph's bitmap is zero beyond its own width, so copying the full
-    # bitmap width never leaks ink past its advance.
-    return np.ascontiguousarray(padded).view("<u8")
+    n, gh, bitmap_width = atlas.bitmaps.shape
+    spans = shape.advance * atlas.cell_widths.astype(np.int64)
+    if int(spans.max()) > _MAX_SPAN_BITS:
+        raise UsageError(
+            f"shape {shape.name!r}: a cell {int(spans.max())} px wide is wider than the {_MAX_SPAN_BITS} px the rasterizer draws"
+        )
+    width = min(bitmap_width, int(spans.max()))
+    # Bit weight of pixel x in a span of s bits: 2 ** (s - 1 - x), per glyph.
+    x = np.arange(width, dtype=np.int64)
+    shifts = spans[:, None] - 1 - x[None, :]  # int64[N, width]; negative only past the span
+    weights = np.where(shifts >= 0, np.left_shift(np.uint64(1), np.maximum(shifts, 0).astype(np.uint64)), np.uint64(0))
+    ink = atlas.bitmaps[:, :, :width].astype(np.uint64)  # uint64[N, gh, width]
+    bits = np.zeros((gh, n + 1), dtype=np.uint64)
+    bits[:, :n] = (ink * weights[:, None, :]).sum(axis=2, dtype=np.uint64).T
+    return bits
 
 
-def page_buffer(shape: Shape, pages: int, rows: int | None = None) -> np.ndarray:
-    """uint8[pages, rows * pitch, W]: room to rasterize ``pages`` pages of ``rows`` rows
-    (default: full pages; W is the page width rounded up to whole 8-byte words)."""
-    padded_width = -(-shape.page_width // 8) * 8
-    return np.empty((pages, (rows or shape.max_rows) * shape.pitch, padded_width), dtype=np.uint8)
+@dataclasses.dataclass(frozen=True)
+class DrawnPage:
+    """One page drawn by ``draw``: its PNG scanlines and what it holds.
 
-
-def rasterize_pages(layout: GridLayout, first_page: int, stop_page: int, buffer: np.ndarray | None = None) -> list[np.ndarray]:
-    """Pixels of pages ``first_page`` to ``stop_page - 1``.
-
-    Args:
-        buffer: from ``page_buffer`` with room for the pages, reused between calls;
-            None allocates one.
-
-    Returns:
-        one uint8[rows_on_page * pitch, cols * advance] array per page, 1 = ink, each
-        cropped to the rows that page uses; views into ``buffer``.
+    Attributes:
+        scanlines: uint8[rows * pitch, 1 + ceil(width / 8)], filter byte then packed
+            1-bit pixels per image row (a view into the thread's scratch buffer, valid
+            until that thread draws its next page).
+        rows: cell rows used; chars: characters drawn (wrap markers not counted);
+        cells: cells holding anything (wide glyphs count two).
     """
-    shape = layout.shape
+
+    scanlines: np.ndarray
+    rows: int
+    chars: int
+    cells: int
+
+
+def byte_group(advance: int) -> int:
+    """Cells whose pixels end on a byte boundary together (8 for a 5 px advance: 40
+    bits), or 0 when they take more than the kernel's 64-bit word."""
+    cells = 8 // math.gcd(advance, 8)
+    return cells if cells * advance <= 64 else 0
+
+
+_scratch = threading.local()
+
+
+def _buffers(shape: Shape) -> tuple[np.ndarray, np.ndarray]:
+    """This thread's (grid, scanlines) scratch for pages of ``shape``: reused, since
+    allocating a fresh page each time costs more in page faults than drawing it."""
+    key = (shape.cols, shape.max_rows, shape.pitch, shape.page_width)
+    cached = getattr(_scratch, "buffers", None)
+    if cached is None or cached[0] != key:
+        grid = np.empty((shape.max_rows, shape.cols), dtype=np.int32)
+        scanlines = np.empty((shape.max_rows * shape.pitch, 1 + -(-shape.page_width // 8)), dtype=np.uint8)
+        cached = _scratch.buffers = (key, grid, scanlines)
+    return cached[1], cached[2]
+
+
+def draw(glyphs: np.ndarray, start: int, shape: Shape, wrap_glyph: int) -> DrawnPage:
+    """Lay out and draw the page beginning at ``glyphs[start]`` (int32[n] glyph stream,
+    ``start`` from ``page_starts``); ``wrap_glyph`` is -1 in the ``flow`` layout."""
     atlas = shape.atlas
-    if not 0 <= first_page <= stop_page <= layout.pages:
-        raise IndexError(f"pages {first_page}..{stop_page} outside 0..{layout.pages}")
-    count = stop_page - first_page
-    if count == 0:
-        return []
-    if buffer is None:
-        buffer = page_buffer(shape, count)
-    start_row = first_page * shape.max_rows
-    stop_row = min(stop_page * shape.max_rows, layout.rows)
-    rows = layout.grid[start_row:stop_row]
-    # Rows per page the kernel draws: a full page's, or fewer in a buffer made for one
-    # short page (a small call draws only the rows it uses).
-    page_rows = buffer.shape[1] // shape.pitch
-    needed = shape.max_rows if count > 1 else rows.shape[0]
-    if buffer.shape[0] < count or page_rows < needed or buffer.shape[2] != page_buffer(shape, 0).shape[2]:
-        raise UsageError(f"a pixel buffer of shape {buffer.shape} cannot hold {count} pages of shape {shape.name!r}")
-    # The kernel wants whole pages: pad the last page's grid with empty rows, then crop.
-    padded = np.full((count * page_rows, shape.cols), EMPTY, dtype=np.int32)
-    padded[: rows.shape[0]] = rows
-    grid = padded.reshape(count, page_rows, shape.cols)
-    pixels = buffer[:count]
-    with parallel_launch:
-        rasterize(grid, glyph_row_words(shape), atlas.cell_widths, shape.advance, shape.pitch, pixels.view(np.uint64))
-    out = []
-    for i in range(count):
-        rows_on_page = min(shape.max_rows, layout.rows - (first_page + i) * shape.max_rows)
-        out.append(pixels[i, : rows_on_page * shape.pitch, : shape.page_width])
-    return out
+    grid, scanlines = _buffers(shape)
+    stats = np.zeros(3, dtype=np.int64)
+    draw_page(
+        glyphs, start, atlas.cell_widths, shape.cols, wrap_glyph,
+        glyph_row_bits(shape), shape.advance, shape.pitch, byte_group(shape.advance), grid, scanlines, stats,
+    )  # fmt: skip
+    rows, chars, cells = (int(v) for v in stats)
+    return DrawnPage(scanlines[: rows * shape.pitch], rows, chars, cells)

@@ -6,22 +6,19 @@ import dataclasses
 import os
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-
-import numpy as np
 
 from .._errors import LimitError, ProfileWarning, UsageError
 from .._providers.blocks import image_block
 from .._providers.profile import Profile
 from .._providers.resolve import reading_profile, resolve
-from .._providers.text_tokens import estimate_text_tokens
+from .._providers.text_tokens import DEFAULT_ESTIMATOR, SCRIPT_CLASSES, estimate_text_tokens
 from .._types import FIDELITIES, LAYOUTS, Api, Fidelity, Layout, check_kind, public
-from .kernels import EMPTY
-from .layout import GridLayout, count_rows, drawn_chars, lay_out, pages_for_rows
+from .layout import PageBreaks, page_breaks, wrap_glyph
 from .png import encode_png
-from .raster import page_buffer, rasterize_pages
+from .raster import draw
 from .shapes import DEFAULT_SHAPE, SHAPES, WIDE_SCRIPT_SHAPE, Shape, get_shape
 from .text import NormalizedText, certainly_drawn, normalize
 
@@ -29,9 +26,6 @@ from .text import NormalizedText, certainly_drawn, normalize
 MAX_TEXT_CHARS = 64 * 1024 * 1024
 #: Default cap on pages per render; pass ``max_pages`` to raise it.
 DEFAULT_MAX_PAGES = 5000
-# Pages rasterized per batch: bounds memory (a 1568x784 page is 1.2 MB of pixels)
-# while giving each thread several pages to encode.
-_BATCH_PAGES = 8
 
 
 @public
@@ -154,12 +148,12 @@ def _normalize_for(
     instance) and Unifont draws fewer. The flag says Unifont was chosen so."""
     if shape is not None:
         chosen = get_shape(shape)
-        return chosen, normalize(text, chosen.atlas, layout), False
-    normalized = normalize(text, preferred.atlas, layout)
+        return chosen, normalize(text, chosen.atlas, layout, SCRIPT_CLASSES), False
+    normalized = normalize(text, preferred.atlas, layout, SCRIPT_CLASSES)
     if normalized.counts.replaced * 2 <= normalized.glyphs.size:
         return preferred, normalized, False
     wide = SHAPES[WIDE_SCRIPT_SHAPE]
-    wide_normalized = normalize(text, wide.atlas, layout)
+    wide_normalized = normalize(text, wide.atlas, layout, SCRIPT_CLASSES)
     if wide_normalized.counts.replaced < normalized.counts.replaced:
         return wide, wide_normalized, True
     return preferred, normalized, False
@@ -188,13 +182,17 @@ class _Plan:
     shape: Shape
     layout: Layout
     normalized: NormalizedText
-    rows: int
+    breaks: PageBreaks
     profile: Profile | None
     shape_reason: str = ""
 
     @property
     def pages(self) -> int:
-        return pages_for_rows(self.rows, self.shape)
+        return self.breaks.pages
+
+    @property
+    def rows(self) -> int:
+        return self.breaks.rows
 
 
 def _prepare(
@@ -244,22 +242,30 @@ def _prepare(
             )
     elif profile is not None:
         chosen = chosen.with_page_size(*profile.page_size(chosen))
-    rows = count_rows(normalized, chosen, layout)
+    breaks = page_breaks(normalized, chosen, layout)
     if profile is not None and page_size is None:
         # Many pages may need smaller ones (Anthropic: over 20 images, each <= 2000 px).
-        resized = chosen.with_page_size(*profile.page_size(chosen, pages_for_rows(rows, chosen) + other_images))
+        resized = chosen.with_page_size(*profile.page_size(chosen, breaks.pages + other_images))
         if resized != chosen:
             chosen = resized
-            rows = count_rows(normalized, chosen, layout)
-    return _Plan(text, chosen, layout, normalized, rows, profile, reason)
+            breaks = page_breaks(normalized, chosen, layout)
+    return _Plan(text, chosen, layout, normalized, breaks, profile, reason)
 
 
-def _report(prepared: _Plan, grid: np.ndarray | None, pages: list[Page] | None) -> RenderReport:
+def _text_tokens(prepared: _Plan) -> int:
+    """The text-token estimate of the input, from the classes normalization counted
+    when it could (one decode of the text for both)."""
+    counted = prepared.normalized.classes_counted
+    return estimate_text_tokens(prepared.text) if counted is None else DEFAULT_ESTIMATOR.estimate_counts(counted)
+
+
+def _report(prepared: _Plan, pages: list[Page] | None, cells_drawn: int = 0) -> RenderReport:
+    """The report of a plan, or of its drawn ``pages`` (with the cells they hold)."""
     shape, normalized, rows, profile = prepared.shape, prepared.normalized, prepared.rows, prepared.profile
-    if grid is not None:
-        cells_used = int(np.count_nonzero(grid != EMPTY))
-        chars = drawn_chars(grid, shape.atlas)
-    else:  # without a grid: every glyph is a char, wide glyphs take two cells
+    if pages is not None:
+        cells_used = cells_drawn
+        chars = sum(page.chars for page in pages)
+    else:  # not drawn: every glyph is a char, wide glyphs take two cells
         glyphs = normalized.glyphs[normalized.glyphs >= 0]
         chars = int(glyphs.size)
         cells_used = int(shape.atlas.cell_widths[glyphs].sum())
@@ -283,7 +289,7 @@ def _report(prepared: _Plan, grid: np.ndarray | None, pages: list[Page] | None) 
         page_height=shape.page_height(min(rows, shape.max_rows)),
         cells_used=cells_used,
         cells_total=rows * shape.cols,
-        text_tokens=estimate_text_tokens(prepared.text),
+        text_tokens=_text_tokens(prepared),
         png_bytes=None if pages is None else sum(len(p.png) for p in pages),
         model=None if profile is None else profile.model,
         profile=None if profile is None else profile.name,
@@ -305,7 +311,7 @@ def plan(
     fidelity: Fidelity | None = None,
 ) -> RenderReport:
     """The ``RenderReport`` of rendering ``text`` (pages, cost), without rasterizing or encoding."""
-    return _report(_prepare(text, shape, layout, page_size, model, fidelity=fidelity), None, None)
+    return _report(_prepare(text, shape, layout, page_size, model, fidelity=fidelity), None)
 
 
 @public
@@ -349,7 +355,7 @@ def render(
         page_size: (width, height) page size limit in px, replacing the shape's
             (or the model's).
         max_pages: refuse, before rasterizing, a text that needs more pages.
-        progress: called as ``progress(pages_done, pages_total)`` after each batch.
+        progress: called as ``progress(pages_done, pages_total)`` after each page.
         fidelity: with a model and no shape, ``"exact"`` picks the densest shape the
             model is known to read exactly (ids, numbers, code), ``"gist"`` the densest
             known to keep the gist (``glyphpack.reading_profile``); the report's
@@ -377,9 +383,7 @@ def render(
             ProfileWarning,
             stacklevel=2,
         )
-    grid_layout = lay_out(prepared.normalized, chosen, layout, prepared.rows)
-    pages = _encode_pages(grid_layout, profile, progress)
-    return Pages(pages, _report(prepared, grid_layout.grid, pages))
+    return _draw_pages(prepared, progress)
 
 
 _POOL: ThreadPoolExecutor | None = None
@@ -387,51 +391,51 @@ _POOL_LOCK = threading.Lock()
 
 
 def _pool() -> ThreadPoolExecutor:
-    """One pool of encoding threads for the process, made on first use (making one per
-    call cost 0.35 ms, more at the 90th percentile)."""
+    """One pool of page threads for the process, made on first use (making one per call
+    cost 0.35 ms, more at the 90th percentile). A page is drawn and deflated in one task:
+    both the kernel and ISA-L's deflate release the GIL, so pages go through on every
+    core at once, with no parallel region inside the kernel and no OpenMP threads."""
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="glyphpack-png")
+            _POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="glyphpack-page")
         return _POOL
 
 
-def _encode_pages(
-    grid_layout: GridLayout, profile: Profile | None, progress: Callable[[int, int], None] | None
-) -> list[Page]:
-    shape = grid_layout.shape
-    total = grid_layout.pages
-    pages: list[Page] = []
-    if total == 0:
-        return pages
-    # One pixel buffer serves every batch: allocating fresh pages each time costs more
-    # in page faults than rasterizing them. A rendering of one page needs only the rows
-    # it uses.
-    buffer = page_buffer(shape, min(_BATCH_PAGES, total), rows=grid_layout.rows if total == 1 else None)
-    for start in range(0, total, _BATCH_PAGES):
-        stop = min(start + _BATCH_PAGES, total)
-        pixels = rasterize_pages(grid_layout, start, stop, buffer)
-        # One page is encoded here; several go to the pool's threads (deflate frees the GIL).
-        encoded = [encode_png(pixels[0])] if len(pixels) == 1 else list(_pool().map(encode_png, pixels))
-        for offset, png in enumerate(encoded):
-            index = start + offset
-            height, width = pixels[offset].shape
-            pages.append(
-                Page(
-                    png=png,
-                    width=width,
-                    height=height,
-                    chars=grid_layout.page_chars(index),
-                    rows=height // shape.pitch,
-                    cols=shape.cols,
-                    index=index,
-                    shape=shape.name,
-                    layout=grid_layout.layout,
-                    tokens=None if profile is None else profile.tokens(width, height),
-                    profile=profile,
-                    full_height=shape.page_height(shape.max_rows),
-                )
-            )
+def _draw_pages(prepared: _Plan, progress: Callable[[int, int], None] | None) -> Pages:
+    """Every page of the plan, drawn and encoded; the report."""
+    shape, profile, total = prepared.shape, prepared.profile, prepared.pages
+    glyphs, wrap = prepared.normalized.glyphs, wrap_glyph(shape.atlas, prepared.layout)
+    full_height = shape.page_height(shape.max_rows)
+
+    def page(index: int) -> tuple[Page, int]:
+        drawn = draw(glyphs, int(prepared.breaks.starts[index]), shape, wrap)
+        height = drawn.rows * shape.pitch
+        png = encode_png(drawn.scanlines, shape.page_width)
+        tokens = None if profile is None else profile.tokens(shape.page_width, height)
+        return Page(
+            png=png, width=shape.page_width, height=height, chars=drawn.chars, rows=drawn.rows, cols=shape.cols,
+            index=index, shape=shape.name, layout=prepared.layout, tokens=tokens, profile=profile,
+            full_height=full_height,
+        ), drawn.cells  # fmt: skip
+
+    # A small call is drawn on this thread: no hand-off.
+    results = (page(index) for index in range(total)) if total <= 1 else _in_pool(page, total)
+    drawn_pages = []
+    for result in results:
+        drawn_pages.append(result)
         if progress is not None:
-            progress(stop, total)
-    return pages
+            progress(len(drawn_pages), total)
+    pages = [drawn for drawn, _ in drawn_pages]
+    return Pages(pages, _report(prepared, pages, sum(cells for _, cells in drawn_pages)))
+
+
+def _in_pool(page: Callable[[int], tuple[Page, int]], total: int) -> Iterator[tuple[Page, int]]:
+    """``page(0)``, ..., ``page(total - 1)`` on the pool's threads, in order."""
+    pending = [_pool().submit(page, index) for index in range(total)]
+    try:
+        for future in pending:
+            yield future.result()
+    finally:  # an error (or a caller that stops early) leaves no page queued
+        for future in pending:
+            future.cancel()

@@ -29,7 +29,7 @@ import numpy as np
 
 from .._types import LAYOUTS, Layout, check_kind
 from .fonts import NEWLINE, FontAtlas
-from .kernels import LINE_BREAK
+from .kernels import LINE_BREAK, NO_GLYPH
 
 TAB_SIZE = 8
 #: Up to this many dropped or expanded characters are spliced in slice by slice; more
@@ -91,11 +91,16 @@ class NormalizedText:
             in the ``lines`` layout.
         counts: what was changed on the way.
         source_chars: length of the input string.
+        classes_counted: int64[256], the input's characters per class of the
+            ``classes`` table given to ``normalize``, counted in the same pass as the
+            glyph lookup; None when not asked for, or when cleaning changed the text
+            (the counts would not be the input's).
     """
 
     glyphs: np.ndarray
     counts: TextCounts
     source_chars: int
+    classes_counted: np.ndarray | None = None
 
 
 def _caret(codepoint: int) -> str:
@@ -156,24 +161,29 @@ def clean_text(text: str) -> tuple[str, int]:
     return text, ansi
 
 
-def normalize(text: str, atlas: FontAtlas, layout: Layout = "flow") -> NormalizedText:
-    """Normalize ``text`` for ``atlas`` and map it to glyph indices (see module docstring)."""
+def normalize(text: str, atlas: FontAtlas, layout: Layout = "flow", classes: np.ndarray | None = None) -> NormalizedText:
+    """Normalize ``text`` for ``atlas`` and map it to glyph indices (see module docstring).
+
+    ``classes`` (uint8[0x110000], a class per code point) asks for the input's
+    characters counted per class in the same pass (``classes_counted``)."""
     check_kind(layout, LAYOUTS, "layout")
     source_chars = len(text)
-    text, ansi = clean_text(text)
+    cleaned, ansi = clean_text(text)
     # surrogatepass keeps lone surrogates as codepoints so they can be counted and replaced.
-    codepoints = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.int32)
-    glyphs = atlas.lookup(codepoints)
-    found = glyphs >= 0
-    if layout == "lines":
-        found[codepoints == NEWLINE] = True
-        glyphs[codepoints == NEWLINE] = np.int32(LINE_BREAK)
+    codepoints = np.frombuffer(cleaned.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    # Cleaning returns the very same str when it changes nothing: only then are the
+    # cleaned code points the input's.
+    counting = classes if classes is not None and cleaned is text else None
+    glyphs, lookup_counts = atlas.lookup(codepoints, line_breaks=layout == "lines", classes=counting)
+    classes_counted = lookup_counts[1:] if counting is not None else None
 
     counts = {"folded": 0, "replaced": 0, "dropped": 0, "controls": 0}
-    if found.all():
-        return NormalizedText(_trim_blanks(glyphs, atlas, layout), TextCounts(ansi_sequences=ansi), source_chars)
+    if lookup_counts[0] == 0:
+        return NormalizedText(
+            _trim_blanks(glyphs, atlas, layout), TextCounts(ansi_sequences=ansi), source_chars, classes_counted
+        )
 
-    missing_at = np.flatnonzero(~found)
+    missing_at = np.flatnonzero(glyphs == NO_GLYPH)
     missing_cps, which, occurrences = np.unique(codepoints[missing_at], return_inverse=True, return_counts=True)
     resolutions = []
     for k, cp in enumerate(missing_cps.tolist()):
@@ -189,7 +199,7 @@ def normalize(text: str, atlas: FontAtlas, layout: Layout = "flow") -> Normalize
     irregular = missing_at[~single]  # dropped (no glyph) or expanded (caret notation, folds)
     counted = TextCounts(ansi_sequences=ansi, **counts)
     if irregular.size == 0:
-        return NormalizedText(_trim_blanks(glyphs, atlas, layout), counted, source_chars)
+        return NormalizedText(_trim_blanks(glyphs, atlas, layout), counted, source_chars, classes_counted)
     if irregular.size <= _SPLICE_LIMIT:
         # A few: splice them in between slices, without per-character temporaries.
         replacements = [np.array(r, dtype=np.int32) for r in resolutions]
@@ -199,17 +209,19 @@ def normalize(text: str, atlas: FontAtlas, layout: Layout = "flow") -> Normalize
             pieces += [glyphs[previous:position], replacements[k]]
             previous = position + 1
         pieces.append(glyphs[previous:])
-        return NormalizedText(_trim_blanks(np.concatenate(pieces), atlas, layout), counted, source_chars)
+        return NormalizedText(_trim_blanks(np.concatenate(pieces), atlas, layout), counted, source_chars, classes_counted)
     lengths = np.ones(len(codepoints), dtype=np.int64)
     lengths[missing_at] = np.array([len(r) for r in resolutions], dtype=np.int64)[which]
     starts = np.cumsum(lengths) - lengths
     out = np.empty(int(lengths.sum()), dtype=np.int32)
+    found = np.ones(len(codepoints), dtype=bool)
+    found[missing_at] = False
     out[starts[found]] = glyphs[found]
     for k, resolved in enumerate(resolutions):
         at = starts[missing_at[which == k]]
         for offset, glyph in enumerate(resolved):
             out[at + offset] = glyph
-    return NormalizedText(_trim_blanks(out, atlas, layout), counted, source_chars)
+    return NormalizedText(_trim_blanks(out, atlas, layout), counted, source_chars, classes_counted)
 
 
 def _trim_blanks(glyphs: np.ndarray, atlas: FontAtlas, layout: Layout) -> np.ndarray:
