@@ -1,5 +1,7 @@
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import glyphpack
 from glyphpack._render.shapes import SHAPES
@@ -92,3 +94,44 @@ def test_every_character_is_accounted_for():
 def test_unknown_layout():
     with pytest.raises(ValueError, match="layout must be one of"):
         normalize("x", ATLAS, "columns")
+
+
+_PIECE_ALPHABET = "ab \n\t\x00\x0c\x85\u200b\u2014\u2026e\u0301\u4e2d\U0001f600\x1b[1m"
+
+
+@pytest.mark.parametrize("layout", ["flow", "lines"])
+@given(st.text(alphabet=_PIECE_ALPHABET, max_size=200), st.integers(1, 9))
+def test_pieces_normalize_as_one_text(layout, text, piece_chars):
+    """Cut into pieces of any size and mapped on threads, a text normalizes exactly as
+    in one piece: controls, drops, folds and expansions straddling the cuts included."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import glyphpack._render.text as text_module
+    from glyphpack._providers.text_tokens import SCRIPT_CLASSES
+
+    whole = normalize(text, ATLAS, layout, SCRIPT_CLASSES)
+    saved = text_module.PIECE_CHARS
+    text_module.PIECE_CHARS = piece_chars
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            cut = normalize(text, ATLAS, layout, SCRIPT_CLASSES, pool.map)
+    finally:
+        text_module.PIECE_CHARS = saved
+    assert cut.glyphs.tolist() == whole.glyphs.tolist()
+    assert cut.counts == whole.counts
+    assert (cut.classes_counted is None) == (whole.classes_counted is None)
+    if whole.classes_counted is not None:
+        assert cut.classes_counted.tolist() == whole.classes_counted.tolist()
+
+
+def test_many_expansions_take_the_vectorized_path_with_the_same_result(monkeypatch):
+    """Over ``_SPLICE_LIMIT`` dropped or expanded characters in a piece are placed by
+    per-character offsets instead of splicing: the same glyphs either way."""
+    import glyphpack._render.text as text_module
+
+    text = "".join(f"x{i % 10}\x0c\u200b\u27f6" for i in range(3000))  # 9,000 irregular characters
+    vectorized = normalize(text, ATLAS)
+    monkeypatch.setattr(text_module, "_SPLICE_LIMIT", 10**9)
+    spliced = normalize(text, ATLAS)
+    assert vectorized.glyphs.tolist() == spliced.glyphs.tolist()
+    assert glyphs_to_text(spliced.glyphs, ATLAS) == "".join(f"x{i % 10}^L-->" for i in range(3000))

@@ -140,20 +140,18 @@ def _check_text(text: str) -> None:
         )
 
 
-def _normalize_for(
-    text: str, shape: Shape | str | None, layout: Layout, preferred: Shape
-) -> tuple[Shape, NormalizedText, bool]:
+def _normalize_for(text: str, shape: Shape | str | None, layout: Layout, preferred: Shape) -> tuple[Shape, NormalizedText, bool]:
     """Normalize for the shape given; with none, for ``preferred``, or Unifont when the
     preferred font would draw most of the text as replacement glyphs (CJK text, for
     instance) and Unifont draws fewer. The flag says Unifont was chosen so."""
     if shape is not None:
         chosen = get_shape(shape)
-        return chosen, normalize(text, chosen.atlas, layout, SCRIPT_CLASSES), False
-    normalized = normalize(text, preferred.atlas, layout, SCRIPT_CLASSES)
+        return chosen, normalize(text, chosen.atlas, layout, SCRIPT_CLASSES, _pool().map), False
+    normalized = normalize(text, preferred.atlas, layout, SCRIPT_CLASSES, _pool().map)
     if normalized.counts.replaced * 2 <= normalized.glyphs.size:
         return preferred, normalized, False
     wide = SHAPES[WIDE_SCRIPT_SHAPE]
-    wide_normalized = normalize(text, wide.atlas, layout, SCRIPT_CLASSES)
+    wide_normalized = normalize(text, wide.atlas, layout, SCRIPT_CLASSES, _pool().map)
     if wide_normalized.counts.replaced < normalized.counts.replaced:
         return wide, wide_normalized, True
     return preferred, normalized, False

@@ -22,8 +22,11 @@ Rules, in order:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import unicodedata
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -45,16 +48,58 @@ _ANSI = re.compile(
 
 # Folds tried before NFKD, for characters whose decomposition does not help.
 _FOLDS: dict[str, str] = {
-    "\u2018": "'", "\u2019": "'", "\u201a": ",", "\u201b": "'", "\u2032": "'", "\u2035": "'",
-    "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"', "\u00ab": "<<", "\u00bb": ">>",
-    "\u2039": "<", "\u203a": ">",
-    "\u2010": "-", "\u2011": "-", "\u2012": "-", "\u2013": "-", "\u2014": "--", "\u2015": "--", "\u2212": "-",
-    "\u2026": "...", "\u2022": "*", "\u2023": ">", "\u2043": "-", "\u25cf": "*", "\u25e6": "o", "\u00b7": ".",
-    "\u2190": "<-", "\u2192": "->", "\u2191": "^", "\u2193": "v", "\u2194": "<->", "\u21d0": "<=",
-    "\u21d2": "=>", "\u21d4": "<=>", "\u27f6": "-->", "\u27f5": "<--",
-    "\u2713": "v", "\u2714": "v", "\u2717": "x", "\u2718": "x", "\u00d7": "x",
-    "\u2264": "<=", "\u2265": ">=", "\u2260": "!=", "\u2248": "~=",
-    "\u00a0": " ", "\u2007": " ", "\u202f": " ", "\u3000": "  ",
+    "\u2018": "'",
+    "\u2019": "'",
+    "\u201a": ",",
+    "\u201b": "'",
+    "\u2032": "'",
+    "\u2035": "'",
+    "\u201c": '"',
+    "\u201d": '"',
+    "\u201e": '"',
+    "\u201f": '"',
+    "\u2033": '"',
+    "\u00ab": "<<",
+    "\u00bb": ">>",
+    "\u2039": "<",
+    "\u203a": ">",
+    "\u2010": "-",
+    "\u2011": "-",
+    "\u2012": "-",
+    "\u2013": "-",
+    "\u2014": "--",
+    "\u2015": "--",
+    "\u2212": "-",
+    "\u2026": "...",
+    "\u2022": "*",
+    "\u2023": ">",
+    "\u2043": "-",
+    "\u25cf": "*",
+    "\u25e6": "o",
+    "\u00b7": ".",
+    "\u2190": "<-",
+    "\u2192": "->",
+    "\u2191": "^",
+    "\u2193": "v",
+    "\u2194": "<->",
+    "\u21d0": "<=",
+    "\u21d2": "=>",
+    "\u21d4": "<=>",
+    "\u27f6": "-->",
+    "\u27f5": "<--",
+    "\u2713": "v",
+    "\u2714": "v",
+    "\u2717": "x",
+    "\u2718": "x",
+    "\u00d7": "x",
+    "\u2264": "<=",
+    "\u2265": ">=",
+    "\u2260": "!=",
+    "\u2248": "~=",
+    "\u00a0": " ",
+    "\u2007": " ",
+    "\u202f": " ",
+    "\u3000": "  ",
 }
 # Box drawing, for fonts without it: horizontals to '-' (double ones to '='), verticals
 # to '|', corners, tees and crosses to '+'. Derived from the names so the whole block
@@ -91,7 +136,7 @@ class NormalizedText:
             in the ``lines`` layout.
         counts: what was changed on the way.
         source_chars: length of the input string.
-        classes_counted: int64[256], the input's characters per class of the
+        classes_counted: int64[8], the input's characters per class of the
             ``classes`` table given to ``normalize``, counted in the same pass as the
             glyph lookup; None when not asked for, or when cleaning changed the text
             (the counts would not be the input's).
@@ -107,8 +152,10 @@ def _caret(codepoint: int) -> str:
     return "^?" if codepoint == 0x7F else "^" + chr(codepoint + 0x40)
 
 
+@functools.lru_cache(maxsize=8192)
 def _resolve_missing(codepoint: int, atlas: FontAtlas) -> tuple[list[int], str]:
-    """Glyph indices for a character the atlas lacks, and which count it adds to."""
+    """Glyph indices for a character the atlas lacks, and which count it adds to
+    (remembered: every piece of a text asks again). The list is not to be changed."""
 
     def indices(replacement: str) -> list[int] | None:
         found = [atlas.index_of(ord(c)) for c in replacement]
@@ -128,9 +175,7 @@ def _resolve_missing(codepoint: int, atlas: FontAtlas) -> tuple[list[int], str]:
     fold = _FOLDS.get(char)
     if fold is not None and (found := indices(fold)) is not None:
         return found, "folded"
-    decomposed = "".join(
-        c for c in unicodedata.normalize("NFKD", char) if unicodedata.category(c) not in ("Mn", "Me")
-    )
+    decomposed = "".join(c for c in unicodedata.normalize("NFKD", char) if unicodedata.category(c) not in ("Mn", "Me"))
     if decomposed != char and (found := indices(decomposed)) is not None:
         return found, "folded"
     return [atlas.replacement_index], "replaced"
@@ -161,27 +206,58 @@ def clean_text(text: str) -> tuple[str, int]:
     return text, ansi
 
 
-def normalize(text: str, atlas: FontAtlas, layout: Layout = "flow", classes: np.ndarray | None = None) -> NormalizedText:
+#: Characters normalized per piece: pieces are mapped apart (on several threads when the
+#: caller gives a ``parallel_map``) so temporaries stay bounded for any text length.
+PIECE_CHARS = 1 << 18
+
+
+def normalize(
+    text: str,
+    atlas: FontAtlas,
+    layout: Layout = "flow",
+    classes: np.ndarray | None = None,
+    parallel_map: Callable[..., Iterable[Any]] = map,
+) -> NormalizedText:
     """Normalize ``text`` for ``atlas`` and map it to glyph indices (see module docstring).
 
-    ``classes`` (uint8[0x110000], a class per code point) asks for the input's
-    characters counted per class in the same pass (``classes_counted``)."""
+    Args:
+        classes: uint8[0x110000], a class 0..7 per code point: the input's characters
+            are counted per class in the same pass (``classes_counted``).
+        parallel_map: a ``map`` that may run pieces of the text at once (an executor's
+            ``map``); each piece is ``PIECE_CHARS`` characters of the cleaned text.
+    """
     check_kind(layout, LAYOUTS, "layout")
     source_chars = len(text)
     cleaned, ansi = clean_text(text)
-    # surrogatepass keeps lone surrogates as codepoints so they can be counted and replaced.
-    codepoints = np.frombuffer(cleaned.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     # Cleaning returns the very same str when it changes nothing: only then are the
     # cleaned code points the input's.
     counting = classes if classes is not None and cleaned is text else None
-    glyphs, lookup_counts = atlas.lookup(codepoints, line_breaks=layout == "lines", classes=counting)
-    classes_counted = lookup_counts[1:] if counting is not None else None
+    starts = range(0, len(cleaned), PIECE_CHARS)
+    map_piece = functools.partial(_normalize_piece, cleaned, atlas, layout == "lines", counting)
+    pieces = [map_piece(0)] if len(starts) <= 1 else list(parallel_map(map_piece, starts))
+    glyphs = pieces[0][0] if len(pieces) == 1 else np.concatenate([piece[0] for piece in pieces])
+    counts = {kind: sum(piece[1][kind] for piece in pieces) for kind in pieces[0][1]}
+    counted = [piece[2] for piece in pieces if piece[2] is not None]
+    classes_counted = np.sum(counted, axis=0) if counted else None
+    return NormalizedText(
+        _trim_blanks(glyphs, atlas, layout), TextCounts(ansi_sequences=ansi, **counts), source_chars, classes_counted
+    )
 
+
+def _normalize_piece(
+    cleaned: str, atlas: FontAtlas, line_breaks: bool, classes: np.ndarray | None, start: int
+) -> tuple[np.ndarray, dict[str, int], np.ndarray | None]:
+    """Glyphs of ``cleaned[start:start + PIECE_CHARS]``, what was changed, and the
+    piece's characters per class (with ``classes``)."""
+    piece = cleaned[start : start + PIECE_CHARS]
+    # surrogatepass keeps lone surrogates as codepoints so they can be counted and replaced.
+    codepoints = np.frombuffer(piece.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    del piece
+    glyphs, lookup_counts = atlas.lookup(codepoints, line_breaks=line_breaks, classes=classes)
+    classes_counted = lookup_counts[1:] if classes is not None else None
     counts = {"folded": 0, "replaced": 0, "dropped": 0, "controls": 0}
     if lookup_counts[0] == 0:
-        return NormalizedText(
-            _trim_blanks(glyphs, atlas, layout), TextCounts(ansi_sequences=ansi), source_chars, classes_counted
-        )
+        return glyphs, counts, classes_counted
 
     missing_at = np.flatnonzero(glyphs == NO_GLYPH)
     missing_cps, which, occurrences = np.unique(codepoints[missing_at], return_inverse=True, return_counts=True)
@@ -197,9 +273,8 @@ def normalize(text: str, atlas: FontAtlas, layout: Layout = "flow", classes: np.
     single = sizes[which] == 1
     glyphs[missing_at[single]] = singles[which[single]]
     irregular = missing_at[~single]  # dropped (no glyph) or expanded (caret notation, folds)
-    counted = TextCounts(ansi_sequences=ansi, **counts)
     if irregular.size == 0:
-        return NormalizedText(_trim_blanks(glyphs, atlas, layout), counted, source_chars, classes_counted)
+        return glyphs, counts, classes_counted
     if irregular.size <= _SPLICE_LIMIT:
         # A few: splice them in between slices, without per-character temporaries.
         replacements = [np.array(r, dtype=np.int32) for r in resolutions]
@@ -209,9 +284,9 @@ def normalize(text: str, atlas: FontAtlas, layout: Layout = "flow", classes: np.
             pieces += [glyphs[previous:position], replacements[k]]
             previous = position + 1
         pieces.append(glyphs[previous:])
-        return NormalizedText(_trim_blanks(np.concatenate(pieces), atlas, layout), counted, source_chars, classes_counted)
+        return np.concatenate(pieces), counts, classes_counted
     lengths = np.ones(len(codepoints), dtype=np.int64)
-    lengths[missing_at] = np.array([len(r) for r in resolutions], dtype=np.int64)[which]
+    lengths[missing_at] = sizes[which]
     starts = np.cumsum(lengths) - lengths
     out = np.empty(int(lengths.sum()), dtype=np.int32)
     found = np.ones(len(codepoints), dtype=bool)
@@ -221,7 +296,7 @@ def normalize(text: str, atlas: FontAtlas, layout: Layout = "flow", classes: np.
         at = starts[missing_at[which == k]]
         for offset, glyph in enumerate(resolved):
             out[at + offset] = glyph
-    return NormalizedText(_trim_blanks(out, atlas, layout), counted, source_chars, classes_counted)
+    return out, counts, classes_counted
 
 
 def _trim_blanks(glyphs: np.ndarray, atlas: FontAtlas, layout: Layout) -> np.ndarray:
