@@ -24,7 +24,7 @@ from .._errors import FontError
 from .._files import atomic_write, cache_dir
 from .._types import public
 from .bdf import parse_bdf
-from .kernels import map_codepoints
+from .kernels import CLASS_COUNT, map_codepoints
 from .parsed import ParsedFont
 from .unifont_hex import parse_hex
 
@@ -152,18 +152,18 @@ class FontAtlas:
         Args:
             codepoints: uint32[n] (other integer arrays are converted).
             line_breaks: map LF to ``LINE_BREAK`` (the ``lines`` layout).
-            classes: uint8[0x110000], a class per code point, to count them by.
+            classes: uint8[0x110000], a class (0..7) per code point, to count them by.
 
         Returns:
             int32[n] glyph indices, ``NO_GLYPH`` (-4) where the font has none (LF is
             ``LINE_BREAK`` with ``line_breaks``); int64[1] or, with
-            ``classes``, int64[257]: how many code points have no glyph, then how many
-            fall in each class 0..255.
+            ``classes``, int64[9]: how many code points have no glyph, then how many
+            fall in each class 0..7.
         """
         codepoints = np.ascontiguousarray(codepoints, dtype=np.uint32)
         classes = _NO_CLASSES if classes is None else classes
         glyphs = np.empty(codepoints.shape[0], dtype=np.int32)
-        counts = np.zeros(1 + (256 if classes.size else 0), dtype=np.int64)
+        counts = np.zeros(1 + (CLASS_COUNT if classes.size else 0), dtype=np.int64)
         map_codepoints(codepoints, self.bmp_lookup, self.codepoints, line_breaks, classes, glyphs, counts)
         return glyphs, counts
 
