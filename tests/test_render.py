@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from PIL import Image
 
 import glyphpack
-from glyphpack import LimitError, PageError, ShapeError, count_pages, read_page, read_pages, render
+from glyphpack import LimitError, PageError, ShapeError, count_pages, plan, read_page, read_pages, render
 from glyphpack._render.layout import lay_out
 from glyphpack._render.shapes import SHAPES
 from glyphpack._render.text import glyphs_to_text, normalize
@@ -198,3 +198,11 @@ def test_every_shape_reads_back_exactly(name):
             assert read.replace(" ", "") == expected.replace(" ", "")
         else:
             assert read == expected
+
+
+@given(st.text(alphabet="ab Z9;\n\t\r\x1b[m\u00e9e\u0301\u0416\u4e2d\U0001f600", max_size=300))
+def test_the_report_estimates_text_tokens_of_the_input_as_the_estimator_does(text):
+    """The render counts script classes in its own pass over the code points when
+    cleaning left the text as it was; either way the estimate is the input's."""
+    assert plan(text).text_tokens == glyphpack.estimate_text_tokens(text)
+    assert render(text, shape="unifont").report.text_tokens == glyphpack.estimate_text_tokens(text)
