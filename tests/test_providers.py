@@ -339,3 +339,15 @@ def test_text_counts_match_a_plain_reference(text):
     for char in text:
         expected[reference_class(char)] += 1
     assert glyphpack.TextEstimator().counts(text).tolist() == expected
+
+
+@given(
+    st.text(alphabet="aZ9 \n.,{}ÄжΩ中한😀", max_size=300),
+    st.tuples(st.floats(0.01, 3.0), st.floats(0.01, 3.0), st.floats(0.01, 3.0), st.floats(0.01, 3.0), st.floats(0.01, 3.0)),
+)
+def test_estimate_is_the_rate_weighted_count_rounded_up(text, rates):
+    estimator = glyphpack.TextEstimator(*rates)
+    weighted = sum(rate * sum(1 for char in text if reference_class(char) == k) for k, rate in enumerate(rates))
+    expected = max(1, math.ceil(weighted)) if text else 0
+    assert estimator.estimate(text) == expected
+    assert estimator.estimate_counts(estimator.counts(text)) == expected

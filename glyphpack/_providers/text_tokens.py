@@ -14,6 +14,7 @@ Python source (``textwrap.py``), 2.6 for Russian prose and 1.0 for Chinese. What
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -42,6 +43,21 @@ def _class_table() -> np.ndarray:
 #: uint8[0x110000], the script class of every code point (an index into ``SCRIPTS``);
 #: the renderer counts a text's classes with it in its own pass over the code points.
 SCRIPT_CLASSES = _class_table()
+# ASCII holds two classes, latin and punctuation: an ASCII text's punctuation is what
+# is left once its latin bytes are deleted (one pass, no widening to code points).
+_ASCII_LATIN = bytes(np.flatnonzero(SCRIPT_CLASSES[:128] == _LATIN).tolist())
+assert set(SCRIPT_CLASSES[:128].tolist()) == {_LATIN, _PUNCT}
+
+
+def _class_counts(text: str) -> list[int]:
+    """Characters of ``text`` per script class, in ``SCRIPTS`` order."""
+    if text.isascii():  # most of what an agent reads
+        punctuation = len(text.encode("ascii").translate(None, _ASCII_LATIN))
+        return [len(text) - punctuation, punctuation, 0, 0, 0]
+    codepoints = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    classes = SCRIPT_CLASSES[codepoints]
+    # One comparison per class beats bincount, which widens every byte to int64 first.
+    return [int(np.count_nonzero(classes == k)) for k in range(len(SCRIPTS))]
 
 
 @public
@@ -60,22 +76,26 @@ class TextEstimator:
 
     def counts(self, text: str) -> np.ndarray:
         """int64[5]: characters of ``text`` per script class."""
-        codepoints = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-        classes = SCRIPT_CLASSES[codepoints]
-        # One comparison per class beats bincount, which widens every byte to int64 first.
-        return np.array([np.count_nonzero(classes == k) for k in range(len(SCRIPTS))], dtype=np.int64)
+        return np.array(_class_counts(text), dtype=np.int64)
 
     def estimate(self, text: str) -> int:
         """Estimated text tokens of ``text`` (at least 1 for any non-empty text)."""
-        return self.estimate_counts(self.counts(text)) if text else 0
+        return self._tokens(_class_counts(text)) if text else 0
 
     def estimate_counts(self, counts: np.ndarray) -> int:
         """Estimated text tokens of a text with ``counts`` (int64[5]) characters per
         script class (see ``counts``); 0 only for no characters."""
-        if not counts.any():
-            return 0
-        rates = np.array([getattr(self, name) for name in SCRIPTS], dtype=np.float64)
-        return max(1, int(np.ceil(float(counts[: len(SCRIPTS)] @ rates))))
+        return self._tokens(counts[: len(SCRIPTS)].tolist())
+
+    def _tokens(self, counts: list[int]) -> int:
+        total = (
+            self.latin * counts[_LATIN]
+            + self.punctuation * counts[_PUNCT]
+            + self.cyrillic_greek * counts[_CYRILLIC_GREEK]
+            + self.cjk * counts[_CJK]
+            + self.other * counts[_OTHER]
+        )
+        return max(1, math.ceil(total)) if any(counts) else 0
 
     def scaled(self, factor: float) -> TextEstimator:
         """Every rate multiplied by ``factor``."""
