@@ -536,3 +536,27 @@ def test_the_default_snapshot_is_the_readers_exact_shape(session, model, shape):
     budget = CostModel.for_model(model).history(session) // 2
     result = compact(session, model, budget, policy=CompactionPolicy(rungs=("snapshot",)))
     assert result.pages and {p.shape for p in result.pages} == {shape}
+
+
+def test_a_cost_model_given_to_compact_prices_unchanged_messages_once(session):
+    """A harness compacting again and again passes its cost model: the messages the
+    ladder keeps as they are are not priced a second time."""
+    priced = []
+
+    def tokenizer(text):
+        priced.append(text)
+        return len(text) // 4 + 1
+
+    cost = CostModel(CLAUDE, tokenizer=tokenizer)
+    before = cost.history(session)
+    priced.clear()
+    result = compact(session, CLAUDE, before * 2 // 3, policy=DENSE, cost=cost)
+    assert [r.rung for r in result.report.rungs] == ["elision"] and len(result.view) == len(session)
+    # A message with nothing elided is the very same object, so its price is a memo hit.
+    assert all(new is old for new, old in zip(result.view, session) if new.content == old.content)
+    kept = [new for new, old in zip(result.view, session) if new is old]
+    assert kept and len(kept) < len(session)  # some were elided, the rest kept
+    kept_texts = {text for m in kept for block in m.content for text in block.texts() if len(text) > 200}
+    assert kept_texts and not kept_texts & set(priced)
+    with pytest.raises(CompactionError, match="prices for .* not for"):
+        compact(session, "gpt-5.4", 1000, cost=cost)

@@ -47,6 +47,8 @@ class CostModel:
     # id(message) -> (message, tokens): the ladder prices the same messages many
     # times; holding the message keeps its id from being reused.
     _memo: dict[int, tuple[Message, int]] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    # (width, height) -> tokens: screenshots come in a few sizes.
+    _image_memo: dict[tuple[int, int], int] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def for_model(
@@ -58,7 +60,7 @@ class CostModel:
         """This model with ``estimator``. The prices worked out carry over when only the
         overhead differs: no message's price depends on it."""
         same_rates = estimator.with_overhead(0) == self.estimator.with_overhead(0)
-        return CostModel(self.profile, estimator, self.tokenizer, self._memo if same_rates else {})
+        return CostModel(self.profile, estimator, self.tokenizer, self._memo if same_rates else {}, self._image_memo)
 
     def text(self, text: str) -> int:
         if not text:
@@ -70,7 +72,11 @@ class CostModel:
         # images at all: both are priced as a full standard page until dropped.
         if block.data is None or not self.profile.vision:
             return UNKNOWN_IMAGE_TOKENS
-        return int(self.profile.context_tokens(*image_size(block.data)))
+        size = image_size(block.data)
+        tokens = self._image_memo.get(size)
+        if tokens is None:
+            tokens = self._image_memo[size] = int(self.profile.context_tokens(*size))
+        return tokens
 
     def block(self, block: Block) -> int:
         return block.tokens(self)

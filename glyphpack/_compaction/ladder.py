@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from .._errors import CompactionError
 from .._history.messages import Message
 from .._providers.profile import Profile
+from .._providers.resolve import resolve
 from .._types import public
 from .cost import CostModel
 from .results import Compaction, CompactionPolicy, LadderReport, RungReport
@@ -54,6 +55,7 @@ def compact(
     *,
     summarizer: Summarizer | None = None,
     policy: CompactionPolicy = CompactionPolicy(),
+    cost: CostModel | None = None,
 ) -> Compaction:
     """Run the ladder until the view's estimated tokens fit ``budget``.
 
@@ -62,10 +64,17 @@ def compact(
     is the smallest one reached. A reader without vision never receives an image
     block: its images are dropped whatever the budget, and it gets a summary, never
     snapshots.
+
+    ``cost``: a ``CostModel`` for ``profile`` to price with instead of the policy's
+    estimator and tokenizer; the messages it priced before keep their prices (a
+    harness that compacts again and again prices each message once).
     """
     if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
         raise CompactionError(f"budget must be a positive number of tokens, not {budget!r}")
-    cost = cost_model(profile, policy)
+    if cost is None:
+        cost = cost_model(profile, policy)
+    elif cost.profile != resolve(profile):
+        raise CompactionError(f"the cost model prices for {cost.profile.name}, not for {resolve(profile).name}")
     overhead = cost.estimator.overhead
     if budget <= overhead:
         raise CompactionError(

@@ -324,9 +324,12 @@ class Session:
 
     def _ladder(self, budget: int) -> Compaction:
         """The ladder over the whole stored history (pages re-rendered from its text)."""
-        result = compact(self.messages, self.profile, budget, summarizer=self.summarizer, policy=self._policy())
+        # The session's own cost model: every message is priced once, not at every compaction.
+        cost = self.cost()
+        result = compact(self.messages, self.profile, budget, summarizer=self.summarizer, policy=self._policy(), cost=cost)
         if not result.report.fits and self._fallback is not None:
-            result = compact(self.messages, self.profile, budget, summarizer=self.summarizer, policy=self._policy(self._fallback))
+            policy = self._policy(self._fallback)
+            result = compact(self.messages, self.profile, budget, summarizer=self.summarizer, policy=policy, cost=cost)
         return result
 
     def _compact(self, budget: int, trigger: str) -> Compaction:
