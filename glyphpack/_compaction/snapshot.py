@@ -244,6 +244,7 @@ class _Search:
         self.page_width, page_height = policy.page_size or profile.page_size(shape)
         self.cols, self.rows_per_page = self.page_width // shape.advance, page_height // shape.pitch
         self.full_page_tokens = int(profile.context_tokens(self.page_width, page_height))
+        self._last_page_tokens: dict[int, int] = {}  # rows -> tokens: cuts share page heights
 
     def _page_size(self, other_images: int) -> tuple[int, int] | None:
         """The pinned page size, unless the request's images make it too large for the
@@ -260,7 +261,11 @@ class _Search:
         full, rest = divmod(chars, self.cols * self.rows_per_page)
         tokens = full * self.full_page_tokens
         if rest:
-            tokens += int(self.cost.profile.context_tokens(self.page_width, -(-rest // self.cols) * self.shape.pitch))
+            rows = -(-rest // self.cols)
+            last = self._last_page_tokens.get(rows)
+            if last is None:
+                last = self._last_page_tokens[rows] = int(self.cost.profile.context_tokens(self.page_width, rows * self.shape.pitch))
+            tokens += last
         return tokens
 
     def run(self, result_cap: int | None) -> tuple[tuple[Message, ...], Any, int, str, int] | None:
