@@ -15,12 +15,11 @@ import pytest
 from PIL import BdfFontFile, Image, ImageDraw, ImageFont
 
 import glyphpack
+import glyphpack._render.render as render_module
 from glyphpack._render.fonts import FONT_DIR, FONT_FILES
-from glyphpack._render.kernels import rasterize
-from glyphpack._render.layout import lay_out
-from glyphpack._render.raster import glyph_row_words
+from glyphpack._render.png import encode_png
+from glyphpack._render.raster import draw
 from glyphpack._render.shapes import SHAPES
-from glyphpack._render.text import normalize
 
 SHAPE = SHAPES["5x8"]
 
@@ -30,45 +29,59 @@ def fastest(benchmark) -> float:
     return benchmark.stats.stats.min
 
 
+CLAUDE = "claude-sonnet-4-5"
+
+
 @pytest.fixture(scope="module")
-def grids(corpus):
-    layout = lay_out(normalize(corpus, SHAPE.atlas, "flow"), SHAPE, "flow")
-    full = layout.rows // SHAPE.max_rows
-    grid = np.ascontiguousarray(layout.grid[: full * SHAPE.max_rows].reshape(full, SHAPE.max_rows, SHAPE.cols))
-    chars = int(np.count_nonzero(grid >= 0))
-    return grid, chars
+def claude_plan(corpus):
+    """What the end-to-end render for Claude decides before drawing: the glyph stream
+    and where its pages begin."""
+    glyphpack.render("warm up the kernels", model=CLAUDE)
+    return render_module._prepare(corpus, "5x8", "flow", None, CLAUDE)
 
 
-def test_rasterize_only(benchmark, grids, results):
-    grid, chars = grids
-    words = glyph_row_words(SHAPE)
-    pages = np.empty((grid.shape[0], SHAPE.max_rows * SHAPE.pitch, -(-SHAPE.page_width // 8) * 8), np.uint8)
-    out = pages.view(np.uint64)
-    rasterize(grid, words, SHAPE.atlas.cell_widths, SHAPE.advance, SHAPE.pitch, out)  # compile outside timing
-    benchmark.group = "rasterize"
-    benchmark(rasterize, grid, words, SHAPE.atlas.cell_widths, SHAPE.advance, SHAPE.pitch, out)
-    results["rasterize only"] = (chars / fastest(benchmark) / 1e6, "M chars/s")
-    results["rasterize only: output bytes/s"] = (pages.nbytes / fastest(benchmark) / 1e9, "GB/s")
+def draw_all(plan, pool_map) -> list[bytes]:
+    shape, glyphs = plan.shape, plan.normalized.glyphs
+
+    def page(start):
+        return encode_png(draw(glyphs, int(start), shape, -1).scanlines, shape.page_width)
+
+    return list(pool_map(page, plan.breaks.starts))
 
 
-def test_copy_bound(benchmark, grids, results):
-    grid, chars = grids
-    source = np.ones((grid.shape[0], SHAPE.max_rows * SHAPE.pitch, -(-SHAPE.page_width // 8) * 8), np.uint8)
-    target = np.empty_like(source)
-    benchmark.group = "rasterize"
-    benchmark(np.copyto, target, source)
-    results["numpy copy of the same bytes (bound)"] = (source.nbytes / fastest(benchmark) / 1e9, "GB/s")
-    rate = results["rasterize only: output bytes/s"][0]
-    results["rasterize / copy bound"] = (100 * rate / results["numpy copy of the same bytes (bound)"][0], "%")
+def test_page_work_bound(benchmark, claude_plan, results):
+    """The deflate-plus-raster bound: drawing and deflating every page on every core,
+    with the text already laid out (what a render cannot avoid)."""
+    pool = render_module._pool()
+    draw_all(claude_plan, pool.map)
+    benchmark.group = "page work"
+    benchmark.pedantic(draw_all, args=(claude_plan, pool.map), rounds=15, iterations=1)
+    results["bound: draw + deflate every page on every core"] = (fastest(benchmark) * 1000, "ms")
+
+
+def test_page_work_serial(benchmark, claude_plan, results):
+    benchmark.group = "page work"
+    benchmark.pedantic(draw_all, args=(claude_plan, map), rounds=5, iterations=1)
+    results["draw + deflate every page on one thread"] = (fastest(benchmark) * 1000, "ms")
 
 
 def test_end_to_end_glyphpack(benchmark, corpus, results):
-    glyphpack.render("warm up the kernels")
+    glyphpack.render("warm up the kernels", model=CLAUDE)
     benchmark.group = "end to end"
-    pages = benchmark.pedantic(glyphpack.render, args=(corpus,), kwargs={"shape": "5x8"}, rounds=5, iterations=1)
-    results["end to end glyphpack (text -> PNG)"] = (len(corpus) / fastest(benchmark) / 1e6, "M chars/s")
+    pages = benchmark.pedantic(glyphpack.render, args=(corpus,), kwargs={"shape": "5x8", "model": CLAUDE}, rounds=15, iterations=1)
+    results["end to end glyphpack 5x8 for Claude (text -> PNG)"] = (len(corpus) / fastest(benchmark) / 1e6, "M chars/s")
     results["PNG bytes per full page"] = (np.mean([len(p.png) for p in pages[:-1]]) / 1024, "KiB")
     results["pages"] = (len(pages), "")
+    bound = results.get("bound: draw + deflate every page on every core")
+    if bound is not None:
+        results["bound / end to end"] = (100 * bound[0] / (fastest(benchmark) * 1000), "%")
+
+
+def test_end_to_end_8x13_loose(benchmark, corpus, results):
+    glyphpack.render("warm up", shape="8x13-loose")
+    benchmark.group = "end to end"
+    benchmark.pedantic(glyphpack.render, args=(corpus,), kwargs={"shape": "8x13-loose"}, rounds=7, iterations=1)
+    results["end to end glyphpack 8x13-loose (11x16 cells)"] = (len(corpus) / fastest(benchmark) / 1e6, "M chars/s")
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +116,7 @@ def test_end_to_end_pillow_baseline(benchmark, corpus, pillow_font, results):
     benchmark.group = "end to end"
     benchmark.pedantic(pillow_render, args=(text, pillow_font), rounds=2, iterations=1)
     results["end to end Pillow ImageDraw.text + PNG save"] = (len(text) / fastest(benchmark) / 1e6, "M chars/s")
-    ours = results["end to end glyphpack (text -> PNG)"][0]
+    ours = results["end to end glyphpack 5x8 for Claude (text -> PNG)"][0]
     results["glyphpack / Pillow end to end"] = (ours / results["end to end Pillow ImageDraw.text + PNG save"][0], "x")
 
 
@@ -115,12 +128,21 @@ def run_probe(env) -> float:
     return float(out.stdout)
 
 
+LLVM_PROBE = (
+    "import time; t = time.perf_counter(); import numba\n"
+    "@numba.njit\ndef one(x): return x + 1\n"
+    "one(1); print(time.perf_counter() - t)"
+)
+
+
 def test_jit_compile_and_cached_start(results):
     with tempfile.TemporaryDirectory() as numba_cache, tempfile.TemporaryDirectory() as atlas_cache:
         env = dict(os.environ, NUMBA_CACHE_DIR=numba_cache, GLYPHPACK_CACHE_DIR=atlas_cache)
         cold = run_probe(env)
         warm = min(run_probe(env) for _ in range(3))
+        floor = float(subprocess.run([sys.executable, "-c", LLVM_PROBE], env=env, capture_output=True, text=True, check=True).stdout)
     results["first process: import + JIT compile + first render"] = (cold, "s")
+    results["of which any numba JIT costs first (import numba, compile one trivial function)"] = (floor, "s")
     results["second process (cached kernels and atlas): import + first render"] = (warm, "s")
 
 
@@ -163,3 +185,41 @@ def test_small_calls(results, size, model):
     results[f"small call {size // 1000}k chars, {model}: median"] = (float(np.median(times)) * 1000, "ms")
     results[f"small call {size // 1000}k chars, {model}: p90"] = (float(np.quantile(times, 0.9)) * 1000, "ms")
     results[f"small call {size // 1000}k chars, {model}: CPU time / wall time"] = (cpu / wall, "x")
+
+
+MEMORY_PROBE = """
+import sys, time
+sys.path.insert(0, {benchmarks!r})
+from corpus import stdlib_corpus
+import glyphpack
+size = {size}
+base = stdlib_corpus()
+text = (base * (size // len(base) + 1))[:size]
+glyphpack.render(base[:200_000], model="claude-sonnet-4-5")  # warm: kernels, pool, atlas
+
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+
+before = status("VmRSS:")
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # reset the peak (VmHWM) to the current size
+started = time.perf_counter()
+pages = glyphpack.render(text, model="claude-sonnet-4-5", max_pages=100_000)
+seconds = time.perf_counter() - started
+print((status("VmHWM:") - before) / size, seconds, len(pages), sum(len(p.png) for p in pages) / size)
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux's peak-RSS reset")
+@pytest.mark.parametrize("size", [1_000_000, 10_000_000, 50_000_000], ids=["1M", "10M", "50M"])
+def test_peak_memory_per_character(results, size):
+    """Peak resident memory a render adds, per input character, in a fresh process (the
+    input text itself excluded, the pages returned included)."""
+    script = MEMORY_PROBE.format(benchmarks=os.path.dirname(__file__), size=size)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    per_char, seconds, pages, png_per_char = float(out[0]), float(out[1]), int(out[2]), float(out[3])
+    label = f"{size // 1_000_000}M chars"
+    results[f"peak memory added by a render, {label} (pages held: {png_per_char:.2f} B/char)"] = (per_char, "bytes per char")
+    results[f"render time, {label}, {pages:,} pages for Claude"] = (size / seconds / 1e6, "M chars/s")

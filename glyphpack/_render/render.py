@@ -257,7 +257,7 @@ def _text_tokens(prepared: _Plan) -> int:
     return estimate_text_tokens(prepared.text) if counted is None else DEFAULT_ESTIMATOR.estimate_counts(counted)
 
 
-def _report(prepared: _Plan, pages: list[Page] | None, cells_drawn: int = 0) -> RenderReport:
+def _report(prepared: _Plan, pages: list[Page] | None, cells_drawn: int = 0, text_tokens: int | None = None) -> RenderReport:
     """The report of a plan, or of its drawn ``pages`` (with the cells they hold)."""
     shape, normalized, rows, profile = prepared.shape, prepared.normalized, prepared.rows, prepared.profile
     if pages is not None:
@@ -287,7 +287,7 @@ def _report(prepared: _Plan, pages: list[Page] | None, cells_drawn: int = 0) -> 
         page_height=shape.page_height(min(rows, shape.max_rows)),
         cells_used=cells_used,
         cells_total=rows * shape.cols,
-        text_tokens=_text_tokens(prepared),
+        text_tokens=_text_tokens(prepared) if text_tokens is None else text_tokens,
         png_bytes=None if pages is None else sum(len(p.png) for p in pages),
         model=None if profile is None else profile.model,
         profile=None if profile is None else profile.name,
@@ -418,22 +418,30 @@ def _draw_pages(prepared: _Plan, progress: Callable[[int, int], None] | None) ->
         ), drawn.cells  # fmt: skip
 
     # A small call is drawn on this thread: no hand-off.
-    results = (page(index) for index in range(total)) if total <= 1 else _in_pool(page, total)
+    results = iter([page(0)] if total else []) if total <= 1 else _in_pool(page, total)
+    # Meanwhile on this thread: the estimate, for a text that cleaning changed (its
+    # classes were not counted in normalization's pass over the cleaned text).
+    text_tokens = _text_tokens(prepared)
     drawn_pages = []
     for result in results:
         drawn_pages.append(result)
         if progress is not None:
             progress(len(drawn_pages), total)
     pages = [drawn for drawn, _ in drawn_pages]
-    return Pages(pages, _report(prepared, pages, sum(cells for _, cells in drawn_pages)))
+    return Pages(pages, _report(prepared, pages, sum(cells for _, cells in drawn_pages), text_tokens))
 
 
 def _in_pool(page: Callable[[int], tuple[Page, int]], total: int) -> Iterator[tuple[Page, int]]:
-    """``page(0)``, ..., ``page(total - 1)`` on the pool's threads, in order."""
+    """``page(0)``, ..., ``page(total - 1)`` submitted to the pool's threads now; their
+    results in order."""
     pending = [_pool().submit(page, index) for index in range(total)]
-    try:
-        for future in pending:
-            yield future.result()
-    finally:  # an error (or a caller that stops early) leaves no page queued
-        for future in pending:
-            future.cancel()
+
+    def results() -> Iterator[tuple[Page, int]]:
+        try:
+            for future in pending:
+                yield future.result()
+        finally:  # an error (or a caller that stops early) leaves no page queued
+            for future in pending:
+                future.cancel()
+
+    return results()
