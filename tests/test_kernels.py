@@ -7,23 +7,33 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from glyphpack._render.fonts import FontAtlas
-from glyphpack._render.kernels import NO_GLYPH, draw_cells, draw_page, page_starts, place_cells
+from glyphpack._render.kernels import NO_GLYPH, draw_cells, draw_page, place_cells
 from glyphpack._render.raster import byte_group, glyph_row_bits
 from glyphpack._render.shapes import SHAPES, Shape
 
+NO_INK = np.zeros((8, 8), np.uint64)  # row bits for the test glyphs: layout is what is checked
+
 
 def kernel_pages(glyphs, cell_widths, cols, wrap, rows_per_page):
-    """(first glyph of each page, rows in all) from ``page_starts``."""
+    """(first glyph of each page, rows in all) from ``draw_page`` laying out only."""
     glyphs = np.asarray(glyphs, dtype=np.int32)
-    starts = np.full(glyphs.size // rows_per_page + 2, -7, np.int64)
-    totals = np.zeros(2, np.int64)
-    page_starts(glyphs, cell_widths, cols, wrap, rows_per_page, starts, totals)
-    return starts[: totals[0]].tolist(), int(totals[1])
+    grid = np.full((rows_per_page, cols), 99, np.int32)
+    untouched = grid.copy()
+    scanlines = np.zeros((0, 1), np.uint8)
+    stats = np.zeros(4, np.int64)
+    starts, rows, start = [], 0, 0
+    while start < glyphs.size:
+        starts.append(start)
+        draw_page(glyphs, start, cell_widths, cols, wrap, NO_INK, 5, 8, 8, grid, scanlines, stats, False)
+        rows += int(stats[0])
+        start = int(stats[3])
+    assert np.array_equal(grid, untouched)  # counting writes no cell
+    return starts, rows
 
 
 def kernel_grid(glyphs, cell_widths, cols, wrap):
     glyphs = np.asarray(glyphs, dtype=np.int32)
-    _, rows = kernel_pages(glyphs, cell_widths, cols, wrap, 1 << 30)
+    _, rows = kernel_pages(glyphs, cell_widths, cols, wrap, glyphs.size + 1)  # one page holds it all
     grid = np.full((rows, cols), -1, np.int32)
     place_cells(glyphs, cell_widths, cols, wrap, grid)
     return grid
@@ -88,15 +98,15 @@ def test_pages_laid_out_from_their_starts_match_the_reference(glyphs, cols, line
     for page, start in enumerate(starts):
         grid = np.full((rows_per_page, cols), 99, np.int32)  # garbage: every cell must be written
         scanlines = np.empty((rows_per_page * 8, 1 + -(-cols * 5 // 8)), np.uint8)
-        stats = np.zeros(3, np.int64)
-        no_ink = np.zeros((8, len(WIDTHS) + 1), np.uint64)  # the layout is what is checked here
-        draw_page(glyph_stream, start, WIDTHS, cols, wrap, no_ink, 5, 8, 8, grid, scanlines, stats)
+        stats = np.zeros(4, np.int64)
+        draw_page(glyph_stream, start, WIDTHS, cols, wrap, NO_INK, 5, 8, 8, grid, scanlines, stats, True)
         page_rows = expected[page * rows_per_page : (page + 1) * rows_per_page]
         assert stats[0] == len(page_rows)
         assert grid[: len(page_rows)].tolist() == page_rows
         cells = [g for row in page_rows for g in row]
         assert stats[1] == sum(1 for g in cells if g >= 0 and g != wrap)
         assert stats[2] == sum(1 for g in cells if g != -1)
+        assert stats[3] == (starts[page + 1] if page + 1 < len(starts) else len(glyphs))
 
 
 def kernel_pixels(shape, grid):
@@ -186,12 +196,14 @@ def test_close_pairs_and_nearest_match_a_plain_reference(rows, max_distance):
         assert out[m] == candidates.index(min(candidates))  # ties go to the lower index
 
 
+SEVEN_CLASSES = (np.arange(0x110000) % 7).astype(np.uint8)  # any class table
+
+
 @pytest.mark.parametrize("name", ["5x8", "unifont"])
 @given(st.lists(st.integers(0, 0x10FFFF), max_size=60), st.booleans())
 def test_map_codepoints_matches_a_plain_reference(name, codepoints, line_breaks):
     atlas = FontAtlas.load(name)
-    table = np.arange(0x110000, dtype=np.int64) % 7  # any class table
-    classes = table.astype(np.uint8)
+    classes = SEVEN_CLASSES
     glyphs, counts = atlas.lookup(np.array(codepoints, np.uint32), line_breaks=line_breaks, classes=classes)
     expected = []
     for cp in codepoints:

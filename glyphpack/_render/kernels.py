@@ -117,18 +117,17 @@ def map_codepoints(codepoints, bmp_table, atlas_codepoints, line_breaks, classes
 
 
 @jit(inline="always")
-def _place(glyphs, start, cell_widths, cols, wrap_glyph, grid, row_limit):
+def _place(glyphs, start, cell_widths, cols, wrap_glyph, grid, row_limit, write):
     """Lay the glyph stream out from ``glyphs[start]`` on at most ``row_limit`` rows.
 
-    The one layout loop: ``place_cells`` writes a whole grid with it, ``page_starts``
-    counts pages with it and ``draw_page`` lays out one page with it. A row always
+    The one layout loop: ``place_cells`` writes a whole grid with it and ``draw_page``
+    lays out (or only counts) one page with it. A row always
     begins at column 0 with no other state, so resuming at a page's first glyph lays
     that page out exactly as one pass over the whole stream would.
 
-    Returns (the glyph index the next row begins at, rows used). With ``grid`` of 0
-    rows nothing is written (counting only).
+    Returns (the glyph index the next row begins at, rows used). Without ``write``
+    nothing is written to ``grid`` (counting only).
     """
-    write = grid.shape[0] > 0
     n = glyphs.shape[0]
     row = 0
     col = 0
@@ -176,39 +175,13 @@ def place_cells(glyphs, cell_widths, cols, wrap_glyph, grid):
         cols: cells per row (>= 4).
         wrap_glyph: glyph index of the wrap marker for the ``lines`` layout, or -1 for
             ``flow`` (rows simply continue; no marker).
-        grid: int32[R, cols] prefilled with ``EMPTY``, R the rows ``page_starts``
-            counted; receives the glyphs.
+        grid: int32[R, cols] prefilled with ``EMPTY``, R the rows the stream needs
+            (``page_breaks``); receives the glyphs.
 
     A wide glyph never splits across rows. In the ``lines`` layout the last column of
     a row is kept for the wrap marker unless the glyph placed there ends its line.
     """
-    _place(glyphs, 0, cell_widths, cols, wrap_glyph, grid, grid.shape[0])
-
-
-@jit
-def page_starts(glyphs, cell_widths, cols, wrap_glyph, rows_per_page, starts, totals):
-    """Where each page of ``rows_per_page`` rows begins in the glyph stream.
-
-    Args:
-        glyphs, cell_widths, cols, wrap_glyph: as for ``place_cells``; the stream does
-            not end with ``LINE_BREAK`` (normalization trims them), which would leave
-            an empty row on a page of its own.
-        starts: int64[n // rows_per_page + 2] (room for every page: a row takes at
-            least one glyph or line break), receives each page's first glyph index.
-        totals: int64[2], receives (pages, rows).
-    """
-    nothing = np.empty((0, cols), dtype=np.int32)
-    n = glyphs.shape[0]
-    i = 0
-    pages = 0
-    rows = 0
-    while i < n:
-        starts[pages] = i
-        i, used = _place(glyphs, i, cell_widths, cols, wrap_glyph, nothing, rows_per_page)
-        pages += 1
-        rows += used
-    totals[0] = pages
-    totals[1] = rows
+    _place(glyphs, 0, cell_widths, cols, wrap_glyph, grid, grid.shape[0], True)
 
 
 @jit
@@ -259,23 +232,32 @@ def _draw_bitwise(line, position, bits, column, span, first):
 
 
 @jit
-def draw_page(glyphs, start, cell_widths, cols, wrap_glyph, row_bits, advance, pitch, group, grid, scanlines, stats):
-    """Lay out one page from ``glyphs[start]`` and draw it as PNG scanlines.
+def draw_page(glyphs, start, cell_widths, cols, wrap_glyph, row_bits, advance, pitch, group, grid, scanlines, stats, draw):
+    """Lay out one page from ``glyphs[start]`` and draw it as PNG scanlines, or only
+    find where the next page begins (one kernel for both: each costs a compile).
 
     Args:
-        glyphs, cell_widths, cols, wrap_glyph: as for ``place_cells``.
-        start: the page's first glyph index (from ``page_starts``).
+        glyphs, cell_widths, cols, wrap_glyph: as for ``place_cells``; a stream does
+            not end with ``LINE_BREAK`` (normalization trims them; one would leave an
+            empty row on a page of its own).
+        start: the page's first glyph index (0, then each page's ``stats[3]``).
         grid: int32[R, cols] scratch for the page's cells (R rows per page); its
             contents on entry do not matter.
-        row_bits, advance, pitch, group, scanlines, stats: as for ``draw_cells``.
+        row_bits, advance, pitch, group, scanlines: as for ``draw_cells``.
+        stats: int64[4], receives (rows used, characters drawn, cells used, the next
+            page's first glyph index); without ``draw`` only the rows and the next
+            page's start, and nothing else is written.
+        draw: False to lay out only (count pages).
     """
+    if not draw:
+        stats[3], stats[0] = _place(glyphs, start, cell_widths, cols, wrap_glyph, grid, grid.shape[0], False)
+        return
     grid[:, :] = EMPTY
-    _, rows = _place(glyphs, start, cell_widths, cols, wrap_glyph, grid, grid.shape[0])
-    draw_cells(grid, rows, cell_widths, wrap_glyph, row_bits, advance, pitch, group, scanlines, stats)
+    stats[3], rows = _place(glyphs, start, cell_widths, cols, wrap_glyph, grid, grid.shape[0], True)
+    _draw_cells_inline(grid, rows, cell_widths, wrap_glyph, row_bits, advance, pitch, group, scanlines, stats)
 
 
-@jit
-def draw_cells(grid, rows, cell_widths, wrap_glyph, row_bits, advance, pitch, group, scanlines, stats):
+def _draw_cells(grid, rows, cell_widths, wrap_glyph, row_bits, advance, pitch, group, scanlines, stats):
     """Draw the first ``rows`` rows of a cell grid as PNG scanlines.
 
     Args:
@@ -291,7 +273,7 @@ def draw_cells(grid, rows, cell_widths, wrap_glyph, row_bits, advance, pitch, gr
         scanlines: uint8[>= rows * pitch, 1 + ceil(C * advance / 8)], receives the
             rows as PNG scanlines: filter byte 0, then 1-bit pixels, most significant
             bit first, 1 = ink; the bits past the page width are 0.
-        stats: int64[3], receives (rows, characters drawn, cells used): wrap markers
+        stats: int64[>= 3], receives (rows, characters drawn, cells used): wrap markers
             are not characters; a wide glyph uses two cells.
     """
     cols = grid.shape[1]
@@ -334,6 +316,12 @@ def draw_cells(grid, rows, cell_widths, wrap_glyph, row_bits, advance, pitch, gr
     stats[0] = rows
     stats[1] = chars
     stats[2] = cells
+
+
+#: ``draw_cells`` compiled on its own (the tests draw grids with it), and inlined in
+#: ``draw_page`` (a separately compiled callee costs a compile of its own on first use).
+draw_cells = jit(_draw_cells)
+_draw_cells_inline = jit(inline="always")(_draw_cells)
 
 
 @jit(inline="always")

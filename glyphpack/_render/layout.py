@@ -13,7 +13,8 @@ import numpy as np
 
 from .._types import Layout
 from .fonts import FontAtlas
-from .kernels import EMPTY, UNREADABLE, WIDE_TAIL, page_starts, place_cells
+from .kernels import EMPTY, UNREADABLE, WIDE_TAIL, place_cells
+from .raster import page_starts
 from .shapes import Shape
 from .text import NormalizedText
 
@@ -65,12 +66,7 @@ class PageBreaks:
 
 def page_breaks(normalized: NormalizedText, shape: Shape, layout: Layout) -> PageBreaks:
     """The pages the glyph stream needs on ``shape``, without placing a cell."""
-    atlas = shape.atlas
-    glyphs = normalized.glyphs
-    starts = np.empty(glyphs.size // shape.max_rows + 2, dtype=np.int64)
-    totals = np.zeros(2, dtype=np.int64)
-    page_starts(glyphs, atlas.cell_widths, shape.cols, wrap_glyph(atlas, layout), shape.max_rows, starts, totals)
-    return PageBreaks(starts[: totals[0]].copy(), int(totals[1]))
+    return PageBreaks(*page_starts(normalized.glyphs, shape, wrap_glyph(shape.atlas, layout)))
 
 
 def lay_out(normalized: NormalizedText, shape: Shape, layout: Layout) -> GridLayout:

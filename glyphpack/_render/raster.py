@@ -89,10 +89,31 @@ def draw(glyphs: np.ndarray, start: int, shape: Shape, wrap_glyph: int) -> Drawn
     ``start`` from ``page_starts``); ``wrap_glyph`` is -1 in the ``flow`` layout."""
     atlas = shape.atlas
     grid, scanlines = _buffers(shape)
-    stats = np.zeros(3, dtype=np.int64)
+    stats = np.zeros(4, dtype=np.int64)
     draw_page(
         glyphs, start, atlas.cell_widths, shape.cols, wrap_glyph,
-        glyph_row_bits(shape), shape.advance, shape.pitch, byte_group(shape.advance), grid, scanlines, stats,
+        glyph_row_bits(shape), shape.advance, shape.pitch, byte_group(shape.advance), grid, scanlines, stats, True,
     )  # fmt: skip
-    rows, chars, cells = (int(v) for v in stats)
+    rows, chars, cells, _ = (int(v) for v in stats)
     return DrawnPage(scanlines[: rows * shape.pitch], rows, chars, cells)
+
+
+def page_starts(glyphs: np.ndarray, shape: Shape, wrap_glyph: int) -> tuple[np.ndarray, int]:
+    """int64[pages], where each page of the int32[n] glyph stream begins, and the rows
+    of all of them (``draw_page`` laying out without drawing, page after page)."""
+    atlas = shape.atlas
+    grid, scanlines = _buffers(shape)
+    row_bits = glyph_row_bits(shape)
+    stats = np.zeros(4, dtype=np.int64)
+    starts = []
+    rows = 0
+    start = 0
+    while start < glyphs.size:
+        starts.append(start)
+        draw_page(
+            glyphs, start, atlas.cell_widths, shape.cols, wrap_glyph,
+            row_bits, shape.advance, shape.pitch, 0, grid, scanlines, stats, False,
+        )  # fmt: skip
+        rows += int(stats[0])
+        start = int(stats[3])
+    return np.array(starts, dtype=np.int64), rows
