@@ -1,8 +1,15 @@
-"""The numba kernels: cell placement and rasterization.
+"""The numba kernels: code points to glyphs, cell placement, drawing pages, and the
+page reader's glyph matching.
 
 Kernels take only C-contiguous arrays and scalars, write into preallocated outputs
-and return nothing. Every kernel is compiled with the one policy below; ``prange``
-runs only over disjoint outputs (one page per iteration).
+and return nothing. Every kernel is compiled with the one policy below. Rendering runs
+no parallel region: each page is one call on one of the caller's threads (the page
+pool in ``render``), since the kernels release the GIL. ``prange`` runs only in the
+legibility kernels, over disjoint outputs.
+
+Compiling costs more than running on a first use (about 0.2-0.9 s per kernel here,
+more with its callees), so the rendering path keeps to two entry points,
+``map_codepoints`` and ``draw_page``, and the cache keeps them across processes.
 
 Cell grid values: a glyph index >= 0, ``EMPTY`` (-1) for a blank cell, ``WIDE_TAIL``
 (-2) for the right half of a wide glyph, ``UNREADABLE`` (-3) in a grid read back from
@@ -16,8 +23,8 @@ import os
 import threading
 from typing import Any
 
-# numba's OpenMP threads otherwise spin after every parallel raster, burning a core
-# between calls (CPU time twice the wall time of a small render, measured here); passive
+# numba's OpenMP threads otherwise spin after every parallel launch (the legibility
+# kernels; rendering has none since issue 16), burning a core between calls; passive
 # waiting costs no wall time. Read when the OpenMP runtime starts, at the first parallel
 # launch; a caller's own setting wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
