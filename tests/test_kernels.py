@@ -231,7 +231,7 @@ def test_map_codepoints_finds_glyphs_past_the_bmp(font_codepoints, text_codepoin
     text = np.array(text_codepoints + sorted(font_codepoints), np.uint32)  # every glyph asked for once
     glyphs = np.empty(text.size, np.int32)
     counts = np.zeros(1, np.int64)
-    map_codepoints(text, bmp, atlas_codepoints, False, np.zeros(0, np.uint8), glyphs, counts)
+    map_codepoints(text, bmp, atlas_codepoints, False, np.zeros(0, np.uint8), glyphs, counts, True)
     index = {cp: i for i, cp in enumerate(atlas_codepoints.tolist())}
     assert glyphs.tolist() == [index.get(cp, NO_GLYPH) for cp in text.tolist()]
     assert counts[0] == sum(1 for cp in text.tolist() if cp not in index)

@@ -164,7 +164,7 @@ class FontAtlas:
         classes = _NO_CLASSES if classes is None else classes
         glyphs = np.empty(codepoints.shape[0], dtype=np.int32)
         counts = np.zeros(1 + (CLASS_COUNT if classes.size else 0), dtype=np.int64)
-        map_codepoints(codepoints, self.bmp_lookup, self.codepoints, line_breaks, classes, glyphs, counts)
+        map_codepoints(codepoints, self.bmp_lookup, self.codepoints, line_breaks, classes, glyphs, counts, True)
         return glyphs, counts
 
     @property

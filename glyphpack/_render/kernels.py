@@ -71,7 +71,7 @@ _CLASS_BLOCK = 255
 
 
 @jit
-def map_codepoints(codepoints, bmp_table, atlas_codepoints, line_breaks, classes, glyphs, counts):
+def map_codepoints(codepoints, bmp_table, atlas_codepoints, line_breaks, classes, glyphs, counts, lookup):
     """Glyph index of every code point, and a count per class, in one pass.
 
     Args:
@@ -97,6 +97,10 @@ def map_codepoints(codepoints, bmp_table, atlas_codepoints, line_breaks, classes
         lanes = np.uint64(0)
         for i in range(first, last):
             cp = codepoints[i]
+            if counting:
+                lanes += np.uint64(1) << (np.uint64(classes[cp]) << np.uint64(3))
+            if not lookup:
+                continue
             if cp < 0x10000:
                 g = bmp_table[cp]
             else:  # past the BMP: a binary search over the sorted glyph code points
@@ -111,16 +115,15 @@ def map_codepoints(codepoints, bmp_table, atlas_codepoints, line_breaks, classes
                 g = lo if lo < n_glyphs and atlas_codepoints[lo] == cp else -1
             missing += g < 0
             glyphs[i] = g if g >= 0 else NO_GLYPH
-            if counting:
-                lanes += np.uint64(1) << (np.uint64(classes[cp]) << np.uint64(3))
-        if line_breaks:
+        if line_breaks and lookup:
             for i in range(first, last):
                 if codepoints[i] == 0x0A:
                     glyphs[i] = LINE_BREAK  # the newline marker's glyph: never missing
         if counting:
             for k in range(CLASS_COUNT):
                 counts[1 + k] += (lanes >> np.uint64(8 * k)) & np.uint64(0xFF)
-    counts[0] = missing
+    if lookup:
+        counts[0] = missing
 
 
 @jit(inline="always")

@@ -14,7 +14,7 @@ from .._errors import LimitError, ProfileWarning, UsageError
 from .._providers.blocks import image_block
 from .._providers.profile import Profile
 from .._providers.resolve import reading_profile, resolve
-from .._providers.text_tokens import DEFAULT_ESTIMATOR, SCRIPT_CLASSES, estimate_text_tokens
+from .._providers.text_tokens import DEFAULT_ESTIMATOR, SCRIPT_CLASSES
 from .._types import FIDELITIES, LAYOUTS, Api, Fidelity, Layout, check_kind, public
 from .layout import PageBreaks, page_breaks, wrap_glyph
 from .png import encode_png
@@ -252,12 +252,13 @@ def _prepare(
 
 def _text_tokens(prepared: _Plan) -> int:
     """The text-token estimate of the input, from the classes normalization counted
-    when it could (one decode of the text for both)."""
+    (in its own pass over the code points: no second decode of the text)."""
     counted = prepared.normalized.classes_counted
-    return estimate_text_tokens(prepared.text) if counted is None else DEFAULT_ESTIMATOR.estimate_counts(counted)
+    assert counted is not None, "render normalizes with SCRIPT_CLASSES"
+    return DEFAULT_ESTIMATOR.estimate_counts(counted)
 
 
-def _report(prepared: _Plan, pages: list[Page] | None, cells_drawn: int = 0, text_tokens: int | None = None) -> RenderReport:
+def _report(prepared: _Plan, pages: list[Page] | None, cells_drawn: int = 0) -> RenderReport:
     """The report of a plan, or of its drawn ``pages`` (with the cells they hold)."""
     shape, normalized, rows, profile = prepared.shape, prepared.normalized, prepared.rows, prepared.profile
     if pages is not None:
@@ -287,7 +288,7 @@ def _report(prepared: _Plan, pages: list[Page] | None, cells_drawn: int = 0, tex
         page_height=shape.page_height(min(rows, shape.max_rows)),
         cells_used=cells_used,
         cells_total=rows * shape.cols,
-        text_tokens=_text_tokens(prepared) if text_tokens is None else text_tokens,
+        text_tokens=_text_tokens(prepared),
         png_bytes=None if pages is None else sum(len(p.png) for p in pages),
         model=None if profile is None else profile.model,
         profile=None if profile is None else profile.name,
@@ -419,16 +420,13 @@ def _draw_pages(prepared: _Plan, progress: Callable[[int, int], None] | None) ->
 
     # A small call is drawn on this thread: no hand-off.
     results = iter([page(0)] if total else []) if total <= 1 else _in_pool(page, total)
-    # Meanwhile on this thread: the estimate, for a text that cleaning changed (its
-    # classes were not counted in normalization's pass over the cleaned text).
-    text_tokens = _text_tokens(prepared)
     drawn_pages = []
     for result in results:
         drawn_pages.append(result)
         if progress is not None:
             progress(len(drawn_pages), total)
     pages = [drawn for drawn, _ in drawn_pages]
-    return Pages(pages, _report(prepared, pages, sum(cells for _, cells in drawn_pages), text_tokens))
+    return Pages(pages, _report(prepared, pages, sum(cells for _, cells in drawn_pages)))
 
 
 def _in_pool(page: Callable[[int], tuple[Page, int]], total: int) -> Iterator[tuple[Page, int]]:

@@ -32,7 +32,7 @@ import numpy as np
 
 from .._types import LAYOUTS, Layout, check_kind
 from .fonts import NEWLINE, FontAtlas
-from .kernels import LINE_BREAK, NO_GLYPH
+from .kernels import CLASS_COUNT, LINE_BREAK, NO_GLYPH, map_codepoints
 
 TAB_SIZE = 8
 #: Up to this many dropped or expanded characters are spliced in slice by slice; more
@@ -137,9 +137,7 @@ class NormalizedText:
         counts: what was changed on the way.
         source_chars: length of the input string.
         classes_counted: int64[8], the input's characters per class of the
-            ``classes`` table given to ``normalize``, counted in the same pass as the
-            glyph lookup; None when not asked for, or when cleaning changed the text
-            (the counts would not be the input's).
+            ``classes`` table given to ``normalize``; None when not asked for.
     """
 
     glyphs: np.ndarray
@@ -206,6 +204,11 @@ def clean_text(text: str) -> tuple[str, int]:
     return text, ansi
 
 
+# Stand-ins for the glyph tables when ``map_codepoints`` only counts classes.
+_NO_TABLE = np.zeros(0, dtype=np.int32)
+_NO_CODEPOINTS = np.zeros(0, dtype=np.int32)
+_NO_GLYPHS = np.zeros(0, dtype=np.int32)
+
 #: Characters normalized per piece: pieces are mapped apart (on several threads when the
 #: caller gives a ``parallel_map``) so temporaries stay bounded for any text length.
 PIECE_CHARS = 1 << 18
@@ -222,7 +225,8 @@ def normalize(
 
     Args:
         classes: uint8[0x110000], a class 0..7 per code point: the input's characters
-            are counted per class in the same pass (``classes_counted``).
+            are counted per class (``classes_counted``), in the glyph lookup's pass
+            when cleaning changed nothing, else in a pass of their own.
         parallel_map: a ``map`` that may run pieces of the text at once (an executor's
             ``map``); each piece is ``PIECE_CHARS`` characters of the cleaned text.
     """
@@ -232,16 +236,32 @@ def normalize(
     # Cleaning returns the very same str when it changes nothing: only then are the
     # cleaned code points the input's.
     counting = classes if classes is not None and cleaned is text else None
-    starts = range(0, len(cleaned), PIECE_CHARS)
     map_piece = functools.partial(_normalize_piece, cleaned, atlas, layout == "lines", counting)
-    pieces = [map_piece(0)] if len(starts) <= 1 else list(parallel_map(map_piece, starts))
+    pieces = _in_pieces(map_piece, len(cleaned), parallel_map)
     glyphs = pieces[0][0] if len(pieces) == 1 else np.concatenate([piece[0] for piece in pieces])
     counts = {kind: sum(piece[1][kind] for piece in pieces) for kind in pieces[0][1]}
     counted = [piece[2] for piece in pieces if piece[2] is not None]
+    if classes is not None and counting is None:  # cleaning changed the text: count the input apart
+        counted = _in_pieces(functools.partial(_count_classes, text, classes), len(text), parallel_map)
     classes_counted = np.sum(counted, axis=0) if counted else None
     return NormalizedText(
         _trim_blanks(glyphs, atlas, layout), TextCounts(ansi_sequences=ansi, **counts), source_chars, classes_counted
     )
+
+
+def _in_pieces(piece: Callable[[int], Any], length: int, parallel_map: Callable[..., Iterable[Any]]) -> list[Any]:
+    """``piece(start)`` for each ``PIECE_CHARS`` of ``length`` characters (at least one
+    call), through ``parallel_map`` when there are several."""
+    starts = range(0, length, PIECE_CHARS)
+    return [piece(0)] if len(starts) <= 1 else list(parallel_map(piece, starts))
+
+
+def _count_classes(text: str, classes: np.ndarray, start: int) -> np.ndarray:
+    """int64[8]: characters of ``text[start:start + PIECE_CHARS]`` per class."""
+    codepoints = np.frombuffer(text[start : start + PIECE_CHARS].encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    counts = np.zeros(1 + CLASS_COUNT, dtype=np.int64)
+    map_codepoints(codepoints, _NO_TABLE, _NO_CODEPOINTS, False, classes, _NO_GLYPHS, counts, False)
+    return counts[1:]
 
 
 def _normalize_piece(
