@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
+
 from .._errors import LimitError, ProfileWarning, UsageError
 from .._providers.blocks import image_block
 from .._providers.profile import Profile
@@ -240,6 +242,12 @@ def _prepare(
             )
     elif profile is not None:
         chosen = chosen.with_page_size(*profile.page_size(chosen))
+        # Every glyph takes a cell: a lower bound on the pages that may already settle
+        # the many-image rule, so that the pages are counted once, at the smaller size.
+        glyphs = normalized.glyphs
+        cells = glyphs.size if layout == "flow" else int(np.count_nonzero(glyphs >= 0))
+        at_least = -(-cells // chosen.cells_per_page)
+        chosen = chosen.with_page_size(*profile.page_size(chosen, at_least + other_images))
     breaks = page_breaks(normalized, chosen, layout)
     if profile is not None and page_size is None:
         # Many pages may need smaller ones (Anthropic: over 20 images, each <= 2000 px).
