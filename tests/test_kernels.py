@@ -254,3 +254,17 @@ def test_map_codepoints_counts_across_blocks():
         assert np.array_equal(glyphs, expected)
         assert counts[0] == np.count_nonzero(atlas.bmp_lookup[codepoints] < 0)
         assert counts[1:].tolist() == np.bincount(classes[codepoints], minlength=8).tolist()
+
+
+@given(st.integers(0, 400), st.integers(4, 12), st.integers(1, 6))
+def test_flow_page_starts_without_wide_glyphs_are_arithmetic(n, cols, rows_per_page):
+    """With narrow glyphs only, a flowed page begins every cols x rows glyphs: the
+    arithmetic ``page_starts`` uses then agrees with the page kernel's count."""
+    from glyphpack._render.raster import page_starts
+
+    shape = Shape("tiny", "5x8", 5, 8, max_width=5 * cols, max_height=8 * rows_per_page)
+    atlas = shape.atlas
+    assert not atlas.has_wide
+    glyphs = np.random.default_rng(n).integers(0, len(atlas), n).astype(np.int32)
+    starts, rows = page_starts(glyphs, shape, -1)
+    assert (starts.tolist(), rows) == kernel_pages(glyphs, atlas.cell_widths, cols, -1, rows_per_page)

@@ -167,7 +167,7 @@ class FontAtlas:
         map_codepoints(codepoints, self.bmp_lookup, self.codepoints, line_breaks, classes, glyphs, counts, True)
         return glyphs, counts
 
-    @property
+    @functools.cached_property
     def has_wide(self) -> bool:
         return bool((self.cell_widths == 2).any())
 

@@ -102,6 +102,10 @@ def page_starts(glyphs: np.ndarray, shape: Shape, wrap_glyph: int) -> tuple[np.n
     """int64[pages], where each page of the int32[n] glyph stream begins, and the rows
     of all of them (``draw_page`` laying out without drawing, page after page)."""
     atlas = shape.atlas
+    if wrap_glyph < 0 and not atlas.has_wide:
+        # Flow with narrow glyphs only: every row holds ``cols`` glyphs, no counting.
+        rows = -(-glyphs.size // shape.cols)
+        return np.arange(0, glyphs.size, shape.cols * shape.max_rows, dtype=np.int64), rows
     grid, scanlines = _buffers(shape)
     row_bits = glyph_row_bits(shape)
     stats = np.zeros(4, dtype=np.int64)
