@@ -268,3 +268,20 @@ def test_flow_page_starts_without_wide_glyphs_are_arithmetic(n, cols, rows_per_p
     glyphs = np.random.default_rng(n).integers(0, len(atlas), n).astype(np.int32)
     starts, rows = page_starts(glyphs, shape, -1)
     assert (starts.tolist(), rows) == kernel_pages(glyphs, atlas.cell_widths, cols, -1, rows_per_page)
+
+
+def test_cells_wider_than_32_px_are_drawn_in_two_parts():
+    """Unifont's wide glyphs on a 20 px advance span 40 px: past the accumulator's
+    32-bit step, drawn exactly as the reference draws them."""
+    from glyphpack import ShapeError
+
+    shape = Shape("roomy", "unifont", 20, 16, max_width=20 * 12, max_height=16 * 3)
+    atlas = shape.atlas
+    wide = np.flatnonzero(atlas.cell_widths == 2)[:4]
+    narrow = np.flatnonzero(atlas.cell_widths == 1)[100:105]
+    glyphs = np.array([narrow[0], wide[0], narrow[1], wide[1], wide[2], narrow[2], wide[3], narrow[3]], np.int32)
+    grid = reference.place_cells(glyphs, atlas.cell_widths, shape.cols, -1)
+    expected = reference.rasterize(grid, atlas.bitmaps, atlas.cell_widths, atlas.glyph_width, shape.advance, shape.pitch)
+    assert np.array_equal(kernel_pixels(shape, grid), expected)
+    with pytest.raises(ShapeError, match="advance must be 1 to 32 px"):
+        Shape("too-roomy", "unifont", 33, 16)

@@ -213,23 +213,39 @@ def _draw_groups(line, bits, column, grouped, group, group_bytes, step):
     return position
 
 
+@jit(inline="always")
+def _push_bits(line, position, acc, pending, value, width):
+    """Append ``width`` (<= 32) bits of ``value`` to the accumulator, storing each 32
+    that are complete; returns (position, acc, pending)."""
+    acc = (acc << width) | value
+    pending += width
+    if pending >= 32:
+        pending -= np.uint64(32)
+        word = acc >> pending
+        line[position] = np.uint8((word >> np.uint64(24)) & np.uint64(0xFF))
+        line[position + 1] = np.uint8((word >> np.uint64(16)) & np.uint64(0xFF))
+        line[position + 2] = np.uint8((word >> np.uint64(8)) & np.uint64(0xFF))
+        line[position + 3] = np.uint8(word & np.uint64(0xFF))
+        position += 4
+    return position, acc, pending
+
+
 @jit
 def _draw_bitwise(line, position, bits, column, span, first):
     """Draw cells ``first``.. of one pixel row from byte ``position`` on, a cell at a
-    time through a bit accumulator (any cell widths), then pad the row with zeros."""
+    time through a bit accumulator (any cell widths up to 64 bits), then pad the row
+    with zeros."""
     acc = np.uint64(0)
     pending = np.uint64(0)  # bits in ``acc`` not yet stored: under 32 between cells
+    low = np.uint64(0xFFFFFFFF)
     for c in range(first, column.shape[0]):
-        acc = (acc << span[c]) | bits[column[c]]
-        pending += span[c]
-        if pending >= 32:
-            pending -= np.uint64(32)
-            word = acc >> pending
-            line[position] = np.uint8((word >> np.uint64(24)) & np.uint64(0xFF))
-            line[position + 1] = np.uint8((word >> np.uint64(16)) & np.uint64(0xFF))
-            line[position + 2] = np.uint8((word >> np.uint64(8)) & np.uint64(0xFF))
-            line[position + 3] = np.uint8(word & np.uint64(0xFF))
-            position += 4
+        value = bits[column[c]]
+        width = span[c]
+        if width > 32:  # a cell wider than 32 px goes in two parts
+            position, acc, pending = _push_bits(line, position, acc, pending, value >> np.uint64(32), width - np.uint64(32))
+            position, acc, pending = _push_bits(line, position, acc, pending, value & low, np.uint64(32))
+        else:
+            position, acc, pending = _push_bits(line, position, acc, pending, value, width)
     while pending > 0:  # the row's last bits, zero-padded to a whole byte
         if pending >= 8:
             pending -= np.uint64(8)
@@ -238,7 +254,8 @@ def _draw_bitwise(line, position, bits, column, span, first):
             line[position] = np.uint8((acc << (np.uint64(8) - pending)) & np.uint64(0xFF))
             pending = np.uint64(0)
         position += 1
-    line[position:] = 0
+    for k in range(position, line.shape[0]):
+        line[k] = 0
 
 
 @jit
@@ -274,7 +291,7 @@ def _draw_cells(grid, rows, cell_widths, wrap_glyph, row_bits, advance, pitch, g
         grid: int32[R, C] cells: glyph indices, ``EMPTY`` or ``WIDE_TAIL``.
         cell_widths: uint8[N]; wrap_glyph: the wrap marker's index, or -1.
         row_bits: uint64[gh, N + 1] each glyph's pixel rows as bits, the leftmost pixel
-            most significant, ``advance * cell_width`` (at most 32) bits wide; column N
+            most significant, ``advance * cell_width`` (at most 64) bits wide; column N
             is 0, drawn for blank cells (see ``glyph_row_bits``).
         advance, pitch: cell step, px.
         group: cells whose pixels fill whole bytes together, at most 64 bits

@@ -9,13 +9,8 @@ import threading
 
 import numpy as np
 
-from .._errors import UsageError
 from .kernels import draw_page
 from .shapes import Shape
-
-#: Widest cell span the kernel takes: its 64-bit accumulator holds up to 31 pending
-#: bits and one more cell.
-_MAX_SPAN_BITS = 32
 
 
 @functools.lru_cache(maxsize=32)
@@ -28,11 +23,7 @@ def glyph_row_bits(shape: Shape) -> np.ndarray:
     """
     atlas = shape.atlas
     n, gh, bitmap_width = atlas.bitmaps.shape
-    spans = shape.advance * atlas.cell_widths.astype(np.int64)
-    if int(spans.max()) > _MAX_SPAN_BITS:
-        raise UsageError(
-            f"shape {shape.name!r}: a cell {int(spans.max())} px wide is wider than the {_MAX_SPAN_BITS} px the rasterizer draws"
-        )
+    spans = shape.advance * atlas.cell_widths.astype(np.int64)  # at most 64 (``MAX_ADVANCE``)
     width = min(bitmap_width, int(spans.max()))
     # Bit weight of pixel x in a span of s bits: 2 ** (s - 1 - x), per glyph.
     x = np.arange(width, dtype=np.int64)

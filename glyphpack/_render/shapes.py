@@ -13,6 +13,10 @@ from .png import MAX_PAGE_EDGE
 DEFAULT_PAGE_SIZE = (1568, 784)
 
 
+#: Widest cell step a shape may have: a wide glyph spans two, drawn from 64 bits.
+MAX_ADVANCE = 32
+
+
 @public
 @dataclasses.dataclass(frozen=True)
 class Shape:
@@ -37,6 +41,11 @@ class Shape:
     description: str = ""
 
     def __post_init__(self) -> None:
+        if not 1 <= self.advance <= MAX_ADVANCE or self.pitch < 1:
+            raise ShapeError(
+                f"shape {self.name!r}: cells of {self.advance}x{self.pitch} px; the advance must be 1 to "
+                f"{MAX_ADVANCE} px (a wide glyph's two cells are drawn from one 64-bit word)"
+            )
         if max(self.max_width, self.max_height) > MAX_PAGE_EDGE:
             raise LimitError(
                 f"page size {self.max_width}x{self.max_height} is over the largest page glyphpack makes "
