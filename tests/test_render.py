@@ -164,7 +164,9 @@ def test_renders_from_many_threads_at_once_match_serial_renders():
 @pytest.mark.slow
 def test_workqueue_threading_layer_survives_concurrent_renders(tmp_path):
     """Numba's fallback threading layer aborts on concurrent parallel launches unless
-    glyphpack serializes them; run it in a child process with that layer forced."""
+    glyphpack serializes them. Rendering has no parallel region; the legibility
+    check's glyph matching has one: both at once on six threads, in a child process
+    with that layer forced."""
     import os
     import subprocess
     import sys
@@ -173,15 +175,19 @@ def test_workqueue_threading_layer_survives_concurrent_renders(tmp_path):
         "from concurrent.futures import ThreadPoolExecutor\n"
         "import glyphpack\n"
         "texts = ['w%d ' % i * 40000 for i in range(6)]\n"
+        "def work(text):\n"
+        "    pages = glyphpack.render(text)\n"
+        "    return len(pages), glyphpack.legibility(pages[0], '5x8', text[:20000])\n"
         "with ThreadPoolExecutor(6) as pool:\n"
-        "    pages = list(pool.map(lambda t: len(glyphpack.render(t)), texts))\n"
+        "    results = list(pool.map(work, texts))\n"
         "import numba\n"
-        "print(numba.threading_layer(), sum(pages))\n"
+        "print(numba.threading_layer(), sum(n for n, _ in results), min(score for _, score in results))\n"
     )
     env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue", NUMBA_CACHE_DIR=str(tmp_path))
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split()[0] == "workqueue"
+    layer, pages, score = out.stdout.split()
+    assert layer == "workqueue" and int(pages) >= 6 and float(score) == 1.0
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
