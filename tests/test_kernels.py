@@ -11,7 +11,15 @@ from glyphpack._render.kernels import NO_GLYPH, draw_cells, draw_page, place_cel
 from glyphpack._render.raster import byte_group, glyph_row_bits
 from glyphpack._render.shapes import SHAPES, Shape
 
-NO_INK = np.zeros((8, 8), np.uint64)  # row bits for the test glyphs: layout is what is checked
+
+def no_ink(cell_widths):
+    """Row bits of no ink for glyphs of ``cell_widths`` (where layout is what is checked),
+    and the columns of the wide ones' second cells, as ``glyph_row_bits`` lays them out."""
+    n = len(cell_widths)
+    wide = np.flatnonzero(np.asarray(cell_widths) == 2)
+    right_halves = np.full(n, -1, np.int32)
+    right_halves[wide] = n + 1 + np.arange(wide.size)
+    return np.zeros((8, n + 1 + wide.size), np.uint64), right_halves
 
 
 def kernel_pages(glyphs, cell_widths, cols, wrap, rows_per_page):
@@ -24,7 +32,7 @@ def kernel_pages(glyphs, cell_widths, cols, wrap, rows_per_page):
     starts, rows, start = [], 0, 0
     while start < glyphs.size:
         starts.append(start)
-        draw_page(glyphs, start, cell_widths, cols, wrap, NO_INK, 5, 8, 8, grid, scanlines, stats, False)
+        draw_page(glyphs, start, cell_widths, cols, wrap, *no_ink(cell_widths), 5, 8, 8, grid, scanlines, stats, False)
         rows += int(stats[0])
         start = int(stats[3])
     assert np.array_equal(grid, untouched)  # counting writes no cell
@@ -99,7 +107,7 @@ def test_pages_laid_out_from_their_starts_match_the_reference(glyphs, cols, line
         grid = np.full((rows_per_page, cols), 99, np.int32)  # garbage: every cell must be written
         scanlines = np.empty((rows_per_page * 8, 1 + -(-cols * 5 // 8)), np.uint8)
         stats = np.zeros(4, np.int64)
-        draw_page(glyph_stream, start, WIDTHS, cols, wrap, NO_INK, 5, 8, 8, grid, scanlines, stats, True)
+        draw_page(glyph_stream, start, WIDTHS, cols, wrap, *no_ink(WIDTHS), 5, 8, 8, grid, scanlines, stats, True)
         page_rows = expected[page * rows_per_page : (page + 1) * rows_per_page]
         assert stats[0] == len(page_rows)
         assert grid[: len(page_rows)].tolist() == page_rows
@@ -117,7 +125,7 @@ def kernel_pixels(shape, grid):
     width = cols * shape.advance
     scanlines = np.full((rows * shape.pitch, 1 + -(-width // 8)), 7, np.uint8)  # garbage: every byte must be written
     stats = np.zeros(3, np.int64)
-    draw_cells(cells, rows, atlas.cell_widths, atlas.wrap_index, glyph_row_bits(shape), shape.advance, shape.pitch,
+    draw_cells(cells, rows, atlas.wrap_index, *glyph_row_bits(shape), shape.advance, shape.pitch,
                byte_group(shape.advance), scanlines, stats)  # fmt: skip
     assert stats.tolist() == [rows, np.count_nonzero((cells >= 0) & (cells != atlas.wrap_index)), np.count_nonzero(cells != -1)]
     assert (scanlines[:, 0] == 0).all()  # PNG filter byte
@@ -270,9 +278,9 @@ def test_flow_page_starts_without_wide_glyphs_are_arithmetic(n, cols, rows_per_p
     assert (starts.tolist(), rows) == kernel_pages(glyphs, atlas.cell_widths, cols, -1, rows_per_page)
 
 
-def test_cells_wider_than_32_px_are_drawn_in_two_parts():
-    """Unifont's wide glyphs on a 20 px advance span 40 px: past the accumulator's
-    32-bit step, drawn exactly as the reference draws them."""
+def test_wide_glyphs_on_a_wide_advance_are_drawn_exactly():
+    """Unifont's wide glyphs on a 20 px advance span 40 px, drawn as two cells of 20
+    (the accumulator takes 32 at a time), exactly as the reference draws them."""
     from glyphpack import ShapeError
 
     shape = Shape("roomy", "unifont", 20, 16, max_width=20 * 12, max_height=16 * 3)

@@ -214,38 +214,28 @@ def _draw_groups(line, bits, column, grouped, group, group_bytes, step):
 
 
 @jit(inline="always")
-def _push_bits(line, position, acc, pending, value, width):
-    """Append ``width`` (<= 32) bits of ``value`` to the accumulator, storing each 32
-    that are complete; returns (position, acc, pending)."""
-    acc = (acc << width) | value
-    pending += width
-    if pending >= 32:
-        pending -= np.uint64(32)
-        word = acc >> pending
-        line[position] = np.uint8((word >> np.uint64(24)) & np.uint64(0xFF))
-        line[position + 1] = np.uint8((word >> np.uint64(16)) & np.uint64(0xFF))
-        line[position + 2] = np.uint8((word >> np.uint64(8)) & np.uint64(0xFF))
-        line[position + 3] = np.uint8(word & np.uint64(0xFF))
-        position += 4
-    return position, acc, pending
+def _store_word(line, position, word):
+    """Store the low 32 bits of ``word`` at ``line[position:position + 4]``, big-endian."""
+    line[position] = np.uint8((word >> np.uint64(24)) & np.uint64(0xFF))
+    line[position + 1] = np.uint8((word >> np.uint64(16)) & np.uint64(0xFF))
+    line[position + 2] = np.uint8((word >> np.uint64(8)) & np.uint64(0xFF))
+    line[position + 3] = np.uint8(word & np.uint64(0xFF))
 
 
 @jit
-def _draw_bitwise(line, position, bits, column, span, first):
-    """Draw cells ``first``.. of one pixel row from byte ``position`` on, a cell at a
-    time through a bit accumulator (any cell widths up to 64 bits), then pad the row
-    with zeros."""
+def _draw_bitwise(line, position, bits, column, step, first):
+    """Draw cells ``first``.. of one pixel row from byte ``position`` on, a cell of
+    ``step`` (at most 32) bits at a time through an accumulator, then pad the row with
+    zeros."""
     acc = np.uint64(0)
     pending = np.uint64(0)  # bits in ``acc`` not yet stored: under 32 between cells
-    low = np.uint64(0xFFFFFFFF)
     for c in range(first, column.shape[0]):
-        value = bits[column[c]]
-        width = span[c]
-        if width > 32:  # a cell wider than 32 px goes in two parts
-            position, acc, pending = _push_bits(line, position, acc, pending, value >> np.uint64(32), width - np.uint64(32))
-            position, acc, pending = _push_bits(line, position, acc, pending, value & low, np.uint64(32))
-        else:
-            position, acc, pending = _push_bits(line, position, acc, pending, value, width)
+        acc = (acc << step) | bits[column[c]]
+        pending += step
+        if pending >= 32:
+            pending -= np.uint64(32)
+            _store_word(line, position, acc >> pending)
+            position += 4
     while pending > 0:  # the row's last bits, zero-padded to a whole byte
         if pending >= 8:
             pending -= np.uint64(8)
@@ -259,7 +249,7 @@ def _draw_bitwise(line, position, bits, column, span, first):
 
 
 @jit
-def draw_page(glyphs, start, cell_widths, cols, wrap_glyph, row_bits, advance, pitch, group, grid, scanlines, stats, draw):
+def draw_page(glyphs, start, cell_widths, cols, wrap_glyph, row_bits, right_halves, advance, pitch, group, grid, scanlines, stats, draw):
     """Lay out one page from ``glyphs[start]`` and draw it as PNG scanlines, or only
     find where the next page begins (one kernel for both: each costs a compile).
 
@@ -270,7 +260,7 @@ def draw_page(glyphs, start, cell_widths, cols, wrap_glyph, row_bits, advance, p
         start: the page's first glyph index (0, then each page's ``stats[3]``).
         grid: int32[R, cols] scratch for the page's cells (R rows per page); its
             contents on entry do not matter.
-        row_bits, advance, pitch, group, scanlines: as for ``draw_cells``.
+        row_bits, right_halves, advance, pitch, group, scanlines: as for ``draw_cells``.
         stats: int64[4], receives (rows used, characters drawn, cells used, the next
             page's first glyph index); without ``draw`` only the rows and the next
             page's start, and nothing else is written.
@@ -281,22 +271,26 @@ def draw_page(glyphs, start, cell_widths, cols, wrap_glyph, row_bits, advance, p
         return
     grid[:, :] = EMPTY
     stats[3], rows = _place(glyphs, start, cell_widths, cols, wrap_glyph, grid, grid.shape[0], True)
-    _draw_cells_inline(grid, rows, cell_widths, wrap_glyph, row_bits, advance, pitch, group, scanlines, stats)
+    _draw_cells_inline(grid, rows, wrap_glyph, row_bits, right_halves, advance, pitch, group, scanlines, stats)
 
 
-def _draw_cells(grid, rows, cell_widths, wrap_glyph, row_bits, advance, pitch, group, scanlines, stats):
+def _draw_cells(grid, rows, wrap_glyph, row_bits, right_halves, advance, pitch, group, scanlines, stats):
     """Draw the first ``rows`` rows of a cell grid as PNG scanlines.
 
     Args:
         grid: int32[R, C] cells: glyph indices, ``EMPTY`` or ``WIDE_TAIL``.
-        cell_widths: uint8[N]; wrap_glyph: the wrap marker's index, or -1.
-        row_bits: uint64[gh, N + 1] each glyph's pixel rows as bits, the leftmost pixel
-            most significant, ``advance * cell_width`` (at most 64) bits wide; column N
-            is 0, drawn for blank cells (see ``glyph_row_bits``).
+        wrap_glyph: the wrap marker's index, or -1.
+        row_bits: uint64[gh, N + 1 + W] each glyph's pixel rows as bits, one cell
+            (``advance`` bits, at most 32) each, the leftmost pixel most significant: a
+            wide glyph's left cell in its own column, its right cell in column
+            ``right_halves[g]``; column N is 0, drawn for blank cells (see
+            ``glyph_row_bits``).
+        right_halves: int32[N], the row_bits column of each wide glyph's right cell
+            (-1 for a narrow glyph).
         advance, pitch: cell step, px.
         group: cells whose pixels fill whole bytes together, at most 64 bits
-            (``8 // gcd(advance, 8)``), or 0 when that is wider: a row of narrow glyphs
-            is drawn a group at a time, the rest a cell at a time.
+            (``8 // gcd(advance, 8)``), or 0 when that is wider: rows are drawn a
+            group at a time, the rest a cell at a time.
         scanlines: uint8[>= rows * pitch, 1 + ceil(C * advance / 8)], receives the
             rows as PNG scanlines: filter byte 0, then 1-bit pixels, most significant
             bit first, 1 = ink; the bits past the page width are 0.
@@ -305,39 +299,34 @@ def _draw_cells(grid, rows, cell_widths, wrap_glyph, row_bits, advance, pitch, g
     """
     cols = grid.shape[1]
     glyph_height = row_bits.shape[0]
-    blank = row_bits.shape[1] - 1
-    # Per cell of a row: the row_bits column to draw and the bits it spans (0 for the
-    # right half of a wide glyph, which its left half already covers). Branch-free
-    # per pixel row: every cell is one shift and one or.
+    blank = right_halves.shape[0]  # column N
+    # The row_bits column of every cell of a row: a wide glyph is two ordinary cells,
+    # so every cell is ``advance`` bits and each pixel row is shifts and ors only.
     column = np.empty(cols, dtype=np.uint32)  # unsigned: no negative-index checks
-    span = np.empty(cols, dtype=np.uint64)
     group_bytes = group * advance // 8
     step = np.uint64(advance)
+    grouped = cols - cols % group if group > 0 else 0
     chars = 0
     cells = 0
     for r in range(rows):
-        narrow = True
         for c in range(cols):
             g = grid[r, c]
             if g >= 0:
                 column[c] = g
-                span[c] = advance * cell_widths[g]
                 cells += 1
                 if g != wrap_glyph:
                     chars += 1
-                if cell_widths[g] != 1:
-                    narrow = False
+                if right_halves[g] >= 0 and c + 1 < cols:
+                    column[c + 1] = right_halves[g]
+            elif g == WIDE_TAIL:
+                cells += 1  # its column was set by the glyph to its left
             else:
                 column[c] = blank
-                span[c] = 0 if g == WIDE_TAIL else advance
-                if g == WIDE_TAIL:
-                    cells += 1
-        grouped = cols - cols % group if narrow and group > 0 else 0
         for y in range(glyph_height):
             line = scanlines[r * pitch + y]
             line[0] = 0  # PNG filter type 0 (None)
             position = _draw_groups(line, row_bits[y], column, grouped, group, group_bytes, step)
-            _draw_bitwise(line, position, row_bits[y], column, span, grouped)
+            _draw_bitwise(line, position, row_bits[y], column, step, grouped)
         for y in range(glyph_height, pitch):
             scanlines[r * pitch + y, :] = 0
     stats[0] = rows

@@ -14,25 +14,37 @@ from .shapes import Shape
 
 
 @functools.lru_cache(maxsize=32)
-def glyph_row_bits(shape: Shape) -> np.ndarray:
-    """uint64[gh, N + 1]: each glyph's pixel rows as bits, leftmost pixel most
-    significant; column N is all 0 (drawn for blank cells).
+def glyph_row_bits(shape: Shape) -> tuple[np.ndarray, np.ndarray]:
+    """Each glyph's pixel rows as bits, a cell at a time, for ``draw_cells``.
 
-    A narrow glyph's row is ``advance`` bits wide, a wide one's ``2 * advance``; a
-    glyph's bitmap is zero beyond its own width, so the cell's spacing columns are 0.
+    Returns:
+        uint64[gh, N + 1 + W]: column g holds glyph g's first cell (``advance`` bits,
+        the leftmost pixel most significant), column N is all 0 (blank cells), and
+        columns N + 1 .. N + W the second cells of the W wide glyphs;
+        int32[N]: the column of each wide glyph's second cell, -1 for a narrow glyph.
+    A glyph's bitmap is zero beyond its own width, so spacing columns are 0.
     """
     atlas = shape.atlas
     n, gh, bitmap_width = atlas.bitmaps.shape
-    spans = shape.advance * atlas.cell_widths.astype(np.int64)  # at most 64 (``MAX_ADVANCE``)
-    width = min(bitmap_width, int(spans.max()))
-    # Bit weight of pixel x in a span of s bits: 2 ** (s - 1 - x), per glyph.
-    x = np.arange(width, dtype=np.int64)
-    shifts = spans[:, None] - 1 - x[None, :]  # int64[N, width]; negative only past the span
-    weights = np.where(shifts >= 0, np.left_shift(np.uint64(1), np.maximum(shifts, 0).astype(np.uint64)), np.uint64(0))
-    ink = atlas.bitmaps[:, :, :width].astype(np.uint64)  # uint64[N, gh, width]
-    bits = np.zeros((gh, n + 1), dtype=np.uint64)
-    bits[:, :n] = (ink * weights[:, None, :]).sum(axis=2, dtype=np.uint64).T
-    return bits
+    advance = shape.advance
+    wide = np.flatnonzero(atlas.cell_widths == 2)
+    right_halves = np.full(n, -1, dtype=np.int32)
+    right_halves[wide] = n + 1 + np.arange(wide.size, dtype=np.int32)
+    # Pixel x of a cell weighs 2 ** (advance - 1 - x).
+    weights = np.left_shift(np.uint64(1), np.arange(advance - 1, -1, -1, dtype=np.uint64))
+
+    def cells(first_pixel: int, glyphs: np.ndarray) -> np.ndarray:
+        """uint64[gh, len(glyphs)]: the cell starting at bitmap column ``first_pixel``."""
+        ink = np.zeros((glyphs.size, gh, advance), dtype=np.uint64)
+        available = max(0, min(advance, bitmap_width - first_pixel))
+        ink[:, :, :available] = atlas.bitmaps[glyphs, :, first_pixel : first_pixel + available]
+        return (ink * weights).sum(axis=2, dtype=np.uint64).T
+
+    bits = np.zeros((gh, n + 1 + wide.size), dtype=np.uint64)
+    bits[:, :n] = cells(0, np.arange(n))
+    if wide.size:
+        bits[:, n + 1 :] = cells(advance, wide)
+    return np.ascontiguousarray(bits), right_halves
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,9 +93,10 @@ def draw(glyphs: np.ndarray, start: int, shape: Shape, wrap_glyph: int) -> Drawn
     atlas = shape.atlas
     grid, scanlines = _buffers(shape)
     stats = np.zeros(4, dtype=np.int64)
+    row_bits, right_halves = glyph_row_bits(shape)
     draw_page(
         glyphs, start, atlas.cell_widths, shape.cols, wrap_glyph,
-        glyph_row_bits(shape), shape.advance, shape.pitch, byte_group(shape.advance), grid, scanlines, stats, True,
+        row_bits, right_halves, shape.advance, shape.pitch, byte_group(shape.advance), grid, scanlines, stats, True,
     )  # fmt: skip
     rows, chars, cells, _ = (int(v) for v in stats)
     return DrawnPage(scanlines[: rows * shape.pitch], rows, chars, cells)
@@ -98,7 +111,7 @@ def page_starts(glyphs: np.ndarray, shape: Shape, wrap_glyph: int) -> tuple[np.n
         rows = -(-glyphs.size // shape.cols)
         return np.arange(0, glyphs.size, shape.cols * shape.max_rows, dtype=np.int64), rows
     grid, scanlines = _buffers(shape)
-    row_bits = glyph_row_bits(shape)
+    row_bits, right_halves = glyph_row_bits(shape)
     stats = np.zeros(4, dtype=np.int64)
     starts = []
     rows = 0
@@ -107,7 +120,7 @@ def page_starts(glyphs: np.ndarray, shape: Shape, wrap_glyph: int) -> tuple[np.n
         starts.append(start)
         draw_page(
             glyphs, start, atlas.cell_widths, shape.cols, wrap_glyph,
-            row_bits, shape.advance, shape.pitch, 0, grid, scanlines, stats, False,
+            row_bits, right_halves, shape.advance, shape.pitch, 0, grid, scanlines, stats, False,
         )  # fmt: skip
         rows += int(stats[0])
         start = int(stats[3])

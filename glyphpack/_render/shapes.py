@@ -13,7 +13,8 @@ from .png import MAX_PAGE_EDGE
 DEFAULT_PAGE_SIZE = (1568, 784)
 
 
-#: Widest cell step a shape may have: a wide glyph spans two, drawn from 64 bits.
+#: Widest cell step a shape may have: the rasterizer draws a cell's pixels 32 at most
+#: at a time.
 MAX_ADVANCE = 32
 
 
@@ -44,7 +45,7 @@ class Shape:
         if not 1 <= self.advance <= MAX_ADVANCE or self.pitch < 1:
             raise ShapeError(
                 f"shape {self.name!r}: cells of {self.advance}x{self.pitch} px; the advance must be 1 to "
-                f"{MAX_ADVANCE} px (a wide glyph's two cells are drawn from one 64-bit word)"
+                f"{MAX_ADVANCE} px (the rasterizer draws a cell's pixels at most 32 at a time)"
             )
         if max(self.max_width, self.max_height) > MAX_PAGE_EDGE:
             raise LimitError(
