@@ -5,7 +5,7 @@ For every run: the exit code is 0, 1 or 2; no traceback escapes; nothing is writ
 outside the output the command names; no input file changes.
 
 A seeded generator makes the cases, so a failure names its seed and replays exactly.
-A run makes ``GLYPHPACK_FUZZ_CASES`` cases (16 by default, 300 in CI); a longer hunt:
+A run makes ``GLYPHPACK_FUZZ_CASES`` cases (10 by default, 300 in CI); a longer hunt:
 ``GLYPHPACK_FUZZ_CASES=5000 GLYPHPACK_FUZZ_SEED=7 python -m pytest tests/test_cli_fuzz.py``.
 """
 
@@ -27,7 +27,7 @@ from glyphpack._cli import main
 from glyphpack._history.codec import history_to_json
 
 DATA = Path(__file__).parent / "data" / "sessions"
-CASES = int(os.environ.get("GLYPHPACK_FUZZ_CASES", "300" if os.environ.get("CI") else "16"))
+CASES = int(os.environ.get("GLYPHPACK_FUZZ_CASES", "300" if os.environ.get("CI") else "10"))
 FIRST_SEED = int(os.environ.get("GLYPHPACK_FUZZ_SEED", "0"))
 BATCH = 20
 MODELS = ("claude-sonnet-4-5", "gpt-5.4", "gemini-3-pro", "o3-mini", "no-such-model", "")
