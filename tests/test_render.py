@@ -212,3 +212,26 @@ def test_the_report_estimates_text_tokens_of_the_input_as_the_estimator_does(tex
     cleaning left the text as it was; either way the estimate is the input's."""
     assert plan(text).text_tokens == glyphpack.estimate_text_tokens(text)
     assert render(text, shape="unifont").report.text_tokens == glyphpack.estimate_text_tokens(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a\r\nb\rc\r\r\nd",  # CRLF pairs and lone CRs
+        "\x1b]0;titré ✓ 中\x07ok \x1b[1;31mred\x1b[0m \x1bP+qdata\x1b\\ end",  # OSC, CSI, DCS
+        "col\tnext\t\tlast\n\tindent",  # tabs to stops
+        "\x1b[2Jé\r\n\tx e\u0301",  # all at once, and NFC composing (the input counted apart)
+    ],
+)
+def test_the_estimate_of_a_cleaned_text_is_the_inputs(text):
+    """Cleaning removes and adds characters; the classes it changed are put back, so the
+    estimate is the input's without decoding it a second time."""
+    assert plan(text).text_tokens == glyphpack.estimate_text_tokens(text)
+    assert glyphpack.TextEstimator().counts(text).tolist() == normalize_classes(text)
+
+
+def normalize_classes(text):
+    from glyphpack._providers.text_tokens import SCRIPT_CLASSES
+    from glyphpack._render.text import normalize
+
+    return normalize(text, SHAPES["5x8"].atlas, "flow", SCRIPT_CLASSES).classes_counted[:5].tolist()

@@ -190,18 +190,43 @@ def certainly_drawn(text: str) -> int:
     return int(np.count_nonzero((codepoints > 0x20) & (codepoints < 0x7F)))
 
 
-def clean_text(text: str) -> tuple[str, int]:
-    """Steps 1-3 of the rules: the string-level clean-up, and the ANSI sequences stripped."""
+def clean_text(text: str, classes: np.ndarray | None = None) -> tuple[str, int, np.ndarray | None]:
+    """Steps 1-3 of the rules: the string-level clean-up.
+
+    Returns:
+        the cleaned text; the ANSI sequences stripped; and, with ``classes``
+        (uint8[0x110000], a class 0..7 per code point), int64[8]: the input's
+        characters per class minus the cleaned text's, from what each step removed and
+        added (None when NFC composed something: then only a count of the input tells).
+    """
+    delta = None if classes is None else np.zeros(CLASS_COUNT, dtype=np.int64)
+
+    def changed(char: str, removed: int) -> None:
+        if delta is not None and classes is not None:
+            delta[classes[ord(char)]] += removed
+
     if "\r" in text:
+        returns, pairs = text.count("\r"), text.count("\r\n")
         text = text.replace("\r\n", "\n").replace("\r", "\n")
+        changed("\r", returns)
+        changed("\n", -(returns - pairs))  # a lone CR became LF
     ansi = 0
     if "\x1b" in text:
+        if delta is not None and classes is not None:
+            stripped = _codepoints("".join(_ANSI.findall(text)))
+            delta += np.bincount(np.take(classes, stripped), minlength=CLASS_COUNT)[:CLASS_COUNT]
         text, ansi = _ANSI.subn("", text)
     if not text.isascii():
-        text = unicodedata.normalize("NFC", text)
+        composed = unicodedata.normalize("NFC", text)
+        if composed is not text and composed != text:
+            delta = None
+        text = composed
     if "\t" in text:
+        tabs, before = text.count("\t"), len(text)
         text = text.expandtabs(TAB_SIZE)
-    return text, ansi
+        changed("\t", tabs)
+        changed(" ", -(len(text) - before + tabs))
+    return text, ansi, delta
 
 
 # Stand-ins for the glyph tables when ``map_codepoints`` only counts classes.
@@ -232,18 +257,18 @@ def normalize(
     """
     check_kind(layout, LAYOUTS, "layout")
     source_chars = len(text)
-    cleaned, ansi = clean_text(text)
-    # Cleaning returns the very same str when it changes nothing: only then are the
-    # cleaned code points the input's.
-    counting = classes if classes is not None and cleaned is text else None
+    cleaned, ansi, delta = clean_text(text, classes)
+    # The input's classes are the cleaned text's plus what cleaning changed, counted in
+    # the lookup's pass; only when NFC composed characters is the input counted apart.
+    counting = classes if delta is not None else None
     map_piece = functools.partial(_normalize_piece, cleaned, atlas, layout == "lines", counting)
     pieces = _in_pieces(map_piece, len(cleaned), parallel_map)
     glyphs = pieces[0][0] if len(pieces) == 1 else np.concatenate([piece[0] for piece in pieces])
     counts = {kind: sum(piece[1][kind] for piece in pieces) for kind in pieces[0][1]}
     counted = [piece[2] for piece in pieces if piece[2] is not None]
-    if classes is not None and counting is None:  # cleaning changed the text: count the input apart
+    if classes is not None and counting is None:  # NFC composed: count the input apart
         counted = _in_pieces(functools.partial(_count_classes, text, classes), len(text), parallel_map)
-    classes_counted = np.sum(counted, axis=0) if counted else None
+    classes_counted = np.sum(counted, axis=0) + (0 if delta is None else delta) if counted else None
     return NormalizedText(
         _trim_blanks(glyphs, atlas, layout), TextCounts(ansi_sequences=ansi, **counts), source_chars, classes_counted
     )
@@ -256,9 +281,15 @@ def _in_pieces(piece: Callable[[int], Any], length: int, parallel_map: Callable[
     return [piece(0)] if len(starts) <= 1 else list(parallel_map(piece, starts))
 
 
+def _codepoints(text: str) -> np.ndarray:
+    """uint32[n], the code points of ``text``; surrogatepass keeps lone surrogates as
+    code points so they can be counted and replaced."""
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+
+
 def _count_classes(text: str, classes: np.ndarray, start: int) -> np.ndarray:
     """int64[8]: characters of ``text[start:start + PIECE_CHARS]`` per class."""
-    codepoints = np.frombuffer(text[start : start + PIECE_CHARS].encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    codepoints = _codepoints(text[start : start + PIECE_CHARS])
     counts = np.zeros(1 + CLASS_COUNT, dtype=np.int64)
     map_codepoints(codepoints, _NO_TABLE, _NO_CODEPOINTS, False, classes, _NO_GLYPHS, counts, False)
     return counts[1:]
@@ -269,10 +300,7 @@ def _normalize_piece(
 ) -> tuple[np.ndarray, dict[str, int], np.ndarray | None]:
     """Glyphs of ``cleaned[start:start + PIECE_CHARS]``, what was changed, and the
     piece's characters per class (with ``classes``)."""
-    piece = cleaned[start : start + PIECE_CHARS]
-    # surrogatepass keeps lone surrogates as codepoints so they can be counted and replaced.
-    codepoints = np.frombuffer(piece.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    del piece
+    codepoints = _codepoints(cleaned[start : start + PIECE_CHARS])
     glyphs, lookup_counts = atlas.lookup(codepoints, line_breaks=line_breaks, classes=classes)
     classes_counted = lookup_counts[1:] if classes is not None else None
     counts = {"folded": 0, "replaced": 0, "dropped": 0, "controls": 0}
