@@ -234,6 +234,33 @@ def cmd_legibility(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_warm(args: argparse.Namespace) -> int:
+    """Build every shipped font's atlas and compile the render kernels into the caches
+    now, so that a process's first render only loads them (a container image's build
+    step, say)."""
+    import time
+
+    from ._files import cache_dir
+    from ._render.fonts import load_atlas
+    from ._render.kernels import kernel_cache_dir
+    from ._render.render import render
+    from ._render.shapes import SHAPES
+
+    started = time.perf_counter()
+    fonts = sorted({shape.font for shape in SHAPES.values()})
+    for font in fonts:
+        load_atlas(font)
+    atlases = time.perf_counter() - started
+    started = time.perf_counter()
+    # Lines and flow: the page kernel lays out, counts and draws; one kernel maps glyphs.
+    render("warm\tup\x07 caf\u00e9\n" * 50, shape="5x8", layout="lines")
+    render("warm up " * 50, shape="5x8")
+    kernels = time.perf_counter() - started
+    print(f"{len(fonts)} font atlases in {atlases:.2f} s, in {cache_dir()}")
+    print(f"render kernels in {kernels:.2f} s, in {kernel_cache_dir()}")
+    return 0
+
+
 def cmd_fonts(args: argparse.Namespace) -> int:
     if args.confusables:
         from ._render.legibility import confusable_pairs
@@ -680,6 +707,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chars", type=int, default=300_000)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(run=cmd_generate)
+
+    p = sub.add_parser("warm", help="build the font atlases and compile the render kernels into the caches now")
+    p.set_defaults(run=cmd_warm)
 
     p = sub.add_parser("fonts", help="list shapes and their fonts' coverage")
     p.add_argument("--confusables", metavar="SHAPE", choices=sorted(SHAPE_NAMES),

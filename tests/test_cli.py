@@ -2,6 +2,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from glyphpack._cli import main
 
 
@@ -128,3 +130,27 @@ def test_cli_format_choices_are_the_registry():
     from glyphpack._history.importers.registry import FORMATS
 
     assert set(FORMAT_NAMES) == set(FORMATS)
+
+
+@pytest.mark.slow
+def test_warm_fills_the_caches_so_a_new_process_compiles_nothing(tmp_path):
+    """``glyphpack warm`` (a container build step): afterwards a new process renders
+    from the caches: no kernel compiled, no atlas built."""
+    import os
+
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), GLYPHPACK_CACHE_DIR=str(tmp_path / "cache"))
+    warm = subprocess.run([sys.executable, "-m", "glyphpack", "warm"], env=env, capture_output=True, text=True, timeout=300)
+    assert warm.returncode == 0, warm.stderr
+    assert "font atlases" in warm.stdout and "render kernels" in warm.stdout
+
+    def cached() -> dict[str, float]:
+        return {str(p): p.stat().st_mtime for p in tmp_path.rglob("*") if p.is_file()}
+
+    before = cached()
+    assert any("map_codepoints" in name for name in before) and any("draw_page" in name for name in before)
+    probe = (
+        "import glyphpack; glyphpack.render('tab\\there\\nline ' * 9000, layout='lines'); "
+        "glyphpack.render('x' * 9000, model='gpt-5.4'); glyphpack.render('x' * 99, shape='10x20')"
+    )
+    subprocess.run([sys.executable, "-c", probe], env=env, check=True, timeout=300)
+    assert cached() == before  # nothing compiled or built again

@@ -42,6 +42,11 @@ _numba_config: Any = numba.config
 if not _numba_config.CACHE_DIR:
     _numba_config.CACHE_DIR = str(cache_dir() / "numba")
 
+
+def kernel_cache_dir() -> str:
+    """Where the compiled kernels are cached (numba's cache directory)."""
+    return str(_numba_config.CACHE_DIR)
+
 #: The one JIT policy: cached to disk so a second process does not compile, and
 #: releasing the GIL so callers can run kernels from threads.
 jit: Any = functools.partial(numba.njit, cache=True, nogil=True)
