@@ -47,6 +47,7 @@ def kernel_cache_dir() -> str:
     """Where the compiled kernels are cached (numba's cache directory)."""
     return str(_numba_config.CACHE_DIR)
 
+
 #: The one JIT policy: cached to disk so a second process does not compile, and
 #: releasing the GIL so callers can run kernels from threads.
 jit: Any = functools.partial(numba.njit, cache=True, nogil=True)
@@ -91,6 +92,8 @@ def map_codepoints(codepoints, bmp_table, atlas_codepoints, line_breaks, classes
             none.
         counts: int64[1 + CLASS_COUNT] (int64[1] without classes), receives the code
             points without a glyph, then the code points of each class.
+        lookup: False only counts classes (``glyphs`` and ``counts[0]`` untouched): a
+            text NFC changed is counted apart with the one kernel, not a second one.
     """
     n = codepoints.shape[0]
     n_glyphs = atlas_codepoints.shape[0]
@@ -254,7 +257,9 @@ def _draw_bitwise(line, position, bits, column, step, first):
 
 
 @jit
-def draw_page(glyphs, start, cell_widths, cols, wrap_glyph, row_bits, right_halves, advance, pitch, group, grid, scanlines, stats, draw):
+def draw_page(
+    glyphs, start, cell_widths, cols, wrap_glyph, row_bits, right_halves, advance, pitch, group, grid, scanlines, stats, draw
+):
     """Lay out one page from ``glyphs[start]`` and draw it as PNG scanlines, or only
     find where the next page begins (one kernel for both: each costs a compile).
 

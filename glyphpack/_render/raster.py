@@ -87,41 +87,39 @@ def _buffers(shape: Shape) -> tuple[np.ndarray, np.ndarray]:
     return cached[1], cached[2]
 
 
+def _page_kernel(glyphs: np.ndarray, start: int, shape: Shape, wrap_glyph: int, pixels: bool) -> np.ndarray:
+    """int64[4] ``draw_page``'s stats for the page beginning at ``glyphs[start]``: drawn
+    into this thread's scratch scanlines, or with ``pixels`` False only laid out."""
+    grid, scanlines = _buffers(shape)
+    row_bits, right_halves = glyph_row_bits(shape)
+    stats = np.zeros(4, dtype=np.int64)
+    draw_page(
+        glyphs, start, shape.atlas.cell_widths, shape.cols, wrap_glyph,
+        row_bits, right_halves, shape.advance, shape.pitch, byte_group(shape.advance), grid, scanlines, stats, pixels,
+    )  # fmt: skip
+    return stats
+
+
 def draw(glyphs: np.ndarray, start: int, shape: Shape, wrap_glyph: int) -> DrawnPage:
     """Lay out and draw the page beginning at ``glyphs[start]`` (int32[n] glyph stream,
     ``start`` from ``page_starts``); ``wrap_glyph`` is -1 in the ``flow`` layout."""
-    atlas = shape.atlas
-    grid, scanlines = _buffers(shape)
-    stats = np.zeros(4, dtype=np.int64)
-    row_bits, right_halves = glyph_row_bits(shape)
-    draw_page(
-        glyphs, start, atlas.cell_widths, shape.cols, wrap_glyph,
-        row_bits, right_halves, shape.advance, shape.pitch, byte_group(shape.advance), grid, scanlines, stats, True,
-    )  # fmt: skip
-    rows, chars, cells, _ = (int(v) for v in stats)
-    return DrawnPage(scanlines[: rows * shape.pitch], rows, chars, cells)
+    rows, chars, cells, _ = (int(v) for v in _page_kernel(glyphs, start, shape, wrap_glyph, True))
+    return DrawnPage(_buffers(shape)[1][: rows * shape.pitch], rows, chars, cells)
 
 
 def page_starts(glyphs: np.ndarray, shape: Shape, wrap_glyph: int) -> tuple[np.ndarray, int]:
     """int64[pages], where each page of the int32[n] glyph stream begins, and the rows
     of all of them (``draw_page`` laying out without drawing, page after page)."""
-    atlas = shape.atlas
-    if wrap_glyph < 0 and not atlas.has_wide:
+    if wrap_glyph < 0 and not shape.atlas.has_wide:
         # Flow with narrow glyphs only: every row holds ``cols`` glyphs, no counting.
         rows = -(-glyphs.size // shape.cols)
         return np.arange(0, glyphs.size, shape.cols * shape.max_rows, dtype=np.int64), rows
-    grid, scanlines = _buffers(shape)
-    row_bits, right_halves = glyph_row_bits(shape)
-    stats = np.zeros(4, dtype=np.int64)
     starts = []
     rows = 0
     start = 0
     while start < glyphs.size:
         starts.append(start)
-        draw_page(
-            glyphs, start, atlas.cell_widths, shape.cols, wrap_glyph,
-            row_bits, right_halves, shape.advance, shape.pitch, 0, grid, scanlines, stats, False,
-        )  # fmt: skip
+        stats = _page_kernel(glyphs, start, shape, wrap_glyph, False)
         rows += int(stats[0])
         start = int(stats[3])
     return np.array(starts, dtype=np.int64), rows

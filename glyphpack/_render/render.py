@@ -427,7 +427,7 @@ def _draw_pages(prepared: _Plan, progress: Callable[[int, int], None] | None) ->
         ), drawn.cells  # fmt: skip
 
     # A small call is drawn on this thread: no hand-off.
-    results = iter([page(0)] if total else []) if total <= 1 else _in_pool(page, total)
+    results = map(page, range(total)) if total <= 1 else _in_pool(page, total)
     drawn_pages = []
     for result in results:
         drawn_pages.append(result)

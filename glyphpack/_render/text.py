@@ -47,60 +47,20 @@ _ANSI = re.compile(
 )
 
 # Folds tried before NFKD, for characters whose decomposition does not help.
+# fmt: off
 _FOLDS: dict[str, str] = {
-    "\u2018": "'",
-    "\u2019": "'",
-    "\u201a": ",",
-    "\u201b": "'",
-    "\u2032": "'",
-    "\u2035": "'",
-    "\u201c": '"',
-    "\u201d": '"',
-    "\u201e": '"',
-    "\u201f": '"',
-    "\u2033": '"',
-    "\u00ab": "<<",
-    "\u00bb": ">>",
-    "\u2039": "<",
-    "\u203a": ">",
-    "\u2010": "-",
-    "\u2011": "-",
-    "\u2012": "-",
-    "\u2013": "-",
-    "\u2014": "--",
-    "\u2015": "--",
-    "\u2212": "-",
-    "\u2026": "...",
-    "\u2022": "*",
-    "\u2023": ">",
-    "\u2043": "-",
-    "\u25cf": "*",
-    "\u25e6": "o",
-    "\u00b7": ".",
-    "\u2190": "<-",
-    "\u2192": "->",
-    "\u2191": "^",
-    "\u2193": "v",
-    "\u2194": "<->",
-    "\u21d0": "<=",
-    "\u21d2": "=>",
-    "\u21d4": "<=>",
-    "\u27f6": "-->",
-    "\u27f5": "<--",
-    "\u2713": "v",
-    "\u2714": "v",
-    "\u2717": "x",
-    "\u2718": "x",
-    "\u00d7": "x",
-    "\u2264": "<=",
-    "\u2265": ">=",
-    "\u2260": "!=",
-    "\u2248": "~=",
-    "\u00a0": " ",
-    "\u2007": " ",
-    "\u202f": " ",
-    "\u3000": "  ",
+    "\u2018": "'", "\u2019": "'", "\u201a": ",", "\u201b": "'", "\u2032": "'", "\u2035": "'",
+    "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"', "\u00ab": "<<", "\u00bb": ">>",
+    "\u2039": "<", "\u203a": ">",
+    "\u2010": "-", "\u2011": "-", "\u2012": "-", "\u2013": "-", "\u2014": "--", "\u2015": "--", "\u2212": "-",
+    "\u2026": "...", "\u2022": "*", "\u2023": ">", "\u2043": "-", "\u25cf": "*", "\u25e6": "o", "\u00b7": ".",
+    "\u2190": "<-", "\u2192": "->", "\u2191": "^", "\u2193": "v", "\u2194": "<->", "\u21d0": "<=",
+    "\u21d2": "=>", "\u21d4": "<=>", "\u27f6": "-->", "\u27f5": "<--",
+    "\u2713": "v", "\u2714": "v", "\u2717": "x", "\u2718": "x", "\u00d7": "x",
+    "\u2264": "<=", "\u2265": ">=", "\u2260": "!=", "\u2248": "~=",
+    "\u00a0": " ", "\u2007": " ", "\u202f": " ", "\u3000": "  ",
 }
+# fmt: on
 # Box drawing, for fonts without it: horizontals to '-' (double ones to '='), verticals
 # to '|', corners, tees and crosses to '+'. Derived from the names so the whole block
 # is covered.
@@ -186,7 +146,7 @@ def certainly_drawn(text: str) -> int:
     folded or replaced: at least one glyph)."""
     if "\x1b" in text:
         text = _ANSI.sub("", text)
-    codepoints = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    codepoints = _codepoints(text)
     return int(np.count_nonzero((codepoints > 0x20) & (codepoints < 0x7F)))
 
 
@@ -250,8 +210,9 @@ def normalize(
 
     Args:
         classes: uint8[0x110000], a class 0..7 per code point: the input's characters
-            are counted per class (``classes_counted``), in the glyph lookup's pass
-            when cleaning changed nothing, else in a pass of their own.
+            are counted per class (``classes_counted``): the cleaned text's in the
+            glyph lookup's pass, plus what cleaning removed and added; in a pass of
+            their own only when NFC composed characters.
         parallel_map: a ``map`` that may run pieces of the text at once (an executor's
             ``map``); each piece is ``PIECE_CHARS`` characters of the cleaned text.
     """
