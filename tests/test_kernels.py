@@ -278,12 +278,14 @@ def test_flow_page_starts_without_wide_glyphs_are_arithmetic(n, cols, rows_per_p
     assert (starts.tolist(), rows) == kernel_pages(glyphs, atlas.cell_widths, cols, -1, rows_per_page)
 
 
-def test_wide_glyphs_on_a_wide_advance_are_drawn_exactly():
-    """Unifont's wide glyphs on a 20 px advance span 40 px, drawn as two cells of 20
-    (the accumulator takes 32 at a time), exactly as the reference draws them."""
+@pytest.mark.parametrize("advance", [12, 20])
+def test_wide_glyphs_on_a_wide_advance_are_drawn_exactly(advance):
+    """Unifont's 16 px wide glyphs on a wider advance are drawn as two cells: on 12 px
+    the glyph's last 4 columns fall in its second cell; on 20 px it spans 40 px, past
+    the accumulator's 32 bits at a time. Exactly as the reference draws them."""
     from glyphpack import ShapeError
 
-    shape = Shape("roomy", "unifont", 20, 16, max_width=20 * 12, max_height=16 * 3)
+    shape = Shape("roomy", "unifont", advance, 16, max_width=advance * 12, max_height=16 * 3)
     atlas = shape.atlas
     wide = np.flatnonzero(atlas.cell_widths == 2)[:4]
     narrow = np.flatnonzero(atlas.cell_widths == 1)[100:105]
