@@ -26,7 +26,10 @@ if TYPE_CHECKING:
 #: against ``SHAPES``).
 SHAPE_NAMES = ("5x8", "6x13", "8x13", "8x13-loose", "7x14", "9x15", "9x15-loose", "9x18", "10x20", "8x13-tall", "unifont")
 #: Session formats, for argument choices (a test checks them against the registry).
-FORMAT_NAMES = ("claude-code", "pi", "codex", "swe-agent", "openai-chat", "openai-responses", "anthropic", "gemini", "glyphpack")
+FORMAT_NAMES = (
+    "claude-code", "pi", "codex", "openhands", "swe-agent", "mini-swe-agent", "openhands-events", "aider",
+    "openai-chat", "openai-responses", "anthropic", "gemini", "glyphpack",
+)
 
 
 def _page_size(value: str) -> tuple[int, int]:
@@ -673,7 +676,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True)
     p.set_defaults(run=cmd_context)
 
-    p = sub.add_parser("import", help="import session files (Claude Code, pi, Codex, SWE-agent, provider lists) into a workspace")
+    p = sub.add_parser("import", help="import session files (Claude Code, pi, Codex, OpenHands, SWE-agent, mini-swe-agent, aider, Gemini CLI, provider lists) into a workspace")
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--workspace", required=True, metavar="WS", help="the workspace folder (created if missing)")
     p.add_argument("--format", choices=FORMAT_NAMES, help="the files' format (default: detected from each file's content)")

@@ -27,15 +27,22 @@ needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="shared/sessions i
 # file, format, messages, tool calls, tool results, images, thinking blocks, agents,
 # other branches, compaction points, skipped, repaired, call ids made unique
 EXPECTED = [
+    ("aider/mozgoslav-aider.chat.history.md", "aider", 21, 0, 0, 0, 16, 1, 0, 0, 0, 0, 0),
     ("claude-code/as-claude-small-schemadrift.jsonl", "claude-code", 8, 1, 1, 0, 4, 2, 11, 2, 56, 2, 0),
     ("claude-code/ccl-edge_cases.jsonl", "claude-code", 13, 3, 3, 0, 0, 1, 0, 0, 7, 2, 0),
     ("claude-code/ccl-representative_messages.jsonl", "claude-code", 11, 2, 2, 0, 0, 1, 0, 0, 0, 0, 0),
     ("claude-code/ccl-session_b.jsonl", "claude-code", 3, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0),
     ("claude-code/ccl-todowrite_examples.jsonl", "claude-code", 11, 3, 3, 0, 0, 1, 0, 0, 0, 0, 0),
     ("claude-code/ccv-fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl", "claude-code", 341, 167, 167, 0, 0, 6, 0, 0, 0, 0, 0),
-    ("codex/as-codex-small-schemadrift.jsonl", "codex", 20, 4, 4, 0, 1, 1, 0, 6, 87, 3, 1),
+    ("claude-code/pai-agent-dee347d2.jsonl", "claude-code", 41, 30, 30, 0, 0, 1, 0, 0, 0, 0, 0),
+    ("codex/as-codex-small-schemadrift.jsonl", "codex", 22, 4, 4, 0, 1, 1, 0, 6, 82, 3, 1),
+    ("codex/neurodata-rollout-2025-09-26T17-01-04-019985ca-7ef7-7580-a921-c20ac619f40b.jsonl", "codex", 60, 17, 17, 0, 27, 1, 0, 0, 87, 0, 0),
     ("codex/simonw-sample_codex_session.jsonl", "codex", 4, 0, 0, 0, 0, 1, 0, 0, 7, 0, 0),
+    ("gemini-cli/geminicli-trajectory.json", "gemini", 105, 45, 45, 0, 41, 1, 0, 0, 0, 1, 0),
+    ("mini-swe-agent/miniswe-django__django-12470.traj.json", "mini-swe-agent", 264, 131, 131, 0, 0, 1, 0, 0, 0, 1, 0),
+    ("openhands/openhands-multi_swe_bench-output.jsonl", "openhands", 218, 105, 105, 0, 0, 3, 0, 0, 0, 2, 0),
     ("pi/pimono-before-compaction.jsonl", "pi", 968, 454, 454, 0, 49, 1, 0, 2, 24, 6, 0),
+    ("pi/pimono-session.jsonl", "pi", 438, 189, 189, 0, 182, 1, 0, 1, 15, 1, 0),
     ("swe-agent/marshmallow-1867-fc-replace-from-source.traj", "swe-agent", 28, 13, 13, 0, 0, 1, 0, 0, 0, 0, 4),
 ]
 

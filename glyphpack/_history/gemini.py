@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -78,6 +79,16 @@ def to_gemini(messages: Sequence[Message], *, media_resolution: str | None = Non
     return system, contents
 
 
+def response_text(body: object) -> str:
+    """A function response's text: its ``output`` (or ``error``) when that is all it
+    holds, else the whole response as JSON, so no key of it is lost."""
+    if isinstance(body, dict) and len(body) == 1 and isinstance(body.get("output", body.get("error")), str):
+        return str(body.get("output", body.get("error")))
+    if isinstance(body, str):
+        return body
+    return json.dumps(body, ensure_ascii=False, default=str)
+
+
 def _blocks(parts: Sequence[Json]) -> list[Block]:
     blocks: list[Block] = []
     for part in parts:
@@ -91,9 +102,7 @@ def _blocks(parts: Sequence[Json]) -> list[Block]:
         elif part.get("function_response"):
             response = part["function_response"]
             body = response.get("response") or {}
-            text = body.get("output", body.get("error", "")) if isinstance(body, dict) else body
-            text = text if isinstance(text, str) else str(text)
-            blocks.append(ToolResult(response.get("id") or "", (Text(text),), "error" in body))
+            blocks.append(ToolResult(response.get("id") or "", (Text(response_text(body)),), isinstance(body, dict) and "error" in body))
         elif part.get("text") is not None:
             blocks.append(Thinking(part["text"], signature) if part.get("thought") else Text(part["text"]))
         elif part.get("inline_data"):

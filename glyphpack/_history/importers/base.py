@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import collections
 import dataclasses
 import json
@@ -11,6 +12,7 @@ from typing import Any
 
 from ..._errors import HistoryError
 from ..._types import public
+from ..convert import tool_arguments
 from ..messages import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
 
 #: The text of a result made up for a call that never got one.
@@ -32,6 +34,7 @@ class ImportReport:
         skipped: lines or blocks left out, by reason.
         repaired: things changed to make a valid history, by what was done.
         made_unique: tool call ids renamed because the file reused them.
+        assumed: what the import assumed where the file's records are ambiguous.
     """
 
     format: str
@@ -46,6 +49,7 @@ class ImportReport:
     skipped: dict[str, int] = dataclasses.field(default_factory=dict)
     repaired: dict[str, int] = dataclasses.field(default_factory=dict)
     made_unique: int = 0
+    assumed: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
         """The report as a few lines for a terminal."""
@@ -59,6 +63,7 @@ class ImportReport:
                 out.append(f"{title}: " + ", ".join(f"{n:,} {reason}" for reason, n in sorted(counts.items())))
         if self.made_unique:
             out.append(f"made unique: {self.made_unique:,} reused tool call ids")
+        out.extend(f"assumed: {what}" for what in self.assumed)
         return out
 
 
@@ -109,9 +114,14 @@ class Tally:
         self.repaired: collections.Counter[str] = collections.Counter()
         self.made_unique = 0
         self.compactions = 0
+        self.assumed: dict[str, None] = {}  # ordered, each said once
+
+    def assume(self, what: str) -> None:
+        self.assumed[what] = None
 
     def skip(self, reason: str, count: int = 1) -> None:
-        self.skipped[reason] += count
+        if count > 0:
+            self.skipped[reason] += count
 
     def repair(self, what: str, count: int = 1) -> None:
         self.repaired[what] += count
@@ -132,6 +142,7 @@ class Tally:
             skipped=dict(self.skipped),
             repaired=dict(self.repaired),
             made_unique=self.made_unique,
+            assumed=tuple(self.assumed),
         )
 
 
@@ -140,7 +151,8 @@ def repair(messages: Sequence[Message], tally: Tally) -> list[Message]:
 
     - a reused tool call id is renamed (``ID#2``), and the results that follow it are
       paired with the renamed call;
-    - a result whose call is not open is dropped;
+    - a result whose call is not open (a shell command the user ran, a call the file
+      lost) is kept as the user's text, naming the call id, so no output is lost;
     - a call still unanswered when the next assistant message (or the end) comes gets
       an error result saying so, right after its message;
     - a message left with no content is dropped.
@@ -161,11 +173,13 @@ def repair(messages: Sequence[Message], tally: Tally) -> list[Message]:
         if message.role == "assistant":
             answer_open_calls()
         content: list[Block] = []
+        unpaired: list[Block] = []
         for block in message.content:
             if isinstance(block, ToolResult):
                 new = open_calls.pop(block.call_id, None)
                 if new is None:
-                    tally.skip("tool results without an open call")
+                    tally.repair("tool results without an open call kept as user text")
+                    unpaired.extend(_as_user_content(block))
                     continue
                 content.append(block if new == block.call_id else dataclasses.replace(block, call_id=new))
             elif isinstance(block, ToolCall):
@@ -180,13 +194,26 @@ def repair(messages: Sequence[Message], tally: Tally) -> list[Message]:
                 content.append(block if new == block.id else dataclasses.replace(block, id=new))
             else:
                 content.append(block)
-        if not content:
+        if unpaired and message.role != "tool":
+            content = unpaired + content  # a user message may hold text and images
+            unpaired = []
+        if not content and not unpaired:
             if message.content:
                 tally.repair("messages left empty dropped")
             continue
-        out.append(message if tuple(content) == message.content else message.with_content(tuple(content)))
+        if content:
+            out.append(message if tuple(content) == message.content else message.with_content(tuple(content)))
+        if unpaired:
+            out.append(Message("user", tuple(unpaired), id=f"{message.id}-unpaired"))
     answer_open_calls()
     return _split_mixed_tool_messages(out)
+
+
+def _as_user_content(result: ToolResult) -> list[Block]:
+    """A result whose call is not in the history, as user content that names the call."""
+    status = "error" if result.is_error else "result"
+    return [Text(f"[tool {status} for call {result.call_id!r}, which is not in this history]\n{result.text}"),
+            *result.images()]
 
 
 def _split_mixed_tool_messages(messages: list[Message]) -> list[Message]:
@@ -220,21 +247,58 @@ def usage_in(
     return tuple((start, end, tokens) for end, (start, tokens) in sorted(moved.items()))
 
 
-def jsonl_records(path: Path, data: bytes, tally: Tally) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) for each line of a JSONL file that holds a JSON object;
-    other lines are skipped and counted."""
+def jsonl_records(path: Path, data: bytes, tally: Tally | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(where, object) for each JSON object of a JSONL file (``where`` is its line
+    number, ``12.2`` for a line's second record), read as harnesses
+    write them: a byte order mark, CRLF line ends, and several records on one line with
+    no newline between them (pi writes such lines) are taken in, each repair counted;
+    lines that are not JSON objects are skipped and counted."""
+    tally = tally if tally is not None else Tally()
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8):]
+        tally.repair("byte order marks removed")
+    if b"\r\n" in data:
+        tally.repair("CRLF line ends read as LF")
     for lineno, raw in enumerate(data.splitlines(), start=1):
         if not raw.strip():
             continue
-        try:
-            record = json.loads(raw)
-        except (ValueError, RecursionError):
+        records = _records_on_line(raw)
+        if records is None:
             tally.skip("lines that are not JSON")
             continue
-        if not isinstance(record, dict):
-            tally.skip("lines that are not JSON objects")
-            continue
-        yield lineno, record
+        if len(records) > 1:
+            tally.repair("records glued on one line read apart", len(records) - 1)
+        for number, record in enumerate(records, start=1):
+            if not isinstance(record, dict):
+                tally.skip("lines that are not JSON objects")
+                continue
+            yield (f"{lineno}" if number == 1 else f"{lineno}.{number}"), record
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _records_on_line(raw: bytes) -> list[Any] | None:
+    """The JSON values on one line: one, or several written back to back; None when
+    the line is anything else (a truncated record, prose)."""
+    try:
+        return [json.loads(raw)]
+    except (ValueError, RecursionError):
+        pass
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    values, position = [], 0
+    while position < len(text):
+        try:
+            value, position = _DECODER.raw_decode(text, position)
+        except (ValueError, RecursionError):
+            return None
+        values.append(value)
+        while position < len(text) and text[position] in " \t\r":
+            position += 1
+    return values if len(values) > 1 else None
 
 
 def text_of(value: object) -> str:
@@ -248,6 +312,15 @@ def text_of(value: object) -> str:
             if key in value:
                 return text_of(value[key])
     return "" if value is None else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def tool_call_arguments(raw: object, call_id: object) -> dict[str, Any]:
+    """A call's arguments from a JSON string or an object; anything else (a custom
+    tool's free-form input, arguments that are not JSON) kept whole as ``{"input": raw}``."""
+    try:
+        return tool_arguments(raw, str(call_id))
+    except HistoryError:
+        return {"input": raw}
 
 
 def safe_block(build: Any, tally: Tally, reason: str) -> Block | None:

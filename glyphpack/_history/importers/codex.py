@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..convert import image_from_url, tool_arguments
+from ..convert import image_from_url
 from ..messages import Block, Message, Opaque, Text, Thinking, ToolCall, ToolResult
-from .base import ImportedAgent, ImportedSession, Tally, jsonl_records, repair, safe_block, text_of
+from .base import ImportedAgent, ImportedSession, Tally, jsonl_records, repair, safe_block, text_of, tool_call_arguments, usage_in
 
 FORMAT = "codex"
 
@@ -23,14 +23,16 @@ def detect(records: list[dict[str, Any]]) -> bool:
 def read(path: Path, data: bytes) -> ImportedSession:
     tally = Tally()
     messages: list[Message] = []
+    usage = _Usage()
 
-    def add(role: str, blocks: list[Block], number: int) -> None:
+    def add(role: str, blocks: list[Block], number: str) -> None:
         if not blocks:
             return
         if messages and messages[-1].role == role and role in ("assistant", "tool"):
             messages[-1] = messages[-1].with_content(messages[-1].content + tuple(blocks))
         else:
             messages.append(Message(role, tuple(blocks), id=f"codex-{number}"))  # type: ignore[arg-type]
+            usage.message(role, len(messages) - 1)
 
     for number, record in jsonl_records(path, data, tally):
         kind, payload = record.get("type"), record.get("payload")
@@ -42,8 +44,12 @@ def read(path: Path, data: bytes) -> ImportedSession:
             if isinstance(instructions, str) and instructions and not any(m.role == "system" for m in messages):
                 messages.insert(0, Message("system", (Text(instructions),), id=f"codex-{number}"))
             continue
+        if kind == "event_msg" and payload.get("type") == "token_count":
+            usage.measured(_last_input(payload.get("info")))
+            continue
         if kind == "compacted":
             tally.compactions += 1
+            usage.start = len(messages)
             summary = payload.get("message")
             if isinstance(summary, str) and summary:
                 add("user", [Text(f"[codex compaction summary]\n{summary}")], number)
@@ -54,8 +60,47 @@ def read(path: Path, data: bytes) -> ImportedSession:
         role, blocks = _item(payload, tally)
         add(role, blocks, number)
     repaired = repair(messages, tally)
-    agents = (ImportedAgent("main", tuple(repaired)),)
+    agents = (ImportedAgent("main", tuple(repaired), usage_in(repaired, messages, usage.records)),)
     return ImportedSession("", agents, (), tally.report(FORMAT, agents, 0))
+
+
+class _Usage:
+    """Pairs ``token_count`` events with the responses they measured. Some Codex
+    versions write the event before the response's items, others after them; the
+    file's first event tells which (a response read and not yet measured: after)."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[int, int, int]] = []
+        self.start = 0  # the first message requests carry (after a compaction, its summary)
+        self.events_first: bool | None = None
+        self.unmeasured: int | None = None  # events after: the response read since the last message of another role
+        self.pending = 0  # events first: an event's tokens waiting for its response
+
+    def message(self, role: str, index: int) -> None:
+        if role != "assistant":
+            self.pending, self.unmeasured = 0, None  # a turn ended without its response or its event
+        elif self.events_first and self.pending:
+            self.records.append((self.start, index, self.pending))
+            self.pending = 0
+        else:
+            self.unmeasured = index
+
+    def measured(self, tokens: int) -> None:
+        if self.events_first is None:
+            self.events_first = self.unmeasured is None
+        if not tokens:
+            return
+        if self.events_first:
+            self.pending = tokens
+        elif self.unmeasured is not None:
+            self.records.append((self.start, self.unmeasured, tokens))
+            self.unmeasured = None
+
+
+def _last_input(info: object) -> int:
+    last = info.get("last_token_usage") if isinstance(info, dict) else None
+    tokens = last.get("input_tokens") if isinstance(last, dict) else None
+    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0 else 0
 
 
 def _item(item: dict[str, Any], tally: Tally) -> tuple[str, list[Block]]:
@@ -74,20 +119,13 @@ def _item(item: dict[str, Any], tally: Tally) -> tuple[str, list[Block]]:
     if kind in ("function_call", "custom_tool_call"):
         call_id = str(item.get("call_id") or item.get("id") or "")
         raw = item.get("arguments") if kind == "function_call" else item.get("input")
-        block = safe_block(lambda: ToolCall(call_id, str(item.get("name") or "tool"), _arguments(raw, call_id)), tally, "malformed tool calls")
+        block = safe_block(lambda: ToolCall(call_id, str(item.get("name") or "tool"), tool_call_arguments(raw, call_id)), tally, "malformed tool calls")
         return "assistant", [block] if block is not None else []
     if kind in ("function_call_output", "custom_tool_call_output"):
         output = item.get("output")
         block = safe_block(lambda: ToolResult(item["call_id"], (Text(text_of(output)),)), tally, "malformed tool outputs")
         return "tool", [block] if block is not None else []
     return "assistant", [Opaque(str(kind), item)]
-
-
-def _arguments(raw: object, call_id: object) -> dict[str, Any]:
-    try:
-        return tool_arguments(raw, str(call_id))
-    except Exception:  # arguments that are not JSON: kept as text
-        return {"input": raw}
 
 
 def _content(content: object, tally: Tally) -> list[Block]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,11 +14,14 @@ from ..._errors import HistoryError
 from ..._types import ROLES, Role
 from ..codec import history_from_json
 from ..convert import from_anthropic, from_openai_chat
-from ..messages import Block, Image, Message, Opaque, Text, ToolCall, ToolResult
+from ..gemini import response_text
+from ..messages import Block, Image, Message, Opaque, Text, Thinking, ToolCall, ToolResult
 from .base import ImportedAgent, ImportedSession, Tally, repair
 from .codex import _item as responses_item
 
 Document = Any
+#: The provider lists this module reads, by the name ``import_file`` takes.
+KINDS = ("openai-chat", "openai-responses", "anthropic", "gemini", "glyphpack")
 
 
 def _messages_of(document: Document) -> tuple[list[Any], str | None]:
@@ -136,15 +138,22 @@ def _gemini(items: list[Any], system: str | None, tally: Tally) -> list[Message]
             call = part.get("functionCall") or part.get("function_call")
             response = part.get("functionResponse") or part.get("function_response")
             inline = part.get("inlineData") or part.get("inline_data")
+            signature = part.get("thoughtSignature") or part.get("thought_signature")
             if isinstance(call, dict):
                 call_id = str(call.get("id") or f"gemini-{index}-{number}")
                 waiting.setdefault(str(call.get("name")), []).append(call_id)
-                calls.append(ToolCall(call_id, str(call.get("name") or "tool"), call.get("args") or {}))
+                args = call.get("args")
+                arguments: dict[str, Any] = args if isinstance(args, dict) else {}
+                calls.append(ToolCall(call_id, str(call.get("name") or "tool"), arguments, signature if isinstance(signature, str) else None))
             elif isinstance(response, dict):
+                # Calls without ids are answered in order, by name: the first open call of the function.
                 name = str(response.get("name"))
                 queue = waiting.get(name) or []
-                call_id = str(response.get("id") or (queue.pop(0) if queue else ""))
-                results.append(ToolResult(call_id, (Text(json.dumps(response.get("response"), ensure_ascii=False)),)))
+                call_id = str(response.get("id") or (queue[0] if queue else ""))
+                if call_id in queue:
+                    queue.remove(call_id)
+                body = response.get("response")
+                results.append(ToolResult(call_id, (Text(response_text(body)),), isinstance(body, dict) and set(body) == {"error"}))
             elif isinstance(inline, dict):
                 mime = inline.get("mimeType") or inline.get("mime_type") or "image/png"
                 try:
@@ -152,6 +161,8 @@ def _gemini(items: list[Any], system: str | None, tally: Tally) -> list[Message]
                 except (binascii.Error, ValueError):
                     tally.repair("images without valid data kept as a text stub")
                     others.append(Text(f"[image {mime}: its data was not valid base64]"))
+            elif isinstance(part.get("text"), str) and part.get("thought") is True:
+                others.append(Thinking(part["text"], signature if isinstance(signature, str) else None))
             elif isinstance(part.get("text"), str):
                 others.append(Text(part["text"]))
             else:

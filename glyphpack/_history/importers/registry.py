@@ -1,25 +1,50 @@
-"""Format detection from content, and ``import_file``: one entry per format."""
+"""Format detection from content, and ``import_file``: one ``Format`` per format.
+
+Adding a format is one module with ``FORMAT``, ``detect`` and ``read`` and one line in
+``_FORMATS``: ``container`` says what ``detect`` and ``read`` are given (JSONL: the
+first records and the file's bytes; JSON: the parsed document; text: the file's text).
+Formats are tried in the order of ``_FORMATS``; the plain provider lists come last.
+"""
 
 from __future__ import annotations
 
+import codecs
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..._errors import HistoryError
 from ..._types import public
-from . import claude_code, codex, pi, plain, swe_agent
-from .base import ImportedSession
+from . import aider, claude_code, codex, mini_swe_agent, openhands, pi, plain, swe_agent
+from .base import ImportedSession, jsonl_records
 
-#: JSONL formats: name -> (detect from the first records, read).
-JSONL_FORMATS: dict[str, tuple[Callable[[list[dict[str, Any]]], bool], Callable[[Path, bytes], ImportedSession]]] = {
-    claude_code.FORMAT: (claude_code.detect, claude_code.read),
-    pi.FORMAT: (pi.detect, pi.read),
-    codex.FORMAT: (codex.detect, codex.read),
-}
+
+@dataclasses.dataclass(frozen=True)
+class Format:
+    """One session format: its name, what kind of file holds it, how it is recognized
+    from content and how it is read."""
+
+    name: str
+    container: Literal["jsonl", "json", "text"]
+    detect: Callable[[Any], bool]
+    read: Callable[[Path, Any], ImportedSession]
+
+
+_FORMATS = (
+    Format(claude_code.FORMAT, "jsonl", claude_code.detect, claude_code.read),
+    Format(pi.FORMAT, "jsonl", pi.detect, pi.read),
+    Format(codex.FORMAT, "jsonl", codex.detect, codex.read),
+    Format(openhands.FORMAT, "jsonl", openhands.detect, openhands.read),
+    Format(swe_agent.FORMAT, "json", swe_agent.detect, swe_agent.read),
+    Format(mini_swe_agent.FORMAT, "json", mini_swe_agent.detect, mini_swe_agent.read),
+    Format(openhands.EVENTS_FORMAT, "json", openhands.detect_events, openhands.read_events),
+    Format(aider.FORMAT, "text", aider.detect, aider.read),
+)
+_BY_NAME = {f.name: f for f in _FORMATS}
 #: Every format ``import_file`` reads.
-FORMATS = (*JSONL_FORMATS, swe_agent.FORMAT, "openai-chat", "openai-responses", "anthropic", "gemini", "glyphpack")
+FORMATS = (*_BY_NAME, *plain.KINDS)
 #: Records read to tell JSONL formats apart.
 _SNIFF_RECORDS = 50
 
@@ -37,22 +62,35 @@ def import_file(path: str | Path, *, format: str | None = None) -> ImportedSessi
         data = path.read_bytes()
     except OSError as exc:
         raise HistoryError(f"cannot read {path}: {exc.strerror}") from None
+    chosen = _BY_NAME.get(format) if format is not None else None
+    if chosen is not None and chosen.container == "jsonl":
+        return chosen.read(path, data)
+    if chosen is not None and chosen.container == "text":
+        return chosen.read(path, _text(path, data))
     document = _whole_json(data)
-    one_record = isinstance(document, dict) and any(detect([document]) for detect, _ in JSONL_FORMATS.values())
-    if format in JSONL_FORMATS or (format is None and (document is _NOT_JSON or one_record)):
-        return _read_jsonl(path, data, format)
+    if format is None and document is not _NOT_JSON:
+        jsonl = [f for f in _FORMATS if f.container == "jsonl"]
+        if isinstance(document, dict) and any(f.detect([document]) for f in jsonl):  # a one-record JSONL file
+            return _read_jsonl(path, data)
+        chosen = next((f for f in _FORMATS if f.container == "json" and f.detect(document)), None)
+    if chosen is not None:
+        if document is _NOT_JSON:
+            raise HistoryError(f"{path} is not JSON, so it cannot be {format}")
+        if not chosen.detect(document):
+            raise HistoryError(f"{path} is not a {chosen.name} file")
+        return chosen.read(path, document)
     if document is _NOT_JSON:
-        raise HistoryError(f"{path} is not JSON, so it cannot be {format}")
-    if format == swe_agent.FORMAT or (format is None and swe_agent.detect(document)):
-        if not swe_agent.detect(document):
-            raise HistoryError(f"{path} is not a SWE-agent trajectory (no history list)")
-        return swe_agent.read(path, document)
+        if format is not None:
+            raise HistoryError(f"{path} is not JSON, so it cannot be {format}")
+        return _read_jsonl(path, data)
     kind = format or plain.kind_of(document)
     if kind is None:
-        raise HistoryError(
-            f"{path}: no session format recognized (read: {', '.join(FORMATS)}); pass --format to say which it is"
-        )
+        raise _unrecognized(path)
     return plain.read(path, document, kind)
+
+
+def _unrecognized(path: Path) -> HistoryError:
+    return HistoryError(f"{path}: no session format recognized (read: {', '.join(FORMATS)}); pass --format to say which it is")
 
 
 class _NotJson:
@@ -64,26 +102,32 @@ _NOT_JSON: Any = _NotJson()
 
 def _whole_json(data: bytes) -> Any:
     try:
-        return json.loads(data)
+        return json.loads(data.removeprefix(codecs.BOM_UTF8))
     except (ValueError, RecursionError):
         return _NOT_JSON
 
 
-def _read_jsonl(path: Path, data: bytes, format: str | None) -> ImportedSession:
-    if format is None:
-        records = []
-        for raw in data.splitlines()[: _SNIFF_RECORDS * 4]:
-            try:
-                record = json.loads(raw)
-            except (ValueError, RecursionError):
-                continue
-            if isinstance(record, dict):
-                records.append(record)
-            if len(records) >= _SNIFF_RECORDS:
-                break
-        format = next((name for name, (detect, _) in JSONL_FORMATS.items() if detect(records)), None)
-        if format is None:
-            raise HistoryError(
-                f"{path}: no session format recognized (read: {', '.join(FORMATS)}); pass --format to say which it is"
-            )
-    return JSONL_FORMATS[format][1](path, data)
+def _text(path: Path, data: bytes) -> str:
+    try:
+        return data.removeprefix(codecs.BOM_UTF8).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HistoryError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def _read_jsonl(path: Path, data: bytes) -> ImportedSession:
+    """A JSONL file whose format its first records tell; a text format when no line is
+    a JSON object."""
+    records = []
+    for _, record in jsonl_records(path, data[: 1 << 24]):
+        records.append(record)
+        if len(records) >= _SNIFF_RECORDS:
+            break
+    chosen = next((f for f in _FORMATS if f.container == "jsonl" and f.detect(records)), None)
+    if chosen is not None:
+        return chosen.read(path, data)
+    if not records:
+        text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8", errors="replace")
+        chosen = next((f for f in _FORMATS if f.container == "text" and f.detect(text)), None)
+        if chosen is not None:
+            return chosen.read(path, _text(path, data))
+    raise _unrecognized(path)

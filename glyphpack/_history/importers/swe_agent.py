@@ -7,9 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..convert import tool_arguments
 from ..messages import Block, Message, Text, ToolCall, ToolResult
-from .base import ImportedAgent, ImportedSession, Tally, repair, safe_block, text_of
+from .base import ImportedAgent, ImportedSession, Tally, repair, safe_block, text_of, tool_call_arguments
 
 FORMAT = "swe-agent"
 
@@ -28,7 +27,7 @@ def read(path: Path, document: dict[str, Any]) -> ImportedSession:
             tally.skip("history entries that are not objects")
             continue
         agent = str(entry.get("agent") or "main")
-        message = _message(entry, f"swe-{number}", tally)
+        message = chat_message(entry, f"swe-{number}", tally)
         if message is None:
             continue
         history = agents.setdefault(agent, [])
@@ -40,7 +39,9 @@ def read(path: Path, document: dict[str, Any]) -> ImportedSession:
     return ImportedSession("", imported, (), tally.report(FORMAT, imported, 0))
 
 
-def _message(entry: dict[str, Any], message_id: str, tally: Tally) -> Message | None:
+def chat_message(entry: dict[str, Any], message_id: str, tally: Tally) -> Message | None:
+    """One OpenAI-chat-like message of a trajectory; None (counted) when it holds nothing
+    a history can carry."""
     role = entry.get("role")
     text = text_of(entry.get("content"))
     if role == "tool":
@@ -61,7 +62,7 @@ def _message(entry: dict[str, Any], message_id: str, tally: Tally) -> Message | 
             tally.skip("malformed tool calls")
             continue
         block = safe_block(
-            lambda: ToolCall(call["id"], str(function["name"]), tool_arguments(function.get("arguments"), call["id"])),
+            lambda: ToolCall(call["id"], str(function["name"]), tool_call_arguments(function.get("arguments"), call["id"])),
             tally,
             "malformed tool calls",
         )
