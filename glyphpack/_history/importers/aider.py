@@ -106,7 +106,7 @@ class _Parser:
             for line in lines:
                 sent = _sent(line)
                 last = len(self.messages) - 1
-                if sent and last >= self.chat_start and self.messages[last].role == "assistant":
+                if sent and self.messages and self.messages[last].role == "assistant":
                     self.usage.append((self.chat_start, last, sent))
             output: Block = Opaque("aider-output", {"text": "\n".join(lines)})
             if self.messages and len(self.messages) > self.chat_start:

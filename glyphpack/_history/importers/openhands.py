@@ -93,7 +93,9 @@ def _history(events: list[Any], name: str, tally: Tally) -> tuple[list[Message],
     prefix = re.sub(r"[^A-Za-z0-9._-]+", "-", name)
 
     def add(role: str, blocks: list[Block], number: int) -> None:
-        if blocks:
+        if blocks and role == "tool" and messages and messages[-1].role == "tool":  # one response's results
+            messages[-1] = messages[-1].with_content((*messages[-1].content, *blocks))
+        elif blocks:
             messages.append(Message(role, tuple(blocks), id=f"{prefix}-{number}"))  # type: ignore[arg-type]
 
     for number, event in enumerate(events):
@@ -165,7 +167,8 @@ def _add_response(
     blocks: list[Block] = []
     if isinstance(message, dict):
         blocks.extend(_texts(message.get("content")))
-        for call in message.get("tool_calls") or []:
+        calls = message.get("tool_calls")
+        for call in calls if isinstance(calls, list) else []:
             function = call.get("function") if isinstance(call, dict) else None
             if not isinstance(function, dict):
                 tally.skip("malformed tool calls")

@@ -45,7 +45,8 @@ def chat_message(entry: dict[str, Any], message_id: str, tally: Tally) -> Messag
     role = entry.get("role")
     text = text_of(entry.get("content"))
     if role == "tool":
-        ids = entry.get("tool_call_ids") or ([entry["tool_call_id"]] if entry.get("tool_call_id") else [])
+        listed, single = entry.get("tool_call_ids"), entry.get("tool_call_id")
+        ids = listed if isinstance(listed, list) and listed else [single] if single else []
         results = [safe_block(lambda call_id=call_id: ToolResult(call_id, (Text(text),)), tally, "malformed tool results") for call_id in ids]
         answers = tuple(b for b in results if b is not None)
         if not answers:
@@ -56,7 +57,8 @@ def chat_message(entry: dict[str, Any], message_id: str, tally: Tally) -> Messag
         tally.skip(f"messages of role {role!r}")
         return None
     blocks: list[Block] = [Text(text)] if text else []
-    for call in entry.get("tool_calls") or []:
+    calls = entry.get("tool_calls")
+    for call in calls if isinstance(calls, list) else []:
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict):
             tally.skip("malformed tool calls")

@@ -1,0 +1,253 @@
+"""The importers of issue 24 read content, not just counts: the small synthetic files in
+``tests/data/sessions`` (written from each format's schema) pin every quirk; the real
+files in ``shared/sessions`` pin what they measured. JSONL as harnesses write it (a
+byte order mark, CRLF, records glued on one line) is read whole."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import glyphpack
+from glyphpack import HistoryError, Opaque, Text, Thinking, ToolCall, import_file
+from glyphpack._history.messages import validate_history
+
+DATA = Path(__file__).parent / "data" / "sessions"
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "sessions"
+needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="shared/sessions is not beside the repository")
+
+
+def sent_text(messages) -> str:
+    """Everything a provider is sent, as one string (Anthropic and OpenAI Chat forms)."""
+    system, converted = glyphpack.to_anthropic(messages)
+    return json.dumps([system, converted, glyphpack.to_openai_chat(messages)], ensure_ascii=False)
+
+
+def test_openhands_responses_calls_results_and_usage():
+    session = import_file(DATA / "openhands-synthetic.jsonl")
+    assert session.report.format == "openhands" and session.report.assumed == ()
+    (agent,) = session.agents
+    assert agent.name == session.title == "acme__app-17"
+    roles = [m.role for m in agent.messages]
+    assert roles == ["system", "user", "assistant", "tool", "user", "assistant", "tool"]
+    system, task, first, results, error, finish, missing = agent.messages
+    assert system.text == "You are OpenHands agent." and task.content[0] == Text("Fix the off-by-one bug in app.py.")
+    # two action events of one model response: one message, the response's text and both calls
+    assert first.content[0] == Text("Two looks at the repository first.")
+    assert [(c.id, c.name, c.arguments) for c in first.tool_calls] == [
+        ("toolu_01", "execute_bash", {"command": "ls /workspace"}),
+        ("toolu_02", "str_replace_editor", {"command": "view", "path": "/workspace/app.py"}),
+    ]
+    assert [(r.call_id, r.text) for r in results.tool_results] == [
+        ("toolu_01", "app.py\ntest_app.py"),
+        ("toolu_02", "     1\tdef last(xs):\n     2\t    return xs[len(xs)]"),
+    ]
+    # the recall events stay with the task, stored but never sent
+    kept = [b for b in task.content if isinstance(b, Opaque)]
+    assert [b.payload["action" if "action" in b.payload else "observation"] for b in kept] == ["recall", "recall"]
+    assert "workspace_context" not in sent_text(agent.messages)
+    assert error.text == "[OpenHands error] Parameter 'command' is expected to be one of ['view', 'create']."
+    assert finish.tool_calls[0].arguments == {"message": "Fixed the off-by-one in app.py."}
+    assert missing.tool_results[0].is_error and session.report.repaired == {"unanswered tool calls given an error result": 1}
+    assert agent.usage == ((0, 2, 5920), (0, 5, 7012))
+
+
+def test_openhands_event_lists_and_unknown_events(tmp_path):
+    instance = json.loads((DATA / "openhands-synthetic.jsonl").read_text())
+    events = instance["history"] + [{"id": 10, "source": "agent", "observation": "agent_state_changed", "content": ""}]
+    (tmp_path / "events.json").write_text(json.dumps(events))
+    as_list = import_file(tmp_path / "events.json")
+    assert as_list.report.format == "openhands-events"
+    assert [m.text for m in as_list.messages] == [m.text for m in import_file(DATA / "openhands-synthetic.jsonl").messages]
+    assert as_list.report.skipped == {"agent_state_changed observations without a call": 1}
+
+
+def test_two_instances_are_two_agents_and_the_report_says_so(tmp_path):
+    line = (DATA / "openhands-synthetic.jsonl").read_text().strip()
+    other = json.loads(line) | {"instance_id": "acme/app 18"}
+    path = tmp_path / "output.jsonl"
+    path.write_text(line + "\n" + json.dumps(other) + "\n")
+    session = import_file(path)
+    assert [a.name for a in session.agents] == ["acme__app-17", "acme-app-18"]
+    assert session.report.assumed == ("each of the 2 evaluation instances is an agent of its own, named by its instance id",)
+    assert {m.id for m in session.agents[0].messages}.isdisjoint(m.id for m in session.agents[1].messages)
+
+
+def test_mini_swe_agent_calls_usage_and_the_exit_record():
+    session = import_file(DATA / "mini-swe-agent-synthetic.traj.json")
+    assert session.report.format == "mini-swe-agent" and session.title == "django__django-12470"
+    messages = session.messages
+    assert [m.role for m in messages] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    assert messages[2].tool_calls == [ToolCall("call_00_a", "bash", {"command": "pwd && ls -la"})]
+    assert messages[3].tool_results[0].text == "<returncode>0</returncode>\n<output>/testbed</output>"
+    # the submission is the result of the call that submitted it, nothing of it lost
+    (submitted,) = messages[5].tool_results
+    assert submitted.call_id == "call_00_b" and not submitted.is_error
+    assert submitted.text == '[mini-swe-agent Submitted]\ndiff --git a/compiler.py b/compiler.py\n+    and not (field.primary_key and name == "pk")'
+    assert session.report.repaired == {"exit records kept as the result of the call that ended the run": 1}
+    assert session.agents[0].usage == ((0, 2, 1482), (0, 4, 2210))
+
+
+def test_mini_swe_agent_exit_after_an_answered_call_is_a_last_user_message(tmp_path):
+    document = json.loads((DATA / "mini-swe-agent-synthetic.traj.json").read_text())
+    document["messages"][4:5] = []  # the exit now follows a tool result
+    path = tmp_path / "t.traj.json"
+    path.write_text(json.dumps(document))
+    session = import_file(path)
+    assert session.messages[-1].role == "user" and session.messages[-1].text.startswith("[mini-swe-agent Submitted]\ndiff --git")
+    validate_history(session.messages, allow_pending=False)
+
+
+def test_gemini_cli_pairs_calls_by_order_and_name_and_keeps_every_word():
+    session = import_file(DATA / "gemini-cli-synthetic.json")
+    user, model, results, answer, unpaired, last = session.messages
+    thought, *calls = model.content
+    assert thought == Thinking("**Searching** for the word first.")
+    assert [(c.name, c.arguments, c.signature) for c in calls] == [
+        ("grep", {"pattern": "hotkey"}, "c2lnbmF0dXJlLTE="),
+        ("grep", {"pattern": "push-to-talk"}, None),
+        ("read_file", {"path": "README.md"}, None),
+    ]
+    by_call = {r.call_id: r.text for r in results.tool_results}
+    assert by_call == {
+        calls[0].id: "src/hotkey.ts:3",  # the first grep response answers the first grep call
+        calls[1].id: '{"output": "src/ptt.ts:9", "truncated": true}',  # more than output: all of it
+        calls[2].id: "# Mozgoslav",
+    }
+    assert unpaired.role == "user" and unpaired.text == (
+        "[tool result for call 'user-shell-1', which is not in this history]\nBacked up original state in git stash"
+    )
+    assert session.report.repaired == {"tool results without an open call kept as user text": 1}
+    assert session.report.skipped == {}
+    validate_history(session.messages, allow_pending=False)
+
+
+def test_aider_chats_turns_reasoning_output_and_tokens():
+    session = import_file(DATA / "aider-synthetic.chat.history.md")
+    assert session.report.format == "aider"
+    messages = session.messages
+    assert [m.role for m in messages] == ["user", "user", "assistant"]
+    first, second, answer = messages
+    assert first.text == "hi" and second.text == "Why does push-to-talk paste the same text?\nIt worked yesterday."
+    assert [b.payload for b in first.content if isinstance(b, Opaque) and b.kind == "aider-chat-start"] == [
+        {"chat": 1, "started": "2026-04-22 22:40:12"}
+    ]
+    reasoning, said, *rest = answer.content
+    assert reasoning == Thinking("The user reports stale text.")
+    assert said == Text("Please add `src/ptt.ts` to the chat.")
+    assert Text("The buffer is never cleared after a paste.") in rest
+    shown = [b.payload["text"] for b in answer.content if isinstance(b, Opaque)]
+    assert shown[0] == "Tokens: 1.8k sent, 653 received.\nsrc/ptt.ts"
+    assert shown[1] == "[answered] Add file to the chat? (Y)es/(N)o/(A)ll/(S)kip all/(D)on't ask again [Yes]: y"
+    sent = sent_text(messages)
+    assert "Tokens:" not in sent and "AuthenticationError" not in sent and "(Y)es" not in sent
+    # each call's input counts from the start of its chat; the answer holds two calls
+    assert session.agents[0].usage == ((1, 2, 2400),)
+    validate_history(messages, allow_pending=False)
+
+
+def test_aider_answer_cut_off_keeps_its_reasoning(tmp_path):
+    path = tmp_path / ".aider.chat.history.md"
+    path.write_text("# aider chat started at 2026-01-01 10:00:00\n\n#### go  \n\n<thinking-content-ab12>\n\nhalf a thought\n")
+    (user, answer) = import_file(path).messages
+    assert answer.content == (Thinking("half a thought"),)
+
+
+def test_jsonl_as_harnesses_write_it(tmp_path):
+    """A byte order mark, CRLF and two records on one line (pi wrote such a line) are
+    read whole and counted; a line that is neither is skipped and counted."""
+    lines = (DATA / "ccl-representative_messages.jsonl").read_text().splitlines()
+    whole = import_file(DATA / "ccl-representative_messages.jsonl")
+    glued = [lines[0] + lines[1], *lines[2:]]  # glued after the byte order mark
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(glued).encode() + b"\r\n{\"type\": \"user\", trunc\r\n")
+    session = import_file(path)
+    assert session.messages == whole.messages
+    assert session.report.repaired == {"byte order marks removed": 1, "CRLF line ends read as LF": 1, "records glued on one line read apart": 1}
+    assert session.report.skipped == {"lines that are not JSON": 1}
+
+
+def test_a_file_no_format_reads_names_the_file(tmp_path):
+    path = tmp_path / "notes.md"
+    path.write_text("# my notes\n\nnothing here\n")
+    with pytest.raises(HistoryError, match=r"notes\.md: no session format recognized"):
+        import_file(path)
+    with pytest.raises(HistoryError, match=r"not UTF-8"):
+        (tmp_path / "bad.md").write_bytes(b"\xff\xfe# aider chat started at x\n")
+        import_file(tmp_path / "bad.md", format="aider")
+
+
+# ------------------------------------------------------------------ the real files
+
+
+@needs_shared
+def test_real_openhands_mini_swe_agent_aider_and_gemini_files():
+    openhands = import_file(SHARED / "openhands/openhands-multi_swe_bench-output.jsonl")
+    assert [len(a.usage) for a in openhands.agents] == [23, 33, 49]
+    assert openhands.agents[0].usage[0] == (0, 2, 5920)
+    first_call = openhands.agents[0].messages[2].tool_calls[0]
+    assert (first_call.id, first_call.arguments) == ("toolu_01", {"command": "ls -l /workspace/ponylang__ponyc__0.1"})
+
+    mini = import_file(SHARED / "mini-swe-agent/miniswe-django__django-12470.traj.json")
+    assert len(mini.agents[0].usage) == 131 and mini.agents[0].usage[0] == (0, 2, 1482)
+    assert mini.messages[-1].tool_results[0].text.startswith("[mini-swe-agent Submitted]\ndiff --git a/django/db/models/sql/compiler.py")
+
+    aider = import_file(SHARED / "aider/mozgoslav-aider.chat.history.md")
+    users = [m.text for m in aider.messages if m.role == "user"]
+    assert users[:3] == ["hi", "hi", "Про что проект мозгослав и на каком этапе сейчас RAG?"]
+    assert aider.agents[0].usage[0] == (1, 2, 1800)
+
+    gemini = import_file(SHARED / "gemini-cli/geminicli-trajectory.json")
+    signed = [c for m in gemini.messages for c in m.tool_calls if c.signature]
+    assert len(signed) == 10
+    assert any("Backed up original state in git stash" in m.text for m in gemini.messages if m.role == "user")
+
+
+@needs_shared
+def test_real_codex_token_counts_and_pi_glued_line():
+    codex = import_file(SHARED / "codex/neurodata-rollout-2025-09-26T17-01-04-019985ca-7ef7-7580-a921-c20ac619f40b.jsonl")
+    usage = codex.agents[0].usage
+    assert len(usage) == 27 and usage[0][2] == 2816 and usage[1][2] == 3908
+    assert codex.messages[usage[0][1]].role == "assistant"
+    pi = import_file(SHARED / "pi/pimono-session.jsonl")
+    assert pi.report.repaired == {"records glued on one line read apart": 1}
+    assert "lines that are not JSON" not in pi.report.skipped
+
+
+@pytest.mark.parametrize("name", ["mini-swe-agent-synthetic.traj.json", "gemini-cli-synthetic.json", "openhands-synthetic.jsonl"])
+def test_every_key_of_the_json_fixtures_dropped_or_retyped(name, tmp_path):
+    """Each key of each object in a fixture dropped, then set to a number: a
+    ``HistoryError`` or histories valid for every provider, never another exception."""
+    from test_importers import _nodes, import_is_valid_or_refused
+
+    text = (DATA / name).read_text()
+    path = tmp_path / name
+    cases = 0
+    for where, node in list(_nodes(json.loads(text))):
+        for key in list(node):
+            for change in ("drop", "number"):
+                copy = json.loads(text)
+                target = copy
+                for step in where:
+                    target = target[step]
+                if change == "drop":
+                    del target[key]
+                else:
+                    target[key] = 7
+                path.write_text(json.dumps(copy))
+                import_is_valid_or_refused(path)
+                cases += 1
+    assert cases > 60
+
+
+def test_every_cut_of_the_aider_fixture_imports(tmp_path):
+    """The file cut after any line (aider appends as it runs): a valid history."""
+    from test_importers import import_is_valid_or_refused
+
+    lines = (DATA / "aider-synthetic.chat.history.md").read_text().splitlines(keepends=True)
+    path = tmp_path / ".aider.chat.history.md"
+    for end in range(2, len(lines) + 1):
+        path.write_text("".join(lines[:end]))
+        assert import_is_valid_or_refused(path)
