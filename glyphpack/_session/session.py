@@ -22,8 +22,13 @@ prefix stays byte-identical until the next compaction, restarts included.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import hashlib
+import io
+import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -92,7 +97,8 @@ class Thresholds:
         return cls(window, threshold, target)
 
 
-ToolOutput = str | Sequence[Block] | ToolResult
+#: What a harness may give as a tool's output (see ``_tool_result``).
+ToolOutput = str | bytes | bytearray | memoryview | Mapping[str, Any] | Sequence[Any] | ToolResult | None
 
 
 @public
@@ -293,14 +299,19 @@ class Session:
 
     def add_tool_results(self, results: Mapping[str, ToolOutput] | Iterable[ToolResult]) -> Message:
         """Answer every pending call (a turn boundary: saved). ``results`` maps call ids
-        to text, blocks or ``ToolResult``; or is a sequence of ``ToolResult``."""
+        to their output as the tool gave it (text, bytes, JSON, a list of strings and
+        blocks, a ``ToolResult`` or ``None``: see ``_tool_result``); or is a sequence of
+        ``ToolResult``. Nothing is stored unless every output is taken."""
         pending = {c.id for c in self.pending_calls}
         if not pending:
             raise UsageError("no tool calls are pending")
         if isinstance(results, Mapping):
             blocks = tuple(_tool_result(call_id, output) for call_id, output in results.items())
         else:
-            blocks = tuple(results)
+            blocks = tuple(results) if not isinstance(results, (str, bytes)) else (results,)
+            strays = [type(b).__name__ for b in blocks if not isinstance(b, ToolResult)]
+            if strays:
+                raise UsageError(f"results must be a mapping of call ids to outputs, or ToolResult values, not {', '.join(strays)}")
         given = [b.call_id for b in blocks]
         if sorted(given) != sorted(pending):
             raise UsageError(f"results must answer exactly the pending calls {sorted(pending)}, got {sorted(given)}")
@@ -479,14 +490,80 @@ class Session:
         return run_command(self, line)
 
 
-def _tool_result(call_id: str, output: ToolOutput) -> ToolResult:
+def _tool_result(call_id: str, output: object) -> ToolResult:
+    """A tool's output as harnesses give it, as a result; nothing of it dropped.
+
+    - a ``ToolResult`` for this call, as it is; ``None``: an explicit empty result;
+    - ``str``; bytes (``subprocess`` output): UTF-8, bytes that are not shown as ``\\xNN``
+      and counted in a note; binary (a NUL byte, or mostly not UTF-8): an image when it is
+      one, else its base64 under a line saying what it is;
+    - ``dict``, and lists or tuples of anything but blocks and strings: JSON;
+    - a list or tuple of strings and ``Text``/``Image`` blocks: those blocks, in order.
+
+    Anything else is a ``UsageError`` naming the call and the type.
+    """
     if isinstance(output, ToolResult):
         if output.call_id != call_id:
             raise UsageError(f"result for {call_id!r} carries call id {output.call_id!r}")
         return output
+    return ToolResult(call_id, _output_blocks(call_id, output))
+
+
+def _output_blocks(call_id: str, output: object) -> tuple[Text | Image, ...]:
+    if output is None:
+        return ()
     if isinstance(output, str):
-        return ToolResult(call_id, (Text(output),))
-    return ToolResult(call_id, tuple(b for b in output if isinstance(b, (Text, Image))))
+        return (Text(output),)
+    if isinstance(output, (bytes, bytearray, memoryview)):
+        return (_from_bytes(bytes(output)),)
+    if isinstance(output, (list, tuple)) and output and all(isinstance(item, (str, Text, Image)) for item in output):
+        return tuple(Text(item) if isinstance(item, str) else item for item in output)
+    if isinstance(output, (dict, list, tuple)):
+        try:
+            return (Text(json.dumps(output, ensure_ascii=False, indent=1)),)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"the output for call {call_id!r} is of type {type(output).__name__} but not JSON: {exc}") from None
+    kind = "a block of another kind" if isinstance(output, Block) else f"of type {type(output).__name__}"
+    raise UsageError(
+        f"the output for call {call_id!r} is {kind}: give text, bytes, JSON (a dict or list), "
+        "a list of strings and Text/Image blocks, a ToolResult, or None for no output"
+    )
+
+
+#: A share of bytes that are not UTF-8 above which output is binary, not text.
+BINARY_SHARE = 0.3
+_IMAGE_MAGIC = {b"\x89PNG\r\n\x1a\n": "image/png", b"\xff\xd8\xff": "image/jpeg", b"GIF87a": "image/gif", b"GIF89a": "image/gif"}
+
+
+def _from_bytes(data: bytes) -> Text | Image:
+    """Bytes a tool wrote: text where they are text, else what the binary is, whole."""
+    media_type = next((kind for magic, kind in _IMAGE_MAGIC.items() if data.startswith(magic)), None)
+    if media_type is None and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        media_type = "image/webp"
+    if media_type is not None and _decodes(data):
+        return Image(media_type, data)
+    # surrogateescape turns each byte that is not UTF-8 into one lone surrogate: countable.
+    undecodable = len(_ESCAPED.findall(data.decode("utf-8", errors="surrogateescape")))
+    if b"\x00" not in data and undecodable <= BINARY_SHARE * len(data):
+        note = f"\n[{undecodable:,} bytes were not UTF-8: shown as \\xNN]" if undecodable else ""
+        return Text(data.decode("utf-8", errors="backslashreplace") + note)
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    return Text(f"[binary output: {len(data):,} bytes, sha256 {digest}..., as base64]\n{base64.b64encode(data).decode('ascii')}")
+
+
+_ESCAPED = re.compile("[\udc80-\udcff]")
+
+
+def _decodes(data: bytes) -> bool:
+    """Whether ``data`` is a whole image (a provider rejects a broken one)."""
+    from PIL import Image as PILImage
+
+    try:
+        with PILImage.open(io.BytesIO(data)) as image:
+            image.verify()
+    except Exception:
+        return False
+    return True
 
 
 @public
