@@ -27,8 +27,10 @@ def anthropic_block(block: Block) -> Json | None:
 
 
 @anthropic_block.register
-def _(block: Text) -> Json:
-    return {"type": "text", "text": block.text}
+def _(block: Text) -> Json | None:
+    # The API rejects a text block that is empty or only white space ("text content
+    # blocks must contain non-whitespace text"): such a block says nothing, so it stays out.
+    return {"type": "text", "text": block.text} if block.text.strip() else None
 
 
 @anthropic_block.register
@@ -295,11 +297,13 @@ def to_openai_chat(messages: Sequence[Message], *, detail: str | None = None) ->
                 flush(own)
             continue
         flush()
-        parts = [openai_part(b) for b in message.content if isinstance(b, (Text, Image))]
+        parts = [openai_part(b) for b in message.content if isinstance(b, (Text, Image)) and not (isinstance(b, Text) and not b.text)]
         entry: Json = {"role": message.role}
         if message.role == "assistant":
             entry["content"] = "\n".join(p["text"] for p in parts if p["type"] == "text") or None
             calls = message.tool_calls
+            if entry["content"] is None and not calls:
+                continue  # nothing said and nothing called (only thinking, say): the API takes no such message
             if calls:
                 entry["tool_calls"] = [
                     {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
@@ -307,8 +311,10 @@ def to_openai_chat(messages: Sequence[Message], *, detail: str | None = None) ->
                 ]
         elif message.role == "system":
             entry["content"] = message.text
-        else:
+        elif parts:
             entry["content"] = parts
+        else:
+            continue  # a user message with nothing to send
         out.append(entry)
     flush()
     return out

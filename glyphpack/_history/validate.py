@@ -16,7 +16,8 @@ def check_anthropic(messages: Sequence[Json], *, max_images: int | None = None) 
     """Raise ``HistoryError`` where the Anthropic Messages API would reject ``messages``:
     roles alternate starting with the user; every ``tool_use`` is answered by a
     ``tool_result`` in the next message, which holds its results first; no result
-    without its call; thinking carries a signature; at most ``max_images`` images."""
+    without its call; thinking carries a signature; no text block is empty or only
+    white space; at most ``max_images`` images."""
     images = 0
     open_calls: set[str] = set()
     for index, message in enumerate(messages):
@@ -43,6 +44,9 @@ def check_anthropic(messages: Sequence[Json], *, max_images: int | None = None) 
             for block in blocks:
                 if block.get("type") == "thinking" and not block.get("signature"):
                     raise HistoryError(f"message {index}: thinking without a signature")
+        for block in [*blocks, *(b for r in blocks if r.get("type") == "tool_result" and isinstance(r.get("content"), list) for b in r["content"])]:
+            if block.get("type") == "text" and not str(block.get("text") or "").strip():
+                raise HistoryError(f"message {index}: text content blocks must contain non-whitespace text")
         for block in blocks:
             if block.get("type") == "image":
                 images += 1
@@ -58,7 +62,8 @@ def check_openai_chat(messages: Sequence[Json], *, max_images: int | None = None
     """Raise ``HistoryError`` where Chat Completions would reject ``messages``: the
     results of an assistant message's ``tool_calls`` come right after it as ``tool``
     messages, one per call, before any other message; no ``tool`` message otherwise;
-    ``tool`` messages carry text; at most ``max_images`` images."""
+    ``tool`` messages carry text; an assistant message has content or tool calls, and
+    no other message's content is an empty list; at most ``max_images`` images."""
     waiting: set[str] = set()
     images = 0
     for index, message in enumerate(messages):
@@ -73,9 +78,13 @@ def check_openai_chat(messages: Sequence[Json], *, max_images: int | None = None
             continue
         if waiting:
             raise HistoryError(f"message {index}: {role} message before the results of calls {sorted(waiting)}")
+        content = message.get("content")
         if role == "assistant":
             waiting = {c["id"] for c in message.get("tool_calls") or ()}
-        content = message.get("content")
+            if content is None and not waiting:
+                raise HistoryError(f"message {index}: an assistant message needs content or tool_calls")
+        elif isinstance(content, list) and not content:
+            raise HistoryError(f"message {index}: a {role} message with empty content")
         if isinstance(content, list):
             images += sum(1 for part in content if part.get("type") == "image_url")
     if waiting:

@@ -64,6 +64,18 @@ class Adapter(abc.ABC):
         return messages[0]
 
 
+#: A key only one API's responses have, for naming the API a stray response came from.
+_SIGNATURE_KEYS = (("choices", "openai-chat"), ("output", "openai-responses"), ("candidates", "gemini"), ("stop_reason", "anthropic"))
+
+
+def _not_a(what: str, data: Json, missing: str) -> HistoryError:
+    """The error for a response that is not ``what``'s: what was missing, and which API
+    it looks like it came from (nothing is stored)."""
+    other = next((api for key, api in _SIGNATURE_KEYS if key in data), None)
+    hint = f"; it looks like a response of the {other} API: pass api={other!r}" if other else ""
+    return HistoryError(f"not a {what} response: {missing}{hint}")
+
+
 def _usage(data: Json, *keys: str) -> int | None:
     usage = data.get("usage") or data.get("usage_metadata") or {}
     values = [usage.get(k) for k in keys]
@@ -111,7 +123,10 @@ class AnthropicMessages(Adapter):
 
     def parse(self, response: object) -> Reply:
         data = as_dict(response)
-        messages = from_anthropic([{"role": data.get("role", "assistant"), "content": data.get("content") or []}])
+        if not isinstance(data.get("content"), list) or data.get("role", "assistant") != "assistant":
+            raise _not_a("Messages", data, "no assistant content list")
+        # An empty content list is an answer that said nothing (end_turn): kept, and never sent back.
+        messages = from_anthropic([{"role": "assistant", "content": data["content"]}])
         tokens = _usage(data, "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
         return Reply(self._single(messages, "Messages"), tokens)
 
@@ -129,11 +144,19 @@ class OpenAIChat(Adapter):
 
     def parse(self, response: object) -> Reply:
         data = as_dict(response)
-        choices = data.get("choices") or []
-        if not choices:
-            raise HistoryError("a Chat Completions response without choices")
-        message = dict(choices[0]["message"])
-        message.pop("refusal", None)
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise _not_a("Chat Completions", data, "no choices")
+        found = choices[0].get("message")
+        reason = choices[0].get("finish_reason")
+        if not isinstance(found, dict):
+            raise HistoryError(f"a Chat Completions response whose first choice has no message (finish_reason {reason!r})")
+        message = dict(found, role="assistant")
+        refusal = message.pop("refusal", None)
+        if not message.get("content") and not message.get("tool_calls"):
+            if not isinstance(refusal, str) or not refusal:
+                raise HistoryError(f"a Chat Completions response with neither content, tool calls nor a refusal (finish_reason {reason!r})")
+            message["content"] = refusal  # the refusal's words are the answer, and resend as its text
         messages = from_openai_chat([message])
         return Reply(self._single(messages, "Chat Completions"), _usage(data, "prompt_tokens"))
 
@@ -154,7 +177,9 @@ class OpenAIResponses(Adapter):
 
     def parse(self, response: object) -> Reply:
         data = as_dict(response)
-        messages = from_openai_responses(data.get("output") or [])
+        if not isinstance(data.get("output"), list):
+            raise _not_a("Responses", data, "no output list")
+        messages = from_openai_responses(data["output"])
         return Reply(self._single(messages, "Responses"), _usage(data, "input_tokens"))
 
 
@@ -174,11 +199,14 @@ class Gemini(Adapter):
 
     def parse(self, response: object) -> Reply:
         data = as_dict(response)
-        candidates = data.get("candidates") or []
-        if not candidates or not candidates[0].get("content"):
-            reason = candidates[0].get("finish_reason") if candidates else (data.get("prompt_feedback") or "no candidates")
-            raise HistoryError(f"a Gemini response without content ({reason})")
-        messages = from_gemini([candidates[0]["content"]])
+        candidates = data.get("candidates")
+        if not isinstance(candidates, list) or not candidates:
+            feedback = data.get("prompt_feedback")
+            raise _not_a("Gemini", data, f"no candidates ({feedback})" if feedback else "no candidates")
+        first = candidates[0] if isinstance(candidates[0], dict) else {}
+        if not isinstance(first.get("content"), dict):
+            raise HistoryError(f"a Gemini response whose first candidate has no content (finish_reason {first.get('finish_reason')!r})")
+        messages = from_gemini([first["content"]])
         return Reply(self._single(messages, "Gemini"), _usage(data, "prompt_token_count"))
 
 
