@@ -90,9 +90,7 @@ def test_the_validators_refuse_what_the_apis_refuse():
 
 
 def test_a_thinking_only_answer_and_an_empty_user_message_are_left_out():
-    from glyphpack import Thinking
-
-    from glyphpack import Opaque
+    from glyphpack import Opaque, Thinking
 
     history = [Message("user", (Text("q"),)), Message("assistant", (Thinking("hmm"),)), Message("user", (Opaque("note", {"n": 1}),)),
                Message("user", (Text("again"),))]
