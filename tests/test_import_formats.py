@@ -220,25 +220,14 @@ def test_real_codex_token_counts_and_pi_glued_line():
 def test_every_key_of_the_json_fixtures_dropped_or_retyped(name, tmp_path):
     """Each key of each object in a fixture dropped, then set to a number: a
     ``HistoryError`` or histories valid for every provider, never another exception."""
-    from test_importers import _nodes, import_is_valid_or_refused
+    from test_importers import every_key_dropped_or_retyped, import_is_valid_or_refused
 
-    text = (DATA / name).read_text()
     path = tmp_path / name
     cases = 0
-    for where, node in list(_nodes(json.loads(text))):
-        for key in list(node):
-            for change in ("drop", "number"):
-                copy = json.loads(text)
-                target = copy
-                for step in where:
-                    target = target[step]
-                if change == "drop":
-                    del target[key]
-                else:
-                    target[key] = 7
-                path.write_text(json.dumps(copy))
-                import_is_valid_or_refused(path)
-                cases += 1
+    for mutated in every_key_dropped_or_retyped((DATA / name).read_text()):
+        path.write_text(mutated)
+        import_is_valid_or_refused(path)
+        cases += 1
     assert cases > 60
 
 

@@ -315,6 +315,22 @@ def _nodes(value, path=()):
             yield from _nodes(inner, (*path, index))
 
 
+def every_key_dropped_or_retyped(text: str):
+    """JSON ``text`` again with each key of each object in it dropped, then set to 7."""
+    for where, node in list(_nodes(json.loads(text))):
+        for key in list(node):
+            for change in ("drop", "number"):
+                copy = json.loads(text)
+                target = copy
+                for step in where:
+                    target = target[step]
+                if change == "drop":
+                    del target[key]
+                else:
+                    target[key] = 7
+                yield json.dumps(copy)
+
+
 def test_every_key_of_every_real_line_dropped_or_retyped(tmp_path):
     """Exhaustive where the property test samples: each line of the real files, alone,
     with each key of each object in it dropped, then set to a number. Catches a reader
@@ -322,21 +338,10 @@ def test_every_key_of_every_real_line_dropped_or_retyped(tmp_path):
     path = tmp_path / "one.jsonl"
     cases = 0
     for line in LINES:
-        value = json.loads(line)
-        for where, node in list(_nodes(value)):
-            for key in list(node):
-                for change in ("drop", "number"):
-                    copy = json.loads(line)
-                    target = copy
-                    for step in where:
-                        target = target[step]
-                    if change == "drop":
-                        del target[key]
-                    else:
-                        target[key] = 7
-                    path.write_text(json.dumps(copy))
-                    cases += 1
-                    import_is_valid_or_refused(path)
+        for mutated_line in every_key_dropped_or_retyped(line):
+            path.write_text(mutated_line)
+            cases += 1
+            import_is_valid_or_refused(path)
     assert cases > 1000
 
 

@@ -323,6 +323,21 @@ def tool_call_arguments(raw: object, call_id: object) -> dict[str, Any]:
         return {"input": raw}
 
 
+def chat_tool_calls(calls: object, tally: Tally) -> list[Block]:
+    """An OpenAI-chat ``tool_calls`` list as calls; malformed entries skipped and counted."""
+    blocks: list[Block] = []
+    for call in calls if isinstance(calls, list) else []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict):
+            tally.skip("malformed tool calls")
+            continue
+        block = safe_block(lambda: ToolCall(call["id"], str(function["name"]), tool_call_arguments(function.get("arguments"), call["id"])),
+                           tally, "malformed tool calls")
+        if block is not None:
+            blocks.append(block)
+    return blocks
+
+
 def safe_block(build: Any, tally: Tally, reason: str) -> Block | None:
     """``build()``, or None (counted as ``reason``) when the input is malformed."""
     try:

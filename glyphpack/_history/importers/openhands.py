@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import Block, Message, Opaque, Text, ToolCall, ToolResult
-from .base import ImportedAgent, ImportedSession, Tally, jsonl_records, repair, safe_block, text_of, tool_call_arguments, usage_in
+from .base import ImportedAgent, ImportedSession, Tally, chat_tool_calls, jsonl_records, repair, safe_block, text_of, usage_in
 
 FORMAT = "openhands"
 EVENTS_FORMAT = "openhands-events"
@@ -167,16 +167,7 @@ def _add_response(
     blocks: list[Block] = []
     if isinstance(message, dict):
         blocks.extend(_texts(message.get("content")))
-        calls = message.get("tool_calls")
-        for call in calls if isinstance(calls, list) else []:
-            function = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(function, dict):
-                tally.skip("malformed tool calls")
-                continue
-            block = safe_block(lambda: ToolCall(call["id"], str(function["name"]), tool_call_arguments(function.get("arguments"), call["id"])),
-                               tally, "malformed tool calls")
-            if block is not None:
-                blocks.append(block)
+        blocks.extend(chat_tool_calls(message.get("tool_calls"), tally))
     if not any(isinstance(b, ToolCall) for b in blocks):  # no response recorded: the action itself
         thought = args.get("thought")
         blocks = _texts(thought) + blocks

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..messages import Block, Message, Text, ToolCall, ToolResult
-from .base import ImportedAgent, ImportedSession, Tally, repair, safe_block, text_of, tool_call_arguments
+from ..messages import Block, Message, Text, ToolResult
+from .base import ImportedAgent, ImportedSession, Tally, chat_tool_calls, repair, safe_block, text_of
 
 FORMAT = "swe-agent"
 
@@ -57,17 +57,5 @@ def chat_message(entry: dict[str, Any], message_id: str, tally: Tally) -> Messag
         tally.skip(f"messages of role {role!r}")
         return None
     blocks: list[Block] = [Text(text)] if text else []
-    calls = entry.get("tool_calls")
-    for call in calls if isinstance(calls, list) else []:
-        function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict):
-            tally.skip("malformed tool calls")
-            continue
-        block = safe_block(
-            lambda: ToolCall(call["id"], str(function["name"]), tool_call_arguments(function.get("arguments"), call["id"])),
-            tally,
-            "malformed tool calls",
-        )
-        if block is not None:
-            blocks.append(block)
+    blocks.extend(chat_tool_calls(entry.get("tool_calls"), tally))
     return Message(role, tuple(blocks), id=message_id) if blocks else None
