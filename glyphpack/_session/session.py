@@ -532,38 +532,37 @@ def _output_blocks(call_id: str, output: object) -> tuple[Text | Image, ...]:
 
 #: A share of bytes that are not UTF-8 above which output is binary, not text.
 BINARY_SHARE = 0.3
-_IMAGE_MAGIC = {b"\x89PNG\r\n\x1a\n": "image/png", b"\xff\xd8\xff": "image/jpeg", b"GIF87a": "image/gif", b"GIF89a": "image/gif"}
+#: Image formats every provider takes, as Pillow names them.
+_IMAGE_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
+_ESCAPED = re.compile("[\udc80-\udcff]")
 
 
 def _from_bytes(data: bytes) -> Text | Image:
     """Bytes a tool wrote: text where they are text, else what the binary is, whole."""
-    media_type = next((kind for magic, kind in _IMAGE_MAGIC.items() if data.startswith(magic)), None)
-    if media_type is None and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        media_type = "image/webp"
-    if media_type is not None and _decodes(data):
-        return Image(media_type, data)
     # surrogateescape turns each byte that is not UTF-8 into one lone surrogate: countable.
     undecodable = len(_ESCAPED.findall(data.decode("utf-8", errors="surrogateescape")))
     if b"\x00" not in data and undecodable <= BINARY_SHARE * len(data):
         note = f"\n[{undecodable:,} bytes were not UTF-8: shown as \\xNN]" if undecodable else ""
         return Text(data.decode("utf-8", errors="backslashreplace") + note)
+    media_type = _image_type(data)
+    if media_type is not None:
+        return Image(media_type, data)
     digest = hashlib.sha256(data).hexdigest()[:16]
     return Text(f"[binary output: {len(data):,} bytes, sha256 {digest}..., as base64]\n{base64.b64encode(data).decode('ascii')}")
 
 
-_ESCAPED = re.compile("[\udc80-\udcff]")
-
-
-def _decodes(data: bytes) -> bool:
-    """Whether ``data`` is a whole image (a provider rejects a broken one)."""
+def _image_type(data: bytes) -> str | None:
+    """The media type of ``data`` when it is a whole image of a kind providers take (a
+    broken one would be rejected), else None."""
     from PIL import Image as PILImage
 
     try:
         with PILImage.open(io.BytesIO(data)) as image:
+            media_type = _IMAGE_FORMATS.get(image.format or "")
             image.verify()
     except Exception:
-        return False
-    return True
+        return None
+    return media_type
 
 
 @public

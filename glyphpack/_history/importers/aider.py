@@ -109,7 +109,7 @@ class _Parser:
                 if sent and self.messages and self.messages[last].role == "assistant":
                     self.usage.append((self.chat_start, last, sent))
             output: Block = Opaque("aider-output", {"text": "\n".join(lines)})
-            if self.messages and len(self.messages) > self.chat_start:
+            if len(self.messages) > self.chat_start:
                 last_message = self.messages[-1]
                 self.messages[-1] = last_message.with_content((*last_message.content, output))
             else:
@@ -127,7 +127,7 @@ class _Parser:
     def _add(self, role: str, blocks: list[Block]) -> None:
         content = (*self.waiting, *blocks)
         self.waiting = []
-        if self.messages and self.messages[-1].role == role and len(self.messages) > self.chat_start:
+        if len(self.messages) > self.chat_start and self.messages[-1].role == role:
             self.messages[-1] = self.messages[-1].with_content((*self.messages[-1].content, *content))
             return
         self.messages.append(Message(role, content, id=f"aider-{len(self.messages)}"))  # type: ignore[arg-type]

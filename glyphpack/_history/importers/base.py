@@ -314,6 +314,34 @@ def text_of(value: object) -> str:
     return "" if value is None else json.dumps(value, ensure_ascii=False, default=str)
 
 
+def append_message(messages: list[Message], message: Message) -> bool:
+    """Append ``message``; a ``tool`` message right after another joins it (one turn's
+    results in one message). True when ``message`` became a message of its own."""
+    if message.role == "tool" and messages and messages[-1].role == "tool":
+        messages[-1] = messages[-1].with_content((*messages[-1].content, *message.content))
+        return False
+    messages.append(message)
+    return True
+
+
+def input_tokens(usage: object, *keys: str) -> int:
+    """The input tokens a usage record counts: the sum of ``keys`` (input, cached input,
+    ...) that are counts; 0 when ``usage`` is not a record."""
+    if not isinstance(usage, dict):
+        return 0
+    values = [usage.get(key) for key in keys]
+    return sum(v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0)
+
+
+def unique_name(name: str, taken: set[str]) -> str:
+    """``name``, or ``name-2``, ``name-3``... when it is taken."""
+    candidate, number = name, 1
+    while candidate in taken:
+        number += 1
+        candidate = f"{name}-{number}"
+    return candidate
+
+
 def tool_call_arguments(raw: object, call_id: object) -> dict[str, Any]:
     """A call's arguments from a JSON string or an object; anything else (a custom
     tool's free-form input, arguments that are not JSON) kept whole as ``{"input": raw}``."""

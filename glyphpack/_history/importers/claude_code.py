@@ -16,7 +16,19 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import Block, Image, Message, Opaque, RedactedThinking, ResultBlock, Text, Thinking, ToolCall, ToolResult
-from .base import ImportedAgent, ImportedSession, Tally, image_or_stub, jsonl_records, repair, safe_block, text_of, usage_in
+from .base import (
+    ImportedAgent,
+    ImportedSession,
+    Tally,
+    image_or_stub,
+    input_tokens,
+    jsonl_records,
+    repair,
+    safe_block,
+    text_of,
+    unique_name,
+    usage_in,
+)
 
 FORMAT = "claude-code"
 _MESSAGE_TYPES = ("user", "assistant")
@@ -120,16 +132,8 @@ def read(path: Path, data: bytes, leaf: str | None = None) -> ImportedSession:
         name = str(nodes[sub_leaf].record.get("agentId") or f"sidechain-{number}")
         messages, usage = _history(nodes, _walk(nodes, sub_leaf), tally)
         if messages:
-            agents.append(ImportedAgent(_unique(name, {a.name for a in agents}), tuple(messages), usage))
+            agents.append(ImportedAgent(unique_name(name, {a.name for a in agents}), tuple(messages), usage))
     return ImportedSession(title, tuple(agents), branches, tally.report(FORMAT, agents, len(branches)))
-
-
-def _unique(name: str, taken: set[str]) -> str:
-    candidate, n = name, 1
-    while candidate in taken:
-        n += 1
-        candidate = f"{name}-{n}"
-    return candidate
 
 
 def _walk(nodes: list[_Node], leaf: int) -> list[int]:
@@ -166,7 +170,7 @@ def _history(nodes: list[_Node], path: list[int], tally: Tally) -> tuple[list[Me
             elif blocks:
                 messages.append(Message("assistant", tuple(blocks), id=ids))
             response_id = message.get("id")
-            measured = _input_tokens(message.get("usage"))
+            measured = input_tokens(message.get("usage"), "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
             if measured and messages and messages[-1].role == "assistant":
                 usage.append((context_start, len(messages) - 1, measured))
             continue
@@ -182,17 +186,6 @@ def _history(nodes: list[_Node], path: list[int], tally: Tally) -> tuple[list[Me
             messages.append(Message("user", others, id=ids))
     repaired = repair(_pair_anonymous_results(messages, tally), tally)
     return repaired, usage_in(repaired, messages, usage)
-
-
-def _input_tokens(usage: object) -> int:
-    if not isinstance(usage, dict):
-        return 0
-    total = 0
-    for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
-        value = usage.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            total += value
-    return total
 
 
 def _pair_anonymous_results(messages: list[Message], tally: Tally) -> list[Message]:

@@ -11,7 +11,18 @@ from typing import Any
 
 from ..convert import image_from_url
 from ..messages import Block, Message, Opaque, Text, Thinking, ToolCall, ToolResult
-from .base import ImportedAgent, ImportedSession, Tally, jsonl_records, repair, safe_block, text_of, tool_call_arguments, usage_in
+from .base import (
+    ImportedAgent,
+    ImportedSession,
+    Tally,
+    input_tokens,
+    jsonl_records,
+    repair,
+    safe_block,
+    text_of,
+    tool_call_arguments,
+    usage_in,
+)
 
 FORMAT = "codex"
 
@@ -98,9 +109,7 @@ class _Usage:
 
 
 def _last_input(info: object) -> int:
-    last = info.get("last_token_usage") if isinstance(info, dict) else None
-    tokens = last.get("input_tokens") if isinstance(last, dict) else None
-    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0 else 0
+    return input_tokens(info.get("last_token_usage") if isinstance(info, dict) else None, "input_tokens")
 
 
 def _item(item: dict[str, Any], tally: Tally) -> tuple[str, list[Block]]:

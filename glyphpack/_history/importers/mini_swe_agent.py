@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import Message, Text, ToolResult
-from .base import ImportedAgent, ImportedSession, Tally, repair, usage_in
+from .base import ImportedAgent, ImportedSession, Tally, append_message, input_tokens, repair, usage_in
 from .swe_agent import chat_message
 
 FORMAT = "mini-swe-agent"
@@ -43,10 +43,7 @@ def read(path: Path, document: dict[str, Any]) -> ImportedSession:
         message = chat_message(entry, f"mini-{number}", tally)
         if message is None:
             continue
-        if message.role == "tool" and messages and messages[-1].role == "tool":
-            messages[-1] = messages[-1].with_content(messages[-1].content + message.content)
-        else:
-            messages.append(message)
+        append_message(messages, message)
         measured = _prompt_tokens(entry)
         if message.role == "assistant" and measured:
             usage.append((0, len(messages) - 1, measured))
@@ -75,6 +72,4 @@ def _exit(entry: dict[str, Any], messages: list[Message], message_id: str, tally
 def _prompt_tokens(entry: dict[str, Any]) -> int:
     extra = entry.get("extra")
     response = extra.get("response") if isinstance(extra, dict) else None
-    usage = response.get("usage") if isinstance(response, dict) else None
-    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
-    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0 else 0
+    return input_tokens(response.get("usage") if isinstance(response, dict) else None, "prompt_tokens")

@@ -20,7 +20,20 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import Block, Message, Opaque, Text, ToolCall, ToolResult
-from .base import ImportedAgent, ImportedSession, Tally, chat_tool_calls, jsonl_records, repair, safe_block, text_of, usage_in
+from .base import (
+    ImportedAgent,
+    ImportedSession,
+    Tally,
+    append_message,
+    chat_tool_calls,
+    input_tokens,
+    jsonl_records,
+    repair,
+    safe_block,
+    text_of,
+    unique_name,
+    usage_in,
+)
 
 FORMAT = "openhands"
 EVENTS_FORMAT = "openhands-events"
@@ -70,33 +83,27 @@ def _session(runs: list[tuple[str, list[Any]]], tally: Tally, format: str) -> Im
     for name, events in runs:
         messages, usage = _history(events, name, tally)
         repaired = repair(messages, tally)
-        agents.append(ImportedAgent(_agent_name(name, {a.name for a in agents}), tuple(repaired), usage_in(repaired, messages, usage)))
+        agents.append(ImportedAgent(unique_name(_clean(name), {a.name for a in agents}), tuple(repaired), usage_in(repaired, messages, usage)))
     if len(agents) > 1:
         tally.assume(f"each of the {len(agents)} evaluation instances is an agent of its own, named by its instance id")
     title = agents[0].name if len(agents) == 1 and agents[0].name != "main" else ""
     return ImportedSession(title, tuple(agents), (), tally.report(format, agents, 0))
 
 
-def _agent_name(name: str, taken: set[str]) -> str:
-    clean = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "instance"
-    unique, number = clean, 1
-    while unique in taken:
-        number += 1
-        unique = f"{clean}-{number}"
-    return unique
+def _clean(name: str) -> str:
+    """``name`` with only letters, digits, ``.``, ``_`` and ``-`` (an agent name, an id prefix)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "instance"
 
 
 def _history(events: list[Any], name: str, tally: Tally) -> tuple[list[Message], list[tuple[int, int, int]]]:
     messages: list[Message] = []
     usage: list[tuple[int, int, int]] = []
-    responses: dict[str, int] = {}  # model response id -> the assistant message it made
-    prefix = re.sub(r"[^A-Za-z0-9._-]+", "-", name)
+    responses: set[str] = set()  # ids of the model responses read
+    prefix = _clean(name)
 
     def add(role: str, blocks: list[Block], number: int) -> None:
-        if blocks and role == "tool" and messages and messages[-1].role == "tool":  # one response's results
-            messages[-1] = messages[-1].with_content((*messages[-1].content, *blocks))
-        elif blocks:
-            messages.append(Message(role, tuple(blocks), id=f"{prefix}-{number}"))  # type: ignore[arg-type]
+        if blocks:
+            append_message(messages, Message(role, tuple(blocks), id=f"{prefix}-{number}"))  # type: ignore[arg-type]
 
     for number, event in enumerate(events):
         if not _is_event(event):
@@ -152,7 +159,7 @@ def _add_response(
     metadata: dict[str, Any],
     args: dict[str, Any],
     messages: list[Message],
-    responses: dict[str, int],
+    responses: set[str],
     usage: list[tuple[int, int, int]],
     message_id: str,
     tally: Tally,
@@ -179,9 +186,8 @@ def _add_response(
         tally.assume("actions without their model response: the call is rebuilt from the action's arguments")
     if not blocks:
         return
-    responses[response_id] = len(messages)
+    responses.add(response_id)
     messages.append(Message("assistant", tuple(blocks), id=message_id))
-    usage_record = response.get("usage")
-    measured = usage_record.get("prompt_tokens") if isinstance(usage_record, dict) else None
-    if isinstance(measured, int) and not isinstance(measured, bool) and measured > 0:
+    measured = input_tokens(response.get("usage"), "prompt_tokens")
+    if measured:
         usage.append((0, len(messages) - 1, measured))

@@ -11,7 +11,19 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import Block, Message, Opaque, Text, Thinking, ToolCall, ToolResult
-from .base import ImportedAgent, ImportedSession, Tally, image_or_stub, jsonl_records, repair, safe_block, text_of, usage_in
+from .base import (
+    ImportedAgent,
+    ImportedSession,
+    Tally,
+    append_message,
+    image_or_stub,
+    input_tokens,
+    jsonl_records,
+    repair,
+    safe_block,
+    text_of,
+    usage_in,
+)
 
 FORMAT = "pi"
 _ROLES = ("user", "assistant", "toolResult", "bashExecution")
@@ -52,13 +64,10 @@ def read(path: Path, data: bytes) -> ImportedSession:
         if message is None:
             continue
         if message.role == "assistant":
-            measured = _input_tokens(record["message"].get("usage"))
+            measured = input_tokens(record["message"].get("usage"), "input", "cacheRead", "cacheWrite")
             if measured:
                 usage.append((context_start, len(messages), measured))
-        if message.role == "tool" and messages and messages[-1].role == "tool":
-            messages[-1] = messages[-1].with_content(messages[-1].content + message.content)
-        else:
-            messages.append(message)
+        if append_message(messages, message):
             numbers.append(number)
     repaired = repair(messages, tally)
     agents = (ImportedAgent("main", tuple(repaired), usage_in(repaired, messages, usage)),)
@@ -80,13 +89,6 @@ def _live_path(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         last = by_id.get(parent) if isinstance(parent, str) else None
     header = [r for r in records if r.get("type") == "session"]
     return header + path[::-1]
-
-
-def _input_tokens(usage: object) -> int:
-    if not isinstance(usage, dict):
-        return 0
-    values = [usage.get(k) for k in ("input", "cacheRead", "cacheWrite")]
-    return sum(v for v in values if isinstance(v, int) and not isinstance(v, bool))
 
 
 def _message(data: dict[str, Any], message_id: str, tally: Tally) -> Message | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import Block, Message, Text, ToolResult
-from .base import ImportedAgent, ImportedSession, Tally, chat_tool_calls, repair, safe_block, text_of
+from .base import ImportedAgent, ImportedSession, Tally, append_message, chat_tool_calls, repair, safe_block, text_of
 
 FORMAT = "swe-agent"
 
@@ -30,11 +30,7 @@ def read(path: Path, document: dict[str, Any]) -> ImportedSession:
         message = chat_message(entry, f"swe-{number}", tally)
         if message is None:
             continue
-        history = agents.setdefault(agent, [])
-        if message.role == "tool" and history and history[-1].role == "tool":
-            history[-1] = history[-1].with_content(history[-1].content + message.content)
-        else:
-            history.append(message)
+        append_message(agents.setdefault(agent, []), message)
     imported = tuple(ImportedAgent(name, tuple(repair(messages, tally))) for name, messages in agents.items())
     return ImportedSession("", imported, (), tally.report(FORMAT, imported, 0))
 
