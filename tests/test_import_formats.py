@@ -68,10 +68,10 @@ def test_two_instances_are_two_agents_and_the_report_says_so(tmp_path):
     line = (DATA / "openhands-synthetic.jsonl").read_text().strip()
     other = json.loads(line) | {"instance_id": "acme/app 18"}
     path = tmp_path / "output.jsonl"
-    path.write_text(line + "\n" + json.dumps(other) + "\n")
+    path.write_text(line + "\n" + json.dumps(other) + "\n" + line + "\n")  # the first instance run again
     session = import_file(path)
-    assert [a.name for a in session.agents] == ["acme__app-17", "acme-app-18"]
-    assert session.report.assumed == ("each of the 2 evaluation instances is an agent of its own, named by its instance id",)
+    assert [a.name for a in session.agents] == ["acme__app-17", "acme-app-18", "acme__app-17-2"]
+    assert session.report.assumed == ("each of the 3 evaluation instances is an agent of its own, named by its instance id",)
     assert {m.id for m in session.agents[0].messages}.isdisjoint(m.id for m in session.agents[1].messages)
 
 

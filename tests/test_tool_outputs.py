@@ -19,9 +19,9 @@ from glyphpack._history.responses import check_openai_responses
 from glyphpack._history.validate import check_anthropic, check_openai_chat
 
 
-def png() -> bytes:
+def png(format: str = "PNG") -> bytes:
     out = io.BytesIO()
-    PILImage.new("1", (3, 2)).save(out, "PNG")
+    PILImage.new("RGB" if format == "GIF" else "1", (3, 2)).save(out, format)
     return out.getvalue()
 
 
@@ -34,7 +34,8 @@ OUTPUTS = {
     "mostly-not-utf8": (b"\xff\xfe\xfd\xfc ab", (Text("[binary output: 7 bytes, sha256 " + hashlib.sha256(b"\xff\xfe\xfd\xfc ab").hexdigest()[:16]
                                                  + "..., as base64]\n//79/CBhYg=="),)),
     "png": (png(), (Image("image/png", png()),)),
-    "broken-png": (b"\x89PNG\r\n\x1a\n\x00\x00", None),  # not an image a provider takes: kept as binary text
+    "gif": (png("GIF"), (Image("image/gif", png("GIF")),)),
+    "broken-png": (png()[:-20], None),  # its header reads, its data does not: kept as binary text
     "dict": ({"rows": 2, "ok": True}, (Text('{\n "rows": 2,\n "ok": true\n}'),)),
     "list-of-dicts": ([{"a": 1}], (Text('[\n {\n  "a": 1\n }\n]'),)),
     "mixed": (["first", Text("second"), Image("image/png", png())], (Text("first"), Text("second"), Image("image/png", png()))),
@@ -58,7 +59,7 @@ def test_every_kind_of_output_is_kept_and_every_next_request_is_valid(tmp_path):
             if expected is not None:
                 assert stored[f"call-{name}"] == expected, name
         (broken,) = stored["call-broken-png"]
-        assert base64.b64decode(broken.text.split("\n", 1)[1]) == b"\x89PNG\r\n\x1a\n\x00\x00"
+        assert base64.b64decode(broken.text.split("\n", 1)[1]) == png()[:-20]
         s.add_response(Message("assistant", (Text("done"),)))
         s.add_user("thanks")
         messages = s.messages
