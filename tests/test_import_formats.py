@@ -216,7 +216,8 @@ def test_real_codex_token_counts_and_pi_glued_line():
     assert "lines that are not JSON" not in pi.report.skipped
 
 
-@pytest.mark.parametrize("name", ["mini-swe-agent-synthetic.traj.json", "gemini-cli-synthetic.json", "openhands-synthetic.jsonl"])
+@pytest.mark.parametrize("name", ["mini-swe-agent-synthetic.traj.json", "gemini-cli-synthetic.json",
+                                  pytest.param("openhands-synthetic.jsonl", marks=pytest.mark.slow)])  # 0.8 s: in CI
 def test_every_key_of_the_json_fixtures_dropped_or_retyped(name, tmp_path):
     """Each key of each object in a fixture dropped, then set to a number: a
     ``HistoryError`` or histories valid for every provider, never another exception."""
@@ -240,3 +241,51 @@ def test_every_cut_of_the_aider_fixture_imports(tmp_path):
     for end in range(2, len(lines) + 1):
         path.write_text("".join(lines[:end]))
         assert import_is_valid_or_refused(path)
+
+
+@pytest.mark.parametrize("name", ["openhands-synthetic.jsonl", "mini-swe-agent-synthetic.traj.json", "gemini-cli-synthetic.json",
+                                  "aider-synthetic.chat.history.md"])
+def test_imports_are_deterministic_with_unique_ids(name):
+    """The same file imports to the same messages, ids included (a workspace import is
+    keyed by them), and no two messages share an id."""
+    first, second = import_file(DATA / name), import_file(DATA / name)
+    assert first.agents == second.agents
+    ids = [m.id for agent in first.agents for m in agent.messages]
+    assert len(ids) == len(set(ids))
+
+
+def test_openhands_events_without_responses_errors_and_one_instance_as_json(tmp_path):
+    instance = json.loads((DATA / "openhands-synthetic.jsonl").read_text())
+    run = {"function_name": "execute_bash", "tool_call_id": "toolu_09"}  # no model_response recorded
+    events = [
+        {"id": 0, "source": "user", "observation": "recall", "content": "context before anything"},
+        "not an event",
+        {"id": 1, "source": "user", "action": "message", "args": {"content": "Run the tests."}},
+        {"id": 2, "source": "agent", "action": "message", "args": {"content": "Running them now."}},
+        {"id": 3, "source": "agent", "action": "run", "args": {"command": "pytest -q", "thought": "Tests first."}, "tool_call_metadata": run},
+        {"id": 4, "source": "agent", "observation": "error", "content": "pytest: not found", "tool_call_metadata": run},
+    ]
+    path = tmp_path / "events.json"
+    path.write_text(json.dumps(events))
+    session = import_file(path)
+    user, said, call, result = session.messages
+    assert (user.role, user.text, said.role, said.text) == ("user", "Run the tests.", "assistant", "Running them now.")
+    assert call.content == (Text("Tests first."), ToolCall("toolu_09", "execute_bash", {"command": "pytest -q"}))
+    assert result.tool_results[0].is_error and result.tool_results[0].text == "pytest: not found"
+    assert session.report.skipped == {"recall events before any message": 1, "history entries that are not events": 1}
+    assert session.report.assumed == ("actions without their model response: the call is rebuilt from the action's arguments",)
+    (tmp_path / "one.json").write_text(json.dumps(instance))
+    one = import_file(tmp_path / "one.json")
+    assert one.report.format == "openhands" and one.title == one.agents[0].name == "acme__app-17"
+    assert [m.text for m in one.messages] == [m.text for m in import_file(DATA / "openhands-synthetic.jsonl").messages]
+
+
+def test_mini_swe_agent_without_an_exit_status_and_with_stray_entries(tmp_path):
+    document = json.loads((DATA / "mini-swe-agent-synthetic.traj.json").read_text())
+    del document["messages"][-1]["extra"]
+    document["messages"].insert(2, "stray")
+    path = tmp_path / "t.traj.json"
+    path.write_text(json.dumps(document))
+    session = import_file(path)
+    assert session.agents[0].name == "main" and session.report.skipped == {"messages that are not objects": 1}
+    assert session.messages[-1].tool_results[0].text.startswith("[mini-swe-agent exit]\ndiff --git")

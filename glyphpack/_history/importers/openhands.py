@@ -53,10 +53,8 @@ def detect(records: list[dict[str, Any]]) -> bool:
 
 
 def detect_events(document: object) -> bool:
-    """JSON: a list of events, or one instance."""
-    if isinstance(document, list):
-        return bool(document) and sum(_is_event(e) for e in document[:20]) >= 2
-    return _is_instance(document)
+    """JSON: a list of events (one instance as a JSON object reads as a one-line JSONL file)."""
+    return isinstance(document, list) and sum(_is_event(e) for e in document[:20]) >= 2
 
 
 def read(path: Path, data: bytes) -> ImportedSession:
@@ -72,10 +70,7 @@ def read(path: Path, data: bytes) -> ImportedSession:
 
 
 def read_events(path: Path, document: Any) -> ImportedSession:
-    tally = Tally()
-    if isinstance(document, list):
-        return _session([("main", document)], tally, EVENTS_FORMAT)
-    return _session([(str(document.get("instance_id") or "main"), document["history"])], tally, EVENTS_FORMAT)
+    return _session([("main", document)], Tally(), EVENTS_FORMAT)
 
 
 def _session(runs: list[tuple[str, list[Any]]], tally: Tally, format: str) -> ImportedSession:

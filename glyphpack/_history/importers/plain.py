@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,8 @@ def read(path: Path, document: Document, kind: str) -> ImportedSession:
             messages = readers[kind](items, system, tally)
         except HistoryError as exc:
             raise HistoryError(f"{path}: {exc}") from None
+        if kind != "glyphpack":  # provider lists carry no ids: number the messages, so a file imports the same twice
+            messages = [dataclasses.replace(m, id=f"{kind}-{n}") for n, m in enumerate(messages)]
     agents = (ImportedAgent("main", tuple(repair(messages, tally))),)
     return ImportedSession("", agents, (), tally.report(kind, agents, 0))
 
