@@ -97,7 +97,22 @@ def test_mini_swe_agent_exit_after_an_answered_call_is_a_last_user_message(tmp_p
     path.write_text(json.dumps(document))
     session = import_file(path)
     assert session.messages[-1].role == "user" and session.messages[-1].text.startswith("[mini-swe-agent Submitted]\ndiff --git")
+    assert session.messages[-1].id == "mini-4" and session.report.repaired == {"exit records kept as a last user message": 1}
     validate_history(session.messages, allow_pending=False)
+
+
+def test_mini_swe_agent_odd_records(tmp_path):
+    """An exit with no content and nothing before it, a role no API has mid-run, no instance id."""
+    path = tmp_path / "t.traj.json"
+    path.write_text(json.dumps({"info": {"mini_version": "1.0"}, "messages": [{"role": "exit", "content": None}]}))
+    alone = import_file(path)
+    assert [(m.role, m.text) for m in alone.messages] == [("user", "[mini-swe-agent exit]")] and alone.title == ""
+    document = json.loads((DATA / "mini-swe-agent-synthetic.traj.json").read_text())
+    document["messages"].insert(2, {"role": "format_error", "content": "no bash block"})
+    path.write_text(json.dumps(document))
+    session = import_file(path)
+    assert session.report.skipped == {"messages of role 'format_error'": 1}
+    assert [m.role for m in session.messages] == ["system", "user", "assistant", "tool", "assistant", "tool"]
 
 
 def test_gemini_cli_pairs_calls_by_order_and_name_and_keeps_every_word():
