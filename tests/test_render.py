@@ -65,13 +65,18 @@ def test_pages_decode_with_pillow_as_one_bit_images():
 
 
 def test_report_counts():
-    pages = render("a\x00b\x1b[0m\u200b\u27f6 \U0001f600\n" * 3)
+    text = "a\x00b\x1b[0m\u200b\u27f6 \U0001f600 \ue000\ufe0f\n" * 3
+    pages = render(text)
     report = pages.report
     assert report.pages == 1 and report.shape == "5x8"
-    assert (report.controls, report.ansi_sequences, report.dropped, report.folded, report.replaced) == (3, 3, 3, 3, 3)
+    # dropped: the zero-width space and the variation selector; folded: the arrow and
+    # the emoji (by name); replaced: the private-use character no font draws
+    assert (report.controls, report.ansi_sequences, report.dropped, report.folded, report.replaced) == (3, 3, 6, 6, 3)
+    assert report.replaced_scripts == {"private use": 3}
+    assert read_page(pages[0]).startswith("a^@b--> :grinning_face: \ufffd\na^@b")
     assert report.png_bytes == sum(len(p.png) for p in pages)
     assert report.chars == sum(p.chars for p in pages)
-    assert glyphpack.plan("a\x00b\x1b[0m\u200b\u27f6 \U0001f600\n" * 3).chars == report.chars
+    assert glyphpack.plan(text).chars == report.chars
 
 
 def test_empty_and_whitespace_text_gives_no_pages():
@@ -85,7 +90,15 @@ def test_cjk_text_chooses_unifont():
     pages = render("日本語のテキストです。" * 10)
     assert pages[0].shape == "unifont"
     assert read_page(pages[0]) == "日本語のテキストです。" * 10
-    assert render("mostly ascii with one 字")[0].shape == "5x8"
+    # one character the dense font lacks is enough: no character is replaced silently
+    one = render("mostly ascii with one 字", model="claude-sonnet-4-5")
+    assert one[0].shape == "unifont" and one.report.replaced == 0
+    assert "lacks characters of the text (1 CJK" in one.report.shape_reason
+    assert read_page(one[0]) == "mostly ascii with one 字"
+    # a shape given is kept, and what it cannot draw is counted per script
+    given = render("ascii, 字字 and 한 and ก", shape="5x8").report
+    assert given.replaced == 4 and given.replaced_scripts == {"CJK": 2, "HANGUL": 1, "THAI": 1}
+    assert render("only ascii and an emoji \U0001f680")[0].shape == "5x8"
 
 
 @pytest.mark.slow

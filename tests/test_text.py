@@ -40,11 +40,20 @@ def test_controls_become_caret_notation():
     assert counts.controls == 4
 
 
-def test_c1_controls_format_characters_and_stray_marks_are_dropped():
-    text, counts = norm("a\x85b\u200bc\ufeffd\u0301\u0301")
-    # d + two acute accents: NFC composes one (d has no precomposed acute... so both drop)
+def test_c1_controls_format_characters_and_variation_selectors_are_dropped():
+    text, counts = norm("a\x85b\u200bc\ufeffd\ufe0f\u034f")
     assert text == "abcd"
-    assert counts.dropped == 5
+    assert counts.dropped == 5 and counts.replaced == 0
+
+
+def test_stray_combining_marks_are_kept_or_counted_never_dropped():
+    assert ATLAS.has(0x0301) and not ATLAS.has(0x0E34)
+    # d has no precomposed acute: NFC leaves both marks, which the font draws in cells of their own
+    text, counts = norm("d\u0301\u0301")
+    assert text == "d\u0301\u0301" and counts.dropped == counts.replaced == 0
+    # a Thai vowel sign the font lacks is the replacement glyph, counted per script
+    text, counts = norm("x\u0e34")
+    assert text == "x\ufffd" and counts.replaced == 1 and counts.replaced_scripts == {"THAI": 1}
 
 
 def test_combining_marks_compose():
@@ -56,10 +65,10 @@ def test_combining_marks_compose():
 def test_folds_and_replacements():
     for char in "\u27f6\u2474\uff21\U0001f600":
         assert not ATLAS.has(ord(char))
-    text, counts = norm("\u27f6 \u2474 \uff21 \U0001f600")  # long arrow, parenthesized 1, fullwidth A, emoji
-    assert text == "--> (1) A \ufffd"
-    assert counts.replaced == 1
-    assert counts.folded == 3
+    text, counts = norm("\u27f6 \u2474 \uff21 \U0001f600 \U0002a6d6")  # long arrow, (1), fullwidth A, emoji, CJK ext. B
+    assert text == "--> (1) A :grinning_face: \ufffd"
+    assert counts.replaced == 1 and counts.replaced_scripts == {"CJK": 1}
+    assert counts.folded == 4
 
 
 def test_lone_surrogate_is_replaced_not_crashing():

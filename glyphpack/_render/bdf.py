@@ -153,4 +153,4 @@ def parse_bdf(path: Path, data: bytes) -> ParsedFont:
             glyphs[codepoint] = (bitmap, cells)
     if not glyphs:
         raise FontError(f"{path}: no encoded glyphs")
-    return ParsedFont(path.name.split(".")[0], cell.width, cell.height, glyphs)
+    return ParsedFont(path.name.split(".")[0], cell.width, cell.height, cell.ascent, glyphs)

@@ -53,6 +53,9 @@ FONT_FILES = {
     "unifont": "unifont.hex.gz",
 }
 
+#: The font whose glyphs a shape draws where its own font has none, when its cells hold them.
+FALLBACK_FONT = "unifont"
+
 #: Codepoint that the newline marker glyph reads back as (flow layout draws it).
 NEWLINE = 0x0A
 #: The replacement glyph for characters no font glyph or fold covers.
@@ -64,11 +67,16 @@ _NO_CLASSES = np.zeros(0, dtype=np.uint8)
 WRAP = 0x110000
 
 # Bump when parsing or atlas building changes: it is part of the disk cache key.
-_ATLAS_FORMAT = 3
+_ATLAS_FORMAT = 4
 
-# Categories never drawn as glyphs: controls, format characters, surrogates,
-# private use and combining marks are all handled by text normalization instead.
-_UNDRAWN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Mn", "Me"})
+# Categories never drawn as glyphs: controls, format characters, surrogates and
+# private use are all handled by text normalization instead. Combining marks are
+# drawn in a cell of their own where NFC cannot compose them (Thai vowels, Devanagari
+# signs): a reader sees the mark after its letter instead of losing it.
+_UNDRAWN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
+#: Marks that only choose how the character before them looks (variation selectors,
+#: the grapheme joiner): invisible, so never drawn and dropped by normalization.
+INVISIBLE_MARKS = frozenset({0x034F, *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)})
 
 
 @public
@@ -85,7 +93,9 @@ class FontAtlas:
         canonical: int32[N], the codepoint each glyph reads back as: the smallest
             codepoint among glyphs of the same width with identical bitmaps.
         glyph_width, glyph_height: pixel size of one narrow cell.
-        source_sha256: content hash of the font file the atlas was built from.
+        ascent: pixel rows from the cell's top to the baseline.
+        source_sha256: content hash of the font file the atlas was built from (of
+            both files, for an atlas with a fallback font).
     """
 
     name: str
@@ -95,6 +105,7 @@ class FontAtlas:
     canonical: np.ndarray
     glyph_width: int
     glyph_height: int
+    ascent: int
     source_sha256: str
 
     def __len__(self) -> int:
@@ -205,7 +216,7 @@ def _marker_bitmaps(w: int, h: int) -> dict[int, np.ndarray]:
 
 
 def _drawable(codepoint: int) -> bool:
-    if codepoint > 0x10FFFF:
+    if codepoint > 0x10FFFF or codepoint in INVISIBLE_MARKS:
         return False
     return unicodedata.category(chr(codepoint)) not in _UNDRAWN_CATEGORIES
 
@@ -239,29 +250,77 @@ def _build_atlas(parsed: ParsedFont, sha256: str) -> FontAtlas:
     codepoints = np.array(sorted(glyphs), dtype=np.int32)
     bitmaps = np.zeros((len(codepoints), h, w * max_cells), dtype=np.uint8)
     cell_widths = np.empty(len(codepoints), dtype=np.uint8)
-    canonical = np.empty(len(codepoints), dtype=np.int32)
-    first_with_bitmap: dict[tuple[int, bytes], int] = {}
     for i, cp in enumerate(codepoints.tolist()):
         bm, cells = glyphs[cp]
         bitmaps[i, :, : bm.shape[1]] = bm
         cell_widths[i] = cells
-        key = (cells, bm.tobytes())
-        # Sorted order makes the first codepoint seen the smallest: the canonical one.
-        canonical[i] = first_with_bitmap.setdefault(key, cp)
+    return _atlas(parsed.name, codepoints, bitmaps, cell_widths, w, h, parsed.ascent, sha256)
 
+
+def _atlas(
+    name: str, codepoints: np.ndarray, bitmaps: np.ndarray, cell_widths: np.ndarray, w: int, h: int, ascent: int, sha256: str
+) -> FontAtlas:
+    """The atlas of glyphs sorted by codepoint, with each one's canonical codepoint:
+    the smallest among glyphs of the same width and bitmap (what a reader reads back)."""
+    keys = np.concatenate([cell_widths[:, None], bitmaps.reshape(len(codepoints), -1)], axis=1)
+    keys = np.ascontiguousarray(keys).view(f"V{keys.shape[1]}").ravel()
+    # Codepoints ascend, so each bitmap's first occurrence is its smallest codepoint.
+    _, first, group = np.unique(keys, return_index=True, return_inverse=True)
+    canonical = codepoints[first][group.ravel()].astype(np.int32)
     for marker in (NEWLINE, WRAP):
         i = int(np.searchsorted(codepoints, marker))
         if canonical[i] != marker or int((canonical == canonical[i]).sum()) != 1:
-            raise FontError(f"{parsed.name}: a font glyph has the same bitmap as marker U+{marker:04X}")
+            raise FontError(f"{name}: a font glyph has the same bitmap as marker U+{marker:04X}")
     return FontAtlas(
-        name=parsed.name,
+        name=name,
         codepoints=codepoints,
         bitmaps=bitmaps,
         cell_widths=cell_widths,
         canonical=canonical,
         glyph_width=w,
         glyph_height=h,
+        ascent=ascent,
         source_sha256=sha256,
+    )
+
+
+def with_fallback(atlas: FontAtlas, fallback: FontAtlas) -> FontAtlas:
+    """``atlas`` with ``fallback``'s glyph for every character it lacks, in one cell grid.
+
+    The cell is as large as both fonts' cells; ``atlas``'s glyphs keep their pixels
+    (top left, as before), the fallback's sit on ``atlas``'s baseline where the cell
+    has room. Decided per glyph: a text draws each character in the first font that
+    has it. Wide fallback glyphs whose halves both read as narrow glyphs are left out,
+    as in any atlas, and the markers stay ``atlas``'s.
+    """
+    w, h = max(atlas.glyph_width, fallback.glyph_width), max(atlas.glyph_height, fallback.glyph_height)
+    top = min(max(atlas.ascent - fallback.ascent, 0), h - fallback.glyph_height)
+    adds = ~np.isin(fallback.codepoints, atlas.codepoints) & ~np.isin(fallback.codepoints, (NEWLINE, WRAP, REPLACEMENT))
+    added = np.flatnonzero(adds)
+    cells = np.concatenate([atlas.cell_widths, fallback.cell_widths[added]])
+    bitmaps = np.zeros((cells.size, h, w * int(cells.max())), dtype=np.uint8)
+    own = atlas.bitmaps
+    bitmaps[: len(atlas), : own.shape[1], : own.shape[2]] = own
+    theirs = fallback.bitmaps[added]
+    bitmaps[len(atlas) :, top : top + theirs.shape[1], : theirs.shape[2]] = theirs
+    codepoints = np.concatenate([atlas.codepoints, fallback.codepoints[added]])
+    narrow = cells == 1
+    narrow_keys = {row.tobytes() for row in bitmaps[narrow, :, :w]}
+    wide = np.flatnonzero(~narrow)
+    keep = np.ones(cells.size, dtype=bool)
+    for i in wide[wide >= len(atlas)].tolist():
+        halves = np.ascontiguousarray(bitmaps[i, :, :w]).tobytes(), np.ascontiguousarray(bitmaps[i, :, w : 2 * w]).tobytes()
+        keep[i] = not (halves[0] in narrow_keys and halves[1] in narrow_keys)
+    order = np.argsort(codepoints[keep], kind="stable")
+    return _atlas(
+        f"{atlas.name}+{fallback.name}",
+        codepoints[keep][order],
+        bitmaps[keep][order],
+        cells[keep][order],
+        w,
+        h,
+        atlas.ascent,
+        hashlib.sha256((atlas.source_sha256 + fallback.source_sha256).encode()).hexdigest(),
     )
 
 
@@ -290,7 +349,8 @@ def _read_cached(cache_file: Path) -> FontAtlas | None:
                 canonical=z["canonical"],
                 glyph_width=int(meta[1]),
                 glyph_height=int(meta[2]),
-                source_sha256=str(meta[3]),
+                ascent=int(meta[3]),
+                source_sha256=str(meta[4]),
             )
     except (OSError, KeyError, ValueError, IndexError):
         return None  # absent or damaged: rebuild from the font file
@@ -306,7 +366,9 @@ def _write_cached(cache_file: Path, atlas: FontAtlas) -> None:
         bitmaps=atlas.bitmaps,
         cell_widths=atlas.cell_widths,
         canonical=atlas.canonical,
-        meta=np.array([atlas.name, str(atlas.glyph_width), str(atlas.glyph_height), atlas.source_sha256]),
+        meta=np.array(
+            [atlas.name, str(atlas.glyph_width), str(atlas.glyph_height), str(atlas.ascent), atlas.source_sha256]
+        ),
     )
     try:
         cache_file.parent.mkdir(parents=True, exist_ok=True)

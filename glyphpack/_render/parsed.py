@@ -14,10 +14,12 @@ class ParsedFont:
     Attributes:
         name: the font's name (the file name's stem).
         glyph_width, glyph_height: pixel size of one narrow cell.
+        ascent: pixel rows from the cell's top to the baseline.
         glyphs: codepoint -> (uint8[glyph_height, glyph_width * cells] bitmap, 1 = ink; cells 1 or 2).
     """
 
     name: str
     glyph_width: int
     glyph_height: int
+    ascent: int
     glyphs: dict[int, tuple[np.ndarray, int]]

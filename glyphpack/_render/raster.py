@@ -9,12 +9,19 @@ import threading
 
 import numpy as np
 
+from .fonts import FontAtlas
 from .kernels import draw_page
 from .shapes import Shape
 
 
-@functools.lru_cache(maxsize=32)
 def glyph_row_bits(shape: Shape) -> tuple[np.ndarray, np.ndarray]:
+    """``_row_bits`` of the shape's atlas and advance (shapes differing only in page
+    size share them)."""
+    return _row_bits(shape.atlas, shape.advance)
+
+
+@functools.lru_cache(maxsize=32)
+def _row_bits(atlas: FontAtlas, advance: int) -> tuple[np.ndarray, np.ndarray]:
     """Each glyph's pixel rows as bits, a cell at a time, for ``draw_cells``.
 
     Returns:
@@ -24,9 +31,7 @@ def glyph_row_bits(shape: Shape) -> tuple[np.ndarray, np.ndarray]:
         int32[N]: the column of each wide glyph's second cell, -1 for a narrow glyph.
     A glyph's bitmap is zero beyond its own width, so spacing columns are 0.
     """
-    atlas = shape.atlas
     n, gh, bitmap_width = atlas.bitmaps.shape
-    advance = shape.advance
     wide = np.flatnonzero(atlas.cell_widths == 2)
     right_halves = np.full(n, -1, dtype=np.int32)
     right_halves[wide] = n + 1 + np.arange(wide.size, dtype=np.int32)

@@ -76,7 +76,9 @@ class RenderReport:
     """What a rendering did to a text and what it costs.
 
     ``folded``, ``replaced``, ``dropped``, ``controls`` and ``ansi_sequences`` count
-    source characters changed by normalization (see ``glyphpack._text``);
+    source characters changed by normalization (see ``glyphpack._text``), and
+    ``replaced_scripts`` the replaced ones per script (``{"CJK": 12}``; empty when
+    every character was drawn);
     ``cells_used`` of ``cells_total`` are the cells on the billed page area that hold
     something; ``png_bytes`` is None when nothing was encoded (``plan``).
     With a model: ``image_tokens`` billed for all pages, ``requests`` needed to carry
@@ -99,6 +101,7 @@ class RenderReport:
     controls: int
     ansi_sequences: int
     text_tokens: int
+    replaced_scripts: dict[str, int] = dataclasses.field(default_factory=dict)
     png_bytes: int | None = None
     model: str | None = None
     profile: str | None = None
@@ -142,21 +145,24 @@ def _check_text(text: str) -> None:
         )
 
 
-def _normalize_for(text: str, shape: Shape | str | None, layout: Layout, preferred: Shape) -> tuple[Shape, NormalizedText, bool]:
+def _normalize_for(
+    text: str, shape: Shape | str | None, layout: Layout, preferred: Shape
+) -> tuple[Shape, NormalizedText, dict[str, int] | None]:
     """Normalize for the shape given; with none, for ``preferred``, or Unifont when the
-    preferred font would draw most of the text as replacement glyphs (CJK text, for
-    instance) and Unifont draws fewer. The flag says Unifont was chosen so."""
+    preferred font would draw some character as the replacement glyph (CJK in a 5x8
+    page, for instance) and Unifont draws fewer. The third value, when Unifont was
+    chosen so, is what ``preferred`` would have replaced, per script."""
     if shape is not None:
         chosen = get_shape(shape)
-        return chosen, normalize(text, chosen.atlas, layout, SCRIPT_CLASSES, _pool().map), False
+        return chosen, normalize(text, chosen.atlas, layout, SCRIPT_CLASSES, _pool().map), None
     normalized = normalize(text, preferred.atlas, layout, SCRIPT_CLASSES, _pool().map)
-    if normalized.counts.replaced * 2 <= normalized.glyphs.size:
-        return preferred, normalized, False
+    if normalized.counts.replaced == 0 or preferred.draws_fallback:
+        return preferred, normalized, None
     wide = SHAPES[WIDE_SCRIPT_SHAPE]
     wide_normalized = normalize(text, wide.atlas, layout, SCRIPT_CLASSES, _pool().map)
     if wide_normalized.counts.replaced < normalized.counts.replaced:
-        return wide, wide_normalized, True
-    return preferred, normalized, False
+        return wide, wide_normalized, normalized.counts.replaced_scripts
+    return preferred, normalized, None
 
 
 def _preferred_shape(shape: Shape | str | None, profile: Profile | None, fidelity: Fidelity | None) -> tuple[Shape, str]:
@@ -226,9 +232,10 @@ def _prepare(
                 f"text needs at least {at_least:,} pages of {densest.page_width}x{densest.page_height(densest.max_rows)} px, "
                 f"over max_pages={max_pages:,}; raise max_pages or split the text"
             )
-    chosen, normalized, wide = _normalize_for(text, shape, layout, preferred)
-    if wide:
-        reason = f"Unifont: {preferred.name}'s font lacks most of the text (tried first: {reason})"
+    chosen, normalized, lacked = _normalize_for(text, shape, layout, preferred)
+    if lacked is not None:
+        scripts = ", ".join(f"{count:,} {script}" for script, count in lacked.items())
+        reason = f"Unifont: {preferred.name}'s font lacks characters of the text ({scripts}; tried first: {reason})"
     if page_size is not None:
         chosen = chosen.with_page_size(*page_size)
         full_page = (chosen.page_width, chosen.page_height(chosen.max_rows))

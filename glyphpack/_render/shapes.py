@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from .._errors import LimitError, ShapeError
 from .._types import public
-from .fonts import FontAtlas, load_atlas
+from .fonts import FALLBACK_FONT, FontAtlas, load_atlas, with_fallback
 from .png import MAX_PAGE_EDGE
 
 #: The largest page standard Claude models never resize (56 x 28 patches = 1568 tokens).
@@ -62,14 +63,16 @@ class Shape:
 
     @property
     def atlas(self) -> FontAtlas:
-        """The shape's font atlas, checked to fit the cell (loading is cached)."""
-        atlas = load_atlas(self.font)
-        if self.advance < atlas.glyph_width or self.pitch < atlas.glyph_height:
-            raise ShapeError(
-                f"shape {self.name!r}: advance {self.advance} and pitch {self.pitch} must be at least "
-                f"the glyph cell {atlas.glyph_width}x{atlas.glyph_height} of font {self.font!r}"
-            )
-        return atlas
+        """The shape's font atlas, checked to fit the cell (loading is cached): the
+        font, and Unifont's glyph for each character the font lacks when the cell
+        holds Unifont's 8x16 glyphs (``has_fallback``)."""
+        return _shape_atlas(self.font, self.advance, self.pitch, self.name)
+
+    @property
+    def draws_fallback(self) -> bool:
+        """Whether every character Unifont draws is drawn: the shape's font is Unifont,
+        or its cells hold Unifont's 8x16 glyphs."""
+        return self.font == FALLBACK_FONT or _fallback_fits(self.advance, self.pitch)
 
     @property
     def cols(self) -> int:
@@ -133,6 +136,24 @@ SHAPES: dict[str, Shape] = {
 DEFAULT_SHAPE = "5x8"
 #: Chosen automatically when most of a text's characters are missing from the default font.
 WIDE_SCRIPT_SHAPE = "unifont"
+
+
+@functools.cache
+def _shape_atlas(font: str, advance: int, pitch: int, shape_name: str) -> FontAtlas:
+    atlas = load_atlas(font)
+    if advance < atlas.glyph_width or pitch < atlas.glyph_height:
+        raise ShapeError(
+            f"shape {shape_name!r}: advance {advance} and pitch {pitch} must be at least "
+            f"the glyph cell {atlas.glyph_width}x{atlas.glyph_height} of font {font!r}"
+        )
+    if font == FALLBACK_FONT or not _fallback_fits(advance, pitch):
+        return atlas
+    return with_fallback(atlas, load_atlas(FALLBACK_FONT))
+
+
+def _fallback_fits(advance: int, pitch: int) -> bool:
+    fallback = load_atlas(FALLBACK_FONT)
+    return advance >= fallback.glyph_width and pitch >= fallback.glyph_height
 
 
 def get_shape(shape: Shape | str | None) -> Shape:

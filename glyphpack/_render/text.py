@@ -11,9 +11,10 @@ Rules, in order:
   3. Tabs expand to tab stops (``str.expandtabs``, per source line).
   4. Per character: the font's glyph; else a fold to characters the font has
      (typographic quotes, dashes, ellipsis, arrows, box drawing, NFKD without marks);
-     C0 controls and DEL become caret notation (``^@``, ``^[``, ``^?``); C1 controls,
-     format characters and leftover combining marks are dropped; anything else is the
-     replacement glyph. Every change is counted.
+     a symbol (emoji) by its name (``:rocket:``); C0 controls and DEL become caret
+     notation (``^@``, ``^[``, ``^?``); C1 controls, format characters and variation
+     selectors (all invisible) are dropped; anything else, a combining mark the font
+     lacks included, is the replacement glyph. Every change is counted.
   5. Blanks at the end of the text are removed, and in the ``lines`` layout blanks at
      the end of every line and line breaks at the end of the text (a reader cannot
      see them). In ``flow``, newline markers at the end are dropped too.
@@ -31,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from .._types import LAYOUTS, Layout, check_kind
-from .fonts import NEWLINE, FontAtlas
+from .fonts import INVISIBLE_MARKS, NEWLINE, FontAtlas
 from .kernels import CLASS_COUNT, LINE_BREAK, NO_GLYPH, map_codepoints
 
 TAB_SIZE = 8
@@ -73,7 +74,6 @@ for _cp in range(0x2500, 0x2580):
     else:
         _FOLDS[chr(_cp)] = "+"
 
-_DROPPED_CATEGORIES = frozenset({"Mn", "Me", "Cf"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,9 +82,36 @@ class TextCounts:
 
     folded: int = 0  # replaced by a close equivalent the font has
     replaced: int = 0  # drawn as the replacement glyph
-    dropped: int = 0  # removed: C1 controls, format characters, stray combining marks
+    dropped: int = 0  # removed: C1 controls, format characters, variation selectors
     controls: int = 0  # C0 controls and DEL made visible in caret notation
     ansi_sequences: int = 0  # ANSI escape sequences stripped
+    #: the replaced characters per script (``script_of``), most first
+    replaced_scripts: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+def script_of(codepoint: int) -> str:
+    """A character's script as its Unicode name starts (``CJK``, ``HANGUL``, ``THAI``,
+    ``LATIN``); ``symbols`` for symbols, ``private use``, and ``unassigned`` for any
+    other code point without a name."""
+    if 0xD800 <= codepoint <= 0xDFFF:
+        return "surrogate"
+    char = chr(codepoint)
+    category = unicodedata.category(char)
+    if category.startswith("S"):
+        return "symbols"
+    if category == "Co":
+        return "private use"
+    name = unicodedata.name(char, "")
+    return name.split(" ", 1)[0].split("-", 1)[0] if name else "unassigned"
+
+
+def by_script(codepoints: dict[int, int]) -> dict[str, int]:
+    """Occurrences per codepoint summed per script, the largest first."""
+    scripts: dict[str, int] = {}
+    for codepoint, occurrences in codepoints.items():
+        script = script_of(codepoint)
+        scripts[script] = scripts.get(script, 0) + occurrences
+    return dict(sorted(scripts.items(), key=lambda item: (-item[1], item[0])))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -128,14 +155,17 @@ def _resolve_missing(codepoint: int, atlas: FontAtlas) -> tuple[list[int], str]:
         return [atlas.replacement_index], "replaced"  # a lone surrogate draws nothing real
     char = chr(codepoint)
     category = unicodedata.category(char)
-    if 0x80 <= codepoint <= 0x9F or category in _DROPPED_CATEGORIES:
+    if 0x80 <= codepoint <= 0x9F or category == "Cf" or codepoint in INVISIBLE_MARKS:
         return [], "dropped"
     fold = _FOLDS.get(char)
     if fold is not None and (found := indices(fold)) is not None:
         return found, "folded"
     decomposed = "".join(c for c in unicodedata.normalize("NFKD", char) if unicodedata.category(c) not in ("Mn", "Me"))
-    if decomposed != char and (found := indices(decomposed)) is not None:
+    if decomposed and decomposed != char and (found := indices(decomposed)) is not None:
         return found, "folded"
+    name = unicodedata.name(char, "")
+    if category == "So" and name and (found := indices(f":{name.lower().replace(' ', '_')}:")) is not None:
+        return found, "folded"  # an emoji the fonts lack, by its name: ':rocket:'
     return [atlas.replacement_index], "replaced"
 
 
@@ -225,7 +255,12 @@ def normalize(
     map_piece = functools.partial(_normalize_piece, cleaned, atlas, layout == "lines", counting)
     pieces = _in_pieces(map_piece, len(cleaned), parallel_map)
     glyphs = pieces[0][0] if len(pieces) == 1 else np.concatenate([piece[0] for piece in pieces])
-    counts = {kind: sum(piece[1][kind] for piece in pieces) for kind in pieces[0][1]}
+    counts: dict[str, Any] = {kind: sum(piece[1][kind] for piece in pieces) for kind in _CHANGE_KINDS}
+    replaced: dict[int, int] = {}
+    for piece in pieces:
+        for codepoint, occurrences in piece[1]["replaced_chars"].items():
+            replaced[codepoint] = replaced.get(codepoint, 0) + occurrences
+    counts["replaced_scripts"] = by_script(replaced)
     counted = [piece[2] for piece in pieces if piece[2] is not None]
     if classes is not None and counting is None:  # NFC composed: count the input apart
         counted = _in_pieces(functools.partial(_count_classes, text, classes), len(text), parallel_map)
@@ -256,15 +291,20 @@ def _count_classes(text: str, classes: np.ndarray, start: int) -> np.ndarray:
     return counts[1:]
 
 
+_CHANGE_KINDS = ("folded", "replaced", "dropped", "controls")
+
+
 def _normalize_piece(
     cleaned: str, atlas: FontAtlas, line_breaks: bool, classes: np.ndarray | None, start: int
-) -> tuple[np.ndarray, dict[str, int], np.ndarray | None]:
-    """Glyphs of ``cleaned[start:start + PIECE_CHARS]``, what was changed, and the
-    piece's characters per class (with ``classes``)."""
+) -> tuple[np.ndarray, dict[str, Any], np.ndarray | None]:
+    """Glyphs of ``cleaned[start:start + PIECE_CHARS]``, what was changed (counts per
+    kind, and ``replaced_chars``: occurrences per replaced codepoint), and the piece's
+    characters per class (with ``classes``)."""
     codepoints = _codepoints(cleaned[start : start + PIECE_CHARS])
     glyphs, lookup_counts = atlas.lookup(codepoints, line_breaks=line_breaks, classes=classes)
     classes_counted = lookup_counts[1:] if classes is not None else None
-    counts = {"folded": 0, "replaced": 0, "dropped": 0, "controls": 0}
+    counts: dict[str, Any] = dict.fromkeys(_CHANGE_KINDS, 0)
+    counts["replaced_chars"] = replaced_chars = {}
     if lookup_counts[0] == 0:
         return glyphs, counts, classes_counted
 
@@ -274,6 +314,8 @@ def _normalize_piece(
     for k, cp in enumerate(missing_cps.tolist()):
         resolved, kind = _resolve_missing(cp, atlas)
         counts[kind] += int(occurrences[k])
+        if kind == "replaced":
+            replaced_chars[cp] = int(occurrences[k])
         resolutions.append(resolved)
 
     # One glyph for one character (most resolutions): written in place, no shifting.

@@ -10,6 +10,8 @@ from .._errors import FontError
 from .parsed import ParsedFont
 
 GLYPH_WIDTH, GLYPH_HEIGHT = 8, 16
+#: Unifont's baseline: 14 rows above a 2-row descent.
+ASCENT = 14
 
 
 def parse_hex(path: Path, data: bytes) -> ParsedFont:
@@ -47,4 +49,4 @@ def parse_hex(path: Path, data: bytes) -> ParsedFont:
             glyphs[codepoint] = (bitmap, cells)
     if not glyphs:
         raise FontError(f"{path}: no glyphs")
-    return ParsedFont(path.name.split(".")[0], GLYPH_WIDTH, GLYPH_HEIGHT, glyphs)
+    return ParsedFont(path.name.split(".")[0], GLYPH_WIDTH, GLYPH_HEIGHT, ASCENT, glyphs)
