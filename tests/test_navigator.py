@@ -139,6 +139,7 @@ def transcript_ids(driver) -> list[str]:
     return ids(driver, "#transcript .msg")
 
 
+@pytest.mark.slow  # 4 s of Chromium: CI installs it and runs this
 def test_in_a_browser(workspace, html_file, tmp_path):
     with glyphpack.Workspace(workspace, read_only=True) as ws:
         tree = ws.tree

@@ -113,5 +113,6 @@ BAR_WIDTH = 40
 def token_bars(rows: Iterable[tuple[str, int]], total: int) -> list[str]:
     """A line per (name, tokens): the count, its share of ``total`` and a bar."""
     total = total or 1
-    return [f"{name:<13} {tokens:>10,} {tokens / total:>6.1%}  {'█' * round(BAR_WIDTH * tokens / total)}" for name, tokens in rows]
-
+    return [
+        f"{name:<13} {tokens:>10,} {tokens / total:>6.1%}  {'█' * round(BAR_WIDTH * tokens / total)}" for name, tokens in rows
+    ]

@@ -43,7 +43,9 @@ def shake(history: Sequence[Message], profile: Profile | str, *, policy: Compact
     elided = elide(history, cost, policy)
     dropped = drop_images(elided.view, cost, 0 if not cost.profile.vision else policy.protect_turns)
     after = cost.history(dropped.view)
-    report = LadderReport(after, before, after, True, (elided.report, dropped.report), f"shake: {before:,} -> {after:,} estimated tokens")
+    report = LadderReport(
+        after, before, after, True, (elided.report, dropped.report), f"shake: {before:,} -> {after:,} estimated tokens"
+    )
     return Compaction(dropped.view, report)
 
 
@@ -116,7 +118,7 @@ def compact(
         rungs.append(result.report)
     if not fits() and "summarization" in allowed:
         if summarizer is not None:
-            result = summarize(view, cost, budget, summarizer)
+            result = summarize(view, cost, budget, summarizer, policy.tail_for(budget))
             view, pages = result.view, ()
             rungs.append(result.report)
         else:
@@ -126,8 +128,11 @@ def compact(
     ok = after <= budget
     before, after = before + overhead, after + overhead
     plus = (
-        f", {overhead:,} of them the requests' overhead" if overhead > 0
-        else f", after taking {-overhead:,} off the estimate to match the provider's count" if overhead < 0 else ""
+        f", {overhead:,} of them the requests' overhead"
+        if overhead > 0
+        else f", after taking {-overhead:,} off the estimate to match the provider's count"
+        if overhead < 0
+        else ""
     )
     message = (
         f"fits: {before:,} -> {after:,} estimated tokens (budget {full_budget:,}{plus})"

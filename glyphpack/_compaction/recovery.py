@@ -48,20 +48,51 @@ _TOKEN_PATTERNS = (
     # Anthropic (also on Vertex and Bedrock): "prompt is too long: 215000 tokens > 200000 maximum"
     ("anthropic", re.compile(r"prompt is too long:\s*(?P<measured>\d+)\s*tokens\s*>\s*(?P<limit>\d+)\s*maximum", re.I)),
     # Anthropic: "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000"
-    ("anthropic", re.compile(r"input length and .?max_tokens.? exceed context limit:\s*(?P<measured>\d+)\s*\+\s*(?P<completion>\d+)\s*>\s*(?P<context>\d+)", re.I)),
+    (
+        "anthropic",
+        re.compile(
+            r"input length and .?max_tokens.? exceed context limit:\s*(?P<measured>\d+)\s*\+\s*(?P<completion>\d+)\s*>\s*(?P<context>\d+)",
+            re.I,
+        ),
+    ),
     # OpenAI, Azure, DeepSeek: "... maximum context length is 128000 tokens. However, you requested
     # 140000 tokens (130000 in the messages, 10000 in the completion)." The messages' part is what
     # compaction can change.
-    ("openai", re.compile(r"maximum context length is (?P<limit>\d+) tokens.*?requested (?:about )?\d+ tokens \((?P<measured>\d+) in the messages,\s*(?P<completion>\d+) in the completion", re.I | re.S)),
+    (
+        "openai",
+        re.compile(
+            r"maximum context length is (?P<limit>\d+) tokens.*?requested (?:about )?\d+ tokens \((?P<measured>\d+) in the messages,\s*(?P<completion>\d+) in the completion",
+            re.I | re.S,
+        ),
+    ),
     # OpenAI: "... However, your messages resulted in 130532 tokens."
-    ("openai", re.compile(r"maximum context length is (?P<limit>\d+) tokens.*?resulted in (?P<measured>\d+) tokens", re.I | re.S)),
+    (
+        "openai",
+        re.compile(r"maximum context length is (?P<limit>\d+) tokens.*?resulted in (?P<measured>\d+) tokens", re.I | re.S),
+    ),
     # OpenRouter: "This endpoint's maximum context length is 200000 tokens. However, you requested about 250796 tokens"
-    ("openrouter", re.compile(r"maximum context length is (?P<limit>\d+) tokens.*?requested (?:about )?(?P<measured>\d+) tokens", re.I | re.S)),
+    (
+        "openrouter",
+        re.compile(
+            r"maximum context length is (?P<limit>\d+) tokens.*?requested (?:about )?(?P<measured>\d+) tokens", re.I | re.S
+        ),
+    ),
     # Gemini: "The input token count (1234567) exceeds the maximum number of tokens allowed (1048576)."
-    ("gemini", re.compile(r"input token count \((?P<measured>\d+)\) exceeds the maximum number of tokens allowed \((?P<limit>\d+)\)", re.I)),
+    (
+        "gemini",
+        re.compile(
+            r"input token count \((?P<measured>\d+)\) exceeds the maximum number of tokens allowed \((?P<limit>\d+)\)", re.I
+        ),
+    ),
     ("gemini", re.compile(r"input token count \((?P<measured>\d+)\) exceeds the maximum", re.I)),
     # Mistral: "Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 maximum context length"
-    ("mistral", re.compile(r"prompt contains (?P<measured>\d+) tokens.*?too large for model with (?P<limit>\d+) maximum context length", re.I | re.S)),
+    (
+        "mistral",
+        re.compile(
+            r"prompt contains (?P<measured>\d+) tokens.*?too large for model with (?P<limit>\d+) maximum context length",
+            re.I | re.S,
+        ),
+    ),
 )
 _TOKEN_WORDINGS = (
     ("openai", re.compile(r"context_length_exceeded|exceeds the context window|reduce the length of the messages", re.I)),

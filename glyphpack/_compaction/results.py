@@ -41,6 +41,11 @@ class CompactionPolicy:
             dense 5x8 pages, whatever the reader.
         estimator: text token rates (None: the default estimate).
         tokenizer: an exact ``tokenizer(text) -> tokens``, used instead of the estimate.
+        tail_tokens: the newest work the snapshot and summary keep verbatim: the newest
+            round (the last assistant message and the results it waits for) and at least
+            ``tail_for(budget)`` tokens of the newest messages: this many, or a quarter
+            of the budget when that is less. pi keeps about 20k tokens of a 200k window;
+            so does the default, and a small budget still has room for pages.
         rungs: the rungs the ladder may use (default: all four). ``("summarization",)``
             compacts as most harnesses do today; images a reader cannot take, or more
             images than a request may carry, are dropped whatever this says.
@@ -55,13 +60,20 @@ class CompactionPolicy:
     fidelity: Fidelity | None = "exact"
     estimator: TextEstimator | None = None
     tokenizer: Callable[[str], int] | None = None
+    tail_tokens: int = 20_000
     rungs: tuple[Rung, ...] = RUNGS
+
+    def tail_for(self, budget: int) -> int:
+        """Tokens of the newest messages kept verbatim in a view of ``budget`` tokens."""
+        return min(self.tail_tokens, budget // 4)
 
     def __post_init__(self) -> None:
         for rung in self.rungs:
             check_kind(rung, RUNGS, "a rung")
         if not isinstance(self.protect_turns, int) or self.protect_turns < 0:
             raise UsageError(f"protect_turns must be a non-negative int, not {self.protect_turns!r}")
+        if not isinstance(self.tail_tokens, int) or self.tail_tokens < 0:
+            raise UsageError(f"tail_tokens must be a non-negative int, not {self.tail_tokens!r}")
         if not isinstance(self.elide_min_chars, int) or self.elide_min_chars < 0:
             raise UsageError(f"elide_min_chars must be a non-negative int, not {self.elide_min_chars!r}")
 
@@ -83,6 +95,8 @@ class RungReport:
         pages: snapshot pages; ``image_tokens``: what they take in the context.
         results_cut: tool results a snapshot cut to their ends (only when the whole
             middle could not fit as pages).
+        replaced_scripts: characters the pages draw as the replacement glyph, per
+            script: always empty (a message with a character no font draws stays text).
         summary_tokens: estimated tokens of the summary; ``summarizer_calls``: calls made.
         note: a remark on why the rung ran (e.g. the reader has no vision).
     """
@@ -102,6 +116,7 @@ class RungReport:
     results_cut: int = 0
     summary_tokens: int = 0
     summarizer_calls: int = 0
+    replaced_scripts: dict[str, int] = dataclasses.field(default_factory=dict)
     note: str = ""
 
     @property

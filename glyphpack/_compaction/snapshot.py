@@ -7,6 +7,7 @@ character are byte-identical between passes (the prompt cache keeps hitting).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -46,10 +47,11 @@ SNAPSHOT_HEADER = (
     "text, oldest first. Lines start with the role: [user], [assistant], [tool call NAME #ID], "
     "[tool result #ID], [tool error #ID]; the return-arrow glyph marks a line break."
 )
-#: Tokens the search reserves for the header text before the pages (checked after rendering).
-SNAPSHOT_HEADER_TOKENS = 100
-#: Renders the cut search may spend before it gives up.
-MAX_SNAPSHOT_RENDERS = 8
+#: Layouts the search prices exactly (pages laid out, not drawn) before it gives up.
+MAX_SNAPSHOT_PLANS = 64
+#: Cuts before the binary search's answer priced too: a page boundary can make a larger
+#: middle cheaper than a smaller one, locally.
+BACKTRACK = 8
 _DATA_URL = re.compile(r"data:[\w/+.-]+;base64,[A-Za-z0-9+/=]{64,}")
 
 
@@ -150,7 +152,6 @@ def head_end(messages: Sequence[Message]) -> int:
     return task + 1
 
 
-
 def snapshot_shape(profile: Profile, policy: CompactionPolicy) -> Shape:
     """The shape snapshot pages start in: the policy's, else the reader's for its fidelity."""
     from .._render.shapes import get_shape  # shapes only: no numba
@@ -165,16 +166,36 @@ def page_density(profile: Profile, policy: CompactionPolicy) -> float:
     return profile.page_density(snapshot_shape(profile, policy))
 
 
+def tail_cuts(messages: Sequence[Message], cuts: Sequence[int], costs: Sequence[int], tail_tokens: int) -> list[int]:
+    """The ``cuts`` that keep the newest work verbatim: the newest round (every message
+    from the last turn boundary before the end) and the newest messages that together
+    cost at most ``tail_tokens`` (``costs`` per message). Empty when that is everything."""
+    end = len(messages)
+    newest = max((b for b in turn_boundaries(messages) if b < end), default=0)
+    tail, kept_from = 0, end
+    while kept_from > 0 and tail + costs[kept_from - 1] <= tail_tokens:
+        kept_from -= 1
+        tail += costs[kept_from]
+    return [t for t in cuts if t <= min(newest, kept_from)]
+
+
 def snapshot(
     messages: Sequence[Message], cost: CostModel, budget: int, policy: CompactionPolicy = CompactionPolicy()
 ) -> RungResult:
-    """Head verbatim, the middle as page images, the newest turns that fit verbatim.
+    """Head verbatim, the middle as page images, the newest turns verbatim.
 
-    Cuts fall only at turn boundaries. The view is the input unchanged (and the report
-    says why) when no cut fits the budget or the reader has no vision.
+    The cut is the one keeping the most newest messages as text whose pages, head and
+    tail fit the budget and the reader's image rules, priced exactly (pages laid out,
+    not drawn), so a larger budget never keeps fewer messages as text. Cuts fall only
+    at turn boundaries and keep the newest work (``tail_cuts``) and every message with
+    a character no font draws verbatim. When the snapshot's shape lacks characters
+    the middle has, the middle is drawn in Unifont instead (and the note says so). The
+    view is the input unchanged (and the report says why) when no cut fits the budget
+    or the reader has no vision.
     """
     # The renderer (and numba) loads only when a snapshot is rendered.
-    from .._render.render import render
+    from .._render.shapes import SHAPES, WIDE_SCRIPT_SHAPE
+    from .._render.text import by_script, replaced_characters
 
     started = time.perf_counter()
     before = cost.history(messages)
@@ -187,13 +208,30 @@ def snapshot(
     if not profile.vision:
         return unchanged("the reader has no vision")
     head = head_end(messages)
-    cuts = [t for t in turn_boundaries(messages) if t > head]
+    costs = [cost.message(m) for m in messages]
+    cuts = tail_cuts(messages, [t for t in turn_boundaries(messages) if t > head], costs, policy.tail_for(budget))
+    texts = [serialize_message(m) for m in messages[head:]]
+    fallback = SHAPES[WIDE_SCRIPT_SHAPE]
+    # A message with a character no font draws stays text: the middle ends before it.
+    undrawable = next((head + i for i, text in enumerate(texts) if replaced_characters(text, fallback.atlas)), len(messages))
+    cuts = [t for t in cuts if t <= undrawable]
     if not cuts:
-        return unchanged("nothing between the head and the tail")
-    shape = snapshot_shape(profile, policy)
-    search = _Search(messages, cost, budget, policy, head, cuts, render, shape)
-    # Every word first; results cut to their ends only when the whole middle cannot fit.
-    found = search.run(result_cap=None) or search.run(result_cap=SNAPSHOT_RESULT_CAP)
+        return unchanged("nothing between the head and the newest work kept as text")
+    shape, note = snapshot_shape(profile, policy), ""
+    if not shape.draws_fallback:
+        lacking: dict[int, int] = {}
+        for text in texts[: cuts[-1] - head]:
+            for codepoint, occurrences in replaced_characters(text, shape.atlas).items():
+                lacking[codepoint] = lacking.get(codepoint, 0) + occurrences
+        if lacking:
+            scripts = ", ".join(f"{count:,} {script}" for script, count in by_script(lacking).items())
+            note = f"drawn in Unifont: {shape.name}'s font lacks characters of the middle ({scripts})"
+            if policy.shape is not None:
+                note += "; the pinned geometry changed, so earlier pages are redrawn"
+            shape = fallback
+            policy = dataclasses.replace(policy, shape=WIDE_SCRIPT_SHAPE, page_size=None)
+    search = _Search(messages, cost, budget, policy, head, costs, texts)
+    found = search.run(cuts)
     if found is None:
         return unchanged(search.why_not())
     view, pages, t, middle_text, cut = found
@@ -209,13 +247,16 @@ def snapshot(
         pages=len(pages),
         image_tokens=sum(int(profile.context_tokens(p.width, p.height)) for p in pages),
         results_cut=cut,
+        replaced_scripts=pages.report.replaced_scripts,
+        note=note,
     )
     return RungResult(view, report, tuple(pages))
 
 
 class _Search:
     """The cut search: the largest verbatim tail whose head, pages and tail fit the
-    budget and the provider's image rules, within ``MAX_SNAPSHOT_RENDERS`` renders."""
+    budget and the provider's image rules. Every cut is priced exactly from the pages'
+    layout (``page_sizes``), so the first cut that fits is the answer; only it is drawn."""
 
     def __init__(
         self,
@@ -224,27 +265,23 @@ class _Search:
         budget: int,
         policy: CompactionPolicy,
         head: int,
-        cuts: list[int],
-        render: Any,
-        shape: Any,
+        costs: list[int],
+        texts: list[str],
     ) -> None:
         self.messages, self.cost, self.budget, self.policy = messages, cost, budget, policy
-        self.head, self.cuts, self.render, self.shape = head, cuts, render, shape
-        self.renders = 0
+        self.head, self.texts = head, texts
+        self.plans = 0
         self.stopped_by: set[str] = set()
-        costs = [cost.message(m) for m in messages]
+        self._priced: dict[int, tuple[str, dict[str, Any]] | None] = {}
+        self._capped: list[str] | None = None  # the messages' text with long results cut, made on first need
         self.head_cost = sum(costs[:head])
+        self.header_cost = cost.message(Message("user", (Text(SNAPSHOT_HEADER),)))
         self.tail_cost = [0] * (len(messages) + 1)
         self.images_from = [0] * (len(messages) + 1)  # images in messages[t:]
         for i in range(len(messages) - 1, -1, -1):
             self.tail_cost[i] = self.tail_cost[i + 1] + costs[i]
             self.images_from[i] = self.images_from[i + 1] + len(messages[i].images)
         self.head_images = sum(len(m.images) for m in messages[:head])
-        profile = cost.profile
-        self.page_width, page_height = policy.page_size or profile.page_size(shape)
-        self.cols, self.rows_per_page = self.page_width // shape.advance, page_height // shape.pitch
-        self.full_page_tokens = int(profile.context_tokens(self.page_width, page_height))
-        self._last_page_tokens: dict[int, int] = {}  # rows -> tokens: cuts share page heights
 
     def _page_size(self, other_images: int) -> tuple[int, int] | None:
         """The pinned page size, unless the request's images make it too large for the
@@ -255,60 +292,89 @@ class _Search:
             return None
         return pinned
 
-    def pages_tokens(self, chars: int) -> int:
-        """Tokens of the pages for ``chars`` flowed characters: full pages, then a last
-        page as tall as its rows (the way ``render`` crops it)."""
-        full, rest = divmod(chars, self.cols * self.rows_per_page)
-        tokens = full * self.full_page_tokens
-        if rest:
-            rows = -(-rest // self.cols)
-            last = self._last_page_tokens.get(rows)
-            if last is None:
-                last = self._last_page_tokens[rows] = int(self.cost.profile.context_tokens(self.page_width, rows * self.shape.pitch))
-            tokens += last
-        return tokens
+    def run(self, cuts: Sequence[int]) -> tuple[tuple[Message, ...], Any, int, str, int] | None:
+        """(view, pages, cut, middle text, results cut) of the cut keeping the largest
+        tail that fits, or None.
 
-    def run(self, result_cap: int | None) -> tuple[tuple[Message, ...], Any, int, str, int] | None:
-        """(view, pages, cut, middle text, results cut) of the first cut that fits, or None."""
-        messages, head, profile = self.messages, self.head, self.cost.profile
-        texts = [serialize_message(m, result_cap) for m in messages[head:]]
-        prefix_chars = [0]
-        for text in texts:
-            prefix_chars.append(prefix_chars[-1] + len(text))
-        correction = 0  # how far the estimate fell short on the last render: raised as renders teach
-        for t in self.cuts:  # smallest t first: the largest verbatim tail
-            approx = self.head_cost + SNAPSHOT_HEADER_TOKENS + self.pages_tokens(prefix_chars[t - head]) + self.tail_cost[t]
-            if approx + correction > self.budget:
+        The cuts whose head and tail alone fit are a suffix of ``cuts``; a binary search
+        over them finds where the priced views start to fit, then the ``BACKTRACK``
+        cuts before that are priced too (a page boundary can make a larger middle
+        cheaper), so a larger budget never picks a smaller tail. At each cut every word
+        of the middle is tried first, then long tool results cut to their ends."""
+        from .._render.render import render
+
+        start = next((i for i, t in enumerate(cuts) if self._room(t)), len(cuts))
+        candidates = list(cuts[start:])
+        low, high = 0, len(candidates)  # the first fitting candidate lies in [low, high]
+        while low < high:
+            middle = (low + high) // 2
+            if self._fits(candidates[middle]) is not None:
+                high = middle
+            else:
+                low = middle + 1
+        chosen = None
+        for index in range(min(low, len(candidates) - 1), max(low - BACKTRACK, 0) - 1, -1):
+            if index < len(candidates) and self._fits(candidates[index]) is not None:
+                chosen = candidates[index]
+        fitting = None if chosen is None else self._fits(chosen)
+        if chosen is None or fitting is None:
+            return None
+        (middle_text, arguments), head, t = fitting, self.head, chosen
+        pages = render(middle_text, max_pages=100_000, **arguments)
+        digest = hashlib.sha256(middle_text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        blocks = (Text(SNAPSHOT_HEADER), *(Image("image/png", p.png) for p in pages))
+        view = (*self.messages[:head], Message("user", blocks, id=f"snapshot-{digest}"), *self.messages[t:])
+        cut = 0 if middle_text == "".join(self.texts[: t - head]) else sum(
+            1 for m in self.messages[head:t] for r in m.tool_results if len(r.text) > 2 * SNAPSHOT_RESULT_CAP
+        )
+        return view, pages, t, middle_text, cut
+
+    def _room(self, t: int) -> bool:
+        """Whether the head, the header and the tail from ``t`` leave room for pages."""
+        if self.head_cost + self.header_cost + self.tail_cost[t] > self.budget:
+            self.stopped_by.add("budget")
+            return False
+        max_images = self.cost.profile.max_images
+        if max_images is not None and self.head_images + self.images_from[t] + 1 > max_images:
+            self.stopped_by.add("images")
+            return False
+        return True
+
+    def _fits(self, t: int) -> tuple[str, dict[str, Any]] | None:
+        """(middle text, render arguments) of the view cut at ``t`` when it fits, priced
+        from the pages' layout: every word first, then long results cut to their ends."""
+        if t in self._priced:
+            return self._priced[t]
+        from .._render.render import page_sizes
+
+        profile, head = self.cost.profile, self.head
+        other_images = self.head_images + self.images_from[t]
+        arguments: dict[str, Any] = dict(
+            model=profile, shape=self.policy.shape, layout=self.policy.layout, other_images=other_images,
+            page_size=self._page_size(other_images), fidelity=self.policy.fidelity,
+        )  # fmt: skip
+        whole = "".join(self.texts[: t - head])
+        if self._capped is None:
+            self._capped = [serialize_message(m, SNAPSHOT_RESULT_CAP) for m in self.messages[head:]]
+        capped = "".join(self._capped[: t - head])
+        found = None
+        for middle_text in (whole, capped) if capped != whole else (whole,):
+            if self.plans >= MAX_SNAPSHOT_PLANS:
+                self.stopped_by.add("plans")
+                break
+            self.plans += 1
+            sizes = page_sizes(middle_text, **arguments)
+            if profile.max_images is not None and len(sizes) + other_images > profile.max_images:
+                self.stopped_by.add("images")
+                continue
+            pages_cost = sum(int(profile.context_tokens(w, h)) for w, h in sizes)
+            if self.head_cost + self.header_cost + pages_cost + self.tail_cost[t] > self.budget:
                 self.stopped_by.add("budget")
                 continue
-            other_images = self.head_images + self.images_from[t]
-            if profile.max_images is not None and other_images + 1 > profile.max_images:
-                self.stopped_by.add("images")
-                continue
-            if self.renders >= MAX_SNAPSHOT_RENDERS:
-                self.stopped_by.add("renders")
-                return None
-            self.renders += 1
-            middle_text = "".join(texts[: t - head])
-            pages = self.render(
-                middle_text, model=profile, shape=self.policy.shape, layout=self.policy.layout, max_pages=100_000,
-                other_images=other_images, page_size=self._page_size(other_images), fidelity=self.policy.fidelity,
-            )
-            if profile.max_images is not None and len(pages) + other_images > profile.max_images:
-                self.stopped_by.add("images")
-                continue
-            digest = hashlib.sha256(middle_text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-            blocks = (Text(SNAPSHOT_HEADER), *(Image("image/png", p.png) for p in pages))
-            view = (*messages[:head], Message("user", blocks, id=f"snapshot-{digest}"), *messages[t:])
-            after = self.cost.history(view)
-            if after <= self.budget:
-                cut = 0 if result_cap is None else sum(
-                    1 for m in messages[head:t] for r in m.tool_results if len(r.text) > 2 * result_cap
-                )
-                return view, pages, t, middle_text, cut
-            self.stopped_by.add("budget")
-            correction = max(correction, after - approx)
-        return None
+            found = (middle_text, arguments)
+            break
+        self._priced[t] = found
+        return found
 
     def why_not(self) -> str:
         """Which bounds stopped every cut, named."""
@@ -317,7 +383,6 @@ class _Search:
             reasons.append(f"the budget of {self.budget:,} tokens")
         if "images" in self.stopped_by:
             reasons.append(f"{self.cost.profile.name}'s limit of {self.cost.profile.max_images} images per request")
-        if "renders" in self.stopped_by:
-            reasons.append(f"the search's limit of {MAX_SNAPSHOT_RENDERS} renders")
+        if "plans" in self.stopped_by:
+            reasons.append(f"the search's limit of {MAX_SNAPSHOT_PLANS} priced cuts")
         return "no cut fits " + (" or ".join(reasons) or "the budget") + " with the middle as pages"
-

@@ -12,8 +12,8 @@ from .._errors import CompactionError
 from .._history.messages import Message, Text, turn_boundaries
 from .._types import public
 from .cost import CostModel
-from .results import RungReport, RungResult
-from .snapshot import head_end, serialize_message
+from .results import CompactionPolicy, RungReport, RungResult
+from .snapshot import head_end, serialize_message, tail_cuts
 
 #: The summary gets at least this many tokens of the budget ...
 SUMMARY_MIN_TOKENS = 200
@@ -71,8 +71,16 @@ def chunks(texts: list[str], cost: CostModel, limit: int) -> list[str]:
     return out
 
 
-def summarize(messages: Sequence[Message], cost: CostModel, budget: int, summarizer: Summarizer) -> RungResult:
-    """Head and tail verbatim, the middle replaced by the summarizer's summary.
+def summarize(
+    messages: Sequence[Message],
+    cost: CostModel,
+    budget: int,
+    summarizer: Summarizer,
+    tail_tokens: int | None = None,
+) -> RungResult:
+    """Head and tail verbatim, the middle replaced by the summarizer's summary. The
+    tail keeps the newest work (``tail_cuts``; ``tail_tokens`` None: the default
+    policy's ``tail_for(budget)``) even when the budget cannot hold it.
 
     The middle is sent in chunks that fit the summarizer's own window; summaries of
     chunks are summarized again, at most ``SUMMARY_MAX_LEVELS`` deep, until they fit
@@ -81,11 +89,16 @@ def summarize(messages: Sequence[Message], cost: CostModel, budget: int, summari
     started = time.perf_counter()
     before = cost.history(messages)
     head = head_end(messages)
-    cuts = [t for t in turn_boundaries(messages) if t > head]
+    costs = [cost.message(m) for m in messages]
+    cuts = tail_cuts(
+        messages,
+        [t for t in turn_boundaries(messages) if t > head],
+        costs,
+        CompactionPolicy().tail_for(budget) if tail_tokens is None else tail_tokens,
+    )
     if not cuts:
         report = RungReport("summarization", before, before, 0, time.perf_counter() - started, skipped="nothing to summarize")
         return RungResult(tuple(messages), report)
-    costs = [cost.message(m) for m in messages]
     head_cost = sum(costs[:head])
     allowance = max(SUMMARY_MIN_TOKENS, min(summarizer.output_reserve, int(budget * SUMMARY_MAX_SHARE)))
     t = next((t for t in cuts if head_cost + allowance + sum(costs[t:]) <= budget), cuts[-1])

@@ -328,6 +328,26 @@ def plan(
     return _report(_prepare(text, shape, layout, page_size, model, fidelity=fidelity), None)
 
 
+def page_sizes(
+    text: str,
+    *,
+    model: str | Profile | None = None,
+    shape: Shape | str | None = None,
+    layout: Layout = "flow",
+    page_size: tuple[int, int] | None = None,
+    other_images: int = 0,
+    fidelity: Fidelity | None = None,
+) -> list[tuple[int, int]]:
+    """(width, height) of each page ``render`` makes with the same arguments, without
+    drawing: what a search over many texts prices before it renders one."""
+    prepared = _prepare(text, shape, layout, page_size, model, None, other_images, fidelity)
+    chosen, rows = prepared.shape, prepared.rows
+    return [
+        (chosen.page_width, chosen.page_height(min(chosen.max_rows, rows - index * chosen.max_rows)))
+        for index in range(prepared.pages)
+    ]
+
+
 @public
 def count_pages(
     text: str,

@@ -169,6 +169,20 @@ def _resolve_missing(codepoint: int, atlas: FontAtlas) -> tuple[list[int], str]:
     return [atlas.replacement_index], "replaced"
 
 
+def replaced_characters(text: str, atlas: FontAtlas) -> dict[int, int]:
+    """Occurrences of each character of ``text`` that ``normalize`` would draw as the
+    replacement glyph for ``atlas`` (empty for most texts: ASCII is answered at once)."""
+    if text.isascii():
+        return {}
+    composed = unicodedata.normalize("NFC", text)
+    replaced: dict[int, int] = {}
+    for char in set(composed):
+        codepoint = ord(char)
+        if codepoint >= 0x80 and not atlas.has(codepoint) and _resolve_missing(codepoint, atlas)[1] == "replaced":
+            replaced[codepoint] = composed.count(char)
+    return replaced
+
+
 def certainly_drawn(text: str) -> int:
     """A lower bound on the glyphs ``normalize`` makes of ``text``, without normalizing:
     printable ASCII other than the space, outside ANSI escape sequences, is always drawn
