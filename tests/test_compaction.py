@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import os
 
@@ -643,3 +644,33 @@ def test_the_newest_round_is_never_put_on_pages():
     # all of it on pages would fit (the newest result included): never done
     assert least(history[2:]) + 50 < least(history[2:-2]) + cost.history(newest)
     assert not snapshot(history, cost, least(history[2:]) + 50, DENSE).pages
+
+
+def test_a_pinned_page_size_gives_way_to_the_many_image_rule():
+    """A session for Opus 4.8 pinned the first pass's 2575 px pages and later built a
+    request of 22 images of 2575 px, which Anthropic rejects (over 20 images: each at
+    most 2000 px). The pinned size holds while the request has few images, and is
+    re-planned (the note says so) when it would break the rule."""
+    opus = resolve("claude-opus-4-8")
+    history = generate_session(200_000, seed=4)
+    cost = CostModel(opus)
+    first = compact(history, opus, cost.history(shake(history, opus).view) // 3, policy=DENSE)
+    assert first.pages and max(first.pages[0].width, first.pages[0].full_height) > 2000
+    pinned = first.keep_geometry(CompactionPolicy(fidelity=None, protect_turns=1))
+    few = history + _screenshot_turn(2)
+    again = compact(few, opus, CostModel(opus).history(shake(few, opus, policy=pinned).view) // 3, policy=pinned)
+    assert {(p.width, p.full_height) for p in again.pages} == {(first.pages[0].width, first.pages[0].full_height)}
+    crowded = history + _screenshot_turn(20)[:-1]  # the newest round: 20 screenshots the model just took
+    budget = CostModel(opus).history(shake(crowded, opus, policy=pinned).view) * 4 // 5
+    result = compact(crowded, opus, budget, policy=pinned)
+    images = sum(len(m.images) for m in result.view)
+    assert result.pages and images > 20
+    assert all(max(p.width, p.height) <= 2000 for p in result.pages)
+    snap = next(r for r in result.report.rungs if r.rung == "snapshot")
+    assert "many-image rule" in snap.note
+    # 18 screenshots fit the rule with one page of 2575 px; the middle takes several
+    pages_only = dataclasses.replace(pinned, rungs=("snapshot",))
+    crowded = generate_session(400_000, seed=4) + _screenshot_turn(18)[:-1]
+    result = compact(crowded, opus, CostModel(opus).history(crowded) // 4, policy=pages_only)
+    assert len(result.pages) >= 3 and sum(len(m.images) for m in result.view) > 20
+    assert all(max(p.width, p.height) <= 2000 for p in result.pages)

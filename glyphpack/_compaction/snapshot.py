@@ -234,6 +234,9 @@ def snapshot(
     found = search.run(cuts)
     if found is None:
         return unchanged(search.why_not())
+    pages = found[1]
+    if policy.page_size is not None and pages and (pages[0].width, pages[0].full_height) != tuple(policy.page_size):
+        note = "pages made smaller than the pinned size: the request has too many images for it (the many-image rule)"
     view, pages, t, middle_text, cut = found
     report = RungReport.replaced_middle(
         "snapshot",
@@ -283,14 +286,11 @@ class _Search:
             self.images_from[i] = self.images_from[i + 1] + len(messages[i].images)
         self.head_images = sum(len(m.images) for m in messages[:head])
 
-    def _page_size(self, other_images: int) -> tuple[int, int] | None:
-        """The pinned page size, unless the request's images make it too large for the
-        reader's many-image rule (then the reader's own size for so many images)."""
-        pinned = self.policy.page_size
+    def _breaks_many_image_rule(self, page_size: tuple[int, int] | None, images: int) -> bool:
+        """Whether pages of ``page_size`` in a request of ``images`` images break the
+        reader's many-image rule (Anthropic: more than 20, each at most 2000 px)."""
         many = self.cost.profile.reader.many_images
-        if pinned is not None and many is not None and other_images + 1 > many[0] and max(pinned) > many[1]:
-            return None
-        return pinned
+        return page_size is not None and many is not None and images > many[0] and max(page_size) > many[1]
 
     def run(self, cuts: Sequence[int]) -> tuple[tuple[Message, ...], Any, int, str, int] | None:
         """(view, pages, cut, middle text, results cut) of the cut keeping the largest
@@ -351,7 +351,7 @@ class _Search:
         other_images = self.head_images + self.images_from[t]
         arguments: dict[str, Any] = dict(
             model=profile, shape=self.policy.shape, layout=self.policy.layout, other_images=other_images,
-            page_size=self._page_size(other_images), fidelity=self.policy.fidelity,
+            page_size=self.policy.page_size, fidelity=self.policy.fidelity,
         )  # fmt: skip
         whole = "".join(self.texts[: t - head])
         if self._capped is None:
@@ -364,6 +364,11 @@ class _Search:
                 break
             self.plans += 1
             sizes = page_sizes(middle_text, **arguments)
+            if self._breaks_many_image_rule(arguments["page_size"], len(sizes) + other_images):
+                # The pinned size held for a few pages, not for this many: the reader's own
+                # size for so many images (every page is redrawn; the note says so).
+                arguments = {**arguments, "page_size": None}
+                sizes = page_sizes(middle_text, **arguments)
             if profile.max_images is not None and len(sizes) + other_images > profile.max_images:
                 self.stopped_by.add("images")
                 continue
