@@ -183,7 +183,6 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def cmd_read(args: argparse.Namespace) -> int:
     from ._errors import PageError
-    from ._render.png import check_png_size
     from ._render.reader import read_pages
 
     pngs = []
@@ -193,7 +192,7 @@ def cmd_read(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise GlyphpackError(f"cannot read {name}: {exc.strerror}") from None
         try:
-            check_png_size(pngs[-1])
+            read_pages([pngs[-1]], args.shape, args.layout)  # each file alone first: its error names it
         except PageError as exc:
             raise PageError(f"{name}: {exc}") from None
     sys.stdout.write(read_pages(pngs, args.shape, args.layout) + "\n")
@@ -618,8 +617,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("read", help="decode page PNGs back to text")
     p.add_argument("pages", nargs="+", metavar="PAGE.png")
-    p.add_argument("--shape", choices=sorted(SHAPE_NAMES), default=None)
-    p.add_argument("--layout", choices=LAYOUTS, default="flow")
+    p.add_argument("--shape", choices=sorted(SHAPE_NAMES), default=None, help="default: the shape the page says it was drawn in")
+    p.add_argument("--layout", choices=LAYOUTS, default=None, help="default: the layout the page says, else flow")
     p.set_defaults(run=cmd_read)
 
     p = sub.add_parser("profiles", help="page size and characters per billed token per provider profile")

@@ -39,6 +39,21 @@ def test_errors_are_one_line_and_exit_2(tmp_path, capsys):
     bad.write_bytes(b"nope")
     assert main(["read", str(bad)]) == 2
     assert "not a readable image" in capsys.readouterr().err
+    from PIL import Image
+
+    Image.new("1", (40, 16)).save(tmp_path / "photo.png")
+    assert main(["read", str(tmp_path / "photo.png")]) == 2
+    err = capsys.readouterr().err
+    assert "photo.png: the page does not say which shape drew it" in err and "Traceback" not in err
+
+
+def test_read_takes_the_shape_and_layout_from_the_page(tmp_path, capsys):
+    source = tmp_path / "code.py"
+    source.write_text("def f(x):\n    return x * 2\n")
+    assert main(["render", str(source), "--shape", "9x15-loose", "--layout", "lines", "--out", str(tmp_path / "out")]) == 0
+    capsys.readouterr()
+    assert main(["read", str(tmp_path / "out" / "page-0001.png")]) == 0
+    assert capsys.readouterr().out == "def f(x):\n    return x * 2\n"
 
 
 def test_fonts_lists_every_shape(capsys):

@@ -144,8 +144,30 @@ def test_reader_rejects_foreign_images():
         read_page(b"not a png")
     buffer = io.BytesIO()
     Image.new("1", (13, 8)).save(buffer, "PNG")
+    with pytest.raises(PageError, match="does not say which shape drew it"):
+        read_page(buffer.getvalue())  # 5x8 was assumed once: garbage read back, exit 0
     with pytest.raises(PageError, match="not a grid of 5x8 cells"):
-        read_page(buffer.getvalue())
+        read_page(buffer.getvalue(), "5x8")
+
+
+def test_a_page_says_how_it_was_drawn():
+    """``glyphpack read page.png`` of a 9x15-loose page once decoded it as 5x8 garbage."""
+    from glyphpack._render.png import page_metadata
+
+    text = "def f(x):\n    return x  # 漢字"
+    for shape, layout in (("9x15-loose", "lines"), ("5x8", "flow"), ("10x20", "lines")):
+        page = render(text, shape=shape, layout=layout)[0]
+        assert page_metadata(page.png)["shape"] == shape and page_metadata(page.png)["layout"] == layout
+        expected = read_page(page)  # the Page object knows its shape
+        assert read_page(page.png) == expected and "return x" in expected
+        assert Image.open(io.BytesIO(page.png)).text["glyphpack"].startswith("v=1;shape=")  # a standard tEXt chunk
+    custom = glyphpack.Shape("wide-5x8", "5x8", 7, 9)
+    page = render("custom cells", shape=custom)[0]
+    assert read_page(page.png) == "custom cells"  # rebuilt from its shipped font and cell
+    from glyphpack._render.png import encode_png
+
+    with pytest.raises(glyphpack.UsageError, match="must be ASCII without"):
+        encode_png(np.zeros((1, 2), np.uint8), 8, {"shape": "a;b"})
 
 
 def test_reader_marks_unreadable_cells():

@@ -31,7 +31,11 @@ def _chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
 
-def encode_png(scanlines: np.ndarray, width: int) -> bytes:
+#: The keyword of the text chunk that says how a page was drawn (``page_metadata``).
+METADATA_KEYWORD = b"glyphpack"
+
+
+def encode_png(scanlines: np.ndarray, width: int, metadata: dict[str, str] | None = None) -> bytes:
     """PNG bytes of one page.
 
     Args:
@@ -39,9 +43,13 @@ def encode_png(scanlines: np.ndarray, width: int) -> bytes:
             filter byte (0) and the 1-bit pixels, most significant bit first, 1 = ink
             (as ``draw_page`` writes them).
         width: the page width in px.
+        metadata: written as a ``tEXt`` chunk (keyword ``glyphpack``, ``key=value``
+            pairs joined by ``;``): the shape and layout, so a reader of the file alone
+            knows how to decode it (``page_metadata``).
 
     Returns:
-        a 1-bit palette PNG (black ink on white), byte-identical for identical pixels.
+        a 1-bit palette PNG (black ink on white), byte-identical for identical pixels
+        and metadata.
     """
     height = scanlines.shape[0] if scanlines.ndim == 2 else 0
     if height < 1 or width < 1 or scanlines.shape[1] != 1 + -(-width // 8) or not scanlines.flags.c_contiguous:
@@ -52,10 +60,38 @@ def encode_png(scanlines: np.ndarray, width: int) -> bytes:
             _SIGNATURE,
             _chunk(b"IHDR", header),
             _chunk(b"PLTE", _PALETTE),
+            _metadata_chunk(metadata) if metadata else b"",
             _chunk(b"IDAT", isal_zlib.compress(scanlines, DEFLATE_LEVEL)),
             _chunk(b"IEND", b""),
         )
     )
+
+
+def _metadata_chunk(metadata: dict[str, str]) -> bytes:
+    for key, value in metadata.items():
+        if any(c in key + value for c in ";=\0") or not (key + value).isascii():
+            raise UsageError(f"page metadata {key!r}={value!r} must be ASCII without ';', '=' or NUL")
+    text = ";".join(f"{key}={value}" for key, value in metadata.items())
+    return _chunk(b"tEXt", METADATA_KEYWORD + b"\0" + text.encode("ascii"))
+
+
+def page_metadata(png: bytes) -> dict[str, str]:
+    """The ``key=value`` pairs of a page's ``glyphpack`` text chunk (empty when it has
+    none: not a page glyphpack drew, or one from before pages carried it). Walks the
+    chunks before the image data; nothing is decoded."""
+    if png[:8] != _SIGNATURE:
+        return {}
+    at = 8
+    while at + 8 <= len(png):
+        (length,) = struct.unpack(">I", png[at : at + 4])
+        kind, data = png[at + 4 : at + 8], png[at + 8 : at + 8 + length]
+        if kind == b"tEXt" and data.startswith(METADATA_KEYWORD + b"\0"):
+            text = data[len(METADATA_KEYWORD) + 1 :].decode("latin-1")
+            return dict(pair.partition("=")[::2] for pair in text.split(";") if "=" in pair)
+        if kind in (b"IDAT", b"IEND"):
+            return {}
+        at += 12 + length
+    return {}
 
 
 #: No page glyphpack makes or reads is larger than this on a side (shapes check it too);

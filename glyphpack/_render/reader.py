@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Union
 
 import numpy as np
 
-from .._errors import PageError
-from .._types import Layout, public
+from .._errors import PageError, ShapeError
+from .._types import LAYOUTS, Layout, public
 from .fonts import FontAtlas
 from .kernels import EMPTY, UNREADABLE, WIDE_TAIL
 from .layout import grid_text
-from .png import decode_png
-from .shapes import Shape, get_shape
+from .png import check_png_size, decode_png, page_metadata
+from .shapes import Shape, get_shape, shape_from_metadata
 
 if TYPE_CHECKING:
     from .render import Page
@@ -93,10 +93,27 @@ def read_grid(pixels: np.ndarray, shape: Shape | str | None = None) -> np.ndarra
 
 def _page_bytes_and_shape(
     page: PageOrPng, shape: Shape | str | None, layout: Layout | None
-) -> tuple[bytes, Shape | str | None, Layout]:
-    if isinstance(page, (bytes, bytearray)):
-        return bytes(page), shape, layout or "flow"
-    return page.png, shape or page.shape, layout or page.layout  # a Page knows its shape and layout
+) -> tuple[bytes, Shape | str, Layout]:
+    """The page's bytes, and the shape and layout to read it with: the caller's, else
+    the page's own (a ``Page``'s fields, a PNG's metadata chunk); ``PageError`` for a
+    PNG that does not say and a caller who did not either."""
+    if not isinstance(page, (bytes, bytearray)):
+        return page.png, shape or page.shape, layout or page.layout  # a Page knows its shape and layout
+    png = bytes(page)
+    check_png_size(png)  # an image too large for any page is refused before anything else
+    metadata = page_metadata(png)
+    if shape is None:
+        if not metadata:
+            raise PageError(
+                "the page does not say which shape drew it (no glyphpack metadata chunk: another program's image, "
+                "or a page from before pages carried it); pass the shape"
+            )
+        try:
+            shape = shape_from_metadata(metadata)
+        except ShapeError as exc:
+            raise PageError(str(exc)) from None
+    stored_layout = metadata.get("layout")
+    return png, shape, layout or (stored_layout if stored_layout in LAYOUTS else "flow")
 
 
 @public

@@ -21,7 +21,7 @@ from .._types import FIDELITIES, LAYOUTS, Api, Fidelity, Layout, check_kind, pub
 from .layout import PageBreaks, page_breaks, wrap_glyph
 from .png import encode_png
 from .raster import draw
-from .shapes import DEFAULT_SHAPE, SHAPES, WIDE_SCRIPT_SHAPE, Shape, get_shape
+from .shapes import DEFAULT_SHAPE, SHAPES, WIDE_SCRIPT_SHAPE, Shape, get_shape, shape_metadata
 from .text import NormalizedText, certainly_drawn, normalize
 
 #: Longest text accepted, in characters (a 10 MB log is well inside it).
@@ -441,11 +441,12 @@ def _draw_pages(prepared: _Plan, progress: Callable[[int, int], None] | None) ->
     shape, profile, total = prepared.shape, prepared.profile, prepared.pages
     glyphs, wrap = prepared.normalized.glyphs, wrap_glyph(shape.atlas, prepared.layout)
     full_height = shape.page_height(shape.max_rows)
+    metadata = shape_metadata(shape, prepared.layout)
 
     def page(index: int) -> tuple[Page, int]:
         drawn = draw(glyphs, int(prepared.breaks.starts[index]), shape, wrap)
         height = drawn.rows * shape.pitch
-        png = encode_png(drawn.scanlines, shape.page_width)
+        png = encode_png(drawn.scanlines, shape.page_width, metadata)
         tokens = None if profile is None else profile.tokens(shape.page_width, height)
         return Page(
             png=png, width=shape.page_width, height=height, chars=drawn.chars, rows=drawn.rows, cols=shape.cols,

@@ -7,7 +7,7 @@ import functools
 
 from .._errors import LimitError, ShapeError
 from .._types import public
-from .fonts import FALLBACK_FONT, FontAtlas, load_atlas, with_fallback
+from .fonts import FALLBACK_FONT, FONT_FILES, FontAtlas, load_atlas, with_fallback
 from .png import MAX_PAGE_EDGE
 
 #: The largest page standard Claude models never resize (56 x 28 patches = 1568 tokens).
@@ -154,6 +154,31 @@ def _shape_atlas(font: str, advance: int, pitch: int, shape_name: str) -> FontAt
 def _fallback_fits(advance: int, pitch: int) -> bool:
     fallback = load_atlas(FALLBACK_FONT)
     return advance >= fallback.glyph_width and pitch >= fallback.glyph_height
+
+
+#: The version of the page metadata (``shape_metadata``) this code writes and reads.
+PAGE_METADATA_VERSION = "1"
+
+
+def shape_metadata(shape: Shape, layout: str) -> dict[str, str]:
+    """What a page's PNG says about how it was drawn: enough to read it back alone."""
+    font = shape.font if shape.font in FONT_FILES else ""
+    return {
+        "v": PAGE_METADATA_VERSION, "shape": shape.name, "font": font, "cell": f"{shape.advance}x{shape.pitch}", "layout": layout,
+    }  # fmt: skip
+
+
+def shape_from_metadata(metadata: dict[str, str]) -> Shape:
+    """The shape a page's metadata names: the catalog's when the name and cell agree,
+    else one rebuilt from its shipped font and cell (``ShapeError`` when it cannot be)."""
+    name, font, cell = metadata.get("shape", ""), metadata.get("font", ""), metadata.get("cell", "")
+    known = SHAPES.get(name)
+    if known is not None and f"{known.advance}x{known.pitch}" == cell:
+        return known
+    advance, _, pitch = cell.partition("x")
+    if font not in FONT_FILES or not (advance.isdigit() and pitch.isdigit()):
+        raise ShapeError(f"the page was drawn in shape {name!r} (font {font or 'not shipped'!r}, cells {cell!r}), which this glyphpack cannot rebuild; pass the shape")
+    return Shape(name, font, int(advance), int(pitch))
 
 
 def get_shape(shape: Shape | str | None) -> Shape:
