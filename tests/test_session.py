@@ -105,20 +105,52 @@ def test_a_compaction_survives_a_restart_byte_for_byte(tmp_path):
         s.add_user("and now?")
         before = json.dumps(s.request("anthropic"))
         covers = s.view.covers
-    view_file = tmp_path / "ws" / "transcripts" / "task" / "coder.view.json"
-    assert view_file.is_file()
+    folder = tmp_path / "ws" / "transcripts" / "task"
+    view_file = folder / "_views" / "coder.json"
+    assert view_file.is_file() and (folder / "_archive" / "coder" / "0001.json").is_file()
+    from glyphpack._history.store import LEGACY_VIEW_START
+
+    assert view_file.read_bytes().startswith(LEGACY_VIEW_START)  # how the old layout's views are told apart
     with open_session(tmp_path, context_window=30_000, policy=DENSE_SESSION) as s:
         assert s.view is not None and s.view.covers == covers
         assert json.dumps(s.request("anthropic")) == before
+    # a workspace written before views had a folder of their own reads the same
+    view_file.rename(folder / "coder.view.json")
+    (folder / "_archive" / "coder").rename(folder / "coder.views")
+    with open_session(tmp_path, context_window=30_000, policy=DENSE_SESSION) as s:
+        assert s.view is not None and s.view.covers == covers
+        assert json.dumps(s.request("anthropic")) == before
+        assert s.workspace.transcripts() == [("task", "coder")]  # the old view is not an agent
 
 
 def test_a_damaged_view_is_named(tmp_path):
     with open_session(tmp_path) as s:
         s.add_user("hi")
-    path = tmp_path / "ws" / "transcripts" / "task" / "coder.view.json"
+    path = tmp_path / "ws" / "transcripts" / "task" / "_views" / "coder.json"
+    path.parent.mkdir()
     path.write_text("{not json")
-    with pytest.raises(StoreError, match="coder.view.json is damaged"):
+    with pytest.raises(StoreError, match="_views/coder.json is damaged"):
         open_session(tmp_path)
+
+
+def test_agent_names_cannot_reach_the_workspaces_own_files(tmp_path):
+    """Agent ``coder.view`` and agent ``coder``'s compaction once shared
+    ``coder.view.json``: loading either failed, and the error's advice deleted the
+    other's file; ``transcripts()`` listed views as agents."""
+    with open_session(tmp_path, context_window=30_000, policy=DENSE_SESSION) as coder:
+        coder.add_user("Read every module.")
+        drive(coder, FakeModel(reading_script(20)), "anthropic", project(tmp_path))
+        assert coder.view is not None
+        request = json.dumps(coder.request("anthropic"))
+    with glyphpack.open_session(tmp_path / "ws", "task", "coder.view", model=MODEL) as other:
+        other.add_user("a different agent")
+        other.request("anthropic")
+        other.add_response(anthropic_reply("done"))
+    with glyphpack.open_session(tmp_path / "ws", "task", "coder.view", model=MODEL) as other:
+        assert [m.text for m in other.messages][-2:] == ["a different agent", "done"]
+    with open_session(tmp_path, context_window=30_000, policy=DENSE_SESSION) as coder:
+        assert json.dumps(coder.request("anthropic")) == request
+        assert coder.workspace.transcripts() == [("task", "coder"), ("task", "coder.view")]
 
 
 def conversation_of(s: glyphpack.Session, turns: int, start: int = 0, words: int = 0) -> None:

@@ -257,3 +257,20 @@ def test_concurrent_writers_lose_nothing_silently(tmp_path):
         # every append is in the tree, on one chain
         path_ids = [m.id for m in ws.tree.path("chain")]
         assert sorted(path_ids) == sorted(f"{n}-{i}" for n in names for i in range(60))
+
+
+def test_imported_agents_whose_names_clean_to_one_id_keep_separate_transcripts(tmp_path):
+    """Sidechain ids ``sub/1`` and ``sub-1`` both became ``sub-1``, and one subagent's
+    transcript overwrote the other's."""
+    from glyphpack._history.importers.base import ImportedAgent, ImportedSession, ImportReport
+
+    def agent(name: str, text: str) -> ImportedAgent:
+        return ImportedAgent(name, (Message("user", text, id=f"{text}-1"), Message("assistant", "ok", id=f"{text}-2")))
+
+    session = ImportedSession("t", (agent("main", "main"), agent("sub/1", "first"), agent("sub-1", "second")), (), ImportReport("test"))
+    with Workspace(tmp_path / "ws") as ws:
+        saved = ws.import_session(session, "conv")
+        assert [t.agent for t in saved] == ["main", "sub-1", "sub-1-2"]
+        assert ws.transcripts() == [("conv", "main"), ("conv", "sub-1"), ("conv", "sub-1-2")]
+        assert ws.load("conv", "sub-1").messages[0].text == "first"
+        assert ws.load("conv", "sub-1-2").messages[0].text == "second"

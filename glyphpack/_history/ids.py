@@ -25,3 +25,12 @@ def check_id(value: object, what: str) -> str:
             f"starting with a letter or digit"
         )
     return value
+
+
+def unique_name(name: str, taken: set[str]) -> str:
+    """``name``, or ``name-2``, ``name-3``... when it is taken."""
+    candidate, number = name, 1
+    while candidate in taken:
+        number += 1
+        candidate = f"{name}-{number}"
+    return candidate

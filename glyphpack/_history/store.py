@@ -23,7 +23,7 @@ from .._files import atomic_write, read_stored, stale_temporaries
 from .._providers.text_tokens import DEFAULT_ESTIMATOR, TextEstimator
 from .._types import LoadState, public
 from .codec import history_from_json, history_to_json, json_bytes
-from .ids import check_id
+from .ids import check_id, unique_name
 from .importers.base import ImportedSession
 from .messages import Message, Text, turn_boundaries, validate_history
 from .pricing import EstimatePricer, message_tokens
@@ -44,6 +44,23 @@ def _agent_id(name: str) -> str:
     """An agent name from a session file as an id a file name can carry."""
     cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in name).strip("-.") or "agent"
     return cleaned[:128]
+
+
+#: How the file of a compaction view begins (``glyphpack._session.view`` writes them):
+#: before views had a folder of their own, agent X's view was ``X.view.json`` beside
+#: ``X.json``, a name an agent can have too; the first bytes tell them apart.
+LEGACY_VIEW_START = b'{"format":"glyphpack-view"'
+
+
+def is_legacy_view(path: Path) -> bool:
+    """Whether ``path`` is a compaction view kept in the old layout, not a transcript."""
+    if not path.name.endswith(".view.json"):
+        return False
+    try:
+        with path.open("rb") as file:
+            return file.read(len(LEGACY_VIEW_START)) == LEGACY_VIEW_START
+    except OSError:
+        return False
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -273,7 +290,9 @@ class Workspace:
             return tuple(dataclasses.replace(m, id=f"{conversation}/{m.id}") for m in messages)
 
         agents = [(agent.name, scoped(agent.messages)) for agent in session.agents]
-        names = [check_id(_agent_id(name), "agent") for name, _ in agents]
+        names: list[str] = []
+        for name, _ in agents:  # names that clean to one id ("sub/1", "sub-1") get distinct ones
+            names.append(check_id(unique_name(_agent_id(name), set(names)), "agent"))
         existing = {c.id for c in self.tree.conversations()}
         if conversation in existing and not replace:
             raise StoreError(f"conversation {conversation!r} is already in {self.path}; import it under another name")
@@ -300,11 +319,11 @@ class Workspace:
         return self.tree.record(conversation, agent, stored.messages)
 
     def transcripts(self) -> list[tuple[str, str]]:
-        """Every stored (conversation, agent) pair."""
+        """Every stored (conversation, agent) pair (compaction views are not agents)."""
         root = self.path / "transcripts"
         if not root.is_dir():
             return []
-        return sorted((p.parent.name, p.stem) for p in root.glob("*/*.json"))
+        return sorted((p.parent.name, p.stem) for p in root.glob("*/*.json") if not is_legacy_view(p))
 
     # ---------------------------------------------------------------- reading
 

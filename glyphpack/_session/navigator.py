@@ -21,7 +21,7 @@ from .._errors import StoreError
 from .._history.messages import Block, Image, Message, Opaque, RedactedThinking, Text, Thinking, ToolCall, ToolResult
 from .._history.store import Workspace
 from .._types import public
-from .view import StoredView, archive_path, read_archive, view_path
+from .view import StoredView, read_archive, view_path
 
 Json = dict[str, Any]
 
@@ -109,9 +109,8 @@ def workspace_data(workspace: Workspace, conversation: str | None = None) -> Jso
         })
         for agent in agents:
             path = view_path(workspace.transcript_path(info.id, agent))
-            if archive_path(path).is_dir():
-                for number, view in enumerate(read_archive(path), 1):
-                    compactions.append(_compaction(number, info.id, agent, view, originals, images))
+            for number, view in enumerate(read_archive(path), 1):
+                compactions.append(_compaction(number, info.id, agent, view, originals, images))
     return {"workspace": workspace.path.name, "conversations": out_conversations, "nodes": nodes,
             "images": images.table, "compactions": compactions}
 

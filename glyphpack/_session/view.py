@@ -1,9 +1,12 @@
 """A compaction, persisted: the view that stands for the transcript up to a message, so
 the request prefix stays byte-identical on the turns that follow and after a restart.
 
-Stored next to the transcript as ``<agent>.view.json``, written atomically; every
-compaction is also kept, numbered, in ``<agent>.views/`` (for the navigator's
-compaction points). It holds
+Stored beside the transcripts as ``_views/<agent>.json``, written atomically; every
+compaction is also kept, numbered, in ``_archive/<agent>/`` (for the navigator's
+compaction points). Agent ids start with a letter or digit, so these folders can
+never be an agent's transcript, and no agent name can reach another agent's view
+(``coder.view.json`` was both agent ``coder``'s view and agent ``coder.view``'s
+transcript once; that layout is still read). It holds
 the compacted messages themselves (snapshot pages as PNG, base64): pages are rendered
 from the stored text once per compaction and then reused byte for byte, never redrawn
 per turn. A view whose ``covers`` message is no longer in the transcript (a rewind or
@@ -21,6 +24,7 @@ from .._errors import HistoryError, StoreError
 from .._files import atomic_write, read_stored
 from .._history.codec import history_from_json, history_to_json, json_bytes
 from .._history.messages import Message
+from .._history.store import is_legacy_view
 
 FORMAT = "glyphpack-view"
 FORMAT_VERSION = 1
@@ -68,12 +72,19 @@ class StoredView:
 
 
 def view_path(transcript: Path) -> Path:
-    return transcript.with_name(transcript.stem + ".view.json")
+    """Where the view in force for the transcript at ``transcript`` is kept."""
+    return transcript.parent / "_views" / transcript.name
 
 
 def archive_path(path: Path) -> Path:
     """The folder of every compaction made for the transcript whose view is ``path``."""
-    return path.with_name(path.name.removesuffix(".view.json") + ".views")
+    return path.parent.parent / "_archive" / path.stem
+
+
+def _legacy_paths(path: Path) -> tuple[Path, Path]:
+    """The view and archive folder the layout before ``_views`` kept beside the transcript."""
+    agent = path.stem
+    return path.parent.parent / f"{agent}.view.json", path.parent.parent / f"{agent}.views"
 
 
 def write_view(path: Path, view: StoredView) -> None:
@@ -82,7 +93,8 @@ def write_view(path: Path, view: StoredView) -> None:
     archive = archive_path(path)
     target = path
     try:
-        archive.mkdir(exist_ok=True)
+        archive.mkdir(parents=True, exist_ok=True)
+        target.parent.mkdir(exist_ok=True)
         number = 1 + max((int(p.stem) for p in archive.glob("[0-9]*.json") if p.stem.isdigit()), default=0)
         atomic_write(archive / f"{number:04d}.json", data)
         atomic_write(target, data)
@@ -93,13 +105,22 @@ def write_view(path: Path, view: StoredView) -> None:
 def read_archive(path: Path) -> list[StoredView]:
     """Every compaction kept for the transcript whose view is ``path``, oldest first."""
     archive = archive_path(path)
+    if not archive.is_dir():
+        archive = _legacy_paths(path)[1]
     files = sorted((p for p in archive.glob("[0-9]*.json") if p.stem.isdigit()), key=lambda p: int(p.stem))
     return [view for view in map(read_view, files) if view is not None]
 
 
 def read_view(path: Path) -> StoredView | None:
-    """The stored view (None: none). A damaged file raises ``StoreError`` naming it."""
+    """The stored view (None: none; the old layout's ``<agent>.view.json`` is read when
+    there is no other, unless it is not a view: an agent's transcript of that name). A
+    damaged file raises ``StoreError`` naming it."""
     raw = read_stored(path)
+    if raw is None and path.parent.name == "_views":
+        path = _legacy_paths(path)[0]
+        if not is_legacy_view(path):
+            return None
+        raw = read_stored(path)
     if raw is None:
         return None
     try:

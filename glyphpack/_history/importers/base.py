@@ -333,15 +333,6 @@ def input_tokens(usage: object, *keys: str) -> int:
     return sum(v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0)
 
 
-def unique_name(name: str, taken: set[str]) -> str:
-    """``name``, or ``name-2``, ``name-3``... when it is taken."""
-    candidate, number = name, 1
-    while candidate in taken:
-        number += 1
-        candidate = f"{name}-{number}"
-    return candidate
-
-
 def tool_call_arguments(raw: object, call_id: object) -> dict[str, Any]:
     """A call's arguments from a JSON string or an object; anything else (a custom
     tool's free-form input, arguments that are not JSON) kept whole as ``{"input": raw}``."""

@@ -15,6 +15,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from ..ids import unique_name
 from ..messages import Block, Image, Message, Opaque, RedactedThinking, ResultBlock, Text, Thinking, ToolCall, ToolResult
 from .base import (
     ImportedAgent,
@@ -26,7 +27,6 @@ from .base import (
     repair,
     safe_block,
     text_of,
-    unique_name,
     usage_in,
 )
 

@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..ids import unique_name
 from ..messages import Block, Message, Opaque, Text, ToolCall, ToolResult
 from .base import (
     ImportedAgent,
@@ -31,7 +32,6 @@ from .base import (
     repair,
     safe_block,
     text_of,
-    unique_name,
     usage_in,
 )
 
