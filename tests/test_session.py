@@ -382,3 +382,33 @@ def test_the_cli_branch_and_fork_move_the_transcript_with_the_tree(tmp_path, cap
         assert s.messages[-1].id == early
     assert cli_main(["branch", ws, "task", early[:10], "--agent", "nobody"]) == 2
     assert "no transcript for agent 'nobody'" in capsys.readouterr().err
+
+
+def test_call_ids_a_server_reuses_in_later_turns_are_made_unique(tmp_path):
+    """Servers that number calls per response (call_0 in every turn) made the second
+    ``add_response`` raise, and the session could not go on."""
+    from glyphpack._history.validate import check_anthropic
+
+    with open_session(tmp_path) as s:
+        s.add_user("list, then read")
+        s.request("anthropic")
+        s.add_response(anthropic_reply("", (("call_0", "ls"),)))
+        s.add_tool_results({"call_0": "a.py"})
+        s.request("anthropic")
+        second = s.add_response(anthropic_reply("", (("call_0", "read"), ("call_1", "read"))))
+        assert [c.id for c in second.tool_calls] == ["call_0-2", "call_1"]
+        assert [c.id for c in s.pending_calls] == ["call_0-2", "call_1"]
+        s.add_tool_results({"call_0": "print(1)", "call_1": "print(2)"})  # the ids the model gave
+        s.request("anthropic")
+        third = s.add_response(anthropic_reply("", (("call_0", "ls"),)))
+        assert [c.id for c in third.tool_calls] == ["call_0-3"]
+        s.add_tool_results({"call_0-3": "b.py"})  # or the ids as stored
+        s.add_user("thanks")
+        request = s.request("anthropic")
+        check_anthropic(request["messages"])
+        results = [r for m in s.messages for r in m.tool_results]
+        assert [(r.call_id, r.text) for r in results] == [
+            ("call_0", "a.py"), ("call_0-2", "print(1)"), ("call_1", "print(2)"), ("call_0-3", "b.py")
+        ]
+    with open_session(tmp_path) as again:  # and it all reads back after a restart
+        assert [m.id for m in again.messages] == [m.id for m in s.messages]

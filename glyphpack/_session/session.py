@@ -40,6 +40,7 @@ from .._compaction.results import Compaction, CompactionPolicy
 from .._compaction.snapshot import page_density
 from .._compaction.summarize import Summarizer
 from .._errors import CompactionError, TextOnlyModelError, UsageError
+from .._history.ids import unique_name
 from .._history.messages import Block, Image, Message, Text, ToolCall, ToolResult, validate_history
 from .._history.store import Workspace
 from .._providers.catalog import CONTEXT_WINDOWS
@@ -155,6 +156,9 @@ class Session:
         self._estimator: TextEstimator = policy.estimator or DEFAULT_ESTIMATOR
         self._cost_model: CostModel | None = None
         self._overflows = 0  # "too long" rejections since the last answer
+        # The pending calls' ids as the model gave them -> as stored: a server that
+        # numbers calls per response reuses ids, which a history cannot hold twice.
+        self._call_ids: dict[str, str] = {}
         self._sent: tuple[Message, ...] | None = None  # the view of the last request built
         self._api: Api | None = None
         self.last_compaction: Compaction | None = None
@@ -294,8 +298,30 @@ class Session:
         if reply.input_tokens and self._sent is not None and self.policy.tokenizer is None:
             self._estimator = calibrated(self.cost(), self._sent, reply.input_tokens)
         self._overflows = 0
-        self._append(reply.message, save=not reply.message.tool_calls)
-        return reply.message
+        message = self._fresh_call_ids(reply.message)
+        self._append(message, save=not message.tool_calls)
+        return message
+
+    def _fresh_call_ids(self, message: Message) -> Message:
+        """``message`` with each tool call id the history already holds made unique
+        (``id-2``, ``id-3``...), remembered so results may name either id."""
+        calls = message.tool_calls
+        if not calls:
+            self._call_ids = {}
+            return message
+        taken = {c.id for m in self.messages for c in m.tool_calls}
+        renamed: dict[str, str] = {}
+        for call in calls:
+            fresh = unique_name(call.id, taken)
+            taken.add(fresh)
+            renamed[call.id] = fresh
+        self._call_ids = renamed
+        if all(old == new for old, new in renamed.items()):
+            return message
+        content = tuple(
+            dataclasses.replace(b, id=renamed[b.id]) if isinstance(b, ToolCall) else b for b in message.content
+        )
+        return dataclasses.replace(message, content=content)
 
     def add_tool_results(self, results: Mapping[str, ToolOutput] | Iterable[ToolResult]) -> Message:
         """Answer every pending call (a turn boundary: saved). ``results`` maps call ids
@@ -312,6 +338,9 @@ class Session:
             strays = [type(b).__name__ for b in blocks if not isinstance(b, ToolResult)]
             if strays:
                 raise UsageError(f"results must be a mapping of call ids to outputs, or ToolResult values, not {', '.join(strays)}")
+        # A call whose id was made unique is answered by either id.
+        stored = {given: fresh for given, fresh in self._call_ids.items() if given not in pending}
+        blocks = tuple(dataclasses.replace(b, call_id=stored[b.call_id]) if b.call_id in stored else b for b in blocks)
         given = [b.call_id for b in blocks]
         if sorted(given) != sorted(pending):
             raise UsageError(f"results must answer exactly the pending calls {sorted(pending)}, got {sorted(given)}")
