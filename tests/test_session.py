@@ -400,15 +400,15 @@ def test_call_ids_a_server_reuses_in_later_turns_are_made_unique(tmp_path):
         assert [c.id for c in s.pending_calls] == ["call_0-2", "call_1"]
         s.add_tool_results({"call_0": "print(1)", "call_1": "print(2)"})  # the ids the model gave
         s.request("anthropic")
-        third = s.add_response(anthropic_reply("", (("call_0", "ls"),)))
-        assert [c.id for c in third.tool_calls] == ["call_0-3"]
-        s.add_tool_results({"call_0-3": "b.py"})  # or the ids as stored
+        third = s.add_response(anthropic_reply("", (("call_0", "ls"), ("call_0-3", "ls"))))
+        assert [c.id for c in third.tool_calls] == ["call_0-3", "call_0-3-2"]  # unique within the answer too
+        s.add_tool_results({"call_0-3": "b.py", "call_0-3-2": "c.py"})  # or the ids as stored
         s.add_user("thanks")
         request = s.request("anthropic")
         check_anthropic(request["messages"])
         results = [r for m in s.messages for r in m.tool_results]
         assert [(r.call_id, r.text) for r in results] == [
-            ("call_0", "a.py"), ("call_0-2", "print(1)"), ("call_1", "print(2)"), ("call_0-3", "b.py")
+            ("call_0", "a.py"), ("call_0-2", "print(1)"), ("call_1", "print(2)"), ("call_0-3", "b.py"), ("call_0-3-2", "c.py")
         ]
     with open_session(tmp_path) as again:  # and it all reads back after a restart
         assert [m.id for m in again.messages] == [m.id for m in s.messages]
