@@ -7,8 +7,9 @@ import numpy as np
 EMPTY, WIDE_TAIL, LINE_BREAK = -1, -2, -1
 
 
-def place_cells(glyphs, cell_widths, cols, wrap_glyph):
-    """The cell grid (list of rows, each a list of ``cols`` ints) for a glyph stream."""
+def place_cells(glyphs, cell_widths, cols, wrap_glyph, pad_glyph=-1):
+    """The cell grid (list of rows, each a list of ``cols`` ints) for a glyph stream;
+    in flow, ``pad_glyph`` marks the last cell of a row a wide glyph did not fit."""
     rows = [[EMPTY] * cols] if len(glyphs) else []
     col = 0
     glyphs = [int(g) for g in glyphs]
@@ -26,6 +27,8 @@ def place_cells(glyphs, cell_widths, cols, wrap_glyph):
                 rows.append([EMPTY] * cols)
                 col = 0
         elif col + width > cols:
+            if col == cols - 1 and pad_glyph >= 0:
+                rows[-1][col] = pad_glyph
             rows.append([EMPTY] * cols)
             col = 0
         rows[-1][col] = g

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from glyphpack._render.fonts import FontAtlas
 from glyphpack._render.kernels import NO_GLYPH, draw_cells, draw_page, place_cells
-from glyphpack._render.raster import byte_group, glyph_row_bits
+from glyphpack._render.raster import byte_group, glyph_row_bits, pad_glyph
 from glyphpack._render.shapes import SHAPES, Shape
 
 
@@ -22,7 +22,7 @@ def no_ink(cell_widths):
     return np.zeros((8, n + 1 + wide.size), np.uint64), right_halves
 
 
-def kernel_pages(glyphs, cell_widths, cols, wrap, rows_per_page):
+def kernel_pages(glyphs, cell_widths, cols, wrap, rows_per_page, pad=-1):
     """(first glyph of each page, rows in all) from ``draw_page`` laying out only."""
     glyphs = np.asarray(glyphs, dtype=np.int32)
     grid = np.full((rows_per_page, cols), 99, np.int32)
@@ -32,18 +32,18 @@ def kernel_pages(glyphs, cell_widths, cols, wrap, rows_per_page):
     starts, rows, start = [], 0, 0
     while start < glyphs.size:
         starts.append(start)
-        draw_page(glyphs, start, cell_widths, cols, wrap, *no_ink(cell_widths), 5, 8, 8, grid, scanlines, stats, False)
+        draw_page(glyphs, start, cell_widths, cols, wrap, pad, *no_ink(cell_widths), 5, 8, 8, grid, scanlines, stats, False)
         rows += int(stats[0])
         start = int(stats[3])
     assert np.array_equal(grid, untouched)  # counting writes no cell
     return starts, rows
 
 
-def kernel_grid(glyphs, cell_widths, cols, wrap):
+def kernel_grid(glyphs, cell_widths, cols, wrap, pad=-1):
     glyphs = np.asarray(glyphs, dtype=np.int32)
-    _, rows = kernel_pages(glyphs, cell_widths, cols, wrap, glyphs.size + 1)  # one page holds it all
+    _, rows = kernel_pages(glyphs, cell_widths, cols, wrap, glyphs.size + 1, pad)  # one page holds it all
     grid = np.full((rows, cols), -1, np.int32)
-    place_cells(glyphs, cell_widths, cols, wrap, grid)
+    place_cells(glyphs, cell_widths, cols, wrap, pad, grid)
     return grid
 
 
@@ -55,6 +55,9 @@ def test_place_cells_flow_exact():
     grid = kernel_grid([0, 1, 2, 4, 3], WIDTHS, 4, -1)
     # the wide glyph 4 does not fit at column 3, so column 3 stays blank
     assert grid.tolist() == [[0, 1, 2, -1], [4, -2, 3, -1]]
+    # or holds the pad marker, which a reader reads as nothing (a blank reads as a space)
+    assert kernel_grid([0, 1, 2, 4, 3], WIDTHS, 4, -1, 6).tolist() == [[0, 1, 2, 6], [4, -2, 3, -1]]
+    assert kernel_grid([0, 1, 2, 3, 4], WIDTHS, 4, -1, 6).tolist() == [[0, 1, 2, 3], [4, -2, -1, -1]]  # a full row: no pad
 
 
 def test_place_cells_lines_exact():
@@ -80,9 +83,9 @@ def test_place_cells_empty():
 def test_place_cells_matches_reference(glyphs, cols, lines):
     if not lines:
         glyphs = [g for g in glyphs if g != -1]
-    wrap = 6 if lines else -1
-    expected = reference.place_cells(glyphs, WIDTHS, cols, wrap)
-    assert kernel_grid(glyphs, WIDTHS, cols, wrap).tolist() == expected
+    wrap, pad = (6, -1) if lines else (-1, 6)
+    expected = reference.place_cells(glyphs, WIDTHS, cols, wrap, pad)
+    assert kernel_grid(glyphs, WIDTHS, cols, wrap, pad).tolist() == expected
 
 
 @given(
@@ -97,9 +100,9 @@ def test_pages_laid_out_from_their_starts_match_the_reference(glyphs, cols, line
         glyphs = [g for g in glyphs if g != -1]
     while glyphs and glyphs[-1] == -1:  # normalization never ends a stream with a line break
         glyphs.pop()
-    wrap = 6 if lines else -1
-    expected = reference.place_cells(glyphs, WIDTHS, cols, wrap)
-    starts, rows = kernel_pages(glyphs, WIDTHS, cols, wrap, rows_per_page)
+    wrap, pad = (6, -1) if lines else (-1, 6)
+    expected = reference.place_cells(glyphs, WIDTHS, cols, wrap, pad)
+    starts, rows = kernel_pages(glyphs, WIDTHS, cols, wrap, rows_per_page, pad)
     assert rows == len(expected)
     assert len(starts) == -(-rows // rows_per_page)
     glyph_stream = np.asarray(glyphs, np.int32)
@@ -107,12 +110,12 @@ def test_pages_laid_out_from_their_starts_match_the_reference(glyphs, cols, line
         grid = np.full((rows_per_page, cols), 99, np.int32)  # garbage: every cell must be written
         scanlines = np.empty((rows_per_page * 8, 1 + -(-cols * 5 // 8)), np.uint8)
         stats = np.zeros(4, np.int64)
-        draw_page(glyph_stream, start, WIDTHS, cols, wrap, *no_ink(WIDTHS), 5, 8, 8, grid, scanlines, stats, True)
+        draw_page(glyph_stream, start, WIDTHS, cols, wrap, pad, *no_ink(WIDTHS), 5, 8, 8, grid, scanlines, stats, True)
         page_rows = expected[page * rows_per_page : (page + 1) * rows_per_page]
         assert stats[0] == len(page_rows)
         assert grid[: len(page_rows)].tolist() == page_rows
         cells = [g for row in page_rows for g in row]
-        assert stats[1] == sum(1 for g in cells if g >= 0 and g != wrap)
+        assert stats[1] == sum(1 for g in cells if g >= 0 and g not in (wrap, pad))
         assert stats[2] == sum(1 for g in cells if g != -1)
         assert stats[3] == (starts[page + 1] if page + 1 < len(starts) else len(glyphs))
 
@@ -144,7 +147,7 @@ def test_rasterize_matches_reference_on_every_shape(name):
     glyphs = rng.choice(narrow, 60).astype(np.int32)
     if wide.size:
         glyphs[::5] = rng.choice(wide, glyphs[::5].size)
-    grid = reference.place_cells(glyphs, atlas.cell_widths, 13, -1)
+    grid = reference.place_cells(glyphs, atlas.cell_widths, 13, -1, pad_glyph(atlas, -1))
     expected = reference.rasterize(grid, atlas.bitmaps, atlas.cell_widths, atlas.glyph_width, shape.advance, shape.pitch)
     assert np.array_equal(kernel_pixels(shape, grid), expected)
 
@@ -174,7 +177,7 @@ def test_custom_shape_with_odd_advance():
     shape = Shape("odd", "5x8", 7, 9, max_width=7 * 9, max_height=9 * 3)
     atlas = shape.atlas
     glyphs = np.arange(1, 20, dtype=np.int32)
-    grid = reference.place_cells(glyphs, atlas.cell_widths, shape.cols, -1)
+    grid = reference.place_cells(glyphs, atlas.cell_widths, shape.cols, -1, pad_glyph(atlas, -1))
     expected = reference.rasterize(grid, atlas.bitmaps, atlas.cell_widths, 5, 7, 9)
     assert np.array_equal(kernel_pixels(shape, grid), expected)
 
@@ -290,7 +293,7 @@ def test_wide_glyphs_on_a_wide_advance_are_drawn_exactly(advance):
     wide = np.flatnonzero(atlas.cell_widths == 2)[:4]
     narrow = np.flatnonzero(atlas.cell_widths == 1)[100:105]
     glyphs = np.array([narrow[0], wide[0], narrow[1], wide[1], wide[2], narrow[2], wide[3], narrow[3]], np.int32)
-    grid = reference.place_cells(glyphs, atlas.cell_widths, shape.cols, -1)
+    grid = reference.place_cells(glyphs, atlas.cell_widths, shape.cols, -1, pad_glyph(atlas, -1))
     expected = reference.rasterize(grid, atlas.bitmaps, atlas.cell_widths, atlas.glyph_width, shape.advance, shape.pitch)
     assert np.array_equal(kernel_pixels(shape, grid), expected)
     with pytest.raises(ShapeError, match="advance must be 1 to 32 px"):

@@ -293,19 +293,6 @@ def test_killed_harness_resumes_fifty_times(tmp_path):
     kill_and_resume(tmp_path, kills=50, seed=2)
 
 
-def test_a_response_the_history_cannot_take_changes_nothing(tmp_path):
-    with open_session(tmp_path) as s:
-        s.add_user("go")
-        s.request("anthropic")
-        s.add_response(anthropic_reply("", (("t1", "ls"),)))
-        s.add_tool_results({"t1": "a.py"})
-        before = s.messages
-        s.request("anthropic")
-        with pytest.raises(glyphpack.HistoryError, match="duplicate tool call id"):
-            s.add_response(anthropic_reply("", (("t1", "ls"),)))  # a reused call id
-        assert s.messages == before and not s.pending_calls
-
-
 def test_messages_carry_no_unsaved_pending_state_across_restarts(tmp_path):
     """A harness killed with calls pending resumes from the last boundary: the calls are
     asked for again (the answer that made them was never saved)."""

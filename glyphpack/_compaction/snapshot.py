@@ -218,18 +218,16 @@ def snapshot(
     if not cuts:
         return unchanged("nothing between the head and the newest work kept as text")
     shape, note = snapshot_shape(profile, policy), ""
-    if not shape.draws_fallback:
-        lacking: dict[int, int] = {}
-        for text in texts[: cuts[-1] - head]:
-            for codepoint, occurrences in replaced_characters(text, shape.atlas).items():
-                lacking[codepoint] = lacking.get(codepoint, 0) + occurrences
-        if lacking:
-            scripts = ", ".join(f"{count:,} {script}" for script, count in by_script(lacking).items())
-            note = f"drawn in Unifont: {shape.name}'s font lacks characters of the middle ({scripts})"
-            if policy.shape is not None:
-                note += "; the pinned geometry changed, so earlier pages are redrawn"
-            shape = fallback
-            policy = dataclasses.replace(policy, shape=WIDE_SCRIPT_SHAPE, page_size=None)
+    lacking: dict[int, int] = {}
+    for text in texts[: cuts[-1] - head]:
+        for codepoint, occurrences in replaced_characters(text, shape.atlas).items():
+            lacking[codepoint] = lacking.get(codepoint, 0) + occurrences
+    if lacking:  # Unifont draws them all: the middle ends before any it does not
+        scripts = ", ".join(f"{count:,} {script}" for script, count in by_script(lacking).items())
+        note = f"drawn in Unifont: {shape.name}'s font lacks characters of the middle ({scripts})"
+        if policy.shape is not None:
+            note += "; the pinned geometry changed, so earlier pages are redrawn"
+        policy = dataclasses.replace(policy, shape=WIDE_SCRIPT_SHAPE, page_size=None)
     search = _Search(messages, cost, budget, policy, head, costs, texts)
     found = search.run(cuts)
     if found is None:

@@ -135,7 +135,7 @@ def map_codepoints(codepoints, bmp_table, atlas_codepoints, line_breaks, classes
 
 
 @jit(inline="always")
-def _place(glyphs, start, cell_widths, cols, wrap_glyph, grid, row_limit, write):
+def _place(glyphs, start, cell_widths, cols, wrap_glyph, pad_glyph, grid, row_limit, write):
     """Lay the glyph stream out from ``glyphs[start]`` on at most ``row_limit`` rows.
 
     The one layout loop: ``place_cells`` writes a whole grid with it and ``draw_page``
@@ -170,6 +170,8 @@ def _place(glyphs, start, cell_widths, cols, wrap_glyph, grid, row_limit, write)
                 row += 1
                 col = 0
         elif col + width > cols:
+            if write and pad_glyph >= 0 and col < cols:
+                grid[row, col] = pad_glyph  # the cell a wide glyph leaves: marked, or it reads as a space
             if row + 1 == row_limit:
                 return i, row_limit
             row += 1
@@ -184,7 +186,7 @@ def _place(glyphs, start, cell_widths, cols, wrap_glyph, grid, row_limit, write)
 
 
 @jit
-def place_cells(glyphs, cell_widths, cols, wrap_glyph, grid):
+def place_cells(glyphs, cell_widths, cols, wrap_glyph, pad_glyph, grid):
     """Lay a whole glyph stream out on rows of ``cols`` cells.
 
     Args:
@@ -193,13 +195,15 @@ def place_cells(glyphs, cell_widths, cols, wrap_glyph, grid):
         cols: cells per row (>= 4).
         wrap_glyph: glyph index of the wrap marker for the ``lines`` layout, or -1 for
             ``flow`` (rows simply continue; no marker).
+        pad_glyph: in ``flow``, the glyph drawn in a row's last cell when a wide glyph
+            does not fit there and moves on (the wrap marker), or -1: left blank.
         grid: int32[R, cols] prefilled with ``EMPTY``, R the rows the stream needs
             (``page_breaks``); receives the glyphs.
 
     A wide glyph never splits across rows. In the ``lines`` layout the last column of
     a row is kept for the wrap marker unless the glyph placed there ends its line.
     """
-    _place(glyphs, 0, cell_widths, cols, wrap_glyph, grid, grid.shape[0], True)
+    _place(glyphs, 0, cell_widths, cols, wrap_glyph, pad_glyph, grid, grid.shape[0], True)
 
 
 @jit
@@ -258,13 +262,13 @@ def _draw_bitwise(line, position, bits, column, step, first):
 
 @jit
 def draw_page(
-    glyphs, start, cell_widths, cols, wrap_glyph, row_bits, right_halves, advance, pitch, group, grid, scanlines, stats, draw
+    glyphs, start, cell_widths, cols, wrap_glyph, pad_glyph, row_bits, right_halves, advance, pitch, group, grid, scanlines, stats, draw
 ):
     """Lay out one page from ``glyphs[start]`` and draw it as PNG scanlines, or only
     find where the next page begins (one kernel for both: each costs a compile).
 
     Args:
-        glyphs, cell_widths, cols, wrap_glyph: as for ``place_cells``; a stream does
+        glyphs, cell_widths, cols, wrap_glyph, pad_glyph: as for ``place_cells``; a stream does
             not end with ``LINE_BREAK`` (normalization trims them; one would leave an
             empty row on a page of its own).
         start: the page's first glyph index (0, then each page's ``stats[3]``).
@@ -277,11 +281,12 @@ def draw_page(
         draw: False to lay out only (count pages).
     """
     if not draw:
-        stats[3], stats[0] = _place(glyphs, start, cell_widths, cols, wrap_glyph, grid, grid.shape[0], False)
+        stats[3], stats[0] = _place(glyphs, start, cell_widths, cols, wrap_glyph, pad_glyph, grid, grid.shape[0], False)
         return
     grid[:, :] = EMPTY
-    stats[3], rows = _place(glyphs, start, cell_widths, cols, wrap_glyph, grid, grid.shape[0], True)
-    _draw_cells_inline(grid, rows, wrap_glyph, row_bits, right_halves, advance, pitch, group, scanlines, stats)
+    stats[3], rows = _place(glyphs, start, cell_widths, cols, wrap_glyph, pad_glyph, grid, grid.shape[0], True)
+    marker = wrap_glyph if wrap_glyph >= 0 else pad_glyph  # not a character: not counted
+    _draw_cells_inline(grid, rows, marker, row_bits, right_halves, advance, pitch, group, scanlines, stats)
 
 
 def _draw_cells(grid, rows, wrap_glyph, row_bits, right_halves, advance, pitch, group, scanlines, stats):
@@ -289,7 +294,8 @@ def _draw_cells(grid, rows, wrap_glyph, row_bits, right_halves, advance, pitch, 
 
     Args:
         grid: int32[R, C] cells: glyph indices, ``EMPTY`` or ``WIDE_TAIL``.
-        wrap_glyph: the wrap marker's index, or -1.
+        wrap_glyph: the marker's index (the wrap marker, or in ``flow`` the pad), or -1:
+            drawn, but not counted as a character.
         row_bits: uint64[gh, N + 1 + W] each glyph's pixel rows as bits, one cell
             (``advance`` bits, at most 32) each, the leftmost pixel most significant: a
             wide glyph's left cell in its own column, its right cell in column

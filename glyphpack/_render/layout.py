@@ -14,7 +14,7 @@ import numpy as np
 from .._types import Layout
 from .fonts import FontAtlas
 from .kernels import EMPTY, UNREADABLE, WIDE_TAIL, place_cells
-from .raster import page_starts
+from .raster import pad_glyph, page_starts
 from .shapes import Shape
 from .text import NormalizedText
 
@@ -73,7 +73,8 @@ def lay_out(normalized: NormalizedText, shape: Shape, layout: Layout) -> GridLay
     """Place the whole glyph stream on a grid of ``shape.cols`` columns."""
     atlas = shape.atlas
     grid = np.full((page_breaks(normalized, shape, layout).rows, shape.cols), EMPTY, dtype=np.int32)
-    place_cells(normalized.glyphs, atlas.cell_widths, shape.cols, wrap_glyph(atlas, layout), grid)
+    wrap = wrap_glyph(atlas, layout)
+    place_cells(normalized.glyphs, atlas.cell_widths, shape.cols, wrap, pad_glyph(atlas, wrap), grid)
     return GridLayout(shape, layout, grid)
 
 
@@ -86,8 +87,8 @@ def grid_text(grid: np.ndarray, atlas: FontAtlas, layout: Layout) -> str:
     ``flow``: rows run together (the newline marker reads as LF); trailing blanks at the
     end are dropped. ``lines``: rows end with LF, their trailing blanks dropped, except
     a row ending in the wrap marker, which continues on the next row. Blank cells read
-    as spaces, including the one left when a wide glyph moves to the next row;
-    ``UNREADABLE`` cells read as U+FFFD.
+    as spaces; the wrap marker a wide glyph leaves at a row's end in ``flow`` reads as
+    nothing; ``UNREADABLE`` cells read as U+FFFD.
     """
     if grid.shape[0] == 0:
         return ""
@@ -95,6 +96,7 @@ def grid_text(grid: np.ndarray, atlas: FontAtlas, layout: Layout) -> str:
     codepoints[grid == WIDE_TAIL] = 0
     codepoints[grid == UNREADABLE] = 0xFFFD
     if layout == "flow":
+        codepoints[grid == atlas.wrap_index] = 0  # the pad a wide glyph left at a row's end
         return _decode(codepoints.ravel()).rstrip(" ")
     wrap = atlas.wrap_index
     wrapped = grid[:, -1] == wrap

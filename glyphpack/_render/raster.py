@@ -14,6 +14,12 @@ from .kernels import draw_page
 from .shapes import Shape
 
 
+def pad_glyph(atlas: FontAtlas, wrap: int) -> int:
+    """In ``flow`` (``wrap`` -1) with wide glyphs, the wrap marker: drawn in the cell a
+    wide glyph leaves at a row's end, so the reader does not read a space there."""
+    return atlas.wrap_index if wrap < 0 and atlas.has_wide else -1
+
+
 def glyph_row_bits(shape: Shape) -> tuple[np.ndarray, np.ndarray]:
     """``_row_bits`` of the shape's atlas and advance (shapes differing only in page
     size share them)."""
@@ -99,7 +105,7 @@ def _page_kernel(glyphs: np.ndarray, start: int, shape: Shape, wrap_glyph: int, 
     row_bits, right_halves = glyph_row_bits(shape)
     stats = np.zeros(4, dtype=np.int64)
     draw_page(
-        glyphs, start, shape.atlas.cell_widths, shape.cols, wrap_glyph,
+        glyphs, start, shape.atlas.cell_widths, shape.cols, wrap_glyph, pad_glyph(shape.atlas, wrap_glyph),
         row_bits, right_halves, shape.advance, shape.pitch, byte_group(shape.advance), grid, scanlines, stats, pixels,
     )  # fmt: skip
     return stats

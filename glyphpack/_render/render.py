@@ -156,7 +156,7 @@ def _normalize_for(
         chosen = get_shape(shape)
         return chosen, normalize(text, chosen.atlas, layout, SCRIPT_CLASSES, _pool().map), None
     normalized = normalize(text, preferred.atlas, layout, SCRIPT_CLASSES, _pool().map)
-    if normalized.counts.replaced == 0 or preferred.draws_fallback:
+    if normalized.counts.replaced == 0:
         return preferred, normalized, None
     wide = SHAPES[WIDE_SCRIPT_SHAPE]
     wide_normalized = normalize(text, wide.atlas, layout, SCRIPT_CLASSES, _pool().map)

@@ -68,11 +68,6 @@ class Shape:
         holds Unifont's 8x16 glyphs (``has_fallback``)."""
         return _shape_atlas(self.font, self.advance, self.pitch, self.name)
 
-    @property
-    def draws_fallback(self) -> bool:
-        """Whether every character Unifont draws is drawn: the shape's font is Unifont,
-        or its cells hold Unifont's 8x16 glyphs."""
-        return self.font == FALLBACK_FONT or _fallback_fits(self.advance, self.pitch)
 
     @property
     def cols(self) -> int:
