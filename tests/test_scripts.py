@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import unicodedata
 
-from hypothesis import Phase, given, settings
+from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
 
 from glyphpack import CompactionPolicy, Message, read_pages
@@ -70,6 +70,7 @@ paragraphs = st.lists(words, min_size=15, max_size=40).map(lambda ws: " ".join(w
     deadline=None,
     phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target],
 )
+@example(texts=[("漢字の文章 สวัสดีครับ 한국어 " * 30)] * 6, shape="5x8")  # the reported case, every run
 @given(
     texts=st.lists(paragraphs, min_size=6, max_size=10),
     shape=st.sampled_from([None, "5x8", "9x15-loose", "10x20"]),
