@@ -274,7 +274,7 @@ def cmd_fonts(args: argparse.Namespace) -> int:
         counts = [sum(1 for p in pairs if p[2] == d) for d in range(3)]
         print(f"{args.confusables}: {counts[0]} identical pairs, {counts[1]} pairs 1 px apart, {counts[2]} pairs 2 px apart")
         return 0
-    from ._render.fonts import COVERAGE_BLOCKS, coverage, load_atlas
+    from ._render.fonts import COVERAGE_BLOCKS, coverage
     from ._render.shapes import SHAPES
 
     lines = [
@@ -282,14 +282,17 @@ def cmd_fonts(args: argparse.Namespace) -> int:
         + " ".join(f"{name:>8}" for name in COVERAGE_BLOCKS)
     ]
     for shape in SHAPES.values():
-        atlas = load_atlas(shape.font)
+        atlas = shape.atlas  # the font, and Unifont's glyphs where the cell holds them
         shares = coverage(atlas).values()
         lines.append(
             f"{shape.name:<11} {atlas.glyph_width:>3}x{atlas.glyph_height:<2} {shape.advance:>3}x{shape.pitch:<2} "
             f"{len(atlas):>7} {shape.page_width:>5}x{shape.page_height(shape.max_rows):<4} {shape.cells_per_page:>10,} "
             + " ".join(f"{c:>8.0%}" for c in shares)
         )
-    lines.append("(coverage: the share of each block the font draws; the rest is folded or replaced)")
+    lines.append(
+        "(coverage: the share of each block the shape draws, from its font or, where its cells hold 8x16, from "
+        "Unifont; the rest is folded or replaced)"
+    )
     print("\n".join(lines))
     return 0
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 import os
 import unicodedata
 
+import pytest
 from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
+from test_importers import EXPECTED, SHARED
 
 from glyphpack import CompactionPolicy, Message, read_pages
 from glyphpack._compaction.cost import CostModel
@@ -98,3 +100,33 @@ def test_snapshot_pages_of_any_script_read_back_to_the_source(texts, shape):
     assert list(result.view[report.first_message :]) == history[report.last_message :]
     if shape == "5x8" and any(ord(c) > 0x24F for c in source):
         assert "5x8's font lacks characters of the middle" in report.note
+
+
+SHARED_FILES = [SHARED / expected[0] for expected in EXPECTED] if SHARED.is_dir() else []  # every session file
+READERS = ("claude-sonnet-4-5", "gpt-5.4", "gemini-3-pro", "deepseek-chat")  # the last has no vision
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SHARED_FILES, reason="shared/sessions is not beside the repository")
+@pytest.mark.parametrize("path", SHARED_FILES, ids=lambda p: p.name)
+def test_every_compaction_of_every_real_session_is_accepted_and_replaces_nothing(path):
+    """Four readers, three budgets, every session file: each view passes every API's
+    rules and SDK types, and no snapshot draws a replacement glyph (held-out Claude Code
+    and pi sessions once compacted to empty text blocks and assistant turns with
+    neither content nor calls)."""
+    from test_validity import assert_accepted
+
+    from glyphpack import Summarizer, compact, import_file, resolve
+
+    history = list(import_file(path).messages)
+    summarizer = Summarizer(lambda prompt: "The work so far, in brief: " + " ".join(prompt.split()[-30:]))
+    for model in READERS:
+        profile = resolve(model)
+        total = CostModel(profile).history(history)
+        for share in (0.5, 0.2, 0.05):
+            result = compact(history, profile, max(2_000, int(total * share)), summarizer=summarizer)
+            assert_accepted(list(result.view), profile)
+            for rung in result.report.rungs:
+                assert rung.replaced_scripts == {}, (model, share, rung.rung, rung.replaced_scripts)
+            if not profile.vision:
+                assert not result.pages

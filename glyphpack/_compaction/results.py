@@ -43,9 +43,9 @@ class CompactionPolicy:
         tokenizer: an exact ``tokenizer(text) -> tokens``, used instead of the estimate.
         tail_tokens: the newest work the snapshot and summary keep verbatim: the newest
             round (the last assistant message and the results it waits for) and at least
-            ``tail_for(budget)`` tokens of the newest messages: this many, or a quarter
-            of the budget when that is less. pi keeps about 20k tokens of a 200k window;
-            so does the default, and a small budget still has room for pages.
+            ``tail_for(budget)`` tokens of the newest messages: this many, or a tenth of
+            the budget when that is less. pi keeps about 20k tokens of a 200k window (a
+            tenth); so does the default, and a small budget still has room for pages.
         rungs: the rungs the ladder may use (default: all four). ``("summarization",)``
             compacts as most harnesses do today; images a reader cannot take, or more
             images than a request may carry, are dropped whatever this says.
@@ -65,7 +65,7 @@ class CompactionPolicy:
 
     def tail_for(self, budget: int) -> int:
         """Tokens of the newest messages kept verbatim in a view of ``budget`` tokens."""
-        return min(self.tail_tokens, budget // 4)
+        return min(self.tail_tokens, budget // 10)
 
     def __post_init__(self) -> None:
         for rung in self.rungs:
