@@ -674,3 +674,32 @@ def test_a_pinned_page_size_gives_way_to_the_many_image_rule():
     result = compact(crowded, opus, CostModel(opus).history(crowded) // 4, policy=pages_only)
     assert len(result.pages) >= 3 and sum(len(m.images) for m in result.view) > 20
     assert all(max(p.width, p.height) <= 2000 for p in result.pages)
+
+
+def test_the_ladder_is_one_tuple_in_one_order():
+    """``policy.rungs`` was made a set, so a caller's order was silently ignored; the
+    order was written again in ``shake``, the 413 path and ``Session``."""
+    from glyphpack._compaction.ladder import LADDER
+    from glyphpack._session.session import SESSION_RUNGS
+    from glyphpack._types import RUNGS
+
+    assert tuple(step.rung for step in LADDER) == RUNGS == ("elision", "image drop", "snapshot", "summarization")
+    assert SESSION_RUNGS == ("image drop", "snapshot", "summarization")
+    assert CompactionPolicy(rungs=("image drop", "summarization")).rungs == ("image drop", "summarization")
+    for refused in (("snapshot", "elision"), ("elision", "elision"), ("summarization", "image drop")):
+        with pytest.raises(glyphpack.UsageError, match="cheapest first"):
+            CompactionPolicy(rungs=refused)
+    session = generate_session(60_000, seed=2)
+    assert [r.rung for r in shake(session, CLAUDE).report.rungs] == ["elision", "image drop"]
+    result = recover(session, CLAUDE, "Error code: 413 - {'error': {'type': 'request_too_large'}}", summarizer=fake_summarizer())
+    assert [r.rung for r in result.report.rungs][:2] == ["image drop", "elision"]  # images are most of the bytes
+
+
+def test_one_overflow_budget_for_the_ladder_and_the_session():
+    from glyphpack._compaction.recovery import Overflow, overflow_budget
+
+    assert overflow_budget(Overflow("tokens", 210_000, 200_000), 150_000, 0.1) == 180_000  # the provider's limit
+    assert overflow_budget(Overflow("tokens", 210_000, None), 150_000, 0.1) == int(210_000 * 0.8 * 0.9)  # its count
+    assert overflow_budget(Overflow("tokens", None, None), 150_000, 0.1) == int(150_000 * 0.8 * 0.9)  # the estimate
+    assert overflow_budget(Overflow("tokens", 210_000, 200_000), 150_000, 0.1, 0.5) == 90_000  # a second rejection
+    assert overflow_budget(Overflow("tokens", None, 1), 1, 0.5) == 1

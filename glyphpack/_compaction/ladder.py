@@ -13,26 +13,128 @@ changed. Each rung runs at most once, so compaction always ends.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from .._errors import CompactionError
-from .._history.messages import Message
+from .._history.messages import Image, Message
 from .._providers.profile import Profile
 from .._providers.resolve import resolve
-from .._types import public
+from .._types import RUNGS, Rung, public
 from .cost import CostModel
-from .results import Compaction, CompactionPolicy, LadderReport, RungReport
+from .results import Compaction, CompactionPolicy, LadderReport, RungReport, RungResult
 from .rungs import cap_images, drop_images, elide
 from .snapshot import snapshot
 from .summarize import Summarizer, summarize
 
 if TYPE_CHECKING:
     from .._history.store import Workspace
+    from .._render.render import Page
 
 
 def cost_model(profile: Profile | str, policy: CompactionPolicy) -> CostModel:
     return CostModel.for_model(profile, policy.estimator, policy.tokenizer)
+
+
+@dataclasses.dataclass(frozen=True)
+class Climb:
+    """What a rung works with: the pricing, the budget for the messages, the policy,
+    and the summarizer (None: summarization is reported as skipped)."""
+
+    cost: CostModel
+    budget: int
+    policy: CompactionPolicy
+    summarizer: Summarizer | None = None
+    every_image: bool = False  # image drop takes the newest turns' images too
+
+    @property
+    def image_protect_turns(self) -> int:
+        return 0 if self.every_image else self.policy.protect_turns
+
+
+def _summarization(view: Sequence[Message], context: Climb) -> RungResult:
+    if context.summarizer is None:
+        tokens = context.cost.history(view)
+        return RungResult(tuple(view), RungReport("summarization", tokens, tokens, skipped="no summarizer supplied"))
+    return summarize(view, context.cost, context.budget, context.summarizer, context.policy.tail_for(context.budget))
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One rung of the ladder, as data.
+
+    Attributes:
+        rung: its name (``Rung``).
+        run: ``run(view, climb) -> RungResult``.
+        shake: run by ``shake`` (free, and no pages: elision and image drop).
+        vision: only for a reader with vision (pages; images kept or dropped by age).
+        frees_bytes: makes the request smaller in bytes, so the HTTP 413 path uses it
+            (pages add bytes).
+        bytes_first: on the HTTP 413 path, runs before the others (images are most of
+            a request's bytes).
+    """
+
+    rung: Rung
+    run: Callable[[Sequence[Message], Climb], RungResult]
+    shake: bool
+    vision: bool
+    frees_bytes: bool
+    bytes_first: bool = False
+
+
+#: The ladder, cheapest first: ``compact`` climbs it, ``shake`` takes its free rungs,
+#: the HTTP 413 path the ones that free bytes, and a ``Session`` all but elision where
+#: pages are cheap. A new rung is one line here and its name in ``Rung``.
+LADDER: tuple[Step, ...] = (
+    Step("elision", lambda view, c: elide(view, c.cost, c.policy), shake=True, vision=False, frees_bytes=True),
+    Step(
+        "image drop",
+        lambda view, c: drop_images(view, c.cost, c.image_protect_turns),
+        shake=True,
+        vision=True,
+        frees_bytes=True,
+        bytes_first=True,
+    ),
+    Step("snapshot", lambda view, c: snapshot(view, c.cost, c.budget, c.policy), shake=False, vision=True, frees_bytes=False),
+    Step("summarization", _summarization, shake=False, vision=False, frees_bytes=True),
+)
+if tuple(step.rung for step in LADDER) != RUNGS:
+    raise AssertionError("LADDER and the Rung names disagree")
+
+
+def climb(
+    view: Sequence[Message], steps: Sequence[Step], context: Climb, done: Callable[[Sequence[Message]], bool]
+) -> tuple[tuple[Message, ...], list[RungReport], tuple[Page, ...]]:
+    """Run ``steps`` in order on ``view`` until ``done(view)``; the reader's images per
+    request hold before and after each (a snapshot's pages count). Returns the view,
+    the reports, and the snapshot pages the view still carries."""
+    current, reports = tuple(view), []
+    pages: tuple[Page, ...] = ()
+    cost, limit = context.cost, context.cost.profile.max_images
+
+    def within_image_limit() -> None:
+        nonlocal current
+        if cost.profile.vision and limit is not None and sum(len(m.images) for m in current) > limit:
+            capped = cap_images(current, cost, limit)
+            current = capped.view
+            reports.append(capped.report)
+
+    within_image_limit()
+    for step in steps:
+        if done(current):
+            break
+        result = step.run(current, context)
+        reports.append(result.report)
+        current = result.view
+        pages = result.pages or (pages if pages and _carries(current, pages[0]) else ())
+        within_image_limit()
+    return current, reports, pages
+
+
+def _carries(view: Sequence[Message], page: Page) -> bool:
+    """Whether a page is still in the view (a summary replaces the pages it covered)."""
+    return any(isinstance(block, Image) and block.data is page.png for message in view for block in message.content)
 
 
 @public
@@ -40,13 +142,11 @@ def shake(history: Sequence[Message], profile: Profile | str, *, policy: Compact
     """Only the free rungs (elision, image drop), whatever the budget."""
     cost = cost_model(profile, policy)
     before = cost.history(history)
-    elided = elide(history, cost, policy)
-    dropped = drop_images(elided.view, cost, 0 if not cost.profile.vision else policy.protect_turns)
-    after = cost.history(dropped.view)
-    report = LadderReport(
-        after, before, after, True, (elided.report, dropped.report), f"shake: {before:,} -> {after:,} estimated tokens"
-    )
-    return Compaction(dropped.view, report)
+    context = Climb(cost, 0, policy, every_image=not cost.profile.vision)  # a reader without vision takes no image
+    view, reports, _ = climb(history, [step for step in LADDER if step.shake], context, lambda _: False)
+    after = cost.history(view)
+    report = LadderReport(after, before, after, True, tuple(reports), f"shake: {before:,} -> {after:,} estimated tokens")
+    return Compaction(view, report)
 
 
 @public
@@ -88,42 +188,15 @@ def compact(
     before = cost.history(history)
     view: tuple[Message, ...] = tuple(history)
     rungs: list[RungReport] = []
-    pages: tuple = ()
-
-    def fits() -> bool:
-        return cost.history(view) <= budget
-
     if not vision and any(m.images for m in view):
         result = drop_images(view, cost, 0, note="the reader has no vision")
         view = result.view
         rungs.append(result.report)
-    allowed = set(policy.rungs)
-    if not fits() and "elision" in allowed:
-        result = elide(view, cost, policy)
-        view = result.view
-        rungs.append(result.report)
-    if not fits() and vision and "image drop" in allowed:
-        result = drop_images(view, cost, policy.protect_turns)
-        view = result.view
-        rungs.append(result.report)
-    if not fits() and vision and "snapshot" in allowed:
-        result = snapshot(view, cost, budget, policy)
-        rungs.append(result.report)
-        if result.pages:
-            view, pages = result.view, result.pages
-    limit = cost.profile.max_images
-    if vision and limit is not None and sum(len(m.images) for m in view) > limit:
-        result = cap_images(view, cost, limit)
-        view = result.view
-        rungs.append(result.report)
-    if not fits() and "summarization" in allowed:
-        if summarizer is not None:
-            result = summarize(view, cost, budget, summarizer, policy.tail_for(budget))
-            view, pages = result.view, ()
-            rungs.append(result.report)
-        else:
-            tokens = cost.history(view)
-            rungs.append(RungReport("summarization", tokens, tokens, skipped="no summarizer supplied"))
+    steps = [step for step in LADDER if step.rung in policy.rungs and (vision or not step.vision)]
+    view, climbed, pages = climb(
+        view, steps, Climb(cost, budget, policy, summarizer), lambda current: cost.history(current) <= budget
+    )
+    rungs += climbed
     after = cost.history(view)
     ok = after <= budget
     before, after = before + overhead, after + overhead

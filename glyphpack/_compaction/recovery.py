@@ -15,10 +15,9 @@ from .._providers.profile import Profile
 from .._providers.text_tokens import TextEstimator
 from .._types import OVERFLOW_KINDS, OverflowKind, check_kind, public
 from .cost import CostModel
-from .ladder import compact, cost_model
-from .results import Compaction, CompactionPolicy, LadderReport, RungReport
-from .rungs import drop_images, elide
-from .summarize import Summarizer, summarize
+from .ladder import LADDER, Climb, climb, compact, cost_model
+from .results import Compaction, CompactionPolicy, LadderReport
+from .summarize import Summarizer
 
 #: Aim this far under the provider's limit.
 DEFAULT_MARGIN = 0.1
@@ -148,6 +147,14 @@ def parse_overflow(error: object) -> Overflow | None:
     return None
 
 
+def overflow_budget(overflow: Overflow, estimate: int, margin: float, share: float = 1.0) -> int:
+    """The tokens to compact to after a token overflow: ``(1 - margin)`` of the provider's
+    limit, or, when the error gave none, of ``UNKNOWN_LIMIT_SHARE`` of what it measured
+    (else of ``estimate``); times ``share`` (a second rejection aims lower)."""
+    limit = overflow.limit or int((overflow.measured or estimate) * UNKNOWN_LIMIT_SHARE)
+    return max(1, int(limit * (1 - margin) * share))
+
+
 def request_bytes(messages: Sequence[Message]) -> int:
     """About how many bytes a request carrying ``messages`` is (images base64-encoded)."""
     return sum(len(json.dumps(message_to_json(m), ensure_ascii=False).encode("utf-8", "surrogatepass")) for m in messages)
@@ -180,9 +187,7 @@ def recover(
     estimate = cost.history(history) + cost.estimator.overhead
     if overflow.measured and policy.tokenizer is None:
         policy = dataclasses.replace(policy, estimator=calibrated(cost, history, overflow.measured))
-    limit = overflow.limit or int((overflow.measured or estimate) * UNKNOWN_LIMIT_SHARE)
-    target = max(1, int(limit * (1 - margin)))
-    result = compact(history, cost.profile, target, summarizer=summarizer, policy=policy)
+    result = compact(history, cost.profile, overflow_budget(overflow, estimate, margin), summarizer=summarizer, policy=policy)
     note = f"recovered from a {overflow.provider or 'provider'} token overflow" + (
         f" ({overflow.measured:,} > {overflow.limit:,} measured by the provider)" if overflow.measured and overflow.limit else ""
     )
@@ -216,21 +221,23 @@ def calibrated(cost: CostModel, history: Sequence[Message], measured_tokens: int
 def _recover_bytes(
     history: Sequence[Message], cost: CostModel, margin: float, summarizer: Summarizer | None, policy: CompactionPolicy
 ) -> Compaction:
+    """The ladder's rungs that free bytes, every image first (images are most of a
+    request's bytes), until the request is ``BYTES_TARGET_SHARE`` of its size less the
+    margin; the summary aims at ``BYTES_SUMMARY_SHARE`` of what the free rungs left."""
     started_bytes = request_bytes(history)
     target = int(started_bytes * BYTES_TARGET_SHARE * (1 - margin))
     before = cost.history(history)
-    rungs: list[RungReport] = []
-    result = drop_images(history, cost, 0)
-    view = result.view
-    rungs.append(result.report)
-    if request_bytes(view) > target:
-        result = elide(view, cost, policy)
-        view = result.view
-        rungs.append(result.report)
-    if request_bytes(view) > target and summarizer is not None:
-        result = summarize(view, cost, max(1, int(cost.history(view) * BYTES_SUMMARY_SHARE)), summarizer)
-        view = result.view
-        rungs.append(result.report)
+    steps = sorted((step for step in LADDER if step.frees_bytes), key=lambda step: not step.bytes_first)
+    free, paid = [s for s in steps if s.shake], [s for s in steps if not s.shake]
+
+    def small_enough(view: Sequence[Message]) -> bool:
+        return request_bytes(view) <= target
+
+    view, rungs, _ = climb(history, free, Climb(cost, 0, policy, every_image=True), small_enough)
+    if summarizer is not None and not small_enough(view):
+        budget = max(1, int(cost.history(view) * BYTES_SUMMARY_SHARE))
+        view, summarized, _ = climb(view, paid, Climb(cost, budget, policy, summarizer), small_enough)
+        rungs += summarized
     final = request_bytes(view)
     ok = final <= target
     message = f"recovered from an HTTP 413: request {started_bytes:,} -> {final:,} bytes (target {target:,})" + (

@@ -46,7 +46,8 @@ class CompactionPolicy:
             ``tail_for(budget)`` tokens of the newest messages: this many, or a tenth of
             the budget when that is less. pi keeps about 20k tokens of a 200k window (a
             tenth); so does the default, and a small budget still has room for pages.
-        rungs: the rungs the ladder may use (default: all four). ``("summarization",)``
+        rungs: the rungs the ladder may use (default: all four), in the ladder's
+            order (another order or a rung twice is refused, not silently reordered). ``("summarization",)``
             compacts as most harnesses do today; images a reader cannot take, or more
             images than a request may carry, are dropped whatever this says.
     """
@@ -70,6 +71,11 @@ class CompactionPolicy:
     def __post_init__(self) -> None:
         for rung in self.rungs:
             check_kind(rung, RUNGS, "a rung")
+        if list(self.rungs) != [rung for rung in RUNGS if rung in self.rungs]:
+            raise UsageError(
+                f"rungs {self.rungs!r}: the ladder runs each rung once, cheapest first ({', '.join(RUNGS)}); "
+                f"give them in that order"
+            )
         if not isinstance(self.protect_turns, int) or self.protect_turns < 0:
             raise UsageError(f"protect_turns must be a non-negative int, not {self.protect_turns!r}")
         if not isinstance(self.tail_tokens, int) or self.tail_tokens < 0:

@@ -33,8 +33,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .._compaction.cost import CostModel
-from .._compaction.ladder import compact, shake
-from .._compaction.recovery import DEFAULT_MARGIN, UNKNOWN_LIMIT_SHARE, calibrated, parse_overflow, request_bytes
+from .._compaction.ladder import LADDER, compact, shake
+from .._compaction.recovery import DEFAULT_MARGIN, calibrated, overflow_budget, parse_overflow, request_bytes
 from .._compaction.recovery import recover as recover_bytes_or_tokens
 from .._compaction.results import Compaction, CompactionPolicy
 from .._compaction.snapshot import page_density
@@ -63,7 +63,7 @@ TARGET_SHARE = 0.5
 #: the ladder without it kept every character (verbatim or as pages) where the whole
 #: ladder kept a quarter, for slightly less. Where the reader's legible pages cost about
 #: what the text does, the whole ladder (elision first) bills less.
-SESSION_RUNGS: tuple[Rung, ...] = ("image drop", "snapshot", "summarization")
+SESSION_RUNGS: tuple[Rung, ...] = tuple(step.rung for step in LADDER if step.rung != "elision")
 #: Characters per image token from which a reader's pages are cheap enough to keep old
 #: tool results whole (text runs about 3.5-4 per token).
 PAGES_OVER_ELISION = 10.0
@@ -454,9 +454,7 @@ class Session:
         # (half that on a second rejection, where the summarizer is there to reach it).
         if overflow.measured and self.policy.tokenizer is None:
             self._estimator = calibrated(self.cost(), self._sent, overflow.measured)
-        limit = overflow.limit or int((overflow.measured or before) * UNKNOWN_LIMIT_SHARE)
-        budget = max(1, int(limit * (1 - margin) * (ESCALATION_SHARE if self._overflows == 2 else 1)))
-        result = self._ladder(budget)
+        result = self._ladder(overflow_budget(overflow, before, margin, ESCALATION_SHARE if self._overflows == 2 else 1.0))
         if self._overflows == 1 and result.report.tokens_after >= before:
             self._overflows = 2  # no progress: go straight to the next step
             if self.summarizer is None:
