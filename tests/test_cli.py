@@ -70,6 +70,7 @@ def test_confusables_listing(capsys):
     assert out.strip().splitlines()[-1].startswith("5x8: ")
 
 
+@pytest.mark.slow  # 2.4 s of downscaling for a plot: CI runs it
 def test_legibility_command_writes_plot_and_table(tmp_path, capsys):
     plot = tmp_path / "legibility.png"
     assert main(["legibility", "--shape", "5x8", "--out", str(plot)]) == 0

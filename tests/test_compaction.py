@@ -522,7 +522,7 @@ def test_kept_geometry_gives_way_to_a_script_its_font_lacks():
     same = compact(longer, CLAUDE, CostModel(CLAUDE).history(longer) // 4, policy=first.keep_geometry(DENSE))
     assert {(p.shape, p.width) for p in same.pages} == {("5x8", first.pages[0].width)}
     assert read_pages(same.pages).startswith(read_pages(first.pages))
-    grown = history + turns("漢字の文章がここに続きます。", 200, 30)
+    grown = history + turns("漢字の文章がここに続きます。", 60, 30)
     budget = CostModel(CLAUDE).history(grown) // 2
     kept = compact(grown, CLAUDE, budget, policy=first.keep_geometry(DENSE))
     snap = next(r for r in kept.report.rungs if r.rung == "snapshot")

@@ -157,3 +157,29 @@ def test_damaged_cache_file_is_rebuilt(tmp_path, monkeypatch):
     _fonts._load_atlas_from.cache_clear()
     again = load_atlas(path)
     assert np.array_equal(first.bitmaps, again.bitmaps)
+
+
+def test_a_shape_draws_unifont_glyphs_its_font_lacks_and_caches_them(tmp_path, monkeypatch):
+    """Per-glyph fallback: the font's own glyph where it has one (pixels unchanged), else
+    Unifont's on the font's baseline; the merged atlas is read from the disk cache the
+    second time."""
+    import numpy as np
+
+    from glyphpack._render import fonts as _fonts
+
+    monkeypatch.setenv("GLYPHPACK_CACHE_DIR", str(tmp_path))
+    font, unifont = load_atlas("10x20"), load_atlas("unifont")
+    builds = []
+    real = _fonts._merged
+    monkeypatch.setattr(_fonts, "_merged", lambda *a: builds.append(1) or real(*a))
+    merged = _fonts.with_fallback(font, unifont)
+    again = _fonts.with_fallback(font, unifont)
+    assert len(builds) == 1 and np.array_equal(merged.bitmaps, again.bitmaps) and again.name == "10x20+unifont"
+    a = merged.index_of(ord("a"))
+    assert np.array_equal(merged.bitmaps[a, :, :10], font.bitmaps[font.index_of(ord("a")), :, :10])
+    han = merged.index_of(ord("字"))
+    assert han >= 0 and merged.cell_widths[han] == 2 and not font.has(ord("字"))
+    top = font.ascent - unifont.ascent  # Unifont's baseline on the font's: 2 rows down in a 20 px cell
+    assert top == 2
+    assert np.array_equal(merged.bitmaps[han, top : top + 16, :16], unifont.bitmaps[unifont.index_of(ord("字")), :, :16])
+    assert not merged.bitmaps[han, :top].any() and not merged.bitmaps[han, top + 16 :].any()

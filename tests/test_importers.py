@@ -331,6 +331,7 @@ def every_key_dropped_or_retyped(text: str):
                 yield json.dumps(copy)
 
 
+@pytest.mark.slow  # 3 s of mutated lines: CI runs it
 def test_every_key_of_every_real_line_dropped_or_retyped(tmp_path):
     """Exhaustive where the property test samples: each line of the real files, alone,
     with each key of each object in it dropped, then set to a number. Catches a reader

@@ -285,6 +285,19 @@ def _atlas(
 
 
 def with_fallback(atlas: FontAtlas, fallback: FontAtlas) -> FontAtlas:
+    """``atlas`` with ``fallback``'s glyph for every character it lacks (``_merged``),
+    from the disk cache when a process built it before (0.3-0.6 s to build)."""
+    key = hashlib.sha256((atlas.source_sha256 + fallback.source_sha256).encode()).hexdigest()
+    cache_file = cache_dir() / f"atlas-v{_ATLAS_FORMAT}-{key[:32]}.npz"
+    cached = _read_cached(cache_file)
+    if cached is not None and cached.source_sha256 == key:
+        return cached
+    merged = _merged(atlas, fallback, key)
+    _write_cached(cache_file, merged)
+    return merged
+
+
+def _merged(atlas: FontAtlas, fallback: FontAtlas, key: str) -> FontAtlas:
     """``atlas`` with ``fallback``'s glyph for every character it lacks, in one cell grid.
 
     The cell is as large as both fonts' cells; ``atlas``'s glyphs keep their pixels
@@ -320,7 +333,7 @@ def with_fallback(atlas: FontAtlas, fallback: FontAtlas) -> FontAtlas:
         w,
         h,
         atlas.ascent,
-        hashlib.sha256((atlas.source_sha256 + fallback.source_sha256).encode()).hexdigest(),
+        key,
     )
 
 
