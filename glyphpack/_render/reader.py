@@ -32,10 +32,11 @@ PageOrPng = Union["Page", bytes]
 def _glyph_keys(atlas: FontAtlas, cells: int) -> dict[bytes, int]:
     """Packed bitmap -> glyph index of the canonical glyph, for glyphs ``cells`` wide."""
     width = atlas.glyph_width * cells
+    indices = np.flatnonzero(atlas.cell_widths == cells)
+    packed = np.packbits(atlas.bitmaps[indices, :, :width].reshape(indices.size, -1), axis=1)
     keys: dict[bytes, int] = {}
-    for index in np.flatnonzero(atlas.cell_widths == cells).tolist():
-        key = np.packbits(atlas.bitmaps[index, :, :width]).tobytes()
-        keys.setdefault(key, index)  # indices ascend with codepoints: first is canonical
+    for row, index in zip(packed, indices.tolist()):
+        keys.setdefault(row.tobytes(), index)  # indices ascend with codepoints: first is canonical
     return keys
 
 
