@@ -91,6 +91,7 @@ class FakeModel:
     faults: dict[int, str] = dataclasses.field(default_factory=dict)
     requests: list[Json] = dataclasses.field(default_factory=list)  # every body received, in order
     statuses: list[int] = dataclasses.field(default_factory=list)
+    signed: dict[str, str] = dataclasses.field(default_factory=dict)  # Gemini call id -> the signature it issued
     answered: int = 0
     on_request: Callable[[int], None] | None = None
 
@@ -108,20 +109,20 @@ class FakeModel:
             number = len(self.requests)
             if self.on_request is not None:
                 self.on_request(number)
-            response = self._respond(api, body, number)
+            response = self._respond(api, body, number, request.url.path)
             self.statuses.append(response.status_code)
             return response
 
         return handle
 
-    def _respond(self, api: str, body: Json, number: int) -> httpx.Response:
+    def _respond(self, api: str, body: Json, number: int, path: str = "") -> httpx.Response:
         fault = self.faults.get(number)
         if fault == "429":
             return error_response(api, 429, "rate_limit", headers={"retry-after-ms": "1", "retry-after": "0"})
         if fault == "413":
             return error_response(api, 413, "bytes")
         check = {"anthropic": _check_anthropic, "openai-chat": _check_chat, "openai-responses": _check_responses, "gemini": _check_gemini}
-        problem = check[api](body)
+        problem = check[api](body) or (_check_gemini_3(body, self.signed) if api == "gemini" and GEMINI_3.search(path) else None)
         if problem:
             return error_response(api, 400, "invalid", message=problem)
         tokens = count_tokens(body)
@@ -129,7 +130,12 @@ class FakeModel:
             return error_response(api, 400, "too_long", tokens=tokens, limit=tokens - 1)
         if tokens > self.limit:
             return error_response(api, 400, "too_long", tokens=tokens, limit=self.limit)
-        return httpx.Response(200, json=answer_body(api, self.next_turn(), number, tokens))
+        answer = answer_body(api, self.next_turn(), number, tokens)
+        if api == "gemini":  # what it signed must come back signed, as it was
+            for part in answer["candidates"][0]["content"]["parts"]:
+                if "thoughtSignature" in part:
+                    self.signed[part["functionCall"]["id"]] = part["thoughtSignature"]
+        return httpx.Response(200, json=answer)
 
     def client(self, api: str) -> Any:
         """The official SDK client for ``api``, talking to this fake (retries fast)."""
@@ -183,6 +189,30 @@ def _check_gemini(body: Json) -> str | None:
     return _check(check_gemini, contents)
 
 
+#: Gemini 3 and later (the model is in the URL: /models/gemini-3-pro:generateContent).
+GEMINI_3 = re.compile(r"/models/gemini-([3-9]|\d\d)")
+
+
+def _check_gemini_3(body: Json, signed: dict[str, str]) -> str | None:
+    """Gemini 3 rejects a request whose current turn (after the last user text) has a
+    model turn with function calls and no thought signature on the first of them; and a
+    signature it issued that comes back changed ("Invalid thought signature"): a
+    signature that comes back is the one it gave (``signed``: call id -> base64)."""
+    contents = snake_keys(body.get("contents")) or []
+    starts = [i for i, c in enumerate(contents) if c.get("role") == "user" and any("text" in p for p in c.get("parts", ()))]
+    for index, content in enumerate(contents):
+        calls = [p for p in content.get("parts", ()) if "function_call" in p]
+        if content.get("role") != "model" or not calls:
+            continue
+        first, sent = calls[0], calls[0].get("thought_signature")
+        issued = signed.get(first["function_call"].get("id", ""))
+        if issued is not None and sent != issued:
+            return f"Invalid thought signature: function call `{first['function_call'].get('name')}` came back {'without' if sent is None else 'with another'} one"
+        if index > (starts[-1] if starts else -1) and not sent:
+            return f"Function call is missing a thought_signature in functionCall parts. function call `{first['function_call'].get('name')}`"
+    return None
+
+
 # ---------------------------------------------------------------------- answers
 
 
@@ -222,7 +252,9 @@ def answer_body(api: str, turn: Turn, number: int, tokens: int) -> Json:
         }
     parts: list[Json] = [{"text": turn.text}] if turn.text else []
     signature = base64.b64encode(f"sig-{number}".encode()).decode()
-    parts += [{"functionCall": {"id": i, "name": n, "args": a}, "thoughtSignature": signature} for i, (n, a) in zip(ids, turn.calls)]
+    # Parallel calls carry one signature, on the first (as Gemini 3 sends them).
+    parts += [{"functionCall": {"id": i, "name": n, "args": a}} | ({"thoughtSignature": signature} if k == 0 else {})
+              for k, (i, (n, a)) in enumerate(zip(ids, turn.calls))]
     return {
         "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
         "usageMetadata": {"promptTokenCount": tokens, "candidatesTokenCount": 50, "totalTokenCount": tokens + 50},

@@ -244,3 +244,30 @@ def test_the_loop_as_written(tmp_path, api):
     assert rejected and fake.statuses[-1] == 200
     assert all(200 in fake.statuses[i + 1 : i + 3] for i in rejected)
     assert all(count_tokens(b) <= 9_000 for b, status in zip(fake.requests, fake.statuses) if status == 200)
+
+
+def test_gemini_3_takes_calls_that_have_no_signature_and_gets_back_those_it_signed(tmp_path):
+    """Gemini 3 rejects the current turn's function calls without a thought signature
+    ("Function call is missing a thought_signature"): calls made by another model, or
+    imported, get Google's documented skip sentinel; the ones Gemini signed go back with
+    their own signature (the fake checks both, through the real SDK)."""
+    from glyphpack import Message, ToolCall
+
+    fake = FakeModel([Turn("done")])
+    client = fake.client("gemini")
+    with glyphpack.open_session(tmp_path / "ws", "task", "coder", model="gemini-3-pro") as s:
+        s.add_user("list the files")
+        s.add_response(Message("assistant", (ToolCall("call_1", "ls", {}), ToolCall("call_2", "ls", {"path": "src"}))))
+        s.add_tool_results({"call_1": "a.py", "call_2": "b.py"})
+        request = s.request("gemini")
+        parts = [p for c in request["contents"] for p in c["parts"] if "function_call" in p]
+        assert [p.get("thought_signature") for p in parts] == [b"skip_thought_signature_validator", None]
+        response = client.models.generate_content(**request)
+        assert fake.statuses == [200]
+        s.add_response(response)
+    with glyphpack.open_session(tmp_path / "ws2", "task", "coder", model="gemini-2.5-pro") as older:
+        older.add_user("list")
+        older.add_response(Message("assistant", (ToolCall("c", "ls", {}),)))
+        older.add_tool_results({"c": "a.py"})
+        parts = [p for c in older.request("gemini")["contents"] for p in c["parts"] if "function_call" in p]
+        assert "thought_signature" not in parts[0]  # older models take calls without one

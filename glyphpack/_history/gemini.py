@@ -35,10 +35,20 @@ def _image_part(block: Image, media_resolution: str | None) -> Json:
     return part | {"media_resolution": {"level": media_resolution}} if media_resolution else part
 
 
+#: Google's documented stand-in for a function call's thought signature the history does
+#: not have (calls made by another model, or imported): Gemini 3 rejects a call of the
+#: current turn without one ("Function call is missing a thought_signature").
+SKIP_SIGNATURE = b"skip_thought_signature_validator"
+
+
 @public
-def to_gemini(messages: Sequence[Message], *, media_resolution: str | None = None) -> tuple[str | None, list[Json]]:
+def to_gemini(
+    messages: Sequence[Message], *, media_resolution: str | None = None, unsigned: bytes | None = None
+) -> tuple[str | None, list[Json]]:
     """(``system_instruction``, ``contents``) for ``client.models.generate_content``;
-    ``media_resolution`` (Gemini 3's per-part level, the reader's) is set on every image."""
+    ``media_resolution`` (Gemini 3's per-part level, the reader's) is set on every image.
+    ``unsigned``: the signature given to a model turn's first function call when it has
+    none (``SKIP_SIGNATURE`` for Gemini 3; parallel calls carry one on the first only)."""
     system = "\n\n".join(m.text for m in messages if m.role == "system") or None
     names: dict[str, str] = {}  # call id -> function name, for the responses
     contents: list[Json] = []
@@ -73,6 +83,9 @@ def to_gemini(messages: Sequence[Message], *, media_resolution: str | None = Non
         parts.extend(images)
         if not parts:
             continue
+        calls = [part for part in parts if "function_call" in part]
+        if unsigned is not None and calls and not any("thought_signature" in part for part in calls):
+            calls[0]["thought_signature"] = unsigned
         add_turn(contents, role, "parts", parts)
     if contents and contents[0]["role"] == "model":
         contents.insert(0, {"role": "user", "parts": [{"text": CONTINUES}]})

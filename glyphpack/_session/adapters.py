@@ -8,12 +8,13 @@ from __future__ import annotations
 import abc
 import copy
 import dataclasses
+import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from .._errors import HistoryError, UsageError
 from .._history.convert import from_anthropic, from_openai_chat, to_anthropic, to_openai_chat
-from .._history.gemini import check_gemini, from_gemini, to_gemini
+from .._history.gemini import SKIP_SIGNATURE, check_gemini, from_gemini, to_gemini
 from .._history.messages import Message
 from .._history.responses import check_openai_responses, from_openai_responses, to_openai_responses
 from .._history.validate import check_anthropic, check_openai_chat
@@ -183,6 +184,10 @@ class OpenAIResponses(Adapter):
         return Reply(self._single(messages, "Responses"), _usage(data, "input_tokens"))
 
 
+#: Models that enforce thought signatures on the current turn's function calls.
+_GEMINI_3 = re.compile(r"(models/)?gemini-([3-9]|\d\d)")
+
+
 class Gemini(Adapter):
     """``client.models.generate_content(**request)``; tools go in ``config``
     (``request(..., config={"tools": ...})`` merges them)."""
@@ -190,7 +195,8 @@ class Gemini(Adapter):
     api = "gemini"
 
     def build(self, model: str, view: Sequence[Message], prefix: int, profile: Profile) -> Json:
-        system, contents = to_gemini(view, media_resolution=profile.reader.media_resolution)
+        unsigned = SKIP_SIGNATURE if _GEMINI_3.match(model) else None
+        system, contents = to_gemini(view, media_resolution=profile.reader.media_resolution, unsigned=unsigned)
         check_gemini(contents)
         request: Json = {"model": model, "contents": contents, "config": {}}
         if system:
