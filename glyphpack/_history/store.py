@@ -63,6 +63,20 @@ def is_legacy_view(path: Path) -> bool:
         return False
 
 
+def _kept_checkpoints(
+    stored: _Stored | None, messages: tuple[Message, ...], checkpoints: Mapping[str, str | None] | None
+) -> dict[str, str | None]:
+    """The checkpoints to store: those given (each must point into ``messages``), or
+    by default the stored ones whose target is still in ``messages``."""
+    ids = {m.id for m in messages}
+    if checkpoints is None:
+        checkpoints = {n: t for n, t in (stored.checkpoints if stored else {}).items() if t is None or t in ids}
+    for name, target in checkpoints.items():
+        if target is not None and target not in ids:
+            raise HistoryError(f"checkpoint {name!r} points at message {target!r}, which is not in the history")
+    return dict(checkpoints)
+
+
 def _write(path: Path, data: bytes) -> None:
     """``atomic_write``, with a failure reported as a ``StoreError`` naming the file."""
     try:
@@ -417,56 +431,69 @@ class Workspace:
         """
         if self.read_only:
             raise StoreError(f"{self.path} was opened read-only")
-        messages = tuple(messages)
-        try:
-            validate_history(messages, allow_pending=False)
-        except HistoryError as exc:
-            raise HistoryError(f"not saved: {exc} (save only at a turn boundary)") from None
+        messages = self._validated(messages)
         path = self.transcript_path(conversation, agent)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create {path.parent}: {exc.strerror}") from None
-        ids = {m.id for m in messages}
         with _locked(path):
-            stored = self._read(path)
-            stored_revision = stored.revision if stored else 0
-            if stored_revision != revision:
-                raise ConflictError(
-                    f"{path} is at revision {stored_revision}, not {revision}: another writer saved first; "
-                    f"load it again and redo the change"
-                )
-            if stored is not None and not replace:
-                _check_extends(path, _clean_prefix(stored), messages)
-            if checkpoints is None:
-                checkpoints = {n: t for n, t in (stored.checkpoints if stored else {}).items() if t is None or t in ids}
-            for name, target in checkpoints.items():
-                if target is not None and target not in ids:
-                    raise HistoryError(f"checkpoint {name!r} points at message {target!r}, which is not in the history")
-            document = {
-                "format": FORMAT,
-                "version": FORMAT_VERSION,
-                "conversation": conversation,
-                "agent": agent,
-                "revision": revision + 1,
-                "error": error,
-                "checkpoints": dict(checkpoints),
-                "messages": history_to_json(messages),
-            }
+            stored = self._compare_and_swap(path, revision, messages, replace)
+            marks = _kept_checkpoints(stored, messages, checkpoints)
             self.tree.stored_prefix(conversation, messages)  # what the tree would refuse, refused before writing
-            # Under the lock every temporary file of this transcript is a crashed writer's.
-            for stale in stale_temporaries(path):
-                with contextlib.suppress(OSError):
-                    stale.unlink()
-            _write(path, json_bytes(document))
-            identity = self._identity(path)
-            if identity is not None:
-                self._known[path] = (identity, _Stored(revision + 1, messages, dict(checkpoints), error))
+            self._write(path, _Stored(revision + 1, messages, marks, error), conversation, agent)
             # The transcript first, then the tree: a crash between the two leaves the tree
             # a turn behind, and ``reconcile`` (run when a session opens) brings it forward.
             # The transcript is what a run resumes from, so it is the one that wins.
             self.tree.record(conversation, agent, messages)
-        return Transcript(conversation, agent, messages, revision + 1, _state(messages, error), error, dict(checkpoints))
+        return Transcript(conversation, agent, messages, revision + 1, _state(messages, error), error, dict(marks))
+
+    # The steps of a save, in order: validate, compare-and-swap, write, record (the tree).
+
+    @staticmethod
+    def _validated(messages: Sequence[Message]) -> tuple[Message, ...]:
+        """``messages`` at a turn boundary, or ``HistoryError``."""
+        messages = tuple(messages)
+        try:
+            validate_history(messages, allow_pending=False)
+        except HistoryError as exc:
+            raise HistoryError(f"not saved: {exc} (save only at a turn boundary)") from None
+        return messages
+
+    def _compare_and_swap(self, path: Path, revision: int, messages: tuple[Message, ...], replace: bool) -> _Stored | None:
+        """The stored transcript, if ``revision`` is still its revision (else
+        ``ConflictError``) and ``messages`` extend it (unless ``replace``)."""
+        stored = self._read(path)
+        stored_revision = stored.revision if stored else 0
+        if stored_revision != revision:
+            raise ConflictError(
+                f"{path} is at revision {stored_revision}, not {revision}: another writer saved first; "
+                f"load it again and redo the change"
+            )
+        if stored is not None and not replace:
+            _check_extends(path, _clean_prefix(stored), messages)
+        return stored
+
+    def _write(self, path: Path, stored: _Stored, conversation: str, agent: str) -> None:
+        """The transcript file, atomically (a crashed writer's temporaries removed first)."""
+        document = {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "conversation": conversation,
+            "agent": agent,
+            "revision": stored.revision,
+            "error": stored.error,
+            "checkpoints": dict(stored.checkpoints),
+            "messages": history_to_json(stored.messages),
+        }
+        # Under the lock every temporary file of this transcript is a crashed writer's.
+        for stale in stale_temporaries(path):
+            with contextlib.suppress(OSError):
+                stale.unlink()
+        _write(path, json_bytes(document))
+        identity = self._identity(path)
+        if identity is not None:
+            self._known[path] = (identity, stored)
 
     def checkpoint(self, conversation: str, agent: str, name: str) -> Transcript:
         """Mark the transcript's current end as checkpoint ``name`` (a clean turn boundary only)."""
