@@ -65,6 +65,7 @@ _EXPORTS = {
     "to_anthropic": "_history.convert",
     "to_openai_chat": "_history.convert",
     "Transcript": "_history.store",
+    "MemoryStore": "_history.store",
     "Workspace": "_history.store",
     "SessionTree": "_history.tree",
     "export_json": "_history.export",

@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,69 @@ def is_legacy_view(path: Path) -> bool:
             return file.read(len(LEGACY_VIEW_START)) == LEGACY_VIEW_START
     except OSError:
         return False
+
+
+def _loaded(
+    stored: _Stored | None, conversation: str, agent: str, keep: int | None, budget: int | None, estimator: TextEstimator
+) -> Transcript:
+    """The ``Transcript`` of what a store holds, trimmed to its newest messages when
+    ``keep`` (messages) or ``budget`` (estimated tokens) is given."""
+    if stored is None:
+        return Transcript(conversation, agent)
+    messages = stored.messages
+    start = trim_start(messages, keep, budget, estimator)
+    head = tuple(m for m in messages[:start] if m.role == "system")
+    kept = head + messages[start:]
+    kept_ids = {m.id for m in kept}
+    checkpoints, dropped = {}, []
+    for name, target in stored.checkpoints.items():
+        if target is None and start > len(head):
+            dropped.append(name)  # the start of the history was trimmed away
+        elif target is None or target in kept_ids:
+            checkpoints[name] = target
+        else:
+            dropped.append(name)
+    return Transcript(
+        conversation,
+        agent,
+        kept,
+        stored.revision,
+        _state(messages, stored.error),
+        stored.error,
+        checkpoints,
+        tuple(dropped),
+        start - len(head),
+    )
+
+
+# The steps of a save, in order (each store writes and records in its own way):
+# validate, compare-and-swap, keep the checkpoints, write, record.
+
+
+def _validated(messages: Sequence[Message]) -> tuple[Message, ...]:
+    """``messages`` at a turn boundary, or ``HistoryError``."""
+    messages = tuple(messages)
+    try:
+        validate_history(messages, allow_pending=False)
+    except HistoryError as exc:
+        raise HistoryError(f"not saved: {exc} (save only at a turn boundary)") from None
+    return messages
+
+
+def _compare_and_swap(
+    where: str, stored: _Stored | None, revision: int, messages: tuple[Message, ...], replace: bool
+) -> _Stored | None:
+    """``stored`` (the transcript at ``where``), if ``revision`` is still its revision
+    (else ``ConflictError``) and ``messages`` extend it (unless ``replace``)."""
+    stored_revision = stored.revision if stored else 0
+    if stored_revision != revision:
+        raise ConflictError(
+            f"{where} is at revision {stored_revision}, not {revision}: another writer saved first; "
+            f"load it again and redo the change"
+        )
+    if stored is not None and not replace:
+        _check_extends(where, _clean_prefix(stored), messages)
+    return stored
 
 
 def _kept_checkpoints(
@@ -118,7 +182,7 @@ def _clean_prefix(stored: _Stored) -> tuple[Message, ...]:
     return stored.messages[: max(answered, default=0)]
 
 
-def _check_extends(path: Path, stored: Sequence[Message], messages: Sequence[Message]) -> None:
+def _check_extends(path: Path | str, stored: Sequence[Message], messages: Sequence[Message]) -> None:
     """Refuse a save that does not begin with the stored history: it would drop messages."""
     stored_ids = [m.id for m in stored]
     if [m.id for m in messages[: len(stored_ids)]] == stored_ids:
@@ -370,34 +434,7 @@ class Workspace:
     ) -> Transcript:
         """The stored transcript, trimmed to its newest messages when ``keep``
         (messages) or ``budget`` (estimated tokens) is given. Never writes."""
-        path = self.transcript_path(conversation, agent)
-        stored = self._read(path)
-        if stored is None:
-            return Transcript(conversation, agent)
-        messages = stored.messages
-        start = trim_start(messages, keep, budget, estimator)
-        head = tuple(m for m in messages[:start] if m.role == "system")
-        kept = head + messages[start:]
-        kept_ids = {m.id for m in kept}
-        checkpoints, dropped = {}, []
-        for name, target in stored.checkpoints.items():
-            if target is None and start > len(head):
-                dropped.append(name)  # the start of the history was trimmed away
-            elif target is None or target in kept_ids:
-                checkpoints[name] = target
-            else:
-                dropped.append(name)
-        return Transcript(
-            conversation,
-            agent,
-            kept,
-            stored.revision,
-            _state(messages, stored.error),
-            stored.error,
-            checkpoints,
-            tuple(dropped),
-            start - len(head),
-        )
+        return _loaded(self._read(self.transcript_path(conversation, agent)), conversation, agent, keep, budget, estimator)
 
     # ---------------------------------------------------------------- writing
 
@@ -431,14 +468,14 @@ class Workspace:
         """
         if self.read_only:
             raise StoreError(f"{self.path} was opened read-only")
-        messages = self._validated(messages)
+        messages = _validated(messages)
         path = self.transcript_path(conversation, agent)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create {path.parent}: {exc.strerror}") from None
         with _locked(path):
-            stored = self._compare_and_swap(path, revision, messages, replace)
+            stored = _compare_and_swap(str(path), self._read(path), revision, messages, replace)
             marks = _kept_checkpoints(stored, messages, checkpoints)
             self.tree.stored_prefix(conversation, messages)  # what the tree would refuse, refused before writing
             self._write(path, _Stored(revision + 1, messages, marks, error), conversation, agent)
@@ -448,31 +485,6 @@ class Workspace:
             self.tree.record(conversation, agent, messages)
         return Transcript(conversation, agent, messages, revision + 1, _state(messages, error), error, dict(marks))
 
-    # The steps of a save, in order: validate, compare-and-swap, write, record (the tree).
-
-    @staticmethod
-    def _validated(messages: Sequence[Message]) -> tuple[Message, ...]:
-        """``messages`` at a turn boundary, or ``HistoryError``."""
-        messages = tuple(messages)
-        try:
-            validate_history(messages, allow_pending=False)
-        except HistoryError as exc:
-            raise HistoryError(f"not saved: {exc} (save only at a turn boundary)") from None
-        return messages
-
-    def _compare_and_swap(self, path: Path, revision: int, messages: tuple[Message, ...], replace: bool) -> _Stored | None:
-        """The stored transcript, if ``revision`` is still its revision (else
-        ``ConflictError``) and ``messages`` extend it (unless ``replace``)."""
-        stored = self._read(path)
-        stored_revision = stored.revision if stored else 0
-        if stored_revision != revision:
-            raise ConflictError(
-                f"{path} is at revision {stored_revision}, not {revision}: another writer saved first; "
-                f"load it again and redo the change"
-            )
-        if stored is not None and not replace:
-            _check_extends(path, _clean_prefix(stored), messages)
-        return stored
 
     def _write(self, path: Path, stored: _Stored, conversation: str, agent: str) -> None:
         """The transcript file, atomically (a crashed writer's temporaries removed first)."""
@@ -539,3 +551,58 @@ class Workspace:
         new = tree.fork(conversation, point, new_conversation=new_conversation)
         return self.save(new, agent, tree.path(new), revision=0)
 
+
+
+@public
+class MemoryStore:
+    """Transcripts in memory, with the folder store's contract (``Workspace.load`` and
+    ``save``): saves at turn boundaries only, a revision compared and swapped under a
+    lock, a history that extends the stored one unless ``replace``, checkpoints kept
+    while their message is. For tests, and for a run that needs nothing to outlive it."""
+
+    def __init__(self) -> None:
+        self._stored: dict[tuple[str, str], _Stored] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"MemoryStore({len(self._stored)} transcripts)"
+
+    def transcripts(self) -> list[tuple[str, str]]:
+        """Every stored (conversation, agent) pair."""
+        with self._lock:
+            return sorted(self._stored)
+
+    def load(
+        self,
+        conversation: str,
+        agent: str,
+        *,
+        keep: int | None = None,
+        budget: int | None = None,
+        estimator: TextEstimator = DEFAULT_ESTIMATOR,
+    ) -> Transcript:
+        """As ``Workspace.load``."""
+        key = (check_id(conversation, "conversation"), check_id(agent, "agent"))
+        with self._lock:
+            stored = self._stored.get(key)
+        return _loaded(stored, conversation, agent, keep, budget, estimator)
+
+    def save(
+        self,
+        conversation: str,
+        agent: str,
+        messages: Sequence[Message],
+        *,
+        revision: int,
+        error: str | None = None,
+        checkpoints: Mapping[str, str | None] | None = None,
+        replace: bool = False,
+    ) -> Transcript:
+        """As ``Workspace.save``."""
+        key = (check_id(conversation, "conversation"), check_id(agent, "agent"))
+        messages = _validated(messages)
+        with self._lock:
+            stored = _compare_and_swap(f"{conversation}/{agent}", self._stored.get(key), revision, messages, replace)
+            marks = _kept_checkpoints(stored, messages, checkpoints)
+            self._stored[key] = _Stored(revision + 1, messages, marks, error)
+        return Transcript(conversation, agent, messages, revision + 1, _state(messages, error), error, dict(marks))

@@ -1,0 +1,104 @@
+"""One contract, every transcript store: the folder ``Workspace`` and the in-memory
+``MemoryStore`` (and the PostgreSQL store, when it exists, by one more fixture param).
+Each test is the store's promise to a harness: nothing saved is lost, no concurrent
+save is silently overwritten, nothing is saved mid-turn."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from glyphpack import ConflictError, HistoryError, MemoryStore, Message, StoreError, Text, ToolCall, ToolResult, Workspace
+
+
+@pytest.fixture(params=["folder", "memory"])
+def store(request, tmp_path):
+    if request.param == "folder":
+        with Workspace(tmp_path / "ws") as workspace:
+            yield workspace
+    else:
+        yield MemoryStore()
+
+
+def turn(n: int) -> list[Message]:
+    return [Message("user", f"question {n}", id=f"u{n}"), Message("assistant", f"answer {n}", id=f"a{n}")]
+
+
+def test_what_is_saved_loads_back(store):
+    assert store.load("c", "a").state == "empty" and store.load("c", "a").revision == 0
+    saved = store.save("c", "a", turn(0), revision=0)
+    loaded = store.load("c", "a")
+    assert saved.revision == loaded.revision == 1 and loaded.messages == tuple(turn(0)) and loaded.state == "clean"
+    assert store.transcripts() == [("c", "a")]
+
+
+def test_a_save_from_an_older_or_a_newer_revision_is_refused_and_writes_nothing(store):
+    store.save("c", "a", turn(0), revision=0)
+    store.save("c", "a", turn(0) + turn(1), revision=1)
+    for stale in (0, 1, 3):  # older, one behind, ahead: only the stored revision (2) is taken
+        with pytest.raises(ConflictError, match="another writer saved first"):
+            store.save("c", "a", turn(0) + turn(1) + turn(2), revision=stale)
+    assert store.load("c", "a").revision == 2 and len(store.load("c", "a").messages) == 4
+
+
+def test_concurrent_writers_from_one_revision_one_wins(store):
+    store.save("c", "a", turn(0), revision=0)
+    outcomes: list[str] = []
+
+    def write(n: int) -> None:
+        try:
+            store.save("c", "a", turn(0) + turn(n), revision=1)
+            outcomes.append("saved")
+        except ConflictError:
+            outcomes.append("conflict")
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(1, 9)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["conflict"] * 7 + ["saved"]
+    assert store.load("c", "a").revision == 2
+
+
+def test_nothing_is_saved_mid_turn(store):
+    pending = [Message("user", "ls"), Message("assistant", (ToolCall("t1", "ls", {}),))]
+    with pytest.raises(HistoryError, match="turn boundary"):
+        store.save("c", "a", pending, revision=0)
+    assert store.load("c", "a").state == "empty"
+    answered = pending + [Message("tool", (ToolResult("t1", (Text("a.py"),)),))]
+    assert store.save("c", "a", answered, revision=0).state == "failed"  # no answer yet: a retry resumes there
+
+
+def test_a_history_that_drops_stored_messages_needs_replace(store):
+    store.save("c", "a", turn(0) + turn(1), revision=0)
+    with pytest.raises(StoreError, match="drop"):
+        store.save("c", "a", turn(1), revision=1)
+    assert len(store.load("c", "a").messages) == 4
+    assert store.save("c", "a", turn(1), revision=1, replace=True).messages == tuple(turn(1))
+
+
+def test_checkpoints_follow_their_messages(store):
+    store.save("c", "a", turn(0), revision=0, checkpoints={"start": None, "first": "a0"})
+    assert store.load("c", "a").checkpoints == {"start": None, "first": "a0"}
+    with pytest.raises(HistoryError, match="not in the history"):
+        store.save("c", "a", turn(0) + turn(1), revision=1, checkpoints={"gone": "x9"})
+    store.save("c", "a", turn(1), revision=1, replace=True)  # a0 is gone, and its checkpoint with it
+    assert store.load("c", "a").checkpoints == {"start": None}
+
+
+def test_a_trimmed_load_keeps_the_system_prompt_and_says_what_it_cut(store):
+    history = [Message("system", "be brief", id="s")] + turn(0) + turn(1) + turn(2)
+    store.save("c", "a", history, revision=0, checkpoints={"first": "a0", "last": "a2"})
+    loaded = store.load("c", "a", keep=2)
+    assert [m.id for m in loaded.messages] == ["s", "u2", "a2"] and loaded.trimmed == 4
+    assert loaded.checkpoints == {"last": "a2"} and loaded.dropped_checkpoints == ("first",)
+
+
+def test_ids_a_file_name_cannot_carry_are_refused(store):
+    for bad in ("../x", "", "a/b", "-x"):
+        with pytest.raises(StoreError, match="not allowed"):
+            store.save(bad, "a", turn(0), revision=0)
+        with pytest.raises(StoreError, match="not allowed"):
+            store.load("c", bad)
