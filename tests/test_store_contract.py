@@ -6,6 +6,7 @@ save is silently overwritten, nothing is saved mid-turn."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -42,8 +43,18 @@ def test_a_save_from_an_older_or_a_newer_revision_is_refused_and_writes_nothing(
     assert store.load("c", "a").revision == 2 and len(store.load("c", "a").messages) == 4
 
 
-def test_concurrent_writers_from_one_revision_one_wins(store):
+def test_concurrent_writers_from_one_revision_one_wins(store, monkeypatch):
+    from glyphpack._history import store as store_module
+
     store.save("c", "a", turn(0), revision=0)
+    real = store_module._compare_and_swap
+
+    def slow(*args):  # a slow disk: the check and the write are far apart
+        checked = real(*args)
+        time.sleep(0.02)
+        return checked
+
+    monkeypatch.setattr(store_module, "_compare_and_swap", slow)
     outcomes: list[str] = []
 
     def write(n: int) -> None:
