@@ -19,6 +19,7 @@ from ._types import LAYOUTS
 
 if TYPE_CHECKING:
     from ._compaction.results import Compaction
+    from ._history.importers.base import ImportedSession
     from ._history.messages import Message
     from ._history.tree import SessionTree
 
@@ -423,6 +424,11 @@ def _export_html(args: argparse.Namespace, out: Path | None) -> int:
 def _load_history(path: str, format: str | None = None) -> list[Message]:
     """The main history of any session file glyphpack reads (its format detected from
     its content unless ``format`` says); a line on stderr says what was read."""
+    return list(_load_session(path, format).messages)
+
+
+def _load_session(path: str, format: str | None = None) -> ImportedSession:
+    """Any session file glyphpack reads, as ``_load_history`` says it."""
     from ._history.importers.registry import import_file
 
     session = import_file(path, format=format)
@@ -434,7 +440,7 @@ def _load_history(path: str, format: str | None = None) -> list[Message]:
             + (f" ({changed:,} lines or blocks skipped or repaired; see glyphpack import)" if changed else ""),
             file=sys.stderr,
         )
-    return list(session.messages)
+    return session
 
 
 def _write_view(result: Compaction, directory: Path | None) -> list[str]:
@@ -473,11 +479,25 @@ def cmd_compact(args: argparse.Namespace) -> int:
 def cmd_context(args: argparse.Namespace) -> int:
     from ._compaction.cost import CostModel, token_bars
 
-    history = _load_history(args.transcript, args.format)
+    session = _load_session(args.transcript, args.format)
+    history = list(session.messages)
     cost = CostModel.for_model(args.model)
-    parts = cost.breakdown(history)
+    parts: dict[str, int] = {str(kind): tokens for kind, tokens in cost.breakdown(history).items()}
     total = sum(parts.values())
     print(f"{len(history)} messages, ~{total:,} tokens for {args.model} ({cost.profile.name})")
+    usage = session.agents[0].usage if session.agents else ()
+    if usage:
+        # Measured beats estimated: what the harness's last request carried, as its
+        # provider counted it, and the part no message in the file accounts for.
+        start, end, measured = usage[-1]
+        carried = cost.history(session.agents[0].messages[start:end])
+        overhead = measured - carried
+        print(
+            f"the file's last request (messages {start + 1}-{end}) measured {measured:,} input tokens: "
+            f"~{carried:,} from its messages, {overhead:+,} the file does not hold (system prompt, tool schemas)"
+        )
+        parts = {**parts, "overhead": max(overhead, 0)}
+        total = sum(parts.values())
     print("\n".join(token_bars(parts.items(), total)))
     return 0
 

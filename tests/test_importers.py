@@ -460,3 +460,19 @@ def test_codex_encrypted_reasoning_costs_a_request_nothing():
     assert (estimate[-1] - estimate[0]) / (measured[-1] - measured[0]) < 1.35
     each = np.abs(estimate[1:] + measured[:-1] - estimate[:-1] - measured[1:]) / measured[1:]
     assert np.quantile(each, 0.9) < 0.09
+
+
+def test_context_shows_what_the_file_measured(capsys):
+    """Claude Code files hold neither the system prompt nor the tool schemas: ``context``
+    said ~7k tokens for a real session whose last request measured 21,552. It shows the
+    measured count now, split into the messages' part and the overhead."""
+    path = DATA / "ccl-representative_messages.jsonl"  # a Claude Code file with usage records
+    session = import_file(path)
+    start, end, measured = session.agents[0].usage[-1]
+    assert main(["context", str(path), "--model", "claude-sonnet-4-5"]) == 0
+    out = capsys.readouterr().out
+    from glyphpack._compaction.cost import CostModel
+
+    carried = CostModel.for_model("claude-sonnet-4-5").history(session.agents[0].messages[start:end])
+    assert f"measured {measured:,} input tokens: ~{carried:,} from its messages, {measured - carried:+,} the file does not hold" in out
+    assert "overhead" in out
