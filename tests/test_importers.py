@@ -476,3 +476,26 @@ def test_context_shows_what_the_file_measured(capsys):
     carried = CostModel.for_model("claude-sonnet-4-5").history(session.agents[0].messages[start:end])
     assert f"measured {measured:,} input tokens: ~{carried:,} from its messages, {measured - carried:+,} the file does not hold" in out
     assert "overhead" in out
+
+
+def test_a_session_opened_on_an_import_is_calibrated_before_its_first_request(tmp_path):
+    """``/context`` said 4% of the threshold for an imported Claude Code session whose
+    last request measured several times its estimate: the session now starts from the
+    file's last count (its overhead: system prompt and tool schemas)."""
+    from glyphpack._compaction.cost import CostModel
+
+    session = import_file(DATA / "ccl-representative_messages.jsonl")
+    start, end, measured = session.agents[0].usage[-1]
+    carried = CostModel.for_model("claude-sonnet-4-5").history(session.agents[0].messages[start:end])
+    with glyphpack.Workspace(tmp_path / "ws") as ws:
+        ws.import_session(session, "imported")
+        agent = ws.transcripts()[0][1]
+        kept, tokens = ws.measured("imported", agent)
+        assert tokens == measured and len(kept) == end - start
+        with glyphpack.open_session(ws, "imported", agent, model="claude-sonnet-4-5") as s:
+            assert s.estimator.overhead == measured - carried != 0
+            assert f"{'overhead':<13} {measured - carried:>10,}" in s.command("/context").text
+        with glyphpack.open_session(ws, "imported", agent, model="claude-sonnet-4-5", policy=glyphpack.CompactionPolicy(
+                estimator=glyphpack.TextEstimator())) as given:
+            assert given.estimator.overhead == 0  # an estimator the caller gives is kept
+        assert ws.measured("imported", "nobody") is None

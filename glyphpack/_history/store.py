@@ -47,6 +47,9 @@ def _agent_id(name: str) -> str:
     return cleaned[:128]
 
 
+#: The record of what an imported file's last request measured (``Workspace.measured``).
+MEASURED_FORMAT = "glyphpack-measured"
+
 #: How the file of a compaction view begins (``glyphpack._session.view`` writes them):
 #: before views had a folder of their own, agent X's view was ``X.view.json`` beside
 #: ``X.json``, a name an agent can have too; the first bytes tell them apart.
@@ -380,10 +383,38 @@ class Workspace:
         paths = [main, *(scoped(branch) for branch in session.branches), *(messages for _, messages in agents[1:])]
         self.tree.add_paths(conversation, paths, tip=main[-1].id if main else None)
         saved = []
-        for name, (_, messages) in zip(names, agents):
+        for name, (_, messages), imported in zip(names, agents, session.agents):
             current = self.load(conversation, name)
             saved.append(self.save(conversation, name, messages, revision=current.revision, replace=True))
+            if imported.usage:  # what the harness's last request measured, for the session's estimate
+                start, end, tokens = imported.usage[-1]
+                record = {"format": MEASURED_FORMAT, "first": messages[start].id, "last": messages[end - 1].id, "tokens": tokens}
+                measured = self._measured_path(conversation, name)
+                measured.parent.mkdir(exist_ok=True)
+                _write(measured, json_bytes(record))
         return saved
+
+    def _measured_path(self, conversation: str, agent: str) -> Path:
+        path = self.transcript_path(conversation, agent)
+        return path.parent / "_measured" / path.name
+
+    def measured(self, conversation: str, agent: str) -> tuple[tuple[Message, ...], int] | None:
+        """The messages an imported session's last request carried and the input tokens
+        its provider counted for it (the file's last usage record), while they are
+        still in the transcript; None when the file recorded none."""
+        raw = read_stored(self._measured_path(conversation, agent))
+        if raw is None:
+            return None
+        try:
+            record = json.loads(raw)
+            first, last, tokens = str(record["first"]), str(record["last"]), int(record["tokens"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise StoreError(f"{self._measured_path(conversation, agent)} is damaged ({exc}); delete it") from None
+        messages = self.load(conversation, agent).messages
+        ids = [m.id for m in messages]
+        if first not in ids or last not in ids:
+            return None
+        return messages[ids.index(first) : ids.index(last) + 1], tokens
 
     def reconcile(self, conversation: str, agent: str) -> int:
         """Bring the tree to the stored transcript (after a crash between the two

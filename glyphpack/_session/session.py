@@ -166,6 +166,9 @@ class Session:
         self.revision = 0
         workspace.reconcile(conversation, agent)
         self.state: LoadState = self._load()
+        measured = workspace.measured(conversation, agent) if policy.estimator is None and policy.tokenizer is None else None
+        if measured is not None:  # an imported session: its file's last count calibrates before the first request
+            self._estimator = calibrated(self.cost(), *measured)
         if not self.messages and system:
             self.messages = (Message("system", (Text(system),)),)
 
