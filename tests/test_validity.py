@@ -157,3 +157,48 @@ def test_a_message_between_calls_and_their_results_moves_after_the_results():
     ]
     assert [m.id for m in results_first(history)] == ["u1", "a1", "t1", "t2", "u2", "u3", "u4", "a2"]
     assert_accepted(history)
+
+
+def _call(call_id: str) -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": "t", "arguments": "{}"}}
+
+
+@pytest.mark.parametrize("bad, rule", [
+    ([{"role": "user", "content": "q"}, {"role": "tool", "tool_call_id": "a", "content": "r"}],
+     "message 1: a tool message for 'a', which no open call made"),
+    ([{"role": "tool", "tool_call_id": "a", "content": "r"}], "message 0: a tool message for 'a', which no open call made"),
+    ([{"role": "user", "content": "q"}, {"role": "assistant", "content": None, "tool_calls": [_call("a")]},
+      {"role": "tool", "tool_call_id": "a", "content": [{"type": "text", "text": "r"}]}], "message 2: a tool message must carry text"),
+    ([{"role": "user", "content": "q"}, {"role": "assistant", "content": None, "tool_calls": [_call("b"), _call("a")]}],
+     r"tool calls \['a', 'b'\] at the end have no results"),
+    ([{"role": "user", "content": "q"}, {"role": "assistant", "content": None, "tool_calls": [_call("a")]},
+      {"role": "tool", "tool_call_id": "a", "content": "r"}, {"role": "tool", "tool_call_id": "a", "content": "again"}],
+     "message 3: a tool message for 'a', which no open call made"),
+])
+def test_the_openai_check_catches(bad, rule):
+    with pytest.raises(glyphpack.HistoryError, match=rule):
+        check_openai_chat(bad)
+
+
+def _images(count: int, api: str) -> list[dict]:
+    """A request of ``count`` images over two user messages, text parts between them."""
+    part = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}} if api == "openai-chat" else {
+        "type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}}
+    text = {"type": "text", "text": "see"}
+    first, second = count // 2, count - count // 2
+    return [{"role": "user", "content": [text, *[part] * first]}, {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": [*[part] * second, text]}]
+
+
+@pytest.mark.parametrize("api, check", [("openai-chat", check_openai_chat), ("anthropic", check_anthropic)])
+def test_the_image_limit_holds_at_exactly_the_limit_and_refuses_one_more(api, check):
+    check(_images(5, api), max_images=5)
+    check(_images(5, api))  # no limit given
+    with pytest.raises(glyphpack.HistoryError, match="6 images, over the 5 a request may carry"):
+        check(_images(6, api), max_images=5)
+    results = [{"role": "user", "content": "q"}, {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "t", "input": {}}]},
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": [_images(2, "anthropic")[0]["content"][1]] * 2}]}]
+    if api == "anthropic":  # images inside tool results count too
+        check_anthropic(results, max_images=2)
+        with pytest.raises(glyphpack.HistoryError, match="2 images, over the 1"):
+            check_anthropic(results, max_images=1)
