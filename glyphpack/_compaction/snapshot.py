@@ -49,6 +49,8 @@ SNAPSHOT_HEADER = (
 )
 #: Layouts the search prices exactly (pages laid out, not drawn) before it gives up.
 MAX_SNAPSHOT_PLANS = 64
+#: Cuts priced one by one, largest tail first, before a binary search takes over.
+LINEAR_CUTS = 24
 #: Cuts before the binary search's answer priced too: a page boundary can make a larger
 #: middle cheaper than a smaller one, locally.
 BACKTRACK = 8
@@ -294,26 +296,31 @@ class _Search:
         """(view, pages, cut, middle text, results cut) of the cut keeping the largest
         tail that fits, or None.
 
-        The cuts whose head and tail alone fit are a suffix of ``cuts``; a binary search
-        over them finds where the priced views start to fit, then the ``BACKTRACK``
-        cuts before that are priced too (a page boundary can make a larger middle
-        cheaper), so a larger budget never picks a smaller tail. At each cut every word
-        of the middle is tried first, then long tool results cut to their ends."""
+        The cuts whose head and tail alone fit are a suffix of ``cuts``; the first
+        ``LINEAR_CUTS`` of them are priced one by one, largest tail first, and the first
+        that fits is the answer (so a larger budget never picks a smaller tail); past
+        them a binary search finds where the priced views start to fit, and the
+        ``BACKTRACK`` cuts before that are priced too. At each cut every word of the
+        middle is tried first, then long tool results cut to their ends."""
         from .._render.render import render
 
         start = next((i for i, t in enumerate(cuts) if self._room(t)), len(cuts))
         candidates = list(cuts[start:])
-        low, high = 0, len(candidates)  # the first fitting candidate lies in [low, high]
-        while low < high:
-            middle = (low + high) // 2
-            if self._fits(candidates[middle]) is not None:
-                high = middle
-            else:
-                low = middle + 1
-        chosen = None
-        for index in range(min(low, len(candidates) - 1), max(low - BACKTRACK, 0) - 1, -1):
-            if index < len(candidates) and self._fits(candidates[index]) is not None:
-                chosen = candidates[index]
+        # The largest tails first, one by one: a page boundary, or a stretch of messages
+        # that cost less as text than as pages, makes "fits" uneven in the cut.
+        chosen = next((t for t in candidates[:LINEAR_CUTS] if self._fits(t) is not None), None)
+        rest = candidates[LINEAR_CUTS:]
+        if chosen is None and rest:
+            low, high = 0, len(rest)  # the first fitting cut of the rest lies in [low, high]
+            while low < high:
+                middle = (low + high) // 2
+                if self._fits(rest[middle]) is not None:
+                    high = middle
+                else:
+                    low = middle + 1
+            for index in range(min(low, len(rest) - 1), max(low - BACKTRACK, 0) - 1, -1):
+                if self._fits(rest[index]) is not None:
+                    chosen = rest[index]
         fitting = None if chosen is None else self._fits(chosen)
         if chosen is None or fitting is None:
             return None
