@@ -270,3 +270,19 @@ def normalize_classes(text):
     from glyphpack._render.text import normalize
 
     return normalize(text, SHAPES["5x8"].atlas, "flow", SCRIPT_CLASSES).classes_counted[:5].tolist()
+
+
+def test_a_forked_child_renders(tmp_path):
+    """A child forked after a multi-page render hung forever in its next render: it
+    inherited the page pool without its threads."""
+    import multiprocessing
+
+    render("x" * 30674 * 3)  # several pages: the pool's threads are running
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        pages = pool.apply_async(_child_render).get(timeout=60)
+    assert pages == 3
+
+
+def _child_render() -> int:
+    return len(render("y" * 30674 * 3))

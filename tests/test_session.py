@@ -399,3 +399,31 @@ def test_call_ids_a_server_reuses_in_later_turns_are_made_unique(tmp_path):
         ]
     with open_session(tmp_path) as again:  # and it all reads back after a restart
         assert [m.id for m in again.messages] == [m.id for m in s.messages]
+
+
+def test_recover_compares_before_and_after_on_the_providers_scale(tmp_path):
+    """``recover()`` took "before" from the stale estimate, recalibrated, then compared the
+    ladder's result with it: with no summarizer it raised "could not shrink" although the
+    ladder got the request from 43k down toward a 36k limit."""
+    with open_session(tmp_path, policy=DENSE_SESSION) as s:
+        conversation_of(s, 12, words=40)
+        s.add_user("and now?")
+        s.request("anthropic")
+        estimate = s.cost().history(s.messages)
+        measured, limit = estimate * 3, int(estimate * 2.6)  # the tools the session never saw
+        result = s.recover(f"prompt is too long: {measured} tokens > {limit} maximum")
+        assert result.report.tokens_after < measured
+        assert s.estimator.overhead == measured - estimate
+
+
+def test_an_imported_id_as_tree_shows_it_is_found_even_when_it_prefixes_others(tmp_path):
+    from glyphpack import Workspace
+    from glyphpack._history.importers.base import ImportedAgent, ImportedSession, ImportReport
+
+    messages = tuple(m for n in range(60) for m in (Message("user", f"q{n}", id=f"pi-{2 * n}"), Message("assistant", f"a{n}", id=f"pi-{2 * n + 1}")))
+    with Workspace(tmp_path / "ws") as ws:
+        ws.import_session(ImportedSession("t", (ImportedAgent("main", messages),), (), ImportReport("test")), "conv")
+        assert ws.tree.find("conv", "pi-5") == "conv/pi-5"  # pi-50 ... pi-59 exist too
+        assert ws.tree.find("conv", "pi-11") == "conv/pi-11"
+        with pytest.raises(StoreError, match="120 messages in 'conv' with an id starting 'pi-'"):
+            ws.tree.find("conv", "pi-")  # a prefix of many, none exactly

@@ -265,6 +265,9 @@ class SessionTree:
         ids = [n.message.id for n in self.nodes(conversation)]
         if prefix in ids:
             return prefix
+        exact = [i for i in ids if i.rsplit("/", 1)[-1] == prefix]  # an imported id as /tree shows it
+        if len(exact) == 1:
+            return exact[0]
         matches = [i for i in ids if i.startswith(prefix) or i.rsplit("/", 1)[-1].startswith(prefix)]
         if len(matches) != 1:
             found = "no message" if not matches else f"{len(matches)} messages"

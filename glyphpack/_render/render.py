@@ -424,6 +424,16 @@ _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
 
+def _forget_pool_in_child() -> None:
+    """A forked child inherits the pool without its threads (its next render would wait
+    forever) and perhaps a held lock: it starts with neither."""
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
 def _pool() -> ThreadPoolExecutor:
     """One pool of page threads for the process, made on first use (making one per call
     cost 0.35 ms, more at the 90th percentile). A page is drawn and deflated in one task:

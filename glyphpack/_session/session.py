@@ -457,6 +457,7 @@ class Session:
         # (half that on a second rejection, where the summarizer is there to reach it).
         if overflow.measured and self.policy.tokenizer is None:
             self._estimator = calibrated(self.cost(), self._sent, overflow.measured)
+            before = self.cost().history(self._sent) + self._estimator.overhead  # on the scale the ladder now uses
         result = self._ladder(overflow_budget(overflow, before, margin, ESCALATION_SHARE if self._overflows == 2 else 1.0))
         if self._overflows == 1 and result.report.tokens_after >= before:
             self._overflows = 2  # no progress: go straight to the next step
