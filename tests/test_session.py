@@ -427,3 +427,29 @@ def test_an_imported_id_as_tree_shows_it_is_found_even_when_it_prefixes_others(t
         assert ws.tree.find("conv", "pi-11") == "conv/pi-11"
         with pytest.raises(StoreError, match="120 messages in 'conv' with an id starting 'pi-'"):
             ws.tree.find("conv", "pi-")  # a prefix of many, none exactly
+
+
+def test_absurd_inputs_and_provider_counts_are_refused_or_ignored(tmp_path):
+    """``target="5"`` raised a raw TypeError; a negative ``input_tokens`` calibrated the
+    estimate; an error saying "limit 1, measured 2" reported ``fits: 2 -> -139``."""
+    from glyphpack._compaction.recovery import Overflow, parse_overflow
+
+    for bad in ({"target": "5"}, {"threshold": 2.5}, {"threshold": True}, {"target": -1}):
+        with pytest.raises(glyphpack.UsageError, match="must be a positive number of tokens"):
+            open_session(tmp_path, **bad)
+    with open_session(tmp_path) as s:
+        s.add_user("hi")
+        s.request("anthropic")
+        s.add_response(anthropic_reply("hello", input_tokens=-5))
+        assert s.estimator.overhead == 0  # not a count any provider gives: not taken
+        s.add_user("again")
+        s.request("anthropic")
+        s.add_response(anthropic_reply("hello", input_tokens=5_000))
+        assert s.estimator.overhead != 0
+    with pytest.raises(glyphpack.UsageError, match="positive number of tokens"):
+        glyphpack.calibrate([Message("user", "x")], MODEL, 0)
+    assert Overflow("tokens", 2, 1) == Overflow("tokens", None, None)
+    assert Overflow("tokens", 150_000, 200_000).measured is None  # under its own limit: not an overflow count
+    assert parse_overflow("prompt is too long: 2 tokens > 1 maximum") == Overflow("tokens", None, None, "anthropic")
+    kept = Overflow("tokens", 215_000, 200_000)
+    assert (kept.measured, kept.limit) == (215_000, 200_000)

@@ -8,7 +8,7 @@ import json
 import re
 from collections.abc import Sequence
 
-from .._errors import CompactionError
+from .._errors import CompactionError, UsageError
 from .._history.codec import message_to_json
 from .._history.messages import Message
 from .._providers.profile import Profile
@@ -29,6 +29,10 @@ BYTES_TARGET_SHARE = 0.5
 BYTES_SUMMARY_SHARE = 0.5
 
 
+#: The smallest context window a provider's error is believed to state (no model has less).
+MIN_PLAUSIBLE_LIMIT = 1_000
+
+
 @dataclasses.dataclass(frozen=True)
 class Overflow:
     """A provider's "too long" rejection: ``kind`` is ``tokens`` or ``bytes``; the
@@ -41,6 +45,12 @@ class Overflow:
 
     def __post_init__(self) -> None:
         check_kind(self.kind, OVERFLOW_KINDS, "an overflow's kind", CompactionError)
+        # A count no provider gives (a context under MIN_PLAUSIBLE_LIMIT tokens, a
+        # measured size at or under the limit) is taken as unknown, not trusted.
+        if self.limit is not None and self.limit < MIN_PLAUSIBLE_LIMIT:
+            object.__setattr__(self, "limit", None)
+        if self.measured is not None and (self.measured < MIN_PLAUSIBLE_LIMIT or (self.limit and self.measured <= self.limit)):
+            object.__setattr__(self, "measured", None)
 
 
 _TOKEN_PATTERNS = (
@@ -215,6 +225,8 @@ def calibrate(
 def calibrated(cost: CostModel, history: Sequence[Message], measured_tokens: int) -> TextEstimator:
     """``cost``'s estimator with the overhead that makes ``history`` cost ``measured_tokens``
     (``calibrate`` for a caller that keeps its prices in ``cost``)."""
+    if not isinstance(measured_tokens, int) or isinstance(measured_tokens, bool) or measured_tokens < 1:
+        raise UsageError(f"a measured count is a positive number of tokens, not {measured_tokens!r}")
     return cost.estimator.with_overhead(measured_tokens - cost.history(history))
 
 

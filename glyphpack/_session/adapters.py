@@ -78,9 +78,15 @@ def _not_a(what: str, data: Json, missing: str) -> HistoryError:
 
 
 def _usage(data: Json, *keys: str) -> int | None:
+    """The input tokens a response reports (the first key, plus the cached ones the
+    others name); None when it reports none, or a count no provider gives (under 1),
+    which must not calibrate the estimate."""
     usage = data.get("usage") or data.get("usage_metadata") or {}
     values = [usage.get(k) for k in keys]
-    return sum(v for v in values if isinstance(v, int)) if isinstance(values[0], int) else None
+    if not isinstance(values[0], int) or isinstance(values[0], bool):
+        return None
+    total = sum(v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0)
+    return total if values[0] > 0 else None
 
 
 class AnthropicMessages(Adapter):

@@ -89,8 +89,9 @@ class Thresholds:
 
     @classmethod
     def for_window(cls, window: int, threshold: int | None = None, target: int | None = None) -> Thresholds:
-        if not isinstance(window, int) or window <= 0:
-            raise UsageError(f"context_window must be a positive number of tokens, not {window!r}")
+        for name, value in (("context_window", window), ("threshold", threshold), ("target", target)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+                raise UsageError(f"{name} must be a positive number of tokens, not {value!r}")
         threshold = threshold if threshold is not None else window - min(REPLY_RESERVE_MAX, int(window * REPLY_RESERVE_SHARE))
         target = target if target is not None else int(threshold * TARGET_SHARE)
         if not 0 < target < threshold <= window:
