@@ -446,6 +446,11 @@ def test_absurd_inputs_and_provider_counts_are_refused_or_ignored(tmp_path):
         s.request("anthropic")
         s.add_response(anthropic_reply("hello", input_tokens=5_000))
         assert s.estimator.overhead != 0
+    from glyphpack._session.adapters import _usage
+
+    assert _usage({"usage": {"input_tokens": -5, "cache_read_input_tokens": 3_000}}, "input_tokens", "cache_read_input_tokens") is None
+    assert _usage({"usage": {"input_tokens": 5, "cache_read_input_tokens": 3_000}}, "input_tokens", "cache_read_input_tokens") == 3_005
+    assert _usage({"usage": {"input_tokens": True}}, "input_tokens") is None
     with pytest.raises(glyphpack.UsageError, match="positive number of tokens"):
         glyphpack.calibrate([Message("user", "x")], MODEL, 0)
     assert Overflow("tokens", 2, 1) == Overflow("tokens", None, None)
