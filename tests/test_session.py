@@ -458,3 +458,21 @@ def test_absurd_inputs_and_provider_counts_are_refused_or_ignored(tmp_path):
     assert parse_overflow("prompt is too long: 2 tokens > 1 maximum") == Overflow("tokens", None, None, "anthropic")
     kept = Overflow("tokens", 215_000, 200_000)
     assert (kept.measured, kept.limit) == (215_000, 200_000)
+
+
+def test_fork_carries_the_compaction_in_force(tmp_path):
+    """After ``/compact``, ``/fork`` sent the whole history and said nothing: the fork
+    now sends what the conversation would have sent, its messages under new ids."""
+    with open_session(tmp_path, policy=DENSE_SESSION) as s:
+        conversation_of(s, 12, words=30)
+        s.command("/compact 1500")
+        assert s.view is not None
+        s.add_user("and now?")
+        before = s.request("anthropic")
+        result = s.command("/fork")
+        assert "with the compaction in force" in result.text
+        after = s.request("anthropic")
+        assert json.dumps(after) == json.dumps(before)  # the same request: no id is sent
+        assert s.view is not None and s.view.covers in {m.id for m in s.messages}
+    with glyphpack.open_session(tmp_path / "ws", s.conversation, "coder", model=MODEL, policy=DENSE_SESSION) as again:
+        assert again.view is not None and json.dumps(again.request("anthropic")) == json.dumps(before)

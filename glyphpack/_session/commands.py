@@ -103,7 +103,10 @@ def _fork(session: Session, args: list[str]) -> CommandResult:
         raise UsageError("usage: /fork [NEW_CONVERSATION_ID]")
     old = session.conversation
     new = session.fork(args[0] if args else None)
-    return CommandResult("/fork", f"forked {old} into {new}; this session continues in {new}", {"conversation": new})
+    carried = "with the compaction in force" if session.view is not None else "with no compaction in force"
+    return CommandResult(
+        "/fork", f"forked {old} into {new} ({carried}); this session continues in {new}", {"conversation": new}
+    )
 
 
 def _checkpoint(session: Session, args: list[str]) -> CommandResult:

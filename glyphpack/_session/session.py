@@ -499,8 +499,27 @@ class Session:
         there; returns the new conversation's id. The original is untouched."""
         self._no_pending("fork")
         self._sync()
+        old_messages, old_view = self.messages, self._view
         self.conversation = self.workspace.fork(self.conversation, self.agent, new_conversation=new_conversation).conversation
         self._reload()
+        if old_view is not None and len(self.messages) == len(old_messages):
+            # The compaction in force comes along, its messages under their new ids: the
+            # fork's next request is the one this conversation would have sent.
+            renamed = {old.id: new for old, new in zip(old_messages, self.messages)}
+
+            def new_id(old_id: str) -> str:
+                return renamed[old_id].id if old_id in renamed else old_id
+
+            if old_view.covers in renamed:
+                source = old_view.source
+                carried = dataclasses.replace(
+                    old_view,
+                    covers=new_id(old_view.covers),
+                    messages=tuple(renamed.get(m.id, m) for m in old_view.messages),
+                    source=None if source is None else (new_id(source[0]), new_id(source[1])),
+                )
+                write_view(self._view_path, carried)
+                self._view = carried
         return self.conversation
 
     def _sync(self) -> None:
