@@ -476,3 +476,20 @@ def test_fork_carries_the_compaction_in_force(tmp_path):
         assert s.view is not None and s.view.covers in {m.id for m in s.messages}
     with glyphpack.open_session(tmp_path / "ws", s.conversation, "coder", model=MODEL, policy=DENSE_SESSION) as again:
         assert again.view is not None and json.dumps(again.request("anthropic")) == json.dumps(before)
+
+
+def test_a_restart_prices_and_sends_the_next_request_as_the_old_process_would(tmp_path):
+    """The calibrated overhead (mostly the tool schemas, which the session never sees)
+    lived only in memory: a new process compacted at another point, or not at all."""
+    with open_session(tmp_path, context_window=6_000, policy=DENSE_SESSION) as s:
+        for n in range(8):
+            s.add_user(f"question {n} " + "with some detail " * 20)
+            s.request("anthropic")
+            s.add_response(anthropic_reply(f"answer {n} " + "and more words " * 30, input_tokens=s.cost().history(s.messages) + 2_500))
+        s.add_user("and now?")
+        expected = json.dumps(s.request("anthropic"))
+        overhead = s.estimator.overhead
+    assert overhead > 2_000
+    with open_session(tmp_path, context_window=6_000, policy=DENSE_SESSION) as again:
+        assert again.estimator.overhead == overhead
+        assert json.dumps(again.request("anthropic")) == expected

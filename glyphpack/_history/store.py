@@ -398,6 +398,29 @@ class Workspace:
         path = self.transcript_path(conversation, agent)
         return path.parent / "_measured" / path.name
 
+    def calibration(self, conversation: str, agent: str) -> int | None:
+        """The estimate's overhead a session learned from its provider's last count (None:
+        none yet), so a new process prices the next request as the old one would."""
+        raw = read_stored(self._measured_path(conversation, agent))
+        try:
+            value = json.loads(raw)["overhead"] if raw is not None else None
+        except (ValueError, KeyError, TypeError):
+            return None
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def save_calibration(self, conversation: str, agent: str, overhead: int) -> None:
+        """Keep ``overhead`` (``calibration``) beside the transcript, with the import's record."""
+        path = self._measured_path(conversation, agent)
+        raw = read_stored(path)
+        try:
+            record = json.loads(raw) if raw is not None else {"format": MEASURED_FORMAT}
+        except ValueError:
+            record = {"format": MEASURED_FORMAT}
+        if not isinstance(record, dict):
+            record = {"format": MEASURED_FORMAT}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write(path, json_bytes(record | {"overhead": int(overhead)}))
+
     def measured(self, conversation: str, agent: str) -> tuple[tuple[Message, ...], int] | None:
         """The messages an imported session's last request carried and the input tokens
         its provider counted for it (the file's last usage record), while they are
@@ -407,6 +430,8 @@ class Workspace:
             return None
         try:
             record = json.loads(raw)
+            if "first" not in record:
+                return None  # a session's own calibration only
             first, last, tokens = str(record["first"]), str(record["last"]), int(record["tokens"])
         except (ValueError, KeyError, TypeError) as exc:
             raise StoreError(f"{self._measured_path(conversation, agent)} is damaged ({exc}); delete it") from None

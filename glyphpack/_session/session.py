@@ -167,9 +167,15 @@ class Session:
         self.revision = 0
         workspace.reconcile(conversation, agent)
         self.state: LoadState = self._load()
-        measured = workspace.measured(conversation, agent) if policy.estimator is None and policy.tokenizer is None else None
-        if measured is not None:  # an imported session: its file's last count calibrates before the first request
-            self._estimator = calibrated(self.cost(), *measured)
+        if policy.estimator is None and policy.tokenizer is None:
+            # What the provider counted last, as the last process learned it (a restart
+            # prices the next request the same way), else an imported file's last count.
+            learned = workspace.calibration(conversation, agent)
+            measured = workspace.measured(conversation, agent) if learned is None else None
+            if learned is not None:
+                self._estimator = self._estimator.with_overhead(learned)
+            elif measured is not None:
+                self._estimator = calibrated(self.cost(), *measured)
         if not self.messages and system:
             self.messages = (Message("system", (Text(system),)),)
 
@@ -300,7 +306,7 @@ class Session:
                 raise UsageError("add_response needs api=... (no request was built by this session)")
             reply = adapter(api).parse(response)
         if reply.input_tokens and self._sent is not None and self.policy.tokenizer is None:
-            self._estimator = calibrated(self.cost(), self._sent, reply.input_tokens)
+            self._learn(calibrated(self.cost(), self._sent, reply.input_tokens))
         self._overflows = 0
         message = self._fresh_call_ids(reply.message)
         self._append(message, save=not message.tool_calls)
@@ -351,6 +357,12 @@ class Session:
         message = Message("tool", blocks)
         self._append(message, save=True)
         return message
+
+    def _learn(self, estimator: TextEstimator) -> None:
+        """Take a calibrated estimator, and keep its overhead for the next process."""
+        if estimator.overhead != self._estimator.overhead:
+            self.workspace.save_calibration(self.conversation, self.agent, estimator.overhead)
+        self._estimator = estimator
 
     def _no_pending(self, what: str) -> None:
         if self.pending_calls:
@@ -457,7 +469,7 @@ class Session:
         # Tokens: the rungs from the stored text, to the provider's limit less the margin
         # (half that on a second rejection, where the summarizer is there to reach it).
         if overflow.measured and self.policy.tokenizer is None:
-            self._estimator = calibrated(self.cost(), self._sent, overflow.measured)
+            self._learn(calibrated(self.cost(), self._sent, overflow.measured))
             before = self.cost().history(self._sent) + self._estimator.overhead  # on the scale the ladder now uses
         result = self._ladder(overflow_budget(overflow, before, margin, ESCALATION_SHARE if self._overflows == 2 else 1.0))
         if self._overflows == 1 and result.report.tokens_after >= before:
