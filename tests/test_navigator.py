@@ -50,7 +50,7 @@ def turn(s: glyphpack.Session, n: int, *, words: int = 150, tool: bool = True) -
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory) -> Path:
-    """Branches, a fork, a rewind, two agents, two compactions, hostile text."""
+    """Branches, a fork (carrying the compaction in force), a rewind, two agents, two compactions, hostile text."""
     path = tmp_path_factory.mktemp("nav") / "ws"
     with glyphpack.Workspace(path) as ws:
         dense = glyphpack.CompactionPolicy(rungs=("image drop", "snapshot", "summarization"), fidelity=None)
@@ -101,7 +101,9 @@ def test_the_file_is_self_contained_and_escaped(workspace, html_file):
     assert len(blobs) == len(set(blobs)) and all(page.count(blob) == 1 for blob in blobs)
     image_blocks = [b["i"] for n in data["nodes"] for b in n["b"] if b["k"] == "image"]
     assert len(image_blocks) == 4 and len(set(image_blocks)) == 1  # twice, and twice again in the fork
-    assert len(data["compactions"]) == 2 and all(c["pages"] for c in data["compactions"])
+    # two in the task, and the one in force the fork carried along
+    assert [(c["conv"], c["n"]) for c in data["compactions"]] == [("task", 1), ("task", 2), ("task-fork", 1)]
+    assert all(c["pages"] for c in data["compactions"])
 
 
 def test_the_data_matches_the_tree(workspace):
