@@ -93,6 +93,7 @@ _EXPORTS = {
     "from_openai_responses": "_history.responses",
     "to_openai_responses": "_history.responses",
     "CommandResult": "_session.commands",
+    "RequestReport": "_session.session",
     "Session": "_session.session",
     "Thresholds": "_session.session",
     "open_session": "_session.session",

@@ -27,7 +27,7 @@ from glyphpack._cli import main
 from glyphpack._history.codec import history_to_json
 
 DATA = Path(__file__).parent / "data" / "sessions"
-CASES = int(os.environ.get("GLYPHPACK_FUZZ_CASES", "300" if os.environ.get("CI") else "10"))
+CASES = int(os.environ.get("GLYPHPACK_FUZZ_CASES", "300" if os.environ.get("CI") else "6"))
 FIRST_SEED = int(os.environ.get("GLYPHPACK_FUZZ_SEED", "0"))
 BATCH = 20
 MODELS = ("claude-sonnet-4-5", "gpt-5.4", "gemini-3-pro", "o3-mini", "no-such-model", "")

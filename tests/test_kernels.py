@@ -1,9 +1,11 @@
 """The numba kernels against the plain-Python reference, bit for bit, on small exact arrays."""
 
+import os
+
 import numpy as np
 import pytest
 import reference
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from glyphpack._render.fonts import FontAtlas
@@ -188,6 +190,7 @@ def _bits(rows):
     return _packed_rows(np.array(rows, dtype=np.uint8))
 
 
+@settings(max_examples=60 if os.environ.get("CI") else 15, deadline=None)  # the long hunt runs in CI
 @given(st.lists(st.lists(st.integers(0, 1), min_size=70, max_size=70), min_size=1, max_size=12), st.integers(0, 3))
 def test_close_pairs_and_nearest_match_a_plain_reference(rows, max_distance):
     from glyphpack._render.kernels import nearest_glyphs

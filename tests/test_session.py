@@ -493,3 +493,22 @@ def test_a_restart_prices_and_sends_the_next_request_as_the_old_process_would(tm
     with open_session(tmp_path, context_window=6_000, policy=DENSE_SESSION) as again:
         assert again.estimator.overhead == overhead
         assert json.dumps(again.request("anthropic")) == expected
+
+
+def test_a_harness_sees_what_each_request_did(tmp_path):
+    """A harness could tell that a compaction happened inside ``request()`` only by
+    comparing ``s.view`` before and after."""
+    seen = []
+    with open_session(tmp_path, context_window=3_000, policy=DENSE_SESSION) as s:
+        s.on_request = seen.append
+        for n in range(16):
+            s.add_user(f"question {n} " + "with some detail " * 20)
+            s.request("anthropic")
+            s.add_response(anthropic_reply(f"answer {n} " + "and more words " * 30))
+        assert seen and s.last_request is seen[-1]
+        first, compacting = seen[0], [r for r in seen if r.compaction is not None]
+        assert first.prefix_kept is False and first.compaction is None and first.api == "anthropic"
+        assert compacting and all(not r.prefix_kept and r.prefix > 0 for r in compacting)
+        assert all(r.prefix_kept for r in seen[1:] if r.compaction is None)
+        assert all(0 < r.tokens < 3_000 and r.messages >= r.prefix for r in seen)
+        assert compacting[0].compaction.report.fits

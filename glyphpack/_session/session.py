@@ -29,7 +29,7 @@ import io
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .._compaction.cost import CostModel
@@ -104,6 +104,30 @@ ToolOutput = str | bytes | bytearray | memoryview | Mapping[str, Any] | Sequence
 
 
 @public
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RequestReport:
+    """What one ``Session.request()`` did.
+
+    Attributes:
+        api: the API the request was built for.
+        messages: messages it carries; ``prefix``: how many of them are the stored
+            compaction (byte-identical until the next one).
+        tokens: its estimated input tokens (the calibrated overhead included).
+        compaction: the compaction this request made first (None: none was needed).
+        prefix_kept: whether it begins with the previous request's messages, unchanged:
+            a provider's prompt cache can hit on them (False on the first request and
+            after a compaction or a branch).
+    """
+
+    api: Api
+    messages: int
+    prefix: int
+    tokens: int
+    compaction: Compaction | None
+    prefix_kept: bool
+
+
+@public
 class Session:
     """One (conversation, agent) of a workspace: build requests, take responses, save at
     turn boundaries, compact at the threshold, recover from "too long", run slash
@@ -163,6 +187,10 @@ class Session:
         self._sent: tuple[Message, ...] | None = None  # the view of the last request built
         self._api: Api | None = None
         self.last_compaction: Compaction | None = None
+        #: What the last ``request()`` did (None before the first); ``on_request``, when
+        #: set, is called with each.
+        self.last_request: RequestReport | None = None
+        self.on_request: Callable[[RequestReport], None] | None = None
         self.messages: tuple[Message, ...] = ()
         self.revision = 0
         workspace.reconcile(conversation, agent)
@@ -278,8 +306,9 @@ class Session:
         self._no_pending("build a request")
         if not any(m.role != "system" for m in self.messages):
             raise UsageError("nothing to send yet: add a user message first")
+        compaction = None
         if self.estimate() >= self.thresholds.threshold:
-            self._compact(self.thresholds.target, "proactive")
+            compaction = self._compact(self.thresholds.target, "proactive")
         tokens = self.estimate()
         if tokens > self.thresholds.window:
             raise CompactionError(
@@ -288,7 +317,18 @@ class Session:
             )
         view, prefix = self.request_view()
         request = build.build(self.model, view, prefix, self.profile)
+        previous = self._sent
         self._sent, self._api = view, api
+        self.last_request = RequestReport(
+            api=api,
+            messages=len(view),
+            prefix=prefix,
+            tokens=tokens,
+            compaction=compaction,
+            prefix_kept=previous is not None and tuple(view[: len(previous)]) == previous,
+        )
+        if self.on_request is not None:
+            self.on_request(self.last_request)
         return merge_extra(request, extra)
 
     def add_response(self, response: object, api: Api | None = None) -> Message:
