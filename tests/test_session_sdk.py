@@ -271,3 +271,25 @@ def test_gemini_3_takes_calls_that_have_no_signature_and_gets_back_those_it_sign
         older.add_tool_results({"c": "a.py"})
         parts = [p for c in older.request("gemini")["contents"] for p in c["parts"] if "function_call" in p]
         assert "thought_signature" not in parts[0]  # older models take calls without one
+
+
+@pytest.mark.parametrize("api", [a if a == "anthropic" else pytest.param(a, marks=pytest.mark.slow) for a in APIS_ANTHROPIC_FIRST])
+def test_the_short_loop(tmp_path, api):
+    """The 20 lines every harness wrote (map the API to the SDK method, catch its error
+    class, recover, add the response) are one call: the fake's window is smaller than
+    the session believes, and its 400s are recovered from inside ``call``."""
+    root = project(tmp_path, files=10)
+    fake = FakeModel(reading_script(10), limit=9_000)
+    client = fake.client(api)
+    with glyphpack.open_session(tmp_path / "ws", "task", "coder", model=MODELS[api], system=agent.SYSTEM,
+                                summarizer=summarizer()) as s:
+        s.add_user("fix the failing test")
+        while True:
+            answer = s.call(client, api=api if api == "openai-responses" else None, **agent.tool_schemas(api))
+            if not s.pending_calls:
+                break
+            s.add_tool_results({c.id: agent.run_tool(root, c.name, c.arguments) for c in s.pending_calls})
+        assert answer.text.startswith("All modules read") and s.view is not None and s.view.trigger == "recovery"
+    assert 400 in fake.statuses and fake.statuses[-1] == 200
+    with pytest.raises(glyphpack.UsageError, match="not an anthropic, openai or google-genai client"):
+        s.call(object())

@@ -23,6 +23,9 @@ from .._types import APIS, Api, check_kind
 
 Json = dict[str, Any]
 
+#: ``max_tokens`` for an Anthropic call that does not say (the Messages API requires one).
+DEFAULT_MAX_TOKENS = 4096
+
 #: Anthropic marks a prompt-cache breakpoint on one of these block types only.
 _CACHEABLE = ("text", "image", "tool_use", "tool_result")
 _EPHEMERAL = {"type": "ephemeral"}
@@ -58,6 +61,10 @@ class Adapter(abc.ABC):
     @abc.abstractmethod
     def parse(self, response: object) -> Reply:
         """The assistant message of a response."""
+
+    @abc.abstractmethod
+    def send(self, client: Any, request: Json) -> object:
+        """``request`` through the official SDK's ``client``; its response."""
 
     def _single(self, messages: list[Message], what: str) -> Message:
         if len(messages) != 1 or messages[0].role != "assistant":
@@ -95,6 +102,9 @@ class AnthropicMessages(Adapter):
     the next one) and the newest message, which the next turn reads from the cache."""
 
     api = "anthropic"
+
+    def send(self, client: Any, request: Json) -> object:
+        return client.messages.create(**{"max_tokens": DEFAULT_MAX_TOKENS, **request})
 
     def build(self, model: str, view: Sequence[Message], prefix: int, profile: Profile) -> Json:
         system, messages = to_anthropic(view)
@@ -144,6 +154,9 @@ class OpenAIChat(Adapter):
 
     api = "openai-chat"
 
+    def send(self, client: Any, request: Json) -> object:
+        return client.chat.completions.create(**request)
+
     def build(self, model: str, view: Sequence[Message], prefix: int, profile: Profile) -> Json:
         messages = to_openai_chat(view, detail=profile.reader.detail)
         check_openai_chat(messages, max_images=profile.max_images)
@@ -174,6 +187,9 @@ class OpenAIResponses(Adapter):
 
     api = "openai-responses"
 
+    def send(self, client: Any, request: Json) -> object:
+        return client.responses.create(**request)
+
     def build(self, model: str, view: Sequence[Message], prefix: int, profile: Profile) -> Json:
         instructions, items = to_openai_responses(view, detail=profile.reader.detail)
         check_openai_responses(items)
@@ -200,6 +216,9 @@ class Gemini(Adapter):
 
     api = "gemini"
 
+    def send(self, client: Any, request: Json) -> object:
+        return client.models.generate_content(**request)
+
     def build(self, model: str, view: Sequence[Message], prefix: int, profile: Profile) -> Json:
         unsigned = SKIP_SIGNATURE if _GEMINI_3.match(model) else None
         system, contents = to_gemini(view, media_resolution=profile.reader.media_resolution, unsigned=unsigned)
@@ -223,6 +242,19 @@ class Gemini(Adapter):
 
 
 ADAPTERS: dict[Api, Adapter] = {a.api: a for a in (AnthropicMessages(), OpenAIChat(), OpenAIResponses(), Gemini())}
+
+
+def api_of(client: object) -> Api:
+    """The API an official SDK client speaks: Anthropic's Messages, OpenAI's Chat
+    Completions (pass ``api="openai-responses"`` for Responses), Google's Gemini."""
+    module = type(client).__module__
+    if module.startswith("anthropic"):
+        return "anthropic"
+    if module.startswith("openai"):
+        return "openai-chat"
+    if module.startswith("google.genai"):
+        return "gemini"
+    raise UsageError(f"{type(client).__name__} ({module}) is not an anthropic, openai or google-genai client; pass api=...")
 
 
 def adapter(api: str) -> Adapter:

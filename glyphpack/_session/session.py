@@ -48,7 +48,7 @@ from .._providers.profile import Profile
 from .._providers.resolve import resolve
 from .._providers.text_tokens import DEFAULT_ESTIMATOR, TextEstimator
 from .._types import Api, LoadState, Rung, public
-from .adapters import Reply, adapter, merge_extra
+from .adapters import Reply, adapter, api_of, merge_extra
 from .commands import CommandResult, run_command
 from .view import StoredView, read_view, view_path, write_view
 
@@ -330,6 +330,26 @@ class Session:
         if self.on_request is not None:
             self.on_request(self.last_request)
         return merge_extra(request, extra)
+
+    def call(self, client: Any, *, api: Api | None = None, **extra: Any) -> Message:
+        """One model call of the common loop, through the official SDK's ``client``:
+        build the request (with ``extra``: tools, max_tokens, ...; Anthropic's
+        max_tokens defaults to ``DEFAULT_MAX_TOKENS``), send it, recover from a "too
+        long" rejection and send again (``recover`` raises rather than loop), add the
+        response and return it. ``api`` defaults to the client's (``api_of``); other
+        errors are raised as the SDK raised them."""
+        api = api or api_of(client)
+        build = adapter(api)
+        while True:
+            request = self.request(api, **extra)
+            try:
+                response = build.send(client, request)
+            except Exception as error:
+                if parse_overflow(error) is None:
+                    raise
+                self.recover(error)
+                continue
+            return self.add_response(response, api)
 
     def add_response(self, response: object, api: Api | None = None) -> Message:
         """Add the model's answer (an SDK response, its ``model_dump()``, or an assistant
