@@ -512,3 +512,20 @@ def test_a_harness_sees_what_each_request_did(tmp_path):
         assert all(r.prefix_kept for r in seen[1:] if r.compaction is None)
         assert all(0 < r.tokens < 3_000 and r.messages >= r.prefix for r in seen)
         assert compacting[0].compaction.report.fits
+
+
+def test_the_tool_schemas_count_from_the_first_request(tmp_path):
+    """Estimates before the first answer were blind to the harness's tools."""
+    tools = [{"name": f"tool_{n}", "description": "reads a file " * 40, "input_schema": {"type": "object", "properties": {
+        "path": {"type": "string", "description": "the file " * 20}}}} for n in range(6)]
+    with open_session(tmp_path, tools=tools) as s:
+        expected = s.cost().text(json.dumps(tools, ensure_ascii=False))
+        assert s.estimator.overhead == expected > 1_000
+        s.add_user("hi")
+        s.request("anthropic", tools=tools)
+        s.add_response(anthropic_reply("hello", input_tokens=5_000))
+        assert s.estimator.overhead == 5_000 - s.cost().history(s.messages[:1])  # the count wins once there is one
+    circular: list = []
+    circular.append(circular)
+    with pytest.raises(glyphpack.UsageError, match="tools must be JSON-like"):
+        open_session(tmp_path / "other", tools=circular)

@@ -154,6 +154,7 @@ class Session:
         context_window: int | None = None,
         threshold: int | None = None,
         target: int | None = None,
+        tools: object = None,
         owns_workspace: bool = False,
     ):
         self.workspace = workspace
@@ -204,6 +205,8 @@ class Session:
                 self._estimator = self._estimator.with_overhead(learned)
             elif measured is not None:
                 self._estimator = calibrated(self.cost(), *measured)
+            elif tools is not None:  # before any count: the tool schemas, as text
+                self._estimator = self._estimator.with_overhead(self.cost().text(_schema_text(tools)))
         if not self.messages and system:
             self.messages = (Message("system", (Text(system),)),)
 
@@ -688,6 +691,14 @@ def _image_type(data: bytes) -> str | None:
     return media_type
 
 
+def _schema_text(tools: object) -> str:
+    """Tool schemas (SDK objects, dicts or lists of them) as the JSON text a request carries."""
+    try:
+        return json.dumps(tools, default=lambda o: getattr(o, "model_dump", lambda: str(o))(), ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"tools must be JSON-like (dicts, lists, SDK objects), not {type(tools).__name__}: {exc}") from None
+
+
 @public
 def open_session(
     workspace: str | os.PathLike[str] | Workspace,
@@ -701,6 +712,7 @@ def open_session(
     context_window: int | None = None,
     threshold: int | None = None,
     target: int | None = None,
+    tools: object = None,
 ) -> Session:
     """Open (resume or start) one (conversation, agent) of a workspace.
 
@@ -718,13 +730,15 @@ def open_session(
         threshold, target: proactive compaction starts at ``threshold`` estimated
             tokens and aims at ``target`` (defaults: the window less a reply reserve of
             1/8 of it, at most 32k; half of that).
+        tools: the tool schemas the harness sends (as given to the SDK): the estimate
+            counts them from the first request, until a provider's count calibrates it.
     """
     owns = not isinstance(workspace, Workspace)
     ws = Workspace(workspace) if not isinstance(workspace, Workspace) else workspace
     try:
         return Session(
             ws, conversation, agent, model=model, system=system, summarizer=summarizer, policy=policy,
-            context_window=context_window, threshold=threshold, target=target, owns_workspace=owns,
+            context_window=context_window, threshold=threshold, target=target, tools=tools, owns_workspace=owns,
         )
     except BaseException:
         if owns:
