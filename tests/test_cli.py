@@ -19,6 +19,7 @@ def test_render_writes_pages_and_prints_a_table(tmp_path, capsys):
     assert capsys.readouterr().out == ("hello   world\n" * 5000).rstrip("\n") + "\n"
 
 
+@pytest.mark.slow  # a new process (1.5-2 s of imports): CI runs it
 def test_render_json_and_stdin(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "glyphpack", "render", "-", "--json", "--layout", "lines", "--shape", "8x13"],

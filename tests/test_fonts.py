@@ -129,6 +129,7 @@ def test_shipped_fonts(name):
         assert np.array_equal(atlas.bitmaps[i], atlas.bitmaps[j])
 
 
+@pytest.mark.slow  # a new process (1.5-2 s of imports): CI runs it
 def test_second_process_loads_from_the_disk_cache(tmp_path):
     env = dict(os.environ, GLYPHPACK_CACHE_DIR=str(tmp_path / "cache"))
     probe = (

@@ -28,6 +28,7 @@ def test_mypy_is_clean():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow  # a new process (1.5-2 s of imports): CI runs it
 def test_the_installed_command_runs_from_another_directory(tmp_path):
     """The console script of this environment, run where no checkout is: catches a
     package shadowed by leftovers of an earlier install (numba's cache once was one)."""

@@ -238,6 +238,7 @@ def test_the_session_shell(tmp_path, capsys):
     assert "not a glyphpack workspace" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a new process (1.5-2 s of imports): CI runs it
 def test_the_session_shell_reads_stdin(tmp_path):
     with open_session(tmp_path) as s:
         conversation_of(s, 1)
