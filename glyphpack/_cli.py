@@ -253,6 +253,8 @@ def cmd_warm(args: argparse.Namespace) -> int:
     fonts = sorted({shape.font for shape in SHAPES.values()})
     for font in fonts:
         load_atlas(font)
+    for shape in SHAPES.values():
+        shape.atlas  # noqa: B018 - the merged atlases (a font and Unifont's glyphs) too
     atlases = time.perf_counter() - started
     started = time.perf_counter()
     # Lines and flow: the page kernel lays out, counts and draws; one kernel maps glyphs.

@@ -273,7 +273,7 @@ def test_gemini_3_takes_calls_that_have_no_signature_and_gets_back_those_it_sign
         assert "thought_signature" not in parts[0]  # older models take calls without one
 
 
-@pytest.mark.parametrize("api", [a if a == "anthropic" else pytest.param(a, marks=pytest.mark.slow) for a in APIS_ANTHROPIC_FIRST])
+@pytest.mark.parametrize("api", APIS_ANTHROPIC_FIRST)
 def test_the_short_loop(tmp_path, api):
     """The 20 lines every harness wrote (map the API to the SDK method, catch its error
     class, recover, add the response) are one call: the fake's window is smaller than
