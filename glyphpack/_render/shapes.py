@@ -141,14 +141,10 @@ def _shape_atlas(font: str, advance: int, pitch: int, shape_name: str) -> FontAt
             f"shape {shape_name!r}: advance {advance} and pitch {pitch} must be at least "
             f"the glyph cell {atlas.glyph_width}x{atlas.glyph_height} of font {font!r}"
         )
-    if font == FALLBACK_FONT or not _fallback_fits(advance, pitch):
-        return atlas
-    return with_fallback(atlas, load_atlas(FALLBACK_FONT))
-
-
-def _fallback_fits(advance: int, pitch: int) -> bool:
     fallback = load_atlas(FALLBACK_FONT)
-    return advance >= fallback.glyph_width and pitch >= fallback.glyph_height
+    if atlas is fallback or advance < fallback.glyph_width or pitch < fallback.glyph_height:
+        return atlas  # Unifont itself, or cells too small for its glyphs
+    return with_fallback(atlas, fallback)
 
 
 #: The version of the page metadata (``shape_metadata``) this code writes and reads.
