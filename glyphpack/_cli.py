@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._errors import GlyphpackError, StoreError, UsageError
-from ._types import LAYOUTS
+from ._types import APIS, LAYOUTS
 
 if TYPE_CHECKING:
     from ._compaction.results import Compaction
@@ -29,7 +29,7 @@ SHAPE_NAMES = ("5x8", "6x13", "8x13", "8x13-loose", "7x14", "9x15", "9x15-loose"
 #: Session formats, for argument choices (a test checks them against the registry).
 FORMAT_NAMES = (
     "claude-code", "pi", "codex", "openhands", "swe-agent", "mini-swe-agent", "openhands-events", "aider",
-    "openai-chat", "openai-responses", "anthropic", "gemini", "glyphpack",
+    *APIS, "glyphpack",
 )
 
 
@@ -576,7 +576,7 @@ def cmd_session(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     """The reading probe with the user's key (``--yes`` to spend), or ``--apply``."""
     from ._eval import run
-    from ._types import APIS, check_kind
+    from ._history.apis import REGISTRY
 
     if args.apply:
         path, profile = run.apply(Path(args.apply))
@@ -586,7 +586,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if not args.model:
         raise UsageError("glyphpack eval needs --model ID (or --apply RESULTS.json)")
     provider = run.resolve(args.model).reader.provider
-    api = check_kind(args.api or {"anthropic": "anthropic", "openai": "openai-chat", "google": "gemini"}[provider], APIS, "--api")
+    # --api is checked by argparse; without it, the first registered API of the model's provider.
+    api = args.api or next(name for name, registered in REGISTRY.items() if registered.provider == provider)
     plan = run.EvalPlan(args.model, api, run.shapes_arg(args.shapes), args.per_shape, args.seed)
     out = _output_dir(args.out)
     assert out is not None
@@ -718,7 +719,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("eval", help="measure how well a model reads pages, with your own key (prints the cost first)")
     p.add_argument("--model", help="the model id, as its SDK takes it")
-    p.add_argument("--api", choices=("anthropic", "openai-chat", "openai-responses", "gemini"),
+    p.add_argument("--api", choices=APIS,
                    help="which API (default: from the model's provider)")
     p.add_argument("--base-url", help="an OpenAI-compatible (or Anthropic-compatible) endpoint")
     p.add_argument("--shapes", help="comma-separated shapes (default: 5x8,6x13,8x13-loose,9x15-loose,10x20)")

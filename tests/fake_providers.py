@@ -22,9 +22,10 @@ try:  # the SDKs' HTTP client: httpx2 in current releases, httpx in older ones
 except ImportError:  # pragma: no cover
     import httpx  # type: ignore[no-redef]
 
-from glyphpack._history.gemini import check_gemini
-from glyphpack._history.responses import check_openai_responses
-from glyphpack._history.validate import check_anthropic, check_openai_chat
+from glyphpack._history.apis.anthropic import check_anthropic
+from glyphpack._history.apis.gemini import check_gemini
+from glyphpack._history.apis.openai_chat import check_openai_chat
+from glyphpack._history.apis.openai_responses import check_openai_responses
 
 Json = dict[str, Any]
 

@@ -304,3 +304,13 @@ def test_mini_swe_agent_without_an_exit_status_and_with_stray_entries(tmp_path):
     session = import_file(path)
     assert session.agents[0].name == "main" and session.report.skipped == {"messages that are not objects": 1}
     assert session.messages[-1].tool_results[0].text.startswith("[mini-swe-agent exit]\ndiff --git")
+
+
+def test_a_gemini_contents_file_keeps_an_image_given_by_uri(tmp_path):
+    path = tmp_path / "contents.json"
+    path.write_text(json.dumps({"contents": [{"role": "user", "parts": [
+        {"text": "what is this?"}, {"fileData": {"mimeType": "image/png", "fileUri": "gs://b/shot.png"}},
+        {"fileData": {"mimeType": "application/pdf", "fileUri": "gs://b/paper.pdf"}}]}]}))
+    blocks = import_file(path).messages[0].content
+    assert blocks[1] == glyphpack.Image("image/png", ref="gs://b/shot.png")
+    assert blocks[2].kind == "gemini-part"  # not an image: kept as it came, never sent

@@ -1,7 +1,7 @@
 """Every request glyphpack builds is one the provider accepts: histories with parallel
 calls, split tool messages, images in results, thinking, and user-role results, as they
 are, as every ladder view, and as every trimmed load, pass each API's own rules
-(``glyphpack._history.validate``) and the SDKs' request types."""
+(each ``glyphpack._history.apis`` module's ``check_*``) and the SDKs' request types."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ from pydantic import TypeAdapter
 
 import glyphpack
 from glyphpack import Image, Message, RedactedThinking, Text, Thinking, ToolCall, ToolResult
-from glyphpack._history.gemini import check_gemini
-from glyphpack._history.responses import check_openai_responses
-from glyphpack._history.validate import check_anthropic, check_openai_chat
+from glyphpack._history.apis.anthropic import check_anthropic
+from glyphpack._history.apis.gemini import check_gemini
+from glyphpack._history.apis.openai_chat import check_openai_chat
+from glyphpack._history.apis.openai_responses import check_openai_responses
 
 PNG = glyphpack.render("a page").pop().png
 
@@ -143,7 +144,7 @@ def test_the_openai_check_catches_a_result_after_a_user_message():
 def test_a_message_between_calls_and_their_results_moves_after_the_results():
     """A real pi session has the user's shell command between an assistant's calls and
     their results: both APIs reject that order. Nothing is dropped, order is otherwise kept."""
-    from glyphpack._history.convert import results_first
+    from glyphpack._history.apis.common import results_first
 
     history = [
         Message("user", "go", id="u1"),

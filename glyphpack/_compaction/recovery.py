@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 
 from .._errors import CompactionError, UsageError
+from .._history.apis import REGISTRY
 from .._history.codec import message_to_json
 from .._history.messages import Message
 from .._providers.profile import Profile
@@ -53,32 +54,10 @@ class Overflow:
             object.__setattr__(self, "measured", None)
 
 
+#: Token-limit errors: the registered APIs' own, then those of services in front of
+#: them (most specific first: OpenRouter's wording is a looser form of OpenAI's).
 _TOKEN_PATTERNS = (
-    # Anthropic (also on Vertex and Bedrock): "prompt is too long: 215000 tokens > 200000 maximum"
-    ("anthropic", re.compile(r"prompt is too long:\s*(?P<measured>\d+)\s*tokens\s*>\s*(?P<limit>\d+)\s*maximum", re.I)),
-    # Anthropic: "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000"
-    (
-        "anthropic",
-        re.compile(
-            r"input length and .?max_tokens.? exceed context limit:\s*(?P<measured>\d+)\s*\+\s*(?P<completion>\d+)\s*>\s*(?P<context>\d+)",
-            re.I,
-        ),
-    ),
-    # OpenAI, Azure, DeepSeek: "... maximum context length is 128000 tokens. However, you requested
-    # 140000 tokens (130000 in the messages, 10000 in the completion)." The messages' part is what
-    # compaction can change.
-    (
-        "openai",
-        re.compile(
-            r"maximum context length is (?P<limit>\d+) tokens.*?requested (?:about )?\d+ tokens \((?P<measured>\d+) in the messages,\s*(?P<completion>\d+) in the completion",
-            re.I | re.S,
-        ),
-    ),
-    # OpenAI: "... However, your messages resulted in 130532 tokens."
-    (
-        "openai",
-        re.compile(r"maximum context length is (?P<limit>\d+) tokens.*?resulted in (?P<measured>\d+) tokens", re.I | re.S),
-    ),
+    *dict.fromkeys(pattern for api in REGISTRY.values() for pattern in api.overflow_patterns),
     # OpenRouter: "This endpoint's maximum context length is 200000 tokens. However, you requested about 250796 tokens"
     (
         "openrouter",
@@ -86,14 +65,6 @@ _TOKEN_PATTERNS = (
             r"maximum context length is (?P<limit>\d+) tokens.*?requested (?:about )?(?P<measured>\d+) tokens", re.I | re.S
         ),
     ),
-    # Gemini: "The input token count (1234567) exceeds the maximum number of tokens allowed (1048576)."
-    (
-        "gemini",
-        re.compile(
-            r"input token count \((?P<measured>\d+)\) exceeds the maximum number of tokens allowed \((?P<limit>\d+)\)", re.I
-        ),
-    ),
-    ("gemini", re.compile(r"input token count \((?P<measured>\d+)\) exceeds the maximum", re.I)),
     # Mistral: "Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 maximum context length"
     (
         "mistral",
@@ -104,9 +75,7 @@ _TOKEN_PATTERNS = (
     ),
 )
 _TOKEN_WORDINGS = (
-    ("openai", re.compile(r"context_length_exceeded|exceeds the context window|reduce the length of the messages", re.I)),
-    ("anthropic", re.compile(r"prompt is too long", re.I)),
-    ("gemini", re.compile(r"exceeds the maximum number of tokens", re.I)),
+    *dict.fromkeys(wording for api in REGISTRY.values() for wording in api.overflow_wordings),
     ("bedrock", re.compile(r"input is too long for requested model|too many input tokens", re.I)),
     ("litellm", re.compile(r"ContextWindowExceededError", re.I)),
 )

@@ -21,6 +21,7 @@ from typing import Any
 
 from .._errors import GlyphpackError, UsageError
 from .._files import atomic_write
+from .._history.apis import merge_extra, provider_api
 from .._history.messages import Image, Message, Text
 from .._providers.reading import ReadingEvidence, ReadingProfile, local_profiles, local_profiles_path, profile_to_json
 from .._providers.resolve import normalize_model, reading_profile, resolve
@@ -29,7 +30,6 @@ from .._render.reader import read_pages
 from .._render.render import plan as plan_pages
 from .._render.render import render
 from .._render.shapes import SHAPES
-from .._session.adapters import adapter
 from .._types import APIS, Api, check_kind
 from .probes import KINDS, Probe, mean_interval, probe_set, score, wilson
 
@@ -98,13 +98,9 @@ def _status(error: BaseException) -> int | None:
 
 
 def call_model(client: Any, api: Api, request: dict[str, Any]) -> Any:
-    if api == "anthropic":
-        return client.messages.create(**request, max_tokens=REPLY_TOKENS)
-    if api == "openai-chat":
-        return client.chat.completions.create(**request, max_completion_tokens=REPLY_TOKENS)
-    if api == "openai-responses":
-        return client.responses.create(**request, max_output_tokens=REPLY_TOKENS)
-    return client.models.generate_content(**request)
+    """``request`` through ``client``, its reply capped at ``REPLY_TOKENS``."""
+    built = provider_api(api)
+    return built.send(client, merge_extra(request, built.reply_limit(REPLY_TOKENS)))
 
 
 def _with_retries(call: Callable[[], Any], sleep: Callable[[float], None]) -> Any:
@@ -148,7 +144,7 @@ def run_eval(
         raise UsageError(f"{results_path} holds results for {data.get('model')} ({data.get('api')}, seed {data.get('seed')}): use another --out")
     done = {t["id"] for t in data["trials"]}
     probes = plan.probes()
-    build = adapter(plan.api)
+    build = provider_api(plan.api)
     profile = resolve(plan.model)
     for number, probe in enumerate(probes, 1):
         if probe.id in done:
@@ -287,35 +283,13 @@ def apply(results_path: Path) -> tuple[Path, ReadingProfile]:
     return path, profile
 
 
-#: The environment variables each SDK reads its key from (any one will do).
-KEY_VARIABLES = {
-    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
-    "openai-chat": ("OPENAI_API_KEY",),
-    "openai-responses": ("OPENAI_API_KEY",),
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-}
-
-
 def make_client(api: Api, base_url: str | None = None) -> Any:
     """The official SDK's client (it reads the key from its usual environment variable,
     checked here first so a run never starts without one)."""
-    if not any(os.environ.get(name) for name in KEY_VARIABLES[api]):
-        raise UsageError(f"glyphpack eval --api {api} needs your key in {' or '.join(KEY_VARIABLES[api])}")
-    try:
-        if api == "anthropic":
-            import anthropic
-
-            return anthropic.Anthropic(base_url=base_url) if base_url else anthropic.Anthropic()
-        if api in ("openai-chat", "openai-responses"):
-            import openai
-
-            return openai.OpenAI(base_url=base_url) if base_url else openai.OpenAI()
-        from google import genai
-
-        return genai.Client()
-    except ImportError as exc:
-        package = {"anthropic": "anthropic", "gemini": "google-genai"}.get(api, "openai")
-        raise UsageError(f"glyphpack eval --api {api} needs the {package} package: pip install {package}") from exc
+    built = provider_api(api)
+    if not any(os.environ.get(name) for name in built.key_variables):
+        raise UsageError(f"glyphpack eval --api {api} needs your key in {' or '.join(built.key_variables)}")
+    return built.client(base_url)
 
 
 def shapes_arg(value: str | None) -> tuple[str, ...]:

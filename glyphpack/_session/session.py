@@ -40,6 +40,7 @@ from .._compaction.results import Compaction, CompactionPolicy
 from .._compaction.snapshot import page_density
 from .._compaction.summarize import Summarizer
 from .._errors import CompactionError, TextOnlyModelError, UsageError
+from .._history.apis import Reply, api_of, merge_extra, provider_api
 from .._history.ids import unique_name
 from .._history.messages import Block, Image, Message, Text, ToolCall, ToolResult, validate_history
 from .._history.store import Workspace
@@ -48,7 +49,6 @@ from .._providers.profile import Profile
 from .._providers.resolve import resolve
 from .._providers.text_tokens import DEFAULT_ESTIMATOR, TextEstimator
 from .._types import Api, LoadState, Rung, public
-from .adapters import Reply, adapter, api_of, merge_extra
 from .commands import CommandResult, run_command
 from .view import StoredView, read_view, view_path, write_view
 
@@ -305,7 +305,7 @@ class Session:
         ``"openai-chat"``, ``"openai-responses"`` or ``"gemini"``), with ``extra``
         (tools, max_tokens, ...) added. Compacts first when the estimate reaches the
         threshold; the compaction is persisted and reused until the next one."""
-        build = adapter(api)
+        build = provider_api(api)
         self._no_pending("build a request")
         if not any(m.role != "system" for m in self.messages):
             raise UsageError("nothing to send yet: add a user message first")
@@ -342,7 +342,7 @@ class Session:
         response and return it. ``api`` defaults to the client's (``api_of``); other
         errors are raised as the SDK raised them."""
         api = api or api_of(client)
-        build = adapter(api)
+        build = provider_api(api)
         while True:
             request = self.request(api, **extra)
             try:
@@ -362,12 +362,12 @@ class Session:
         if isinstance(response, Message):
             if response.role != "assistant":
                 raise UsageError(f"a response is an assistant message, not a {response.role} one")
-            reply = Reply(response, None)
+            reply = Reply(message=response, input_tokens=None)
         else:
             api = api or self._api
             if api is None:
                 raise UsageError("add_response needs api=... (no request was built by this session)")
-            reply = adapter(api).parse(response)
+            reply = provider_api(api).parse(response)
         if reply.input_tokens and self._sent is not None and self.policy.tokenizer is None:
             self._learn(calibrated(self.cost(), self._sent, reply.input_tokens))
         self._overflows = 0

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..._errors import HistoryError
 from ..._types import public
-from ..convert import tool_arguments
+from ..apis.common import tool_arguments
 from ..messages import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
 
 #: The text of a result made up for a call that never got one.

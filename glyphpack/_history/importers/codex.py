@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..convert import image_from_url
+from ..apis.common import image_from_url
 from ..messages import Block, Message, Opaque, Text, Thinking, ToolCall, ToolResult
 from .base import (
     ImportedAgent,

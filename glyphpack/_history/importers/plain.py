@@ -7,22 +7,23 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..._errors import HistoryError
-from ..._types import ROLES, Role
+from ..._types import APIS, Role
+from ..apis import REGISTRY, ProviderApi
+from ..apis.gemini import response_text
 from ..codec import history_from_json
-from ..convert import from_anthropic, from_openai_chat
-from ..gemini import response_text
 from ..messages import Block, Image, Message, Opaque, Text, Thinking, ToolCall, ToolResult
 from .base import ImportedAgent, ImportedSession, Tally, repair
 from .codex import _item as responses_item
 
 Document = Any
 #: The provider lists this module reads, by the name ``import_file`` takes.
-KINDS = ("openai-chat", "openai-responses", "anthropic", "gemini", "glyphpack")
+KINDS = (*APIS, "glyphpack")
 
 
 def _messages_of(document: Document) -> tuple[list[Any], str | None]:
@@ -53,40 +54,26 @@ def kind_of(document: Document) -> str | None:
     items = _dicts(items)
     if not items:
         return None
-    if any("parts" in i and i.get("role") in ("user", "model", "function", "tool") for i in items):
-        return "gemini"
-    if any(i.get("type") in ("function_call", "function_call_output", "reasoning") for i in items) or any(
-        isinstance(i.get("content"), list) and any(isinstance(p, dict) and p.get("type") in ("input_text", "output_text") for p in i["content"])
-        for i in items
-    ):
-        return "openai-responses"
     blocks = [b for i in items if isinstance(i.get("content"), list) for b in i["content"] if isinstance(b, dict)]
-    own_shape = all("id" in i and isinstance(i.get("content"), list) for i in items)
-    if own_shape and all(b.get("type") in Block.registry for b in blocks):
+    if all("id" in i and isinstance(i.get("content"), list) for i in items) and all(b.get("type") in Block.registry for b in blocks):
         return "glyphpack"
-    if any(b.get("type") in ("tool_use", "tool_result") or (b.get("type") == "image" and "source" in b) for b in blocks):
-        return "anthropic"
-    if any(i.get("role") in ("tool", "developer") or i.get("tool_calls") for i in items):
-        return "openai-chat"
-    if any(b.get("type") == "image_url" for b in blocks):
-        return "openai-chat"
-    if all(i.get("role") in ("user", "assistant") for i in items) and isinstance(document, dict) and "system" in document:
-        return "anthropic"
-    if all(i.get("role") in ROLES for i in items):
-        return "openai-chat"  # plain text turns read the same in every chat format
-    return None
+    # The API whose shape it surely has; of equal claims, the first registered.
+    sureness, name = max(((api.recognizes(items, document), -n), name) for n, (name, api) in enumerate(REGISTRY.items()))
+    return name if sureness[0] else None
 
 
 def read(path: Path, document: Document, kind: str) -> ImportedSession:
     tally = Tally()
     items, system = _messages_of(document)
+    # Files are read more leniently than responses (camelCase keys, calls without ids,
+    # bad image data kept as a note): those readers first, each API's own for the rest.
     readers: dict[str, Callable[[list[Any], str | None, Tally], list[Message]]] = {
-        "openai-chat": lambda items, system, tally: _with_system(from_openai_chat(items), system),
-        "anthropic": lambda items, system, tally: from_anthropic(items, system),
         "gemini": _gemini,
         "openai-responses": _responses,
         "glyphpack": lambda items, system, tally: history_from_json(items),
     }
+    for name, api in REGISTRY.items():
+        readers.setdefault(name, functools.partial(_strict, api))
     if kind == "glyphpack" and isinstance(document, dict) and document.get("format") == "glyphpack-transcript":
         from ..store import read_transcript
 
@@ -101,6 +88,10 @@ def read(path: Path, document: Document, kind: str) -> ImportedSession:
             messages = [dataclasses.replace(m, id=f"{kind}-{n}") for n, m in enumerate(messages)]
     agents = (ImportedAgent("main", tuple(repair(messages, tally))),)
     return ImportedSession("", agents, (), tally.report(kind, agents, 0))
+
+
+def _strict(api: ProviderApi, items: list[Any], system: str | None, tally: Tally) -> list[Message]:
+    return api.from_wire(items, system)
 
 
 def _with_system(messages: list[Message], system: str | None) -> list[Message]:
@@ -141,6 +132,7 @@ def _gemini(items: list[Any], system: str | None, tally: Tally) -> list[Message]
             call = part.get("functionCall") or part.get("function_call")
             response = part.get("functionResponse") or part.get("function_response")
             inline = part.get("inlineData") or part.get("inline_data")
+            linked = part.get("fileData") or part.get("file_data")
             signature = part.get("thoughtSignature") or part.get("thought_signature")
             if isinstance(call, dict):
                 call_id = str(call.get("id") or f"gemini-{index}-{number}")
@@ -164,6 +156,11 @@ def _gemini(items: list[Any], system: str | None, tally: Tally) -> list[Message]
                 except (binascii.Error, ValueError):
                     tally.repair("images without valid data kept as a text stub")
                     others.append(Text(f"[image {mime}: its data was not valid base64]"))
+            elif isinstance(linked, dict) and isinstance(linked.get("fileUri") or linked.get("file_uri"), str) and str(
+                linked.get("mimeType") or linked.get("mime_type") or "image/"
+            ).startswith("image/"):
+                mime = linked.get("mimeType") or linked.get("mime_type") or "image/png"
+                others.append(Image(str(mime), ref=linked.get("fileUri") or linked.get("file_uri")))
             elif isinstance(part.get("text"), str) and part.get("thought") is True:
                 others.append(Thinking(part["text"], signature if isinstance(signature, str) else None))
             elif isinstance(part.get("text"), str):

@@ -1,4 +1,4 @@
-"""Gemini ``generate_content`` contents, to and from neutral messages.
+"""Google's Gemini API: ``client.models.generate_content``, contents to and from neutral messages.
 
 Contents alternate ``user`` and ``model``; system text becomes the
 ``system_instruction``; a tool call is a ``function_call`` part (with the thought
@@ -12,16 +12,17 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
-from .._errors import HistoryError
-from .._types import public
-from .convert import CONTINUES, MALFORMED, add_turn, message_error, results_first, split_user_turn
-from .ids import new_id
-from .messages import Block, Image, Message, Opaque, Text, Thinking, ToolCall, ToolResult
-
-Json = dict[str, Any]
+from ..._errors import HistoryError
+from ..._providers.profile import Profile
+from ..._types import public
+from ..ids import new_id
+from ..messages import Block, Image, Message, Opaque, RedactedThinking, Text, Thinking, ToolCall, ToolResult
+from .base import Json, ProviderApi, usage_tokens
+from .common import CONTINUES, MALFORMED, add_turn, check_image_count, each_known, message_error, results_first, split_user_turn
 
 #: Ids glyphpack gave calls that Gemini sent without one; they are not sent back.
 LOCAL_CALL_ID = "gemini-local-"
@@ -41,6 +42,11 @@ def _image_part(block: Image, media_resolution: str | None) -> Json:
 SKIP_SIGNATURE = b"skip_thought_signature_validator"
 
 
+#: The blocks this module has a rule for: thinking and opaque blocks are left out on
+#: purpose (Gemini takes no thought text back, only signatures on the calls).
+_KNOWN = (Text, Image, ToolCall, ToolResult, Thinking, RedactedThinking, Opaque)
+
+
 @public
 def to_gemini(
     messages: Sequence[Message], *, media_resolution: str | None = None, unsigned: bytes | None = None
@@ -53,7 +59,7 @@ def to_gemini(
     names: dict[str, str] = {}  # call id -> function name, for the responses
     contents: list[Json] = []
     for message in results_first(messages):
-        if message.role == "system":
+        if each_known(message, _KNOWN, "Gemini").role == "system":
             continue
         role = "model" if message.role == "assistant" else "user"
         parts: list[Json] = []
@@ -122,6 +128,9 @@ def _blocks(parts: Sequence[Json]) -> list[Block]:
             blob = part["inline_data"]
             data = blob["data"]
             blocks.append(Image(blob.get("mime_type", "image/png"), data if isinstance(data, bytes) else base64.b64decode(data)))
+        elif part.get("file_data") and str(part["file_data"].get("mime_type", "image/")).startswith("image/"):
+            blob = part["file_data"]  # an uploaded image by URI (other files stay opaque)
+            blocks.append(Image(blob.get("mime_type", "image/png"), ref=blob["file_uri"]))
         else:
             blocks.append(Opaque("gemini_part", {k: v for k, v in part.items() if not isinstance(v, bytes)}))
     return blocks
@@ -155,12 +164,14 @@ def from_gemini(contents: Sequence[Json], system_instruction: str | None = None)
     return out
 
 
-def check_gemini(contents: Sequence[Json]) -> None:
+def check_gemini(contents: Sequence[Json], *, max_images: int | None = None) -> None:
     """Raise ``HistoryError`` where Gemini would reject ``contents``: it starts with a
-    user turn, roles alternate, and a model turn's function calls are answered by as many
-    function responses, with the same names, in the next user turn."""
+    user turn, roles alternate, a model turn's function calls are answered by as many
+    function responses, with the same names, in the next user turn, and at most
+    ``max_images`` images."""
     if not contents:
         raise HistoryError("contents is empty")
+    check_image_count(sum(1 for c in contents for p in c.get("parts") or () if "inline_data" in p or "file_data" in p), max_images)
     for index, content in enumerate(contents):
         expected = "user" if index % 2 == 0 else "model"
         if content.get("role") != expected:
@@ -174,3 +185,77 @@ def check_gemini(contents: Sequence[Json]) -> None:
         answered = [p["function_response"]["name"] for p in following if p.get("function_response")]
         if sorted(answered) != sorted(calls):
             raise HistoryError(f"content {index}: calls {calls} answered by {answered} in the next turn")
+
+
+#: Models that enforce thought signatures on the current turn's function calls.
+_GEMINI_3 = re.compile(r"(models/)?gemini-([3-9]|\d\d)")
+
+
+class Gemini(ProviderApi):
+    """``client.models.generate_content(**request)``; tools go in ``config``
+    (``request(..., config={"tools": ...})`` merges them)."""
+
+    name = "gemini"
+    provider = "google"
+    title = "Gemini"
+    request_key = "contents"
+    response_key = "candidates"
+    sdk_module = "google.genai"
+    sdk_package = "google-genai"
+    key_variables = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+    overflow_patterns = (
+        # "The input token count (1234567) exceeds the maximum number of tokens allowed (1048576)."
+        (
+            "gemini",
+            re.compile(r"input token count \((?P<measured>\d+)\) exceeds the maximum number of tokens allowed \((?P<limit>\d+)\)", re.I),
+        ),
+        ("gemini", re.compile(r"input token count \((?P<measured>\d+)\) exceeds the maximum", re.I)),
+    )
+    overflow_wordings = (("gemini", re.compile(r"exceeds the maximum number of tokens", re.I)),)
+
+    def to_wire(self, messages: Sequence[Message], profile: Profile | None = None, model: str = "") -> tuple[str | None, list[Json]]:
+        unsigned = SKIP_SIGNATURE if _GEMINI_3.match(model) else None
+        media_resolution = profile.reader.media_resolution if profile else None
+        return to_gemini(messages, media_resolution=media_resolution, unsigned=unsigned)
+
+    def from_wire(self, items: Sequence[Json], system: str | None = None) -> list[Message]:
+        return from_gemini(items, system)
+
+    def check(self, items: Sequence[Json], *, max_images: int | None = None) -> None:
+        check_gemini(items, max_images=max_images)
+
+    def recognizes(self, items: Sequence[Json], document: object) -> int:
+        return 3 if any("parts" in i and i.get("role") in ("user", "model", "function", "tool") for i in items) else 0
+
+    def build(self, model: str, view: Sequence[Message], prefix: int, profile: Profile) -> Json:
+        request = super().build(model, view, prefix, profile)
+        request.setdefault("config", {})  # where the caller's tools merge
+        return request
+
+    def put_system(self, request: Json, system: str) -> None:
+        request["config"] = {"system_instruction": system}
+
+    def send(self, client: Any, request: Json) -> object:
+        return client.models.generate_content(**request)
+
+    def reply_limit(self, tokens: int) -> Json:
+        return {"config": {"max_output_tokens": tokens}}
+
+    def assistant_messages(self, data: Json) -> list[Message]:
+        candidates = data.get("candidates")
+        if not isinstance(candidates, list) or not candidates:
+            feedback = data.get("prompt_feedback")
+            raise self.not_a(data, f"no candidates ({feedback})" if feedback else "no candidates")
+        first = candidates[0] if isinstance(candidates[0], dict) else {}
+        if not isinstance(first.get("content"), dict):
+            raise HistoryError(f"a Gemini response whose first candidate has no content (finish_reason {first.get('finish_reason')!r})")
+        return from_gemini([first["content"]])
+
+    def input_tokens(self, data: Json) -> int | None:
+        return usage_tokens(data, "prompt_token_count")
+
+    def new_client(self, module: Any, base_url: str | None) -> Any:
+        return module.Client(http_options={"base_url": base_url}) if base_url else module.Client()
+
+
+API = Gemini()

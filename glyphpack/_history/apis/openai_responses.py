@@ -1,4 +1,4 @@
-"""OpenAI Responses API input items, to and from neutral messages.
+"""OpenAI's Responses API: ``client.responses.create``, input items to and from neutral messages.
 
 Requests are stateless (``store`` is the caller's choice; the full input is sent each
 turn): system text becomes ``instructions``; user and assistant text become messages;
@@ -13,18 +13,29 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from .._errors import HistoryError
-from .._types import public
-from .convert import MALFORMED, image_from_url, image_url, message_error, results_first, tool_arguments
-from .messages import Block, Image, Message, Opaque, Text, ToolCall, ToolResult
-
-Json = dict[str, Any]
+from ..._errors import HistoryError
+from ..._providers.profile import Profile
+from ..._types import public
+from ..messages import Block, Image, Message, Opaque, RedactedThinking, Text, Thinking, ToolCall, ToolResult
+from .base import Json, ProviderApi, usage_tokens
+from .common import (
+    MALFORMED,
+    check_image_count,
+    each_known,
+    image_from_url,
+    image_url,
+    message_error,
+    results_first,
+    tool_arguments,
+    unsendable,
+)
+from .openai_chat import OpenAIChat
 
 
 @functools.singledispatch
 def responses_part(block: Block) -> Json:
     """A text or image block as a Responses ``input_text`` / ``input_image`` part."""
-    raise HistoryError(f"{type(block).__name__} cannot be a Responses content part")
+    raise unsendable(block, "Responses content part")
 
 
 @responses_part.register
@@ -35,6 +46,11 @@ def _(block: Text) -> Json:
 @responses_part.register
 def _(block: Image) -> Json:
     return {"type": "input_image", "image_url": image_url(block), "detail": "auto"}
+
+
+#: The blocks this module has a rule for: thinking and opaque blocks are left out on
+#: purpose (reasoning goes back only as the API's own encrypted items).
+_KNOWN = (Text, Image, ToolCall, ToolResult, Thinking, RedactedThinking, Opaque)
 
 
 @public
@@ -49,7 +65,7 @@ def to_openai_responses(messages: Sequence[Message], *, detail: str | None = Non
         return out | {"detail": detail} if detail and out["type"] == "input_image" else out
 
     for message in results_first(messages):
-        if message.role == "system":
+        if each_known(message, _KNOWN, "Responses").role == "system":
             continue
         for block in message.content:
             if isinstance(block, ToolCall):
@@ -122,15 +138,19 @@ def from_openai_responses(items: Sequence[Json], instructions: str | None = None
     return out
 
 
-def check_openai_responses(items: Sequence[Json]) -> None:
+def check_openai_responses(items: Sequence[Json], *, max_images: int | None = None) -> None:
     """Raise ``HistoryError`` where the Responses API would reject ``input``: every
     ``function_call_output`` follows its ``function_call``, every call is answered before
-    the next message, and there is at least one item."""
+    the next message, there is at least one item, and at most ``max_images`` images."""
     if not items:
         raise HistoryError("input is empty")
     open_calls: set[str] = set()
+    images = 0
     for index, item in enumerate(items):
         kind = item.get("type", "message")
+        parts = item.get("output") if kind == "function_call_output" else item.get("content")
+        if isinstance(parts, list):
+            images += sum(1 for part in parts if isinstance(part, dict) and part.get("type") == "input_image")
         if kind == "function_call":
             open_calls.add(item["call_id"])
         elif kind == "function_call_output":
@@ -141,3 +161,60 @@ def check_openai_responses(items: Sequence[Json]) -> None:
             raise HistoryError(f"item {index}: a user message while calls {sorted(open_calls)} are unanswered")
     if open_calls:
         raise HistoryError(f"calls {sorted(open_calls)} have no function_call_output")
+    check_image_count(images, max_images)
+
+
+class OpenAIResponses(ProviderApi):
+    """``client.responses.create(**request, tools=...)``: the whole input every turn
+    (stateless), so compaction decides what the model sees."""
+
+    name = "openai-responses"
+    provider = "openai"
+    title = "Responses"
+    request_key = "input"
+    response_key = "output"
+    sdk_module = "openai"
+    sdk_package = "openai"
+    key_variables = OpenAIChat.key_variables
+    overflow_patterns = OpenAIChat.overflow_patterns  # one provider, one wording
+    overflow_wordings = OpenAIChat.overflow_wordings
+
+    def to_wire(self, messages: Sequence[Message], profile: Profile | None = None, model: str = "") -> tuple[str | None, list[Json]]:
+        return to_openai_responses(messages, detail=profile.reader.detail if profile else None)
+
+    def from_wire(self, items: Sequence[Json], system: str | None = None) -> list[Message]:
+        return from_openai_responses(items, system)
+
+    def check(self, items: Sequence[Json], *, max_images: int | None = None) -> None:
+        check_openai_responses(items, max_images=max_images)
+
+    def recognizes(self, items: Sequence[Json], document: object) -> int:
+        typed = any(i.get("type") in ("function_call", "function_call_output", "reasoning") for i in items)
+        parts = any(
+            isinstance(i.get("content"), list) and any(isinstance(p, dict) and p.get("type") in ("input_text", "output_text") for p in i["content"])
+            for i in items
+        )
+        return 3 if typed or parts else 0
+
+    def put_system(self, request: Json, system: str) -> None:
+        request["instructions"] = system
+
+    def send(self, client: Any, request: Json) -> object:
+        return client.responses.create(**request)
+
+    def reply_limit(self, tokens: int) -> Json:
+        return {"max_output_tokens": tokens}
+
+    def assistant_messages(self, data: Json) -> list[Message]:
+        if not isinstance(data.get("output"), list):
+            raise self.not_a(data, "no output list")
+        return from_openai_responses(data["output"])
+
+    def input_tokens(self, data: Json) -> int | None:
+        return usage_tokens(data, "input_tokens")
+
+    def new_client(self, module: Any, base_url: str | None) -> Any:
+        return module.OpenAI(base_url=base_url) if base_url else module.OpenAI()
+
+
+API = OpenAIResponses()

@@ -1,0 +1,316 @@
+"""Anthropic's Messages API: ``client.messages.create``.
+
+The system prompt goes apart; tool messages become user messages of ``tool_result``
+blocks, first in the message; a role's consecutive messages merge (user and assistant
+alternate, the user first). Thinking goes back only with its signature. Prompt-cache
+breakpoints: the system prompt, the end of a stored compaction (byte-identical until the
+next one) and the newest message, which the next turn reads from the cache.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ..._errors import HistoryError
+from ..._providers.profile import Profile
+from ..._types import public
+from ..messages import Block, Image, Message, Opaque, RedactedThinking, ResultBlock, Text, Thinking, ToolCall, ToolResult
+from .base import Json, ProviderApi, usage_tokens
+from .common import (
+    CONTINUES,
+    MALFORMED,
+    add_turn,
+    check_image_count,
+    decode_base64,
+    message_error,
+    results_first,
+    split_user_turn,
+    unsendable,
+)
+
+#: ``max_tokens`` for a call that does not say (the Messages API requires one).
+DEFAULT_MAX_TOKENS = 4096
+
+#: Anthropic marks a prompt-cache breakpoint on one of these block types only.
+_CACHEABLE = ("text", "image", "tool_use", "tool_result")
+_EPHEMERAL = {"type": "ephemeral"}
+
+
+@functools.singledispatch
+def anthropic_block(block: Block) -> Json | None:
+    """One block as an Anthropic Messages content block (None: not sent)."""
+    raise unsendable(block, "Anthropic Messages")
+
+
+@anthropic_block.register
+def _(block: Text) -> Json | None:
+    # The API rejects a text block that is empty or only white space ("text content
+    # blocks must contain non-whitespace text"): such a block says nothing, so it stays out.
+    return {"type": "text", "text": block.text} if block.text.strip() else None
+
+
+@anthropic_block.register
+def _(block: Image) -> Json:
+    if block.data is not None:
+        data = base64.b64encode(block.data).decode("ascii")
+        return {"type": "image", "source": {"type": "base64", "media_type": block.media_type, "data": data}}
+    return {"type": "image", "source": {"type": "url", "url": block.ref}}
+
+
+@anthropic_block.register
+def _(block: ToolCall) -> Json:
+    return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.arguments}
+
+
+@anthropic_block.register
+def _(block: ToolResult) -> Json:
+    out: Json = {"type": "tool_result", "tool_use_id": block.call_id, "content": _anthropic_blocks(block.content)}
+    if block.is_error:
+        out["is_error"] = True
+    return out
+
+
+@anthropic_block.register
+def _(block: Thinking) -> Json | None:
+    # Anthropic verifies the signature of thinking sent back: unsigned thinking (another
+    # provider's reasoning, a harness's own) cannot go, so it is left out.
+    if not block.signature:
+        return None
+    return {"type": "thinking", "thinking": block.text, "signature": block.signature}
+
+
+@anthropic_block.register
+def _(block: RedactedThinking) -> Json:
+    return {"type": "redacted_thinking", "data": block.data}
+
+
+@anthropic_block.register
+def _(block: Opaque) -> None:
+    return None
+
+
+def _anthropic_blocks(blocks: Sequence[Block]) -> list[Json]:
+    return [converted for converted in map(anthropic_block, blocks) if converted is not None]
+
+
+@public
+def to_anthropic(messages: Sequence[Message]) -> tuple[str | None, list[Json]]:
+    """(system prompt, Messages API ``messages``): tool messages become user messages
+    of ``tool_result`` blocks, and consecutive messages of one role are merged (the
+    API wants user and assistant to alternate)."""
+    system = "\n\n".join(m.text for m in messages if m.role == "system") or None
+    out: list[Json] = []
+    for message in results_first(messages):
+        if message.role == "system":
+            continue
+        role = "user" if message.role in ("user", "tool") else "assistant"
+        # Anthropic wants a turn's tool results before anything else in the user message.
+        ordered = sorted(message.content, key=lambda b: not isinstance(b, ToolResult)) if role == "user" else message.content
+        blocks = _anthropic_blocks(ordered)
+        if not blocks:
+            continue
+        add_turn(out, role, "content", blocks)
+    if out and out[0]["role"] == "assistant":  # the API wants the user first
+        out.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUES}]})
+    return system, out
+
+
+
+def _from_anthropic_block(data: object) -> Block:
+    if not isinstance(data, dict):
+        raise HistoryError(f"a content block must be an object, not {type(data).__name__}")
+    kind = data.get("type")
+    if kind == "text":
+        return Text(data["text"])
+    if kind == "image":
+        source = data["source"]
+        if source.get("type") == "base64":
+            return Image(source["media_type"], decode_base64(source.get("data"), "an image's data"))
+        return Image(source.get("media_type", "image/png"), ref=source.get("url") or source.get("file_id"))
+    if kind == "tool_use":
+        return ToolCall(data["id"], data["name"], data.get("input") or {})
+    if kind == "tool_result":
+        content = data.get("content") or ()
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        parts: list[ResultBlock] = []
+        for item in content:
+            part = _from_anthropic_block(item)
+            parts.append(part if isinstance(part, (Text, Image)) else Text(json.dumps(part.to_json(), ensure_ascii=False)))
+        return ToolResult(data["tool_use_id"], tuple(parts), bool(data.get("is_error")))
+    if kind == "thinking":
+        return Thinking(data.get("thinking", ""), data.get("signature") or None)
+    if kind == "redacted_thinking":
+        return RedactedThinking(data["data"])
+    # Server tools, model fallbacks and what comes next: kept as they are, never sent.
+    return Opaque(str(kind), data)
+
+
+@public
+def from_anthropic(messages: Sequence[Json], system: str | None = None) -> list[Message]:
+    """Neutral messages from Anthropic Messages ``messages`` (and ``system``): a user
+    message of tool results becomes a ``tool`` message (its other blocks a user message).
+    Unknown block types become ``Opaque`` blocks; a malformed message raises
+    ``HistoryError`` naming its index."""
+    out = [Message("system", (Text(system),))] if system else []
+    for index, data in enumerate(messages):
+        try:
+            content = data["content"]
+            if isinstance(content, str):
+                content = [{"type": "text", "text": content}]
+            blocks = [_from_anthropic_block(b) for b in content]
+            if data["role"] == "user":
+                out.extend(split_user_turn(blocks))
+            elif data["role"] == "assistant":
+                out.append(Message("assistant", tuple(blocks)))
+            else:
+                raise HistoryError(f"role must be user or assistant, not {data['role']!r}")
+        except MALFORMED as exc:
+            raise message_error(index, exc) from None
+    return out
+
+
+def check_anthropic(messages: Sequence[Json], *, max_images: int | None = None) -> None:
+    """Raise ``HistoryError`` where the Anthropic Messages API would reject ``messages``:
+    roles alternate starting with the user; every ``tool_use`` is answered by a
+    ``tool_result`` in the next message, which holds its results first; no result
+    without its call; thinking carries a signature; no text block is empty or only
+    white space; at most ``max_images`` images."""
+    images = 0
+    open_calls: set[str] = set()
+    for index, message in enumerate(messages):
+        role, content = message.get("role"), message.get("content")
+        expected = "user" if index % 2 == 0 else "assistant"
+        if role != expected:
+            raise HistoryError(f"message {index}: role {role!r} where {expected!r} must come (roles alternate from user)")
+        blocks: list[Json] = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        if not blocks:
+            raise HistoryError(f"message {index}: empty content")
+        results = [str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"]
+        if role == "user":
+            if set(results) != open_calls:
+                missing, extra = sorted(open_calls - set(results)), sorted(set(results) - open_calls)
+                raise HistoryError(f"message {index}: tool results {extra} without calls, calls {missing} without results")
+            kinds = [b.get("type") for b in blocks]
+            if results and kinds[: len(results)] != ["tool_result"] * len(results):
+                raise HistoryError(f"message {index}: tool results must come before the other blocks")
+            open_calls = set()
+        else:
+            if results:
+                raise HistoryError(f"message {index}: an assistant message holds tool results")
+            open_calls = {str(b.get("id")) for b in blocks if b.get("type") == "tool_use"}
+            for block in blocks:
+                if block.get("type") == "thinking" and not block.get("signature"):
+                    raise HistoryError(f"message {index}: thinking without a signature")
+        for block in [*blocks, *(b for r in blocks if r.get("type") == "tool_result" and isinstance(r.get("content"), list) for b in r["content"])]:
+            if block.get("type") == "text" and not str(block.get("text") or "").strip():
+                raise HistoryError(f"message {index}: text content blocks must contain non-whitespace text")
+        for block in blocks:
+            if block.get("type") == "image":
+                images += 1
+            if block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+                images += sum(1 for b in block["content"] if b.get("type") == "image")
+    if open_calls:
+        raise HistoryError(f"tool calls {sorted(open_calls)} at the end have no results")
+    check_image_count(images, max_images)
+
+
+
+
+class AnthropicMessages(ProviderApi):
+    """``client.messages.create(**request, max_tokens=..., tools=...)``."""
+
+    name = "anthropic"
+    provider = "anthropic"
+    title = "Messages"
+    request_key = "messages"
+    response_key = "stop_reason"
+    sdk_module = "anthropic"
+    sdk_package = "anthropic"
+    key_variables = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+    overflow_patterns = (
+        # Also on Vertex and Bedrock: "prompt is too long: 215000 tokens > 200000 maximum"
+        ("anthropic", re.compile(r"prompt is too long:\s*(?P<measured>\d+)\s*tokens\s*>\s*(?P<limit>\d+)\s*maximum", re.I)),
+        # "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000"
+        (
+            "anthropic",
+            re.compile(
+                r"input length and .?max_tokens.? exceed context limit:\s*(?P<measured>\d+)\s*\+\s*(?P<completion>\d+)\s*>\s*(?P<context>\d+)",
+                re.I,
+            ),
+        ),
+    )
+    overflow_wordings = (("anthropic", re.compile(r"prompt is too long", re.I)),)
+
+    def to_wire(self, messages: Sequence[Message], profile: Profile | None = None, model: str = "") -> tuple[str | None, list[Json]]:
+        return to_anthropic(messages)
+
+    def from_wire(self, items: Sequence[Json], system: str | None = None) -> list[Message]:
+        return from_anthropic(items, system)
+
+    def check(self, items: Sequence[Json], *, max_images: int | None = None) -> None:
+        check_anthropic(items, max_images=max_images)
+
+    def recognizes(self, items: Sequence[Json], document: object) -> int:
+        blocks = [b for i in items if isinstance(i.get("content"), list) for b in i["content"] if isinstance(b, dict)]
+        if any(b.get("type") in ("tool_use", "tool_result") or (b.get("type") == "image" and "source" in b) for b in blocks):
+            return 2
+        plain = all(i.get("role") in ("user", "assistant") for i in items)
+        return 1 if plain and isinstance(document, dict) and "system" in document else 0
+
+    def build(self, model: str, view: Sequence[Message], prefix: int, profile: Profile) -> Json:
+        request = super().build(model, view, prefix, profile)
+        messages = request["messages"]
+        if 0 < prefix < len(view):
+            _mark_prefix(messages, view[:prefix])
+        if messages:
+            _mark(messages[-1])
+        return request
+
+    def put_system(self, request: Json, system: str) -> None:
+        request["system"] = [{"type": "text", "text": system, "cache_control": dict(_EPHEMERAL)}]
+
+    def send(self, client: Any, request: Json) -> object:
+        return client.messages.create(**{"max_tokens": DEFAULT_MAX_TOKENS, **request})
+
+    def assistant_messages(self, data: Json) -> list[Message]:
+        if not isinstance(data.get("content"), list) or data.get("role", "assistant") != "assistant":
+            raise self.not_a(data, "no assistant content list")
+        # An empty content list is an answer that said nothing (end_turn): kept, and never sent back.
+        return from_anthropic([{"role": "assistant", "content": data["content"]}])
+
+    def input_tokens(self, data: Json) -> int | None:
+        return usage_tokens(data, "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+    def new_client(self, module: Any, base_url: str | None) -> Any:
+        return module.Anthropic(base_url=base_url) if base_url else module.Anthropic()
+
+
+def _mark(message: Json, end: int | None = None) -> bool:
+    """A cache breakpoint on the last block of ``message`` (before ``end``) that takes one."""
+    blocks = message["content"][:end]
+    for block in reversed(blocks):
+        if block.get("type") in _CACHEABLE and (block.get("type") != "text" or block.get("text")):
+            block["cache_control"] = dict(_EPHEMERAL)
+            return True
+    return False
+
+
+def _mark_prefix(messages: list[Json], prefix: Sequence[Message]) -> None:
+    # The prefix converts alone to the same messages, the last of which the rest may
+    # extend (a role's consecutive messages merge): mark its own last block.
+    _, alone = to_anthropic(prefix)
+    if not alone:
+        return
+    last = len(alone) - 1
+    own = len(alone[-1]["content"])
+    if messages[:last] == alone[:last] and messages[last]["content"][:own] == alone[-1]["content"]:
+        _mark(messages[last], own)
+
+
+API = AnthropicMessages()

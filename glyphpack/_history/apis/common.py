@@ -1,0 +1,150 @@
+"""What more than one provider API's conversion needs: the order tool results must
+come in, merging a role's consecutive turns, base64 and data URLs, tool-call
+arguments, and the error a malformed provider message raises."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..._errors import HistoryError
+from ..messages import Block, Image, Message, ToolResult
+
+Json = dict[str, Any]
+
+#: The user's first message where a history starts with the assistant's (after a trim
+#: or a compaction): Anthropic and Gemini want the user first.
+CONTINUES = "[the conversation continues]"
+
+#: What reading a malformed provider message raises, turned into ``message_error``.
+MALFORMED = (KeyError, TypeError, AttributeError, ValueError, IndexError, HistoryError)
+
+
+def results_first(messages: Sequence[Message]) -> list[Message]:
+    """The history in the order every API requires: an assistant message's tool results
+    right after it, ahead of any other message that came between (a harness's note, the
+    user's shell command); a user message carrying results split into its results and
+    the rest. Nothing is dropped or changed."""
+    out: list[Message] = []
+    waiting: list[Message] = []  # messages that came between calls and their results
+    for message in messages:
+        if message.role == "assistant":
+            out.extend(waiting)
+            waiting = []
+            out.append(message)
+            continue
+        results = tuple(b for b in message.content if isinstance(b, ToolResult))
+        others = tuple(b for b in message.content if not isinstance(b, ToolResult))
+        if results and out and out[-1].role in ("assistant", "tool") and not waiting:
+            out.append(message if not others else Message("tool", results, id=f"{message.id}-results"))
+        elif results:
+            out.append(Message("tool", results, id=f"{message.id}-results") if others or message.role != "tool" else message)
+        if waiting and not _calls_open(out):  # every call answered: what waited goes next
+            out.extend(waiting)
+            waiting = []
+        if others:
+            rest = message if not results else message.with_content(others)
+            (waiting if _calls_open(out) else out).append(rest)
+    out.extend(waiting)
+    return out
+
+
+def _calls_open(out: Sequence[Message]) -> bool:
+    """Whether the last assistant message in ``out`` has calls not yet answered in ``out``."""
+    answered: set[str] = set()
+    for message in reversed(out):
+        if message.role == "assistant":
+            return any(c.id not in answered for c in message.tool_calls)
+        answered.update(r.call_id for r in message.tool_results)
+    return False
+
+
+def add_turn(out: list[Json], role: str, key: str, items: list[Json]) -> None:
+    """Append a turn of ``role`` whose ``key`` holds ``items``, merged into the last turn
+    when that is the same role (APIs that want the roles to alternate)."""
+    if out and out[-1]["role"] == role:
+        out[-1][key].extend(items)
+    else:
+        out.append({"role": role, key: items})
+
+
+def decode_base64(data: object, what: str) -> bytes:
+    if not isinstance(data, str):
+        raise HistoryError(f"{what} must be a base64 string, not {type(data).__name__}")
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise HistoryError(f"{what} is not valid base64 ({exc})") from None
+
+
+def split_user_turn(blocks: Sequence[Block]) -> list[Message]:
+    """A user turn of an API that carries tool results in it (Anthropic, Gemini): a
+    ``tool`` message of its results, then a user message of the rest."""
+    results = tuple(b for b in blocks if isinstance(b, ToolResult))
+    others = tuple(b for b in blocks if not isinstance(b, ToolResult))
+    return ([Message("tool", results)] if results else []) + ([Message("user", others)] if others else [])
+
+
+def message_error(index: int, exc: Exception) -> HistoryError:
+    """A malformed provider message as a ``HistoryError`` naming its index and the key."""
+    if isinstance(exc, KeyError):
+        return HistoryError(f"message {index}: no {exc.args[0]!r} key where one is needed")
+    if isinstance(exc, HistoryError):
+        return HistoryError(f"message {index}: {exc}")
+    return HistoryError(f"message {index}: malformed ({type(exc).__name__}: {exc})")
+
+
+def image_url(block: Image) -> str | None:
+    """An image as OpenAI takes it: its bytes as a ``data:`` URL, else its reference."""
+    if block.data is not None:
+        return f"data:{block.media_type};base64,{base64.b64encode(block.data).decode('ascii')}"
+    return block.ref
+
+
+def image_from_url(url: object) -> Image:
+    """An ``Image`` from a URL, or from a ``data:`` URL's bytes."""
+    if not isinstance(url, str):
+        raise HistoryError(f"an image URL must be a string, not {type(url).__name__}")
+    if url.startswith("data:"):
+        header, _, payload = url.partition(",")
+        return Image(header[5:].split(";")[0] or "image/png", decode_base64(payload, "a data URL"))
+    return Image(ref=url)
+
+
+def tool_arguments(raw: object, call_id: str) -> dict[str, Any]:
+    """A tool call's arguments from a JSON string (or an object); ``HistoryError`` if neither."""
+    if isinstance(raw, dict):
+        return raw
+    if raw is None or raw == "":
+        return {}
+    try:
+        arguments = json.loads(raw) if isinstance(raw, str) else None
+    except json.JSONDecodeError as exc:
+        raise HistoryError(f"tool call {call_id!r} has arguments that are not JSON: {exc}") from None
+    if not isinstance(arguments, dict):
+        return {"input": raw}  # a custom tool's free-form input, kept as it came
+    return arguments
+
+
+def each_known(message: Message, known: tuple[type[Block], ...], api: str) -> Message:
+    """``message``, once every block of it is of a class the API module has a rule for
+    (sent, or left out on purpose); ``HistoryError`` naming the first that is not."""
+    for block in message.content:
+        if not isinstance(block, known):
+            raise unsendable(block, api)
+    return message
+
+
+def check_image_count(images: int, max_images: int | None) -> None:
+    """Raise ``HistoryError`` when a request's ``images`` are more than it may carry."""
+    if max_images is not None and images > max_images:
+        raise HistoryError(f"{images} images, over the {max_images} a request may carry")
+
+
+def unsendable(block: Block, api: str) -> HistoryError:
+    """The error for a block class an API's converter has no rule for (a new block
+    type must be given one in every API module, never dropped unseen)."""
+    return HistoryError(f"{type(block).__name__} has no {api} form")
