@@ -423,7 +423,7 @@ def test_an_imported_id_as_tree_shows_it_is_found_even_when_it_prefixes_others(t
 
     messages = tuple(m for n in range(60) for m in (Message("user", f"q{n}", id=f"pi-{2 * n}"), Message("assistant", f"a{n}", id=f"pi-{2 * n + 1}")))
     with Workspace(tmp_path / "ws") as ws:
-        ws.import_session(ImportedSession("t", (ImportedAgent("main", messages),), (), ImportReport("test")), "conv")
+        ws.import_session(ImportedSession("t", (ImportedAgent("main", messages),), (), ImportReport(format="test")), "conv")
         assert ws.tree.find("conv", "pi-5") == "conv/pi-5"  # pi-50 ... pi-59 exist too
         assert ws.tree.find("conv", "pi-11") == "conv/pi-11"
         with pytest.raises(StoreError, match="120 messages in 'conv' with an id starting 'pi-'"):

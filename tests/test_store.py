@@ -267,7 +267,7 @@ def test_imported_agents_whose_names_clean_to_one_id_keep_separate_transcripts(t
     def agent(name: str, text: str) -> ImportedAgent:
         return ImportedAgent(name, (Message("user", text, id=f"{text}-1"), Message("assistant", "ok", id=f"{text}-2")))
 
-    session = ImportedSession("t", (agent("main", "main"), agent("sub/1", "first"), agent("sub-1", "second")), (), ImportReport("test"))
+    session = ImportedSession("t", (agent("main", "main"), agent("sub/1", "first"), agent("sub-1", "second")), (), ImportReport(format="test"))
     with Workspace(tmp_path / "ws") as ws:
         saved = ws.import_session(session, "conv")
         assert [t.agent for t in saved] == ["main", "sub-1", "sub-1-2"]

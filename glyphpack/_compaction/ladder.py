@@ -56,7 +56,7 @@ class Climb:
 def _summarization(view: Sequence[Message], context: Climb) -> RungResult:
     if context.summarizer is None:
         tokens = context.cost.history(view)
-        return RungResult(tuple(view), RungReport("summarization", tokens, tokens, skipped="no summarizer supplied"))
+        return RungResult(tuple(view), RungReport(rung="summarization", tokens_before=tokens, tokens_after=tokens, skipped="no summarizer supplied"))
     return summarize(view, context.cost, context.budget, context.summarizer, context.policy.tail_for(context.budget))
 
 
@@ -145,8 +145,8 @@ def shake(history: Sequence[Message], profile: Profile | str, *, policy: Compact
     context = Climb(cost, 0, policy, every_image=not cost.profile.vision)  # a reader without vision takes no image
     view, reports, _ = climb(history, [step for step in LADDER if step.shake], context, lambda _: False)
     after = cost.history(view)
-    report = LadderReport(after, before, after, True, tuple(reports), f"shake: {before:,} -> {after:,} estimated tokens")
-    return Compaction(view, report)
+    report = LadderReport(budget=after, tokens_before=before, tokens_after=after, fits=True, rungs=tuple(reports), message=f"shake: {before:,} -> {after:,} estimated tokens")
+    return Compaction(view=view, report=report)
 
 
 @public
@@ -213,7 +213,11 @@ def compact(
         else f"does not fit: the ladder got {before:,} down to {after:,} estimated tokens{plus}, over the budget of {full_budget:,}"
         + ("" if summarizer is not None else "; a summarizer would free more")
     )
-    return Compaction(view, LadderReport(full_budget, before, after, ok, tuple(rungs), message), pages)
+    return Compaction(
+        view=view,
+        report=LadderReport(budget=full_budget, tokens_before=before, tokens_after=after, fits=ok, rungs=tuple(rungs), message=message),
+        pages=pages,
+    )
 
 
 @public

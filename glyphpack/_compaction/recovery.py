@@ -225,4 +225,4 @@ def _recover_bytes(
         "" if ok else "; still over the target" + ("" if summarizer else " (a summarizer would free more)")
     )
     after = cost.history(view)
-    return Compaction(view, LadderReport(after, before, after, ok, tuple(rungs), message))
+    return Compaction(view=view, report=LadderReport(budget=after, tokens_before=before, tokens_after=after, fits=ok, rungs=tuple(rungs), message=message))

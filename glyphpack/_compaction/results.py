@@ -85,7 +85,7 @@ class CompactionPolicy:
 
 
 @public
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RungReport:
     """What one rung did, as figures.
 
@@ -135,7 +135,8 @@ class RungReport:
     ) -> RungReport:
         """The report of a rung that replaced ``messages[head:cut]`` (snapshot, summarization)."""
         return cls(
-            rung, before, after, cut - head, time.perf_counter() - started, first_message=head + 1, last_message=cut, **figures
+            rung=rung, tokens_before=before, tokens_after=after, changed=cut - head, seconds=time.perf_counter() - started,
+            first_message=head + 1, last_message=cut, **figures,
         )
 
     @property
@@ -172,7 +173,7 @@ class RungResult:
 
 
 @public
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class LadderReport:
     """The whole ladder: the budget, tokens before and after, whether it fits, each rung."""
 
@@ -202,7 +203,7 @@ class LadderReport:
 
 
 @public
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Compaction:
     """A view to send instead of the stored history, and how it was made."""
 

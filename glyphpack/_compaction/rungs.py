@@ -74,7 +74,7 @@ def elide(messages: Sequence[Message], cost: CostModel, policy: CompactionPolicy
                 changed += 1
             content.append(block)
         out.append(message if tuple(content) == message.content else message.with_content(tuple(content)))
-    report = RungReport("elision", before, cost.history(out), changed, time.perf_counter() - started)
+    report = RungReport(rung="elision", tokens_before=before, tokens_after=cost.history(out), changed=changed, seconds=time.perf_counter() - started)
     return RungResult(tuple(out), report)
 
 
@@ -115,7 +115,7 @@ def drop_images(messages: Sequence[Message], cost: CostModel, protect_turns: int
             continue
         changed += len(message.images)
         out.append(message.with_content(tuple(_without_images(b) for b in message.content)))
-    report = RungReport("image drop", before, cost.history(out), changed, time.perf_counter() - started, note=note)
+    report = RungReport(rung="image drop", tokens_before=before, tokens_after=cost.history(out), changed=changed, seconds=time.perf_counter() - started, note=note)
     return RungResult(tuple(out), report)
 
 
@@ -141,7 +141,7 @@ def cap_images(messages: Sequence[Message], cost: CostModel, limit: int) -> Rung
             content.append(block)
         out.append(message.with_content(tuple(content)))
     note = f"a request may carry at most {limit} images"
-    report = RungReport("image drop", before, cost.history(out), changed, time.perf_counter() - started, note=note)
+    report = RungReport(rung="image drop", tokens_before=before, tokens_after=cost.history(out), changed=changed, seconds=time.perf_counter() - started, note=note)
     return RungResult(tuple(out), report)
 
 

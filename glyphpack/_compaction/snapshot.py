@@ -204,7 +204,7 @@ def snapshot(
     profile = cost.profile
 
     def unchanged(reason: str) -> RungResult:
-        report = RungReport("snapshot", before, before, 0, time.perf_counter() - started, skipped=reason)
+        report = RungReport(rung="snapshot", tokens_before=before, tokens_after=before, seconds=time.perf_counter() - started, skipped=reason)
         return RungResult(tuple(messages), report)
 
     if not profile.vision:

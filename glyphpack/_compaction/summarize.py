@@ -97,7 +97,7 @@ def summarize(
         CompactionPolicy().tail_for(budget) if tail_tokens is None else tail_tokens,
     )
     if not cuts:
-        report = RungReport("summarization", before, before, 0, time.perf_counter() - started, skipped="nothing to summarize")
+        report = RungReport(rung="summarization", tokens_before=before, tokens_after=before, seconds=time.perf_counter() - started, skipped="nothing to summarize")
         return RungResult(tuple(messages), report)
     head_cost = sum(costs[:head])
     allowance = max(SUMMARY_MIN_TOKENS, min(summarizer.output_reserve, int(budget * SUMMARY_MAX_SHARE)))

@@ -71,7 +71,7 @@ class Page:
 
 
 @public
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RenderReport:
     """What a rendering did to a text and what it costs.
 

@@ -20,7 +20,7 @@ MISSING_RESULT = "[no result: the session ended this turn before the tool return
 
 
 @public
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ImportReport:
     """What an import found and what it had to change, all counted.
 
