@@ -53,3 +53,9 @@ def rasterize(grid, bitmaps, cell_widths, glyph_width, advance, pitch):
                     if bitmaps[g, y, x]:
                         pixels[r * pitch + y, c * advance + x] = 1
     return pixels
+
+
+def glyphs_to_text(glyphs, atlas):
+    """The text a reader sees in a glyph stream: each glyph's canonical character, a
+    line break as LF."""
+    return "".join("\n" if int(g) == LINE_BREAK else chr(int(atlas.canonical[max(int(g), 0)])) for g in glyphs)

@@ -5,12 +5,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image
+from reference import glyphs_to_text
 
 import glyphpack
 from glyphpack import LimitError, PageError, ShapeError, count_pages, plan, read_page, read_pages, render
 from glyphpack._render.layout import lay_out
 from glyphpack._render.shapes import SHAPES
-from glyphpack._render.text import glyphs_to_text, normalize
+from glyphpack._render.text import normalize
 
 PIECES = st.sampled_from(
     ["\n", "\t", "\r\n", "\r", "\x1b[31m", "\x00", "\x85", "\ud800", "中文", "é", "e\u0301", "  ", "\u200b", "\U0001f600", "Ж"]

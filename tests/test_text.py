@@ -2,10 +2,11 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from reference import glyphs_to_text
 
 import glyphpack
 from glyphpack._render.shapes import SHAPES
-from glyphpack._render.text import glyphs_to_text, normalize
+from glyphpack._render.text import normalize
 
 ATLAS = SHAPES["5x8"].atlas
 

@@ -29,7 +29,6 @@ from .snapshot import snapshot
 from .summarize import Summarizer, summarize
 
 if TYPE_CHECKING:
-    from .._history.store import Workspace
     from .._render.render import Page
 
 
@@ -228,18 +227,3 @@ def should_compact(
     overhead) reached ``threshold`` estimated tokens."""
     cost = cost_model(profile, policy)
     return cost.history(history) + cost.estimator.overhead >= threshold
-
-
-def compact_transcript(
-    workspace: Workspace,
-    conversation: str,
-    agent: str,
-    profile: Profile | str,
-    budget: int,
-    *,
-    summarizer: Summarizer | None = None,
-    policy: CompactionPolicy = CompactionPolicy(),
-) -> Compaction:
-    """Compact a stored transcript into a view to send; the stored file is not touched."""
-    transcript = workspace.load(conversation, agent)
-    return compact(transcript.messages, profile, budget, summarizer=summarizer, policy=policy)

@@ -184,15 +184,6 @@ class Profile:
             max_edge = self.reader.many_images[1]
         return _best_page_size(self, cells.advance, cells.pitch, max_edge)
 
-    def check_request(self, pages: int) -> None:
-        """Raise ``LimitError`` when one request cannot carry ``pages`` images."""
-        limit = self.max_images
-        if limit is not None and pages > limit:
-            raise LimitError(
-                f"{pages} pages exceed {self.name}'s limit of {limit} images per request; "
-                f"send them over several requests or compact further"
-            )
-
 
 @functools.lru_cache(maxsize=256)
 def _best_page_size(profile: Profile, advance: int, pitch: int, max_edge: int | None) -> tuple[int, int]:

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from .._types import LAYOUTS, Layout, check_kind
-from .fonts import INVISIBLE_MARKS, NEWLINE, FontAtlas
+from .fonts import INVISIBLE_MARKS, FontAtlas
 from .kernels import CLASS_COUNT, LINE_BREAK, NO_GLYPH, map_codepoints
 
 TAB_SIZE = 8
@@ -397,8 +397,3 @@ def _trim_blanks(glyphs: np.ndarray, atlas: FontAtlas, layout: Layout) -> np.nda
     last = np.flatnonzero(kept != LINE_BREAK)
     return kept[: last[-1] + 1] if last.size else kept[:0]
 
-
-def glyphs_to_text(glyphs: np.ndarray, atlas: FontAtlas) -> str:
-    """The text a reader sees in a glyph stream: canonical characters, LINE_BREAK as LF."""
-    cps = np.where(glyphs == LINE_BREAK, NEWLINE, atlas.canonical[np.maximum(glyphs, 0)])
-    return cps.astype(np.uint32).tobytes().decode("utf-32-le", "surrogatepass")

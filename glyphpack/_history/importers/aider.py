@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 
 from ..messages import Block, Message, Opaque, Text, Thinking
-from .base import ImportedAgent, ImportedSession, Tally, repair, usage_in
+from .base import ImportedAgent, ImportedSession, Tally, Usage, repair, usage_in
 
 FORMAT = "aider"
 
@@ -65,7 +65,7 @@ class _Parser:
     def __init__(self, tally: Tally) -> None:
         self.tally = tally
         self.messages: list[Message] = []
-        self.usage: list[tuple[int, int, int]] = []
+        self.usage: list[Usage] = []
         self.kind: str | None = None  # "user", "assistant" or "output": the run being read
         self.lines: list[str] = []
         self.chat_start = 0  # index of the current chat's first message
@@ -107,7 +107,7 @@ class _Parser:
                 sent = _sent(line)
                 last = len(self.messages) - 1
                 if sent and self.messages and self.messages[last].role == "assistant":
-                    self.usage.append((self.chat_start, last, sent))
+                    self.usage.append(Usage(self.chat_start, last, sent))
             output: Block = Opaque("aider-output", {"text": "\n".join(lines)})
             if len(self.messages) > self.chat_start:
                 last_message = self.messages[-1]

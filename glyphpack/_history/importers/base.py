@@ -8,7 +8,7 @@ import dataclasses
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..._errors import HistoryError
 from ..._types import public
@@ -67,6 +67,15 @@ class ImportReport:
         return out
 
 
+class Usage(NamedTuple):
+    """What a harness recorded of one request: it carried ``messages[start:end]`` and
+    produced ``messages[end]``, and the provider counted ``tokens`` input tokens."""
+
+    start: int
+    end: int
+    tokens: int
+
+
 @public
 @dataclasses.dataclass(frozen=True)
 class ImportedAgent:
@@ -79,7 +88,7 @@ class ImportedAgent:
 
     name: str
     messages: tuple[Message, ...]
-    usage: tuple[tuple[int, int, int], ...] = ()
+    usage: tuple[Usage, ...] = ()
 
 
 @public
@@ -233,8 +242,8 @@ def _split_mixed_tool_messages(messages: list[Message]) -> list[Message]:
 
 
 def usage_in(
-    repaired: Sequence[Message], original: Sequence[Message], usage: Sequence[tuple[int, int, int]]
-) -> tuple[tuple[int, int, int], ...]:
+    repaired: Sequence[Message], original: Sequence[Message], usage: Sequence[Usage]
+) -> tuple[Usage, ...]:
     """Usage records (start, end, tokens) over ``original`` moved to the positions of the
     same messages in ``repaired``; one record per message (a response written as several
     lines repeats its usage)."""
@@ -244,7 +253,7 @@ def usage_in(
         if 0 <= start <= end < len(original) and original[end].id in position:
             first = next((position[m.id] for m in original[start:end] if m.id in position), position[original[end].id])
             moved[position[original[end].id]] = (first, tokens)
-    return tuple((start, end, tokens) for end, (start, tokens) in sorted(moved.items()))
+    return tuple(Usage(start, end, tokens) for end, (start, tokens) in sorted(moved.items()))
 
 
 def jsonl_records(path: Path, data: bytes, tally: Tally | None = None) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -21,6 +21,7 @@ from .base import (
     ImportedAgent,
     ImportedSession,
     Tally,
+    Usage,
     image_or_stub,
     input_tokens,
     jsonl_records,
@@ -147,11 +148,11 @@ def _walk(nodes: list[_Node], leaf: int) -> list[int]:
     return path[::-1]
 
 
-def _history(nodes: list[_Node], path: list[int], tally: Tally) -> tuple[list[Message], tuple[tuple[int, int, int], ...]]:
+def _history(nodes: list[_Node], path: list[int], tally: Tally) -> tuple[list[Message], tuple[Usage, ...]]:
     """The messages along a path: responses merged by ``message.id``, tool results
     gathered into ``tool`` messages, then repaired."""
     messages: list[Message] = []
-    usage: list[tuple[int, int, int]] = []
+    usage: list[Usage] = []
     context_start = 0  # after a compaction, requests carry the summary and what follows
     response_id: object = None
     for index in path:
@@ -172,7 +173,7 @@ def _history(nodes: list[_Node], path: list[int], tally: Tally) -> tuple[list[Me
             response_id = message.get("id")
             measured = input_tokens(message.get("usage"), "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
             if measured and messages and messages[-1].role == "assistant":
-                usage.append((context_start, len(messages) - 1, measured))
+                usage.append(Usage(context_start, len(messages) - 1, measured))
             continue
         response_id = None
         results = tuple(b for b in blocks if isinstance(b, ToolResult))

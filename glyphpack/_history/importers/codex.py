@@ -15,6 +15,7 @@ from .base import (
     ImportedAgent,
     ImportedSession,
     Tally,
+    Usage,
     input_tokens,
     jsonl_records,
     repair,
@@ -81,7 +82,7 @@ class _Usage:
     file's first event tells which (a response read and not yet measured: after)."""
 
     def __init__(self) -> None:
-        self.records: list[tuple[int, int, int]] = []
+        self.records: list[Usage] = []
         self.start = 0  # the first message requests carry (after a compaction, its summary)
         self.events_first: bool | None = None
         self.unmeasured: int | None = None  # events after: the response read since the last message of another role
@@ -91,7 +92,7 @@ class _Usage:
         if role != "assistant":
             self.pending, self.unmeasured = 0, None  # a turn ended without its response or its event
         elif self.events_first and self.pending:
-            self.records.append((self.start, index, self.pending))
+            self.records.append(Usage(self.start, index, self.pending))
             self.pending = 0
         else:
             self.unmeasured = index
@@ -104,7 +105,7 @@ class _Usage:
         if self.events_first:
             self.pending = tokens
         elif self.unmeasured is not None:
-            self.records.append((self.start, self.unmeasured, tokens))
+            self.records.append(Usage(self.start, self.unmeasured, tokens))
             self.unmeasured = None
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import Message, Text, ToolResult
-from .base import ImportedAgent, ImportedSession, Tally, append_message, input_tokens, repair, usage_in
+from .base import ImportedAgent, ImportedSession, Tally, Usage, append_message, input_tokens, repair, usage_in
 from .swe_agent import chat_message
 
 FORMAT = "mini-swe-agent"
@@ -32,7 +32,7 @@ def detect(document: object) -> bool:
 def read(path: Path, document: dict[str, Any]) -> ImportedSession:
     tally = Tally()
     messages: list[Message] = []
-    usage: list[tuple[int, int, int]] = []
+    usage: list[Usage] = []
     for number, entry in enumerate(document["messages"]):
         if not isinstance(entry, dict):
             tally.skip("messages that are not objects")
@@ -46,7 +46,7 @@ def read(path: Path, document: dict[str, Any]) -> ImportedSession:
         append_message(messages, message)
         measured = _prompt_tokens(entry)
         if message.role == "assistant" and measured:
-            usage.append((0, len(messages) - 1, measured))
+            usage.append(Usage(0, len(messages) - 1, measured))
     repaired = repair(messages, tally)
     agents = (ImportedAgent("main", tuple(repaired), usage_in(repaired, messages, usage)),)
     title = str(document.get("instance_id") or "")

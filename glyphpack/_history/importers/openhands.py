@@ -25,6 +25,7 @@ from .base import (
     ImportedAgent,
     ImportedSession,
     Tally,
+    Usage,
     append_message,
     chat_tool_calls,
     input_tokens,
@@ -90,9 +91,9 @@ def _clean(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "instance"
 
 
-def _history(events: list[Any], name: str, tally: Tally) -> tuple[list[Message], list[tuple[int, int, int]]]:
+def _history(events: list[Any], name: str, tally: Tally) -> tuple[list[Message], list[Usage]]:
     messages: list[Message] = []
-    usage: list[tuple[int, int, int]] = []
+    usage: list[Usage] = []
     responses: set[str] = set()  # ids of the model responses read
     prefix = _clean(name)
 
@@ -155,7 +156,7 @@ def _add_response(
     args: dict[str, Any],
     messages: list[Message],
     responses: set[str],
-    usage: list[tuple[int, int, int]],
+    usage: list[Usage],
     message_id: str,
     tally: Tally,
 ) -> None:
@@ -185,4 +186,4 @@ def _add_response(
     messages.append(Message("assistant", tuple(blocks), id=message_id))
     measured = input_tokens(response.get("usage"), "prompt_tokens")
     if measured:
-        usage.append((0, len(messages) - 1, measured))
+        usage.append(Usage(0, len(messages) - 1, measured))

@@ -15,6 +15,7 @@ from .base import (
     ImportedAgent,
     ImportedSession,
     Tally,
+    Usage,
     append_message,
     image_or_stub,
     input_tokens,
@@ -41,7 +42,7 @@ def read(path: Path, data: bytes) -> ImportedSession:
     records = [record for _, record in jsonl_records(path, data, tally)]
     records = _live_path(records)
     messages: list[Message] = []
-    usage: list[tuple[int, int, int]] = []
+    usage: list[Usage] = []
     numbers: list[int] = []  # each message's entry number, for compactions' first kept entry
     context_start = 0
     for number, record in enumerate(records):
@@ -66,7 +67,7 @@ def read(path: Path, data: bytes) -> ImportedSession:
         if message.role == "assistant":
             measured = input_tokens(record["message"].get("usage"), "input", "cacheRead", "cacheWrite")
             if measured:
-                usage.append((context_start, len(messages), measured))
+                usage.append(Usage(context_start, len(messages), measured))
         if append_message(messages, message):
             numbers.append(number)
     repaired = repair(messages, tally)
