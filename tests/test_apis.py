@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import pytest
@@ -17,6 +18,7 @@ import pytest
 import glyphpack
 from glyphpack import Image, Message, Text, Thinking, ToolCall, ToolResult
 from glyphpack._history.apis import REGISTRY, ProviderApi, api_of, merge_extra, provider_api
+from glyphpack._history.apis import base as apis_base
 from glyphpack._history.importers.plain import kind_of
 from glyphpack._history.messages import Block
 from glyphpack._types import APIS
@@ -72,6 +74,7 @@ def test_a_history_goes_out_accepted_at_its_image_limit_and_comes_back_whole(api
         api.check(items, max_images=2)
     back = api.from_wire(items, system)
     assert projection(back) == projection(HISTORY)
+    assert api.from_wire(items, "kept apart")[0] == Message("system", "kept apart")  # a file's own system prompt
     glyphpack.validate_history(back, allow_pending=False)
 
 
@@ -161,3 +164,98 @@ def test_a_gemini_file_by_uri_is_an_image_only_when_it_is_one():
     ]}])[0].content
     assert image == Image("image/jpeg", ref="gs://b/cat.jpg")
     assert pdf.kind == "gemini_part" and pdf.payload["file_data"]["file_uri"] == "gs://b/paper.pdf"  # kept, never sent
+
+
+#: Per API: where the system prompt goes, the reply cap, a minimal answer with its usage
+#: and the input tokens it counts (cached ones included), the SDK's client class.
+EXPECTED = {
+    "anthropic": {
+        "system": lambda request: request["system"][0]["text"],
+        "cap": {"max_tokens": 7},
+        "answer": {"role": "assistant", "content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn",
+                   "usage": {"input_tokens": 10, "cache_creation_input_tokens": 5, "cache_read_input_tokens": 100}},
+        "tokens": 115,
+        "client": "Anthropic",
+    },
+    "openai-chat": {
+        "system": lambda request: request["messages"][0]["content"],
+        "cap": {"max_completion_tokens": 7},
+        "answer": {"choices": [{"message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+                   "usage": {"prompt_tokens": 42, "completion_tokens": 3}},
+        "tokens": 42,
+        "client": "OpenAI",
+    },
+    "openai-responses": {
+        "system": lambda request: request["instructions"],
+        "cap": {"max_output_tokens": 7},
+        "answer": {"output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]}],
+                   "usage": {"input_tokens": 42, "output_tokens": 3}},
+        "tokens": 42,
+        "client": "OpenAI",
+    },
+    "gemini": {
+        "system": lambda request: request["config"]["system_instruction"],
+        "cap": {"config": {"max_output_tokens": 7}},
+        "answer": {"candidates": [{"content": {"role": "model", "parts": [{"text": "hi"}]}, "finish_reason": "STOP"}],
+                   "usage_metadata": {"prompt_token_count": 42, "candidates_token_count": 3}},
+        "tokens": 42,
+        "client": "Client",
+    },
+}
+
+
+def test_every_api_has_its_expectations_written_here():
+    assert set(EXPECTED) == set(REGISTRY)
+
+
+@pytest.mark.parametrize("api", API_LIST, ids=NAMES)
+def test_the_system_prompt_the_reply_cap_and_the_counted_input_land_where_the_api_wants(api):
+    expected = EXPECTED[api.name]
+    request = api.build("m", HISTORY, 0, glyphpack.resolve("claude-sonnet-4-5"))
+    assert expected["system"](request) == "be brief"
+    assert api.reply_limit(7) == expected["cap"]
+    reply = api.parse(expected["answer"])
+    assert reply.message.role == "assistant" and reply.message.text == "hi"
+    assert reply.input_tokens == expected["tokens"]
+    assert api.parse({**expected["answer"], "usage": {}, "usage_metadata": {}}).input_tokens is None
+
+
+@pytest.mark.parametrize("api", API_LIST, ids=NAMES)
+def test_the_client_is_the_sdks_own_with_the_base_url_when_given(api, monkeypatch):
+    class Recorder:
+        def __init__(self, **kwargs):
+            self.kwargs = kwargs
+
+    sdk = type("Sdk", (), {EXPECTED[api.name]["client"]: Recorder})
+    monkeypatch.setattr(apis_base, "importlib", SimpleNamespace(import_module=lambda name: sdk if name == api.sdk_module else None))
+    assert api.client().kwargs == {}
+    given = api.client("http://localhost:9/v1").kwargs
+    assert "http://localhost:9/v1" in (given.get("base_url"), given.get("http_options", {}).get("base_url"))
+
+    def missing(name):
+        raise ImportError(name)
+
+    monkeypatch.setattr(apis_base, "importlib", SimpleNamespace(import_module=missing))
+    with pytest.raises(glyphpack.UsageError, match=f"the {api.name} API needs the {api.sdk_package} package: pip install {api.sdk_package}"):
+        api.client()
+
+
+@pytest.mark.parametrize("model, detail", [("gpt-5.4", "original"), ("gpt-4o", "high")])
+@pytest.mark.parametrize("name", ["openai-chat", "openai-responses"])
+def test_openai_images_carry_the_readers_detail(name, model, detail):
+    request = REGISTRY[name].build(model, HISTORY, 0, glyphpack.resolve(model))
+    found = re.findall(r"'detail': '(\w+)'", repr(request))
+    assert found and set(found) == {detail}
+
+
+def test_gemini_3_gets_the_documented_signature_stand_in_and_its_media_resolution():
+    from glyphpack._history.apis.gemini import SKIP_SIGNATURE
+
+    gemini = REGISTRY["gemini"]
+    three = gemini.build("gemini-3-pro", HISTORY, 0, glyphpack.resolve("gemini-3-pro"))
+    calls = [p for c in three["contents"] for p in c["parts"] if "function_call" in p]
+    assert [p.get("thought_signature") for p in calls] == [SKIP_SIGNATURE, None]  # parallel calls: the first only
+    images = [p for c in three["contents"] for p in c["parts"] if "inline_data" in p or "file_data" in p]
+    assert images and all(p["media_resolution"] == {"level": "MEDIA_RESOLUTION_HIGH"} for p in images)
+    older = gemini.build("gemini-2.5-pro", HISTORY, 0, glyphpack.resolve("gemini-2.5-pro"))
+    assert "thought_signature" not in repr(older) and "media_resolution" not in repr(older)
