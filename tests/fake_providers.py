@@ -93,6 +93,7 @@ class FakeModel:
     requests: list[Json] = dataclasses.field(default_factory=list)  # every body received, in order
     statuses: list[int] = dataclasses.field(default_factory=list)
     signed: dict[str, str] = dataclasses.field(default_factory=dict)  # Gemini call id -> the signature it issued
+    encrypted: dict[str, str] = dataclasses.field(default_factory=dict)  # Responses reasoning id -> its encrypted content
     answered: int = 0
     on_request: Callable[[int], None] | None = None
 
@@ -124,6 +125,7 @@ class FakeModel:
             return error_response(api, 413, "bytes")
         check = {"anthropic": _check_anthropic, "openai-chat": _check_chat, "openai-responses": _check_responses, "gemini": _check_gemini}
         problem = check[api](body) or (_check_gemini_3(body, self.signed) if api == "gemini" and GEMINI_3.search(path) else None)
+        problem = problem or (_check_reasoning(body, self.encrypted) if api == "openai-responses" else None)
         if problem:
             return error_response(api, 400, "invalid", message=problem)
         tokens = count_tokens(body)
@@ -132,6 +134,9 @@ class FakeModel:
         if tokens > self.limit:
             return error_response(api, 400, "too_long", tokens=tokens, limit=self.limit)
         answer = answer_body(api, self.next_turn(), number, tokens)
+        if api == "openai-responses" and "reasoning.encrypted_content" in (body.get("include") or ()):
+            reasoning = answer["output"][0]
+            reasoning["encrypted_content"] = self.encrypted[reasoning["id"]] = f"gAAAA{uuid.uuid4().hex}"
         if api == "gemini":  # what it signed must come back signed, as it was
             for part in answer["candidates"][0]["content"]["parts"]:
                 if "thoughtSignature" in part:
@@ -211,6 +216,21 @@ def _check_gemini_3(body: Json, signed: dict[str, str]) -> str | None:
             return f"Invalid thought signature: function call `{first['function_call'].get('name')}` came back {'without' if sent is None else 'with another'} one"
         if index > (starts[-1] if starts else -1) and not sent:
             return f"Function call is missing a thought_signature in functionCall parts. function call `{first['function_call'].get('name')}`"
+    return None
+
+
+def _check_reasoning(body: Json, issued: dict[str, str]) -> str | None:
+    """Reasoning items sent back: with ``store`` false, only with the encrypted content
+    they were issued with (the id alone names nothing stored); that content must be
+    the one issued, byte for byte."""
+    for item in body.get("input") or ():
+        if not isinstance(item, dict) or item.get("type") != "reasoning":
+            continue
+        sent, given = item.get("encrypted_content"), issued.get(str(item.get("id")))
+        if sent is None and body.get("store") is False:
+            return f"Item with id '{item.get('id')}' not found. Items are not persisted when `store` is set to false."
+        if sent is not None and sent != given:
+            return f"The encrypted content for item {item.get('id')} could not be verified."
     return None
 
 

@@ -260,3 +260,12 @@ def test_gemini_3_gets_the_documented_signature_stand_in_and_its_media_resolutio
     assert images and all(p["media_resolution"] == {"level": "MEDIA_RESOLUTION_HIGH"} for p in images)
     older = gemini.build("gemini-2.5-pro", HISTORY, 0, glyphpack.resolve("gemini-2.5-pro"))
     assert "thought_signature" not in repr(older) and "media_resolution" not in repr(older)
+
+
+def test_a_reasoning_item_goes_back_only_whole():
+    from glyphpack._history.apis.openai_responses import check_openai_responses
+
+    check_openai_responses([{"role": "user", "content": "q"}, {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "x"}])
+    for broken in ({"type": "reasoning", "summary": []}, {"type": "reasoning", "id": "rs_1"}):
+        with pytest.raises(glyphpack.HistoryError, match="item 1: a reasoning item needs its id and a summary list"):
+            check_openai_responses([{"role": "user", "content": "q"}, broken])

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import glyphpack
-from glyphpack import CompactionError
+from glyphpack import CompactionError, Message, Text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 import agent
@@ -293,3 +293,45 @@ def test_the_short_loop(tmp_path, api):
     assert 400 in fake.statuses and fake.statuses[-1] == 200
     with pytest.raises(glyphpack.UsageError, match="not an anthropic, openai or google-genai client"):
         s.call(object())
+
+
+def test_responses_reasoning_goes_back_encrypted_as_openai_asks(tmp_path):
+    """With ``store=False`` and ``include=["reasoning.encrypted_content"]``, each
+    reasoning item the model gave comes back in later requests, before its calls, with
+    its encrypted content unchanged (the fake verifies it, as OpenAI does); it survives a
+    restart, since the transcript keeps it."""
+    root = project(tmp_path, files=3)
+    fake = FakeModel(reading_script(3))
+    client = fake.client("openai-responses")
+    extra = {"store": False, "include": ["reasoning.encrypted_content"], **agent.tool_schemas("openai-responses")}
+    with glyphpack.open_session(tmp_path / "ws", "task", "coder", model="gpt-5.4") as s:
+        s.add_user("read the modules")
+        s.call(client, api="openai-responses", **extra)
+        s.add_tool_results({c.id: agent.run_tool(root, c.name, c.arguments) for c in s.pending_calls})
+    with glyphpack.open_session(tmp_path / "ws", "task", "coder", model="gpt-5.4") as s:  # a new process's view
+        while True:
+            s.call(client, api="openai-responses", **extra)
+            if not s.pending_calls:
+                break
+            s.add_tool_results({c.id: agent.run_tool(root, c.name, c.arguments) for c in s.pending_calls})
+    assert set(fake.statuses) == {200} and len(fake.requests) == 4
+    for number, body in enumerate(fake.requests[1:], 2):
+        sent = [(i["id"], i["encrypted_content"]) for i in body["input"] if i.get("type") == "reasoning"]
+        assert sent == [(f"rs_{n}", fake.encrypted[f"rs_{n}"]) for n in range(1, number)]
+        kinds = [i.get("type", "message") for i in body["input"]]
+        assert kinds.index("reasoning") < kinds.index("function_call")  # the model's order: reasoning, then its calls
+    # Without the encrypted content the id alone names nothing OpenAI kept: it stays out.
+    bare = Message("assistant", (glyphpack.Opaque("reasoning", {"type": "reasoning", "id": "rs_9", "summary": []}), Text("hi")))
+    assert [i.get("type", "message") for i in glyphpack.to_openai_responses([Message("user", "q"), bare])[1]] == ["message", "message"]
+
+
+def test_the_fake_refuses_reasoning_it_did_not_issue_as_openai_does():
+    import openai
+
+    fake = FakeModel([Turn(text="ok")])
+    client = fake.client("openai-responses")
+    user = {"role": "user", "content": "q"}
+    with pytest.raises(openai.BadRequestError, match="The encrypted content for item rs_1 could not be verified"):
+        client.responses.create(model="gpt-5.4", store=False, input=[user, {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "forged"}])
+    with pytest.raises(openai.BadRequestError, match="Item with id 'rs_1' not found"):
+        client.responses.create(model="gpt-5.4", store=False, input=[user, {"type": "reasoning", "id": "rs_1", "summary": []}])

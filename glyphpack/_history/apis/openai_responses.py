@@ -3,8 +3,11 @@
 Requests are stateless (``store`` is the caller's choice; the full input is sent each
 turn): system text becomes ``instructions``; user and assistant text become messages;
 each tool call a ``function_call`` item and each result a ``function_call_output`` item
-whose output carries the result's images as ``input_image`` parts. Thinking is not
-sent (the API takes reasoning back only as its own encrypted items, kept as ``Opaque``).
+whose output carries the result's images as ``input_image`` parts. Thinking text is
+not sent: the API takes reasoning back only as its own items, kept as ``Opaque`` and
+sent back when they carry their encrypted content (``include=["reasoning.encrypted_content"]``,
+which OpenAI asks for with ``store=False``, so a reasoning model keeps its train of
+thought across tool calls).
 """
 
 from __future__ import annotations
@@ -53,6 +56,18 @@ def _(block: Image) -> Json:
 _KNOWN = (Text, Image, ToolCall, ToolResult, Thinking, RedactedThinking, Opaque)
 
 
+def reasoning_item(block: Block) -> Json | None:
+    """A reasoning item the API gave, as it takes it back: only one that carries its
+    ``encrypted_content`` (asked for with ``include=["reasoning.encrypted_content"]``),
+    which any request can verify; one known by id alone exists only where the response
+    was stored, so it stays out. None for any other block."""
+    if not isinstance(block, Opaque) or block.kind != "reasoning" or not block.payload.get("encrypted_content"):
+        return None
+    payload = block.payload
+    return {"type": "reasoning", "id": payload.get("id"), "summary": payload.get("summary") or [],
+            "encrypted_content": payload["encrypted_content"]}
+
+
 @public
 def to_openai_responses(messages: Sequence[Message], *, detail: str | None = None) -> tuple[str | None, list[Json]]:
     """(``instructions``, ``input`` items) for ``client.responses.create``; ``detail``
@@ -67,23 +82,25 @@ def to_openai_responses(messages: Sequence[Message], *, detail: str | None = Non
     for message in results_first(messages):
         if each_known(message, _KNOWN, "Responses").role == "system":
             continue
-        for block in message.content:
-            if isinstance(block, ToolCall):
-                items.append({"type": "function_call", "call_id": block.id, "name": block.name, "arguments": block.arguments_json})
-            elif isinstance(block, ToolResult):
-                text = f"[error] {block.text}" if block.is_error else block.text
-                images = [part(b) for b in block.images()]
-                output: str | list[Json] = [{"type": "input_text", "text": text}, *images] if images else text
-                items.append({"type": "function_call_output", "call_id": block.call_id, "output": output})
         parts = [part(b) for b in message.content if isinstance(b, (Text, Image))]
-        if not parts:
-            continue
         if message.role == "assistant":
+            # In the order the model wrote them: its reasoning, its words, its calls.
+            items.extend(sent for sent in map(reasoning_item, message.content) if sent is not None)
             text = "\n".join(p["text"] for p in parts if p["type"] == "input_text")
-            # An assistant message goes before its calls: the model wrote it first.
-            calls = sum(isinstance(b, ToolCall) for b in message.content)
-            items.insert(len(items) - calls, {"role": "assistant", "content": text})
-        else:
+            if parts:
+                items.append({"role": "assistant", "content": text})
+            items.extend(
+                {"type": "function_call", "call_id": b.id, "name": b.name, "arguments": b.arguments_json}
+                for b in message.content
+                if isinstance(b, ToolCall)
+            )
+            continue
+        for result in message.tool_results:
+            text = f"[error] {result.text}" if result.is_error else result.text
+            images = [part(b) for b in result.images()]
+            output: str | list[Json] = [{"type": "input_text", "text": text}, *images] if images else text
+            items.append({"type": "function_call_output", "call_id": result.call_id, "output": output})
+        if parts:
             items.append({"role": "user", "content": parts})
     return instructions, items
 
@@ -131,7 +148,7 @@ def from_openai_responses(items: Sequence[Json], instructions: str | None = None
                 output = item.get("output")
                 parts = _content_blocks(output) if isinstance(output, list) else [Text(str(output or ""))]
                 add("tool", [ToolResult(item["call_id"], tuple(p for p in parts if isinstance(p, (Text, Image))))])
-            else:  # reasoning and server-side tool items: kept, never sent back
+            else:  # reasoning (sent back when encrypted) and server-side tool items: kept as they came
                 add("assistant", [Opaque(str(kind), dict(item))])
         except MALFORMED as exc:
             raise message_error(index, exc) from None
@@ -157,6 +174,8 @@ def check_openai_responses(items: Sequence[Json], *, max_images: int | None = No
             if item["call_id"] not in open_calls:
                 raise HistoryError(f"item {index}: output for call {item['call_id']!r}, which no earlier function_call made")
             open_calls.discard(item["call_id"])
+        elif kind == "reasoning" and not (isinstance(item.get("id"), str) and isinstance(item.get("summary"), list)):
+            raise HistoryError(f"item {index}: a reasoning item needs its id and a summary list")
         elif kind == "message" and item.get("role") == "user" and open_calls:
             raise HistoryError(f"item {index}: a user message while calls {sorted(open_calls)} are unanswered")
     if open_calls:
