@@ -80,6 +80,7 @@ _EXPORTS = {
     "CompactionPolicy": "_compaction.results",
     "LadderReport": "_compaction.results",
     "RungReport": "_compaction.results",
+    "sdk_summarizer": "_compaction.sdk_summary",
     "Summarizer": "_compaction.summarize",
     "compact": "_compaction.ladder",
     "shake": "_compaction.ladder",

@@ -470,7 +470,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
     if args.command == "shake":
         result = shake(history, args.model, policy=policy)
     else:
-        result = compact(history, args.model, args.budget, policy=policy)
+        from ._compaction.sdk_summary import sdk_summarizer
+
+        summarizer = sdk_summarizer(model=args.summarizer) if args.summarizer else None
+        result = compact(history, args.model, args.budget, policy=policy, summarizer=summarizer)
     print("\n".join(result.report.lines()))
     written = _write_view(result, out)
     if written:
@@ -551,7 +554,7 @@ def cmd_session(args: argparse.Namespace) -> int:
         if (args.conversation, args.agent) not in workspace.transcripts():
             stored = ", ".join(f"{c} {a}" for c, a in workspace.transcripts()) or "none"
             raise StoreError(f"no transcript for {args.conversation} {args.agent} in {args.workspace} (stored: {stored})")
-        session = Session(workspace, args.conversation, args.agent, model=args.model)
+        session = Session(workspace, args.conversation, args.agent, model=args.model, summarizer=args.summarizer)
         lines = args.command or None
         interactive = lines is None and sys.stdin.isatty()
         if interactive:
@@ -691,6 +694,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--model", required=True, help="the reader's model id")
         if name == "compact":
             p.add_argument("--budget", type=int, required=True, help="tokens the view must fit in")
+            p.add_argument("--summarizer", metavar="MODEL",
+                           help="the last rung: this model summarizes, through its SDK with the key in its usual variable")
         p.add_argument("--protect-turns", type=int, default=2, help="newest user turns the free rungs leave alone")
         p.add_argument("--out", metavar="DIR", help="write view.json and the snapshot pages here")
         p.set_defaults(run=cmd_compact)
@@ -713,6 +718,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("conversation")
     p.add_argument("agent")
     p.add_argument("--model", required=True, help="the reader's model id (page geometry and prices)")
+    p.add_argument("--summarizer", metavar="MODEL", help="the model /compact summarizes with (its key in its usual variable)")
     p.add_argument("-c", "--command", action="append", metavar="LINE",
                    help="run this command and exit (repeatable); default: read commands from stdin")
     p.set_defaults(run=cmd_session)

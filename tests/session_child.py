@@ -12,9 +12,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
 import agent  # examples/agent.py
-from fake_providers import FakeModel, Turn
 
 import glyphpack
+from glyphpack.testing.fake import FakeModel, Turn
 
 
 def main() -> None:

@@ -11,14 +11,16 @@ import json
 import re
 
 import pytest
-from fake_providers import Turn as FakeTurn
-from fake_providers import answer_body, count_tokens, error_response, httpx
 
 import glyphpack
 from glyphpack._cli import main as cli_main
 from glyphpack._compaction.cost import CostModel
 from glyphpack._eval import run
 from glyphpack._eval.probes import KINDS, cer, levenshtein, parse_reply, probe_set, score, wilson
+from glyphpack.testing.fake import Turn as FakeTurn
+from glyphpack.testing.fake import answer_body, count_tokens, error_response, http
+
+httpx = http()
 
 MODELS = {"anthropic": "claude-sonnet-4-5", "openai-chat": "gpt-5.4", "openai-responses": "gpt-5.4", "gemini": "gemini-3-pro"}
 SHAPES = ("5x8", "9x15-loose")

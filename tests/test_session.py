@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 
 import pytest
-from fake_providers import FakeModel
 from test_session_sdk import DENSE_SESSION, drive, project, reading_script
 
 import glyphpack
 from glyphpack import Message, StoreError, ToolCall, UsageError
 from glyphpack._cli import main as cli_main
 from glyphpack._history.tree import SessionTree
+from glyphpack.testing.fake import FakeModel
 
 TESTS = Path(__file__).resolve().parent
 MODEL = "claude-sonnet-4-5"

@@ -1,5 +1,5 @@
 """A harness's loop through the real SDK clients (anthropic, openai, google-genai) against
-local fake servers (tests/fake_providers.py): every request the fake receives is checked
+local fake servers (glyphpack/testing/fake.py): every request the fake receives is checked
 as the provider checks it; compaction at the threshold; the prefix byte-identical from
 turn to turn until a compaction; recovery from each provider's "too long" 400, a 413 and
 a 429; escalation that never loops; the example agent end to end."""
@@ -19,7 +19,8 @@ from glyphpack import CompactionError, Message, Text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 import agent
-from fake_providers import FakeModel, Turn, count_tokens
+
+from glyphpack.testing.fake import FakeModel, Turn, count_tokens
 
 MODELS = {"anthropic": "claude-sonnet-4-5", "openai-chat": "gpt-5.4", "openai-responses": "gpt-5.4", "gemini": "gemini-3-pro"}
 APIS = tuple(MODELS)
@@ -335,3 +336,15 @@ def test_the_fake_refuses_reasoning_it_did_not_issue_as_openai_does():
         client.responses.create(model="gpt-5.4", store=False, input=[user, {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "forged"}])
     with pytest.raises(openai.BadRequestError, match="Item with id 'rs_1' not found"):
         client.responses.create(model="gpt-5.4", store=False, input=[user, {"type": "reasoning", "id": "rs_1", "summary": []}])
+
+
+def test_the_fake_refuses_tool_blocks_without_tools_as_anthropic_does():
+    import anthropic
+
+    client = FakeModel([Turn(text="ok")]).client("anthropic")
+    messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "ls", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a.py"}]}]
+    with pytest.raises(anthropic.BadRequestError, match="must define tools"):
+        client.messages.create(model="claude-sonnet-4-5", max_tokens=10, messages=messages)
+    assert client.messages.create(model="claude-sonnet-4-5", max_tokens=10, messages=messages,
+                                  tools=[{"name": "ls", "input_schema": {"type": "object"}}]).content[0].text == "ok"

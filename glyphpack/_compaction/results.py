@@ -103,7 +103,9 @@ class RungReport:
             middle could not fit as pages).
         replaced_scripts: characters the pages draw as the replacement glyph, per
             script: always empty (a message with a character no font draws stays text).
-        summary_tokens: estimated tokens of the summary; ``summarizer_calls``: calls made.
+        summary_tokens: estimated tokens of the summary; ``summarizer_calls``: calls made;
+            ``summarizer_input_tokens``, ``summarizer_output_tokens``: what the provider
+            billed for them (0 when the summarizer does not say: a caller's own function).
         note: a remark on why the rung ran (e.g. the reader has no vision).
     """
 
@@ -122,6 +124,8 @@ class RungReport:
     results_cut: int = 0
     summary_tokens: int = 0
     summarizer_calls: int = 0
+    summarizer_input_tokens: int = 0
+    summarizer_output_tokens: int = 0
     replaced_scripts: dict[str, int] = dataclasses.field(default_factory=dict)
     note: str = ""
 
@@ -159,6 +163,7 @@ class RungReport:
             text = (
                 f"messages {self.first_message}-{self.last_message} -> {self.summary_tokens:,} tokens of summary "
                 f"in {self.summarizer_calls} summarizer call(s)"
+                + (f" billed {self.summarizer_input_tokens:,} in, {self.summarizer_output_tokens:,} out" if self.summarizer_input_tokens else "")
             )
         return f"{text} ({self.note})" if self.note else text
 

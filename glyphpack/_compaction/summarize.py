@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 import time
 from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
 
 from .._errors import CompactionError
 from .._history.messages import Message, Text, turn_boundaries
@@ -43,6 +44,19 @@ class Summarizer:
         "Keep the task, the decisions and why, file paths, commands, errors and their fixes, and what "
         "is still open. Be concise.\n\n"
     )
+
+
+@runtime_checkable
+class Billed(Protocol):
+    """A summarizer function that counts what its provider billed (``sdk_summarizer``'s)."""
+
+    billed_input: int
+    billed_output: int
+
+
+def _billed(summarizer: Summarizer) -> tuple[int, int]:
+    fn = summarizer.fn
+    return (fn.billed_input, fn.billed_output) if isinstance(fn, Billed) else (0, 0)
 
 
 def chunks(texts: list[str], cost: CostModel, limit: int) -> list[str]:
@@ -107,6 +121,7 @@ def summarize(
         raise CompactionError(f"a summarizer window of {summarizer.window:,} tokens leaves no room for the transcript")
     texts = [serialize_message(m) for m in messages[head:t]]
     calls = 0
+    billed_before = _billed(summarizer)
     for _ in range(SUMMARY_MAX_LEVELS):
         summaries = []
         for chunk in chunks(texts, cost, limit):
@@ -128,5 +143,7 @@ def summarize(
         started,
         summary_tokens=cost.text(summary),
         summarizer_calls=calls,
+        summarizer_input_tokens=_billed(summarizer)[0] - billed_before[0],
+        summarizer_output_tokens=_billed(summarizer)[1] - billed_before[1],
     )
     return RungResult(view, report)

@@ -37,6 +37,7 @@ from .._compaction.ladder import LADDER, compact, shake
 from .._compaction.recovery import DEFAULT_MARGIN, calibrated, overflow_budget, parse_overflow, request_bytes
 from .._compaction.recovery import recover as recover_bytes_or_tokens
 from .._compaction.results import Compaction, CompactionPolicy
+from .._compaction.sdk_summary import sdk_summarizer
 from .._compaction.snapshot import page_density
 from .._compaction.summarize import Summarizer
 from .._errors import CompactionError, TextOnlyModelError, UsageError
@@ -149,7 +150,7 @@ class Session:
         *,
         model: str,
         system: str | None = None,
-        summarizer: Summarizer | None = None,
+        summarizer: Summarizer | str | None = None,
         policy: CompactionPolicy | None = None,
         context_window: int | None = None,
         threshold: int | None = None,
@@ -167,7 +168,9 @@ class Session:
                 f"{model} reads no images, so compaction can only summarize: pass summarizer=... "
                 f"(glyphpack.Summarizer) when opening the session"
             )
-        self.summarizer = summarizer
+        if summarizer is not None and not isinstance(summarizer, (Summarizer, str)):
+            raise UsageError(f"summarizer must be a glyphpack.Summarizer or a model id, not {type(summarizer).__name__}")
+        self.summarizer = sdk_summarizer(model=summarizer) if isinstance(summarizer, str) else summarizer
         # With the default rungs, a history whose pages cannot fit falls back to the whole
         # ladder (elision first) rather than fail.
         self._fallback: CompactionPolicy | None = None
@@ -720,7 +723,8 @@ def open_session(
         workspace: a directory (created if new) or an open ``Workspace``.
         model: the model id, as the SDK takes it; it decides page geometry and prices.
         system: the system prompt of a new transcript (a resumed one keeps its own).
-        summarizer: the last rung; required for a model without vision.
+        summarizer: the last rung; required for a model without vision. A model id
+            (``"claude-haiku-4-5"``) summarizes through its SDK (``sdk_summarizer``).
         policy: how the ladder compacts (default: pages in the reader's exact shape;
             without elision, ``SESSION_RUNGS``, where those pages hold at least
             ``PAGES_OVER_ELISION`` characters per token, falling back to the whole ladder

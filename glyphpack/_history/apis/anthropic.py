@@ -232,6 +232,7 @@ class AnthropicMessages(ProviderApi):
     response_key = "stop_reason"
     sdk_module = "anthropic"
     sdk_package = "anthropic"
+    output_usage_key = "output_tokens"
     key_variables = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
     overflow_patterns = (
         # Also on Vertex and Bedrock: "prompt is too long: 215000 tokens > 200000 maximum"

@@ -47,11 +47,12 @@ def usage_tokens(data: Json, *keys: str) -> int | None:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Reply:
-    """A parsed response: the assistant message and the input tokens the provider counted
-    for the request (None when the response did not say)."""
+    """A parsed response: the assistant message, the input tokens the provider counted
+    for the request and the output tokens of the answer (None when the response did not say)."""
 
     message: Message
     input_tokens: int | None
+    output_tokens: int | None = None
 
 
 class ProviderApi(abc.ABC):
@@ -71,6 +72,8 @@ class ProviderApi(abc.ABC):
     #: The module its official SDK's client classes live in, and the package to install.
     sdk_module: ClassVar[str]
     sdk_package: ClassVar[str]
+    #: The usage key of a response's output tokens.
+    output_usage_key: ClassVar[str]
     #: The environment variables its SDK reads the key from (any one will do).
     key_variables: ClassVar[tuple[str, ...]]
     #: Its "request too long" errors, most specific first (``parse_overflow`` reads them).
@@ -133,7 +136,7 @@ class ProviderApi(abc.ABC):
         messages = self.assistant_messages(data)
         if len(messages) != 1 or messages[0].role != "assistant":
             raise HistoryError(f"a {self.title} response must hold one assistant message, found {[m.role for m in messages]}")
-        return Reply(message=messages[0], input_tokens=self.input_tokens(data))
+        return Reply(message=messages[0], input_tokens=self.input_tokens(data), output_tokens=usage_tokens(data, self.output_usage_key))
 
     @abc.abstractmethod
     def assistant_messages(self, data: Json) -> list[Message]:

@@ -202,6 +202,7 @@ class Gemini(ProviderApi):
     response_key = "candidates"
     sdk_module = "google.genai"
     sdk_package = "google-genai"
+    output_usage_key = "candidates_token_count"
     key_variables = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
     overflow_patterns = (
         # "The input token count (1234567) exceeds the maximum number of tokens allowed (1048576)."

@@ -207,6 +207,7 @@ class OpenAIChat(ProviderApi):
     response_key = "choices"
     sdk_module = "openai"
     sdk_package = "openai"
+    output_usage_key = "completion_tokens"
     key_variables = ("OPENAI_API_KEY",)
     overflow_patterns = (
         # OpenAI, Azure, DeepSeek: "... maximum context length is 128000 tokens. However, you requested

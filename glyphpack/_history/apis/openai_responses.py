@@ -194,6 +194,7 @@ class OpenAIResponses(ProviderApi):
     response_key = "output"
     sdk_module = "openai"
     sdk_package = "openai"
+    output_usage_key = "output_tokens"
     key_variables = OpenAIChat.key_variables
     overflow_patterns = OpenAIChat.overflow_patterns  # one provider, one wording
     overflow_wordings = OpenAIChat.overflow_wordings

@@ -1,5 +1,7 @@
 """Helpers for testing code built on glyphpack: a deterministic generator of realistic
-agent sessions, for tests, benchmarks and demos.
+agent sessions, for tests, benchmarks and demos; and ``FakeModel``, a local fake of the
+four provider APIs behind the official SDK clients (``glyphpack.testing.fake``), to run
+a harness's loop with no key and no network.
 
 The agent reads real source files of the Python standard library, runs commands whose
 outputs look like test runs and listings, greps, takes small screenshots (PNG), and
@@ -14,8 +16,11 @@ import sysconfig
 from functools import lru_cache
 from pathlib import Path
 
-from ._history.messages import Image, Message, Text, Thinking, ToolCall, ToolResult
-from ._types import public
+from .._history.messages import Image, Message, Text, Thinking, ToolCall, ToolResult
+from .._types import public
+from .fake import FakeModel, Turn
+
+__all__ = ["FakeModel", "Turn", "generate_session"]
 
 _TASKS = (
     "Refactor the configuration loader so that it validates every field and reports all errors at once.",

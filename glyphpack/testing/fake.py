@@ -11,23 +11,34 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import importlib
 import json
 import re
 import uuid
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-try:  # the SDKs' HTTP client: httpx2 in current releases, httpx in older ones
+if TYPE_CHECKING:
     import httpx2 as httpx
-except ImportError:  # pragma: no cover
-    import httpx  # type: ignore[no-redef]
 
-from glyphpack._history.apis.anthropic import check_anthropic
-from glyphpack._history.apis.gemini import check_gemini
-from glyphpack._history.apis.openai_chat import check_openai_chat
-from glyphpack._history.apis.openai_responses import check_openai_responses
+from .._errors import UsageError
+from .._history.apis.anthropic import check_anthropic
+from .._history.apis.gemini import check_gemini
+from .._history.apis.openai_chat import check_openai_chat
+from .._history.apis.openai_responses import check_openai_responses
 
 Json = dict[str, Any]
+
+
+def http() -> ModuleType:
+    """The SDKs' HTTP client module: httpx2 in current releases, httpx in older ones."""
+    for name in ("httpx2", "httpx"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    raise UsageError("the fake provider drives the official SDKs: pip install 'glyphpack[sdk]'")
 
 #: Tokens the fake counts per image and per character of text (a crude, fixed tokenizer:
 #: what matters is that it is the provider's count, not glyphpack's estimate).
@@ -133,7 +144,10 @@ class FakeModel:
             return error_response(api, 400, "too_long", tokens=tokens, limit=tokens - 1)
         if tokens > self.limit:
             return error_response(api, 400, "too_long", tokens=tokens, limit=self.limit)
-        answer = answer_body(api, self.next_turn(), number, tokens)
+        prompt = summary_prompt(body)
+        # A summarizer's call is answered with a summary; the script waits for the agent's next call.
+        turn = Turn(text=fake_summary(prompt)) if prompt is not None else self.next_turn()
+        answer = answer_body(api, turn, number, tokens)
         if api == "openai-responses" and "reasoning.encrypted_content" in (body.get("include") or ()):
             reasoning = answer["output"][0]
             reasoning["encrypted_content"] = self.encrypted[reasoning["id"]] = f"gAAAA{uuid.uuid4().hex}"
@@ -141,23 +155,23 @@ class FakeModel:
             for part in answer["candidates"][0]["content"]["parts"]:
                 if "thoughtSignature" in part:
                     self.signed[part["functionCall"]["id"]] = part["thoughtSignature"]
-        return httpx.Response(200, json=answer)
+        return http().Response(200, json=answer)
 
     def client(self, api: str) -> Any:
         """The official SDK client for ``api``, talking to this fake (retries fast)."""
-        http = httpx.Client(transport=httpx.MockTransport(self.handler(api)))
+        transport = http().Client(transport=http().MockTransport(self.handler(api)))
         if api == "anthropic":
             import anthropic
 
-            return anthropic.Anthropic(api_key="test", http_client=http, max_retries=2)
+            return anthropic.Anthropic(api_key="test", http_client=transport, max_retries=2)
         if api in ("openai-chat", "openai-responses"):
             import openai
 
-            return openai.OpenAI(api_key="test", http_client=http, max_retries=2)
+            return openai.OpenAI(api_key="test", http_client=transport, max_retries=2)
         from google import genai
         from google.genai import types
 
-        options = types.HttpOptions(httpx_client=http, retry_options=types.HttpRetryOptions(attempts=3, initial_delay=0.01))
+        options = types.HttpOptions(httpx_client=transport, retry_options=types.HttpRetryOptions(attempts=3, initial_delay=0.01))
         return genai.Client(api_key="test", http_options=options)
 
 
@@ -172,6 +186,9 @@ def _check(check: Callable[[Any], None], value: Any) -> str | None:
 def _check_anthropic(body: Json) -> str | None:
     if not isinstance(body.get("max_tokens"), int):
         return "max_tokens: Field required"
+    blocks = [b for m in body.get("messages") or () if isinstance(m.get("content"), list) for b in m["content"]]
+    if not body.get("tools") and any(b.get("type") in ("tool_use", "tool_result") for b in blocks):
+        return "Requests which include `tool_use` or `tool_result` blocks must define tools."
     return _check(check_anthropic, body.get("messages"))
 
 
@@ -232,6 +249,38 @@ def _check_reasoning(body: Json, issued: dict[str, str]) -> str | None:
         if sent is not None and sent != given:
             return f"The encrypted content for item {item.get('id')} could not be verified."
     return None
+
+
+#: How glyphpack's summarizer prompts begin (``Summarizer.instructions``).
+SUMMARY_REQUEST = "Summarize this part of an agent's conversation"
+
+
+def summary_prompt(body: Json) -> str | None:
+    """The prompt of a summarizer's request (a text that begins with its instructions), or None."""
+    stack: list[Any] = [body]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str) and value.startswith(SUMMARY_REQUEST):
+            return value
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return None
+
+
+def fake_summary(prompt: str) -> str:
+    """What the fake model makes of a transcript: the user's words and every tool call
+    with its first argument line, in order (a summary that keeps what matters to a test)."""
+    kept: list[str] = []
+    lines = prompt.splitlines()
+    for number, line in enumerate(lines):
+        if line.startswith("[user] "):
+            kept.append(line[len("[user] "):])
+        elif line.startswith("[tool call "):
+            argument = lines[number + 1] if number + 1 < len(lines) else ""
+            kept.append(f"called {line[len('[tool call '):].split(' ')[0]} ({argument})")
+    return "Summary: " + ("; ".join(kept) if kept else "nothing of note") + "."
 
 
 # ---------------------------------------------------------------------- answers
@@ -305,4 +354,4 @@ def error_response(api: str, status: int, kind: str, *, message: str = "", token
     else:
         code = {"too_long": "context_length_exceeded", "invalid": None, "bytes": None, "rate_limit": "rate_limit_exceeded"}[kind]
         body = {"error": {"message": message, "type": "invalid_request_error" if status == 400 else "requests", "param": None, "code": code}}
-    return httpx.Response(status, json=body, headers=headers or {})
+    return http().Response(status, json=body, headers=headers or {})
