@@ -349,3 +349,40 @@ def test_estimate_is_the_rate_weighted_count_rounded_up(text, rates):
     expected = max(1, math.ceil(weighted)) if text else 0
     assert estimator.estimate(text) == expected
     assert estimator.estimate_counts(estimator.counts(text)) == expected
+
+
+#: Every distinct resize rule a vision profile uses.
+RESIZES = sorted({p._vision()[0] for p in all_profiles() if p.vision}, key=repr)
+
+
+@given(w=st.integers(1, 12_000), h=st.integers(1, 12_000), which=st.integers(0, len(RESIZES) - 1))
+def test_every_resize_serves_a_size_it_leaves_alone_never_larger_and_the_same_turned(w, h, which):
+    resize = RESIZES[which]
+    served = resize(w, h)
+    assert bool(resize.fits(*served))  # a second pass changes nothing
+    assert served[0] <= w and served[1] <= h and min(served) >= 1
+    assert resize(h, w) == served[::-1]  # a portrait page is the landscape one turned
+    if bool(resize.fits(w, h)):
+        assert served == (w, h)
+
+
+def test_resizes_at_the_extremes_and_turned_worked_examples():
+    standard = resolve("claude-sonnet-4-5")
+    assert standard.resize(1080, 1920) == (819, 1456)  # PROVIDERS.md's 1920x1080, turned
+    assert standard.resize(1, 5_000) == (1, 1568)  # a side of one pixel stays one pixel
+    assert resolve("claude-opus-4-7").resize(2160, 3840) == (1449, 2576)
+    tile = resolve("gpt-4o")
+    assert tile.resize(4096, 8192) == (768, 1536)  # fit 2048, then the short side to 768
+    assert tile.resize(1, 9_000) == (1, 2048)
+    patch = resolve("gpt-5.4")
+    assert patch.resize(1, 9_000)[0] == 1
+
+
+def test_openais_patch_budget_rule_worked_through_both_ways():
+    from glyphpack._providers.geometry import PatchBudgetResize
+
+    high = PatchBudgetResize(max_edge=2048, budget=2500, patch=32)
+    assert high(2048, 2048) == (1600, 1600)  # PROVIDERS.md's worked example
+    # 3000x2000: fitted to 2048x1365, 2,752 patches; shrunk by sqrt(32*32*2500/(w*h)), then
+    # down to whole patches along the tighter side (40.8 -> 40 rows): 1920x1280, 2,400 patches.
+    assert high(3000, 2000) == (1920, 1280) and high(2000, 3000) == (1280, 1920)
