@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
                 session.add_user(args.task)
             elif session.state == "empty":
                 parser.error("a new conversation needs a task")
-            elif session.state == "clean" and not session.pending_calls:
+            elif session.state == "answered" and not session.pending_calls:
                 parser.error("the conversation's last turn finished: give a new task to continue")
             session.on_request = show
             print(run(session, client, args.api, root))

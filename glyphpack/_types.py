@@ -24,8 +24,10 @@ Provider = Literal["anthropic", "openai", "google"]
 RouteBilling = Literal["native", "per-request"]
 #: What a provider's "too long" rejection asks for fewer of.
 OverflowKind = Literal["tokens", "bytes"]
-#: A loaded transcript: nothing stored, the last turn answered, or a turn to retry.
-LoadState = Literal["empty", "clean", "failed"]
+#: A loaded transcript: nothing stored; the model answered last (the user speaks next);
+#: or the model's answer is due (after the user's message or tool results: mid-loop, or a
+#: turn to retry after a crash).
+LoadState = Literal["empty", "answered", "unanswered"]
 #: What a snapshot must keep readable: every character, or the gist.
 Fidelity = Literal["exact", "gist"]
 #: The compaction ladder's rungs, cheapest first.

@@ -24,7 +24,7 @@ def main() -> None:
     with glyphpack.open_session(workspace, "task", "coder", model="claude-sonnet-4-5", system=agent.SYSTEM, context_window=30_000) as s:
         if s.state == "empty":
             s.add_user("Read every module.")
-        elif s.state == "clean":
+        elif s.state == "answered":
             print("done", flush=True)
             return
         def answering(number: int) -> None:  # the parent times its kill from these lines

@@ -48,7 +48,7 @@ def test_saved_at_turn_boundaries_only(tmp_path):
         s.add_response(anthropic_reply("looking", (("t1", "ls"),)))
         assert s.pending_calls == (ToolCall("t1", "ls", {}),)
         stored = s.workspace.load("task", "coder")
-        assert len(stored.messages) == 2 and stored.state == "failed"  # the calls are not saved
+        assert len(stored.messages) == 2 and stored.state == "unanswered"  # the calls are not saved
         with pytest.raises(UsageError, match="pending"):
             s.add_user("and another thing")
         with pytest.raises(UsageError, match="exactly the pending calls"):
@@ -57,7 +57,7 @@ def test_saved_at_turn_boundaries_only(tmp_path):
         assert s.workspace.load("task", "coder").messages == s.messages
         s.request("anthropic")
         s.add_response(anthropic_reply("two files"))
-        assert s.workspace.load("task", "coder").state == "clean"
+        assert s.workspace.load("task", "coder").state == "answered"
 
 
 def test_resume_states(tmp_path):
@@ -65,12 +65,12 @@ def test_resume_states(tmp_path):
         assert s.state == "empty"
         s.add_user("hello")
     with open_session(tmp_path) as s:
-        assert s.state == "failed"  # the turn was not answered: retry it
+        assert s.state == "unanswered"  # the turn was not answered: retry it
         request = s.request("anthropic")
         assert request["messages"][-1]["content"][0]["text"] == "hello"
         s.add_response(anthropic_reply("hi"))
     with open_session(tmp_path) as s:
-        assert s.state == "clean" and [m.text for m in s.messages] == ["hello", "hi"]
+        assert s.state == "answered" and [m.text for m in s.messages] == ["hello", "hi"]
 
 
 def test_the_transcript_wins_a_crash_between_its_write_and_the_trees(tmp_path, monkeypatch):
@@ -283,7 +283,7 @@ def kill_and_resume(tmp_path: Path, kills: int, seed: int) -> None:
     assert finished.stdout.strip().endswith("done")
     with glyphpack.Workspace(ws) as workspace:
         stored = workspace.load("task", "coder")
-        assert stored.state == "clean" and stored.messages[-1].text == "finished"
+        assert stored.state == "answered" and stored.messages[-1].text == "finished"
         read = [c.arguments["path"] for m in stored.messages for c in m.tool_calls]
         assert read == [f"mod_{n:02d}.py" for n in range(12)]  # every turn once: none lost, none repeated
         assert workspace.tree.path_to(workspace.tree.agent_tip("task", "coder")) == list(stored.messages)
@@ -302,7 +302,7 @@ def test_messages_carry_no_unsaved_pending_state_across_restarts(tmp_path):
         s.request("anthropic")
         s.add_response(anthropic_reply("", (("t1", "ls"),)))
     with open_session(tmp_path) as s:
-        assert s.state == "failed" and [m.role for m in s.messages] == ["user"]
+        assert s.state == "unanswered" and [m.role for m in s.messages] == ["user"]
         assert not s.pending_calls
         assert isinstance(s.messages[0], Message)
 

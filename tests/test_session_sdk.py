@@ -103,7 +103,7 @@ def test_loop_compacts_at_the_threshold_and_keeps_the_prefix_stable(tmp_path, ap
             assert same_prefix == (i not in compactions), f"request {i + 1}: prefix changed={not same_prefix}"
         # the transcript on disk is the whole history, and the tree agrees with it
         stored = s.workspace.load("task", "coder")
-        assert stored.messages == s.messages and stored.state == "clean"
+        assert stored.messages == s.messages and stored.state == "answered"
         assert s.workspace.tree.path_to(s.workspace.tree.agent_tip("task", "coder")) == list(s.messages)
         check_images_unresized(api, fake.requests[-1], s.profile.reader)
         if api == "anthropic":

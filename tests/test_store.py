@@ -29,10 +29,10 @@ def workspace(tmp_path):
 def test_save_and_load_round_trip(workspace):
     assert workspace.load("c1", "main").state == "empty"
     saved = workspace.save("c1", "main", history(2), revision=0)
-    assert saved.revision == 1 and saved.state == "clean"
+    assert saved.revision == 1 and saved.state == "answered"
     loaded = workspace.load("c1", "main")
     assert list(loaded.messages) == history(2)
-    assert (loaded.revision, loaded.state) == (1, "clean")
+    assert (loaded.revision, loaded.state) == (1, "answered")
     assert workspace.transcripts() == [("c1", "main")]
 
 
@@ -46,11 +46,11 @@ def test_two_agents_keep_two_transcripts(workspace):
 
 def test_failed_turns_are_told_apart(workspace):
     messages = history(1) + [Message("user", "next question")]
-    assert workspace.save("c", "a", messages, revision=0).state == "failed"  # no answer yet
+    assert workspace.save("c", "a", messages, revision=0).state == "unanswered"  # no answer yet
     done = workspace.save("c", "a", history(2), revision=1, error=None)
-    assert done.state == "clean"
+    assert done.state == "answered"
     failed = workspace.save("c", "a", history(2), revision=2, error="529 overloaded")
-    assert workspace.load("c", "a").state == "failed" and workspace.load("c", "a").error == "529 overloaded"
+    assert workspace.load("c", "a").state == "unanswered" and workspace.load("c", "a").error == "529 overloaded"
     assert failed.revision == 3
 
 

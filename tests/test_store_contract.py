@@ -30,7 +30,7 @@ def test_what_is_saved_loads_back(store):
     assert store.load("c", "a").state == "empty" and store.load("c", "a").revision == 0
     saved = store.save("c", "a", turn(0), revision=0)
     loaded = store.load("c", "a")
-    assert saved.revision == loaded.revision == 1 and loaded.messages == tuple(turn(0)) and loaded.state == "clean"
+    assert saved.revision == loaded.revision == 1 and loaded.messages == tuple(turn(0)) and loaded.state == "answered"
     assert store.transcripts() == [("c", "a")]
 
 
@@ -79,7 +79,7 @@ def test_nothing_is_saved_mid_turn(store):
         store.save("c", "a", pending, revision=0)
     assert store.load("c", "a").state == "empty"
     answered = pending + [Message("tool", (ToolResult("t1", (Text("a.py"),)),))]
-    assert store.save("c", "a", answered, revision=0).state == "failed"  # no answer yet: a retry resumes there
+    assert store.save("c", "a", answered, revision=0).state == "unanswered"  # no answer yet: a retry resumes there
 
 
 def test_a_history_that_drops_stored_messages_needs_replace(store):

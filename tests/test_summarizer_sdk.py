@@ -99,7 +99,7 @@ def test_the_example_agent_runs_offline_with_compaction(tmp_path, capsys):
     assert code == 0 and out.startswith("I read 12 files: mod_00.py")
     assert "compacted" in err and "summarization" in err
     with glyphpack.open_session(tmp_path / "ws", "task-1", "coder", model="claude-sonnet-4-5") as resumed:
-        assert resumed.state == "clean" and resumed.messages[-1].text == out.strip()
+        assert resumed.state == "answered" and resumed.messages[-1].text == out.strip()
     with pytest.raises(SystemExit) as refused:
         agent.main(["--fake", "--root", str(tmp_path / "nowhere"), "--workspace", str(tmp_path / "ws"), "x"])
     assert refused.value.code == 2 and "no such directory" in capsys.readouterr().err

@@ -178,7 +178,7 @@ class _Stored:
 def _clean_prefix(stored: _Stored) -> tuple[Message, ...]:
     """The stored messages a save must keep: all of them, except that a failed turn
     (one that did not end with the assistant's answer) may be retried from its start."""
-    if _state(stored.messages, stored.error) != "failed":
+    if _state(stored.messages, stored.error) != "unanswered":
         return stored.messages
     boundaries = set(turn_boundaries(stored.messages))
     answered = [n for n in boundaries if n and stored.messages[n - 1].role == "assistant"]
@@ -242,9 +242,9 @@ class Transcript:
         messages: the (possibly trimmed) history.
         revision: the stored revision it was read at (0: nothing stored). Pass it
             back to ``save`` to have the save rejected if someone saved since.
-        state: ``"empty"`` (nothing stored), ``"clean"`` (the last turn ended with the
-            assistant's answer: nothing to retry) or ``"failed"`` (the last turn did
-            not complete: retry possible).
+        state: ``"empty"`` (nothing stored), ``"answered"`` (the model answered last:
+            the user speaks next) or ``"unanswered"`` (the model's answer is due: after
+            tool results mid-loop, or a turn to retry).
         error: why the last turn failed, when the caller said so.
         checkpoints: name -> id of the message the mark follows (None: the start).
         dropped_checkpoints: checkpoints left out because trimming removed their target.
@@ -266,8 +266,8 @@ def _state(messages: Sequence[Message], error: str | None) -> LoadState:
     if not messages:
         return "empty"
     if error is not None or messages[-1].role != "assistant":
-        return "failed"
-    return "clean"
+        return "unanswered"
+    return "answered"
 
 
 def trim_start(
@@ -511,7 +511,7 @@ class Workspace:
             revision: the revision the caller's history is based on (from ``load``;
                 0 for a new transcript). If the stored revision differs, raises
                 ``ConflictError`` and writes nothing.
-            error: mark the last turn as failed, with why (``state == "failed"``).
+            error: mark the last turn as failed, with why (``state == "unanswered"``).
             checkpoints: the marks to store; default: the stored ones whose target
                 is still in ``messages``.
             replace: allow ``messages`` not to begin with the stored history (a view

@@ -135,8 +135,10 @@ class Session:
     commands. Open it with ``glyphpack.open_session``.
 
     Attributes:
-        state: how the transcript was found when opened: ``"empty"``, ``"clean"`` or
-            ``"failed"`` (the last turn did not finish: call ``request`` to retry it).
+        state: how the transcript was found when opened: ``"empty"``, ``"answered"``
+            (the model answered last: add the user's next message) or ``"unanswered"``
+            (the model's answer is due, after tool results or a turn that did not
+            finish: call ``request`` or ``call``).
         messages: the whole stored history (never compacted; compaction changes what is sent).
         thresholds: when it compacts.
         last_compaction: the ladder's report of the last compaction this session made.
