@@ -178,6 +178,32 @@ def test_rewind_is_a_pointer_move_that_keeps_the_explored_path(tmp_path):
         assert s.workspace.load("task", "coder").messages == s.messages
 
 
+def test_checkpoints_are_tree_labels_that_outlive_branches_and_come_along_in_forks(tmp_path, capsys):
+    with open_session(tmp_path) as s:
+        conversation_of(s, 2)
+        s.command("/checkpoint before-compact")
+        marked = s.messages[-1].id
+        conversation_of(s, 3, start=2)
+        s.command(f"/branch {s.messages[1].id}")  # away from the checkpoint: it is not on this path
+        assert "before-compact" not in s.workspace.load("task", "coder").checkpoints
+        assert f"[{marked[:8]}]" in s.command("/tree").text and "[checkpoint before-compact]" in s.command("/tree").text
+        s.command("/rewind before-compact what the detour taught")  # still reachable from the other branch
+        assert s.messages[-2].id == marked and s.messages[-1].text.endswith("what the detour taught")
+        assert s.workspace.load("task", "coder").checkpoints == {"before-compact": marked}
+        s.command(f"/branch {s.messages[1].id}")
+        s.command(f"/branch {marked[:12]}")  # branching back brings it back into the transcript
+        assert s.workspace.load("task", "coder").checkpoints == {"before-compact": marked}
+        fork = s.fork("task-copy")
+        copied = s.workspace.load(fork, "coder")
+        (name, target), = copied.checkpoints.items()
+        assert name == "before-compact" and target == copied.messages[-1].id != marked  # on the copy, by its new id
+        assert s.workspace.tree.labels("task-copy") == {"before-compact": target}
+        s.command("/rewind before-compact nothing new")  # in the fork, on the fork's own path
+        assert s.messages[-2].id == target
+    assert cli_main(["tree", str(tmp_path / "ws"), "task"]) == 0
+    assert "[checkpoint before-compact]" in capsys.readouterr().out
+
+
 def test_fork_continues_in_a_copy(tmp_path):
     with open_session(tmp_path) as s:
         conversation_of(s, 2)

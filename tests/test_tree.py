@@ -149,11 +149,12 @@ def test_a_version_1_tree_read_only_has_no_agent_tips_and_migrates_when_written(
         tree.record("c", "agent", [Message("user", "hello", id="u1")])
     db = sqlite3.connect(path)
     db.execute("DROP TABLE agent_tips")
+    db.execute("DROP TABLE labels")
     db.execute("PRAGMA user_version=1")
     db.commit()
     db.close()
     with SessionTree(path, read_only=True) as tree:
-        assert tree.agent_tips("c") == {} and tree.agent_tip("c", "agent") is None
+        assert tree.agent_tips("c") == {} and tree.agent_tip("c", "agent") is None and tree.labels("c") == {}
         assert [m.id for m in tree.path("c")] == ["u1"]
     with SessionTree(path) as tree:
         tree.record("c", "agent", [Message("user", "hello", id="u1")])

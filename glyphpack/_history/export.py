@@ -70,7 +70,14 @@ def draw_tree(tree: SessionTree, conversation: str) -> list[str]:
     tips = tree.agent_tips(conversation)
     for agent, agent_tip in tips.items():
         agents.setdefault(agent_tip, []).append(agent)
-    lines = [info.id + (f"  {info.title}" if info.title else "")]
+    marks: dict[str | None, list[str]] = {}
+    for name, target in tree.labels(conversation).items():
+        marks.setdefault(target, []).append(name)
+
+    def labelled(message_id: str | None) -> str:
+        return "".join(f"  [checkpoint {name}]" for name in marks.get(message_id, ()))
+
+    lines = [info.id + (f"  {info.title}" if info.title else "") + labelled(None)]
     if info.tip is None:
         lines.append("* (empty)  <- tip")
 
@@ -88,6 +95,6 @@ def draw_tree(tree: SessionTree, conversation: str) -> list[str]:
         mark = "  <- tip" if node.message.id == info.tip else ""
         if len(tips) > 1 and node.message.id in agents:  # several agents: whose tip is where
             mark += ("  <-" if not mark else "") + f" ({', '.join(agents[node.message.id])})"
-        lines.append(f"{line_prefix}* {node.message.role}: {_summary(node.message)} [{short_id(node.message.id)}]{mark}")
+        lines.append(f"{line_prefix}* {node.message.role}: {_summary(node.message)} [{short_id(node.message.id)}]{mark}{labelled(node.message.id)}")
         stack.extend(reversed(branches(children.get(node.message.id, []), child_prefix)))
     return lines

@@ -569,22 +569,37 @@ class Workspace:
         validate_history(current.messages, allow_pending=False)
         target = current.messages[-1].id if current.messages else None
         marks = dict(current.checkpoints) | {name: target}
-        return self.save(conversation, agent, current.messages, revision=current.revision, error=current.error, checkpoints=marks)
+        saved = self.save(conversation, agent, current.messages, revision=current.revision, error=current.error, checkpoints=marks)
+        self.tree.label(conversation, name, target)  # in the tree too: it outlives a branch away from it
+        return saved
+
+    def _labels(self, conversation: str, current: Transcript) -> dict[str, str | None]:
+        """The conversation's checkpoints as tree labels, with any the transcript holds
+        that the tree does not (a transcript written before labels) labelled first."""
+        tree = self.tree
+        labels = tree.labels(conversation)
+        for name, target in current.checkpoints.items():
+            if name not in labels:
+                tree.label(conversation, name, target)
+                labels[name] = target
+        return labels
+
+    @staticmethod
+    def _on_path(labels: Mapping[str, str | None], path: Sequence[Message]) -> dict[str, str | None]:
+        ids = {m.id for m in path}
+        return {name: target for name, target in labels.items() if target is None or target in ids}
 
     def rewind(self, conversation: str, agent: str, name: str, digest: str) -> Transcript:
         """Return to checkpoint ``name`` and append ``digest`` (what was explored since)
         as a user message. Checkpoints whose target is cut off go with it."""
         current = self.load(conversation, agent)
-        if name not in current.checkpoints:
-            known = ", ".join(sorted(current.checkpoints)) or "none"
+        labels = self._labels(conversation, current)
+        if name not in labels:
+            known = ", ".join(sorted(labels)) or "none"
             raise StoreError(f"no checkpoint {name!r} in {conversation}/{agent} (checkpoints: {known})")
-        target = current.checkpoints[name]
-        ids = [m.id for m in current.messages]
-        end = 0 if target is None else ids.index(target) + 1
-        kept = current.messages[:end] + (Message("user", (Text(f"[rewound to checkpoint {name!r}] {digest}"),)),)
-        kept_ids = {m.id for m in kept}
-        marks = {n: t for n, t in current.checkpoints.items() if t is None or t in kept_ids}
-        return self.save(conversation, agent, kept, revision=current.revision, checkpoints=marks, replace=True)
+        # The checkpoint's path from the tree: it may be on a branch this agent left.
+        kept = (*self.tree.path_to(labels[name]), Message("user", (Text(f"[rewound to checkpoint {name!r}] {digest}"),)))
+        return self.save(conversation, agent, kept, revision=current.revision, checkpoints=self._on_path(labels, kept), replace=True)
 
     def branch(self, conversation: str, agent: str, message_id: str, *, revision: int | None = None) -> Transcript:
         """Make the path to ``message_id`` (an id or unique prefix of one in the
@@ -595,8 +610,10 @@ class Workspace:
         path = tree.path_to(target)
         if path and path[-1].tool_calls:
             raise StoreError(f"message {message_id!r} has tool calls without results: branch to a turn boundary")
-        current = revision if revision is not None else self.load(conversation, agent).revision
-        return self.save(conversation, agent, path, revision=current, replace=True)
+        loaded = self.load(conversation, agent)
+        labels = self._on_path(self._labels(conversation, loaded), path)  # a checkpoint on the path comes back
+        current = revision if revision is not None else loaded.revision
+        return self.save(conversation, agent, path, revision=current, checkpoints=labels, replace=True)
 
     def fork(self, conversation: str, agent: str, *, at: str | None = None, new_conversation: str | None = None) -> Transcript:
         """Copy ``agent``'s history (to ``at``, an id or unique prefix; default: its tip)
@@ -604,8 +621,9 @@ class Workspace:
         untouched. Returns the new transcript (its ``conversation`` is the new id)."""
         tree = self.tree
         point = tree.find(conversation, at) if at is not None else tree.agent_tip(conversation, agent) or tree.tip(conversation)
+        self._labels(conversation, self.load(conversation, agent))
         new = tree.fork(conversation, point, new_conversation=new_conversation)
-        return self.save(new, agent, tree.path(new), revision=0)
+        return self.save(new, agent, tree.path(new), revision=0, checkpoints=tree.labels(new))
 
 
 

@@ -67,6 +67,16 @@ MIGRATIONS = (
         PRIMARY KEY (conversation, agent)
     );
     """,
+    # Version 3: checkpoints are labels on messages of the tree (NULL: the start), so
+    # they outlive a branch away from them and come along in a fork.
+    """
+    CREATE TABLE labels (
+        conversation TEXT NOT NULL REFERENCES conversations(id),
+        name TEXT NOT NULL,
+        message TEXT REFERENCES messages(id),
+        PRIMARY KEY (conversation, name)
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -123,9 +133,10 @@ class SessionTree:
                 self._db.execute("PRAGMA foreign_keys=ON")
                 self._migrate()
             # A version-1 database opened read-only is not migrated: it has no agent tips.
-            self._has_agent_tips = bool(
-                self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'agent_tips'").fetchone()
-            )
+            tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            # A tree of an older schema opened read-only is not migrated: what it lacks reads as empty.
+            self._has_agent_tips = "agent_tips" in tables
+            self._has_labels = "labels" in tables
         except sqlite3.DatabaseError as exc:
             self._db.close()
             raise self._damaged(exc) from None
@@ -442,6 +453,27 @@ class SessionTree:
                 self._db.execute("UPDATE conversations SET tip = ? WHERE id = ?", (tip, conversation))
         return len(history) - known
 
+    def label(self, conversation: str, name: str, message_id: str | None) -> None:
+        """Put label ``name`` on ``message_id`` (None: the start of the conversation),
+        moving it if the conversation has it elsewhere."""
+        self.conversation(conversation)
+        if message_id is not None and self.node(message_id).conversation != conversation:
+            raise StoreError(f"message {message_id!r} is not in conversation {conversation!r}")
+        with self._write():
+            self._db.execute(
+                "INSERT INTO labels (conversation, name, message) VALUES (?, ?, ?) "
+                "ON CONFLICT (conversation, name) DO UPDATE SET message = excluded.message",
+                (conversation, name, message_id),
+            )
+
+    def labels(self, conversation: str) -> dict[str, str | None]:
+        """Every label of a conversation: name -> the message it marks (None: the start)."""
+        if not self._has_labels:
+            return {}
+        return {name: message for name, message in self._query(
+            "SELECT name, message FROM labels WHERE conversation = ? ORDER BY name", (conversation,)
+        )}
+
     def fork(self, conversation: str, at: str | None = None, *, new_conversation: str | None = None, title: str = "") -> str:
         """Copy the path root..``at`` (default: the tip) into a new conversation with
         new message ids; the original is untouched. Returns the new conversation's id."""
@@ -460,14 +492,20 @@ class SessionTree:
             except sqlite3.IntegrityError:
                 raise StoreError(f"conversation {new!r} already exists") from None
             parent = None
+            renamed: dict[str | None, str | None] = {None: None}
             for message in path:
                 copy = dataclasses.replace(message, id=new_id())
+                renamed[message.id] = copy.id
                 self._db.execute(
                     "INSERT INTO messages (id, conversation, parent, role, body, created) VALUES (?, ?, ?, ?, ?, ?)",
                     (copy.id, new, parent, copy.role, json_text(message_to_json(copy)), time.time()),
                 )
                 parent = copy.id
             self._move_tip(new, None, parent)
+            # The labels on the copied path come along, on the copies.
+            for name, message in self._query("SELECT name, message FROM labels WHERE conversation = ?", (conversation,)):
+                if message in renamed:
+                    self._db.execute("INSERT INTO labels (conversation, name, message) VALUES (?, ?, ?)", (new, name, renamed[message]))
         return new
 
 
