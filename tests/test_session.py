@@ -183,6 +183,7 @@ def test_checkpoints_are_tree_labels_that_outlive_branches_and_come_along_in_for
         conversation_of(s, 2)
         s.command("/checkpoint before-compact")
         marked = s.messages[-1].id
+        assert s.workspace.tree.labels("task") == {"before-compact": marked}
         conversation_of(s, 3, start=2)
         s.command(f"/branch {s.messages[1].id}")  # away from the checkpoint: it is not on this path
         assert "before-compact" not in s.workspace.load("task", "coder").checkpoints
@@ -202,6 +203,18 @@ def test_checkpoints_are_tree_labels_that_outlive_branches_and_come_along_in_for
         assert s.messages[-2].id == target
     assert cli_main(["tree", str(tmp_path / "ws"), "task"]) == 0
     assert "[checkpoint before-compact]" in capsys.readouterr().out
+
+
+def test_a_checkpoint_stored_before_labels_still_survives_a_branch(tmp_path):
+    with open_session(tmp_path) as s:
+        conversation_of(s, 2)
+        marked = s.messages[-1].id
+        stored = s.workspace.load("task", "coder")  # written as an older glyphpack did: in the transcript only
+        s.revision = s.workspace.save("task", "coder", stored.messages, revision=stored.revision, checkpoints={"old": marked}).revision
+        conversation_of(s, 1, start=2)
+        s.command(f"/branch {s.messages[1].id}")
+        s.command("/rewind old found it again")
+        assert s.messages[-2].id == marked
 
 
 def test_fork_continues_in_a_copy(tmp_path):
