@@ -552,6 +552,14 @@ def test_a_harness_sees_what_each_request_did(tmp_path):
         assert all(r.prefix_kept for r in seen[1:] if r.compaction is None)
         assert all(0 < r.tokens < 3_000 and r.messages >= r.prefix for r in seen)
         assert compacting[0].compaction.report.fits
+        # What a prompt cache can read: nothing at first; on a turn that only appends, the
+        # whole previous request; after a compaction, at most what came before its cut.
+        assert first.reused_tokens == 0
+        for before, after in zip(seen, seen[1:]):
+            if after.compaction is None:
+                assert before.tokens <= after.reused_tokens < after.tokens
+            else:
+                assert after.reused_tokens < before.tokens
 
 
 def test_the_tool_schemas_count_from_the_first_request(tmp_path):

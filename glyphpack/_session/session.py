@@ -118,6 +118,10 @@ class RequestReport:
         prefix_kept: whether it begins with the previous request's messages, unchanged:
             a provider's prompt cache can hit on them (False on the first request and
             after a compaction or a branch).
+        reused_tokens: estimated tokens of the leading messages it shares with the
+            previous request, unchanged (with the requests' overhead: system prompt and
+            tools), what a prompt cache can read; the other ``tokens - reused_tokens``
+            are written to it (all of them on the first request).
     """
 
     api: Api
@@ -126,6 +130,7 @@ class RequestReport:
     tokens: int
     compaction: Compaction | None
     prefix_kept: bool
+    reused_tokens: int
 
 
 @public
@@ -327,13 +332,17 @@ class Session:
         request = build.build(self.model, view, prefix, self.profile)
         previous = self._sent
         self._sent, self._api = view, api
+        shared = 0
+        while previous is not None and shared < min(len(previous), len(view)) and previous[shared] == view[shared]:
+            shared += 1
         self.last_request = RequestReport(
             api=api,
             messages=len(view),
             prefix=prefix,
             tokens=tokens,
             compaction=compaction,
-            prefix_kept=previous is not None and tuple(view[: len(previous)]) == previous,
+            prefix_kept=previous is not None and shared == len(previous),
+            reused_tokens=self.cost().history(view[:shared]) + self._estimator.overhead if shared else 0,
         )
         if self.on_request is not None:
             self.on_request(self.last_request)
