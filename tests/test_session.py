@@ -19,7 +19,7 @@ import pytest
 from test_session_sdk import DENSE_SESSION, drive, project, reading_script
 
 import glyphpack
-from glyphpack import Message, StoreError, ToolCall, UsageError
+from glyphpack import Message, StoreError, Text, ToolCall, UsageError
 from glyphpack._cli import main as cli_main
 from glyphpack._history.tree import SessionTree
 from glyphpack.testing.fake import FakeModel
@@ -577,3 +577,19 @@ def test_the_tool_schemas_count_from_the_first_request(tmp_path):
     circular.append(circular)
     with pytest.raises(glyphpack.UsageError, match="tools must be JSON-like"):
         open_session(tmp_path / "other", tools=circular)
+
+
+def test_reused_tokens_are_the_previous_request_exactly_when_a_turn_only_appends(tmp_path):
+    tools = [{"name": "read", "description": "reads a file " * 30, "input_schema": {"type": "object"}}]
+    seen = []
+    with open_session(tmp_path, context_window=3_000, policy=DENSE_SESSION, tools=tools) as s:
+        s.on_request = seen.append
+        for n in range(16):
+            s.add_user(f"question {n} " + "with some detail " * 20)
+            s.request("anthropic")
+            s.add_response(Message("assistant", (Text(f"answer {n} " + "and more words " * 30),)))  # no usage: no recalibration
+    assert seen[0].reused_tokens == 0
+    appended = [(b, a) for b, a in zip(seen, seen[1:]) if a.compaction is None]
+    assert appended and all(a.reused_tokens == b.tokens for b, a in appended)  # the overhead (the tools) included
+    compacted = [a for a in seen[1:] if a.compaction is not None]
+    assert compacted and all(a.reused_tokens < a.tokens // 2 for a in compacted)  # the cut: most is written anew
