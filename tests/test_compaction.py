@@ -154,7 +154,7 @@ def test_the_ladder_meets_any_budget_it_can(chars, seed, fraction, model):
     the last turn and room for a summary fit the budget, the view must fit it."""
     history = generate_session(chars, seed)
     profile = resolve(model)
-    cost = CostModel(profile)
+    cost = CostModel.for_model(profile)
     budget = max(1, int(cost.history(history) * fraction))
     result = compact(history, profile, budget, summarizer=fake_summarizer())
     view = list(result.view)

@@ -10,7 +10,7 @@ from functools import lru_cache
 from .._history.messages import CATEGORIES, Block, Category, Image, Message
 from .._history.pricing import MESSAGE_OVERHEAD, message_tokens
 from .._providers.profile import Profile
-from .._providers.resolve import resolve
+from .._providers.resolve import resolve, text_estimator
 from .._providers.text_tokens import DEFAULT_ESTIMATOR, TextEstimator
 
 #: Tokens assumed for an image whose size or price is unknown (a full standard Claude page).
@@ -49,6 +49,10 @@ class CostModel:
     _memo: dict[int, tuple[Message, int]] = dataclasses.field(default_factory=dict, compare=False, repr=False)
     # (width, height) -> tokens: screenshots come in a few sizes.
     _image_memo: dict[tuple[int, int], int] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.estimator is DEFAULT_ESTIMATOR:  # the default: the reader's provider family's rates
+            object.__setattr__(self, "estimator", text_estimator(self.profile))
 
     @classmethod
     def for_model(

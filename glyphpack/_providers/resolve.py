@@ -10,9 +10,20 @@ from typing import Any
 
 from .._errors import GlyphpackError, ProfileWarning
 from .._types import public
-from .catalog import GATEWAYS, NATIVE_ROUTE, READER_PREFIXES, READERS, ROUTE_PREFIXES, ROUTES, UNKNOWN_READER, VARIANTS
+from .catalog import (
+    GATEWAYS,
+    NATIVE_ROUTE,
+    READER_PREFIXES,
+    READERS,
+    ROUTE_PREFIXES,
+    ROUTES,
+    TEXT_RATE_SCALE,
+    UNKNOWN_READER,
+    VARIANTS,
+)
 from .profile import CellGeometry, Profile, Reader
 from .reading import READING_PREFIXES, READING_PROFILES, ReadingProfile, local_profiles
+from .text_tokens import DEFAULT_ESTIMATOR, TextEstimator
 
 _DATE_SUFFIX = re.compile(r"(@\d{8}|-\d{8}|-\d{4}-\d{2}-\d{2}|-v\d+(:\d+)?|-latest|-preview(-\d{2}-\d{2})?|-exp)$")
 _BEDROCK_REGION = re.compile(r"^(us|eu|apac|global|us-gov|jp|au)\.")
@@ -194,3 +205,8 @@ def profile_rows(shapes: Iterable[tuple[str, CellGeometry]]) -> list[ProfileRow]
                 )
             )
     return rows
+
+
+def text_estimator(profile: Profile) -> TextEstimator:
+    """The text-token estimate for ``profile``'s provider family (``TEXT_RATE_SCALE``)."""
+    return DEFAULT_ESTIMATOR.scaled(TEXT_RATE_SCALE.get(profile.reader.provider, 1.0))

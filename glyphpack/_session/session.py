@@ -47,8 +47,8 @@ from .._history.messages import Block, Image, Message, Text, ToolCall, ToolResul
 from .._history.store import Workspace
 from .._providers.catalog import CONTEXT_WINDOWS
 from .._providers.profile import Profile
-from .._providers.resolve import resolve
-from .._providers.text_tokens import DEFAULT_ESTIMATOR, TextEstimator
+from .._providers.resolve import resolve, text_estimator
+from .._providers.text_tokens import TextEstimator
 from .._types import Api, LoadState, Rung, public
 from .commands import CommandResult, run_command
 from .view import StoredView, read_view, view_path, write_view
@@ -189,7 +189,7 @@ class Session:
         window = context_window if context_window is not None else CONTEXT_WINDOWS[self.profile.reader.provider]
         self.thresholds = Thresholds.for_window(window, threshold, target)
         self._owns_workspace = owns_workspace
-        self._estimator: TextEstimator = policy.estimator or DEFAULT_ESTIMATOR
+        self._estimator: TextEstimator = policy.estimator or text_estimator(self.profile)
         self._cost_model: CostModel | None = None
         self._overflows = 0  # "too long" rejections since the last answer
         # The pending calls' ids as the model gave them -> as stored: a server that
