@@ -11,7 +11,7 @@ import pytest
 
 from glyphpack import CompactionError, CompactionPolicy, Image, Message, Summarizer, Text
 from glyphpack._compaction.cost import CostModel
-from glyphpack._compaction.ladder import _carries, compact
+from glyphpack._compaction.ladder import LADDER, Climb, _carries, climb, compact
 from glyphpack._compaction.recovery import (
     BYTES_SUMMARY_SHARE,
     BYTES_TARGET_SHARE,
@@ -81,6 +81,12 @@ def test_a_413_takes_every_image_first_and_calls_no_summarizer_when_that_is_enou
     assert result.report.message == f"recovered from an HTTP 413: request {request_bytes(history):,} -> {final:,} bytes (target {target:,})"
     assert result.report.rung("summarization") is None
     assert result.report.tokens_after == result.report.budget == CostModel.for_model(CLAUDE).history(result.view)
+
+
+def test_a_413_still_over_its_target_with_a_summarizer_does_not_ask_for_one():
+    history = [*wordy(3), Message("user", (Text("the newest message, kept verbatim: " + "word " * 40_000),))]
+    result = recover(history, CLAUDE, TOO_LARGE, summarizer=recording_summarizer([]))
+    assert not result.report.fits and result.report.message.endswith("; still over the target")
 
 
 def test_a_413_the_free_rungs_cannot_answer_is_summarized_toward_half_of_what_they_left():
@@ -160,3 +166,11 @@ def test_the_pages_handed_back_are_the_ones_the_view_carries():
     assert paged.pages and all(_carries(paged.view, page) for page in paged.pages)
     other = Message("user", (Image("image/png", bytes(bytearray(paged.pages[0].png))),))  # equal bytes, another object: not the page
     assert not _carries([other, Message("user", (Text("x"),))], paged.pages[0])
+    # A step after the snapshot that takes every image (the 413 path's image drop) takes
+    # the pages too: they are not handed back.
+    steps = {step.rung: step for step in LADDER}
+    context = Climb(CostModel.for_model(CLAUDE), 20_000, CompactionPolicy(fidelity=None), every_image=True)
+    view, _, pages = climb(history, [steps["snapshot"], steps["image drop"]], context, lambda current: False)
+    assert not any(m.images for m in view) and pages == ()
+    view, _, pages = climb(history, [steps["snapshot"]], context, lambda current: False)
+    assert pages and all(_carries(view, page) for page in pages)

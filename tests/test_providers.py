@@ -375,7 +375,7 @@ def test_resizes_at_the_extremes_and_turned_worked_examples():
     assert tile.resize(4096, 8192) == (768, 1536)  # fit 2048, then the short side to 768
     assert tile.resize(1, 9_000) == (1, 2048)
     patch = resolve("gpt-5.4")
-    assert patch.resize(1, 9_000)[0] == 1
+    assert patch.resize(1, 9_000)[0] == 1 and patch.resize(9_000, 1)[1] == 1
 
 
 def test_openais_patch_budget_rule_worked_through_both_ways():

@@ -109,7 +109,7 @@ def climb(
     request hold before and after each (a snapshot's pages count). Returns the view,
     the reports, and the snapshot pages the view still carries."""
     current, reports = tuple(view), []
-    pages: tuple[Page, ...] = ()
+    made: list[Page] = []
     cost, limit = context.cost, context.cost.profile.max_images
 
     def within_image_limit() -> None:
@@ -126,9 +126,10 @@ def climb(
         result = step.run(current, context)
         reports.append(result.report)
         current = result.view
-        pages = result.pages or (pages if pages and _carries(current, pages[0]) else ())
+        made.extend(result.pages)
         within_image_limit()
-    return current, reports, pages
+    # The pages a later step (or the image cap) took out again are not handed back.
+    return current, reports, tuple(page for page in made if _carries(current, page))
 
 
 def _carries(view: Sequence[Message], page: Page) -> bool:
