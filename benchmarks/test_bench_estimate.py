@@ -72,3 +72,72 @@ def table():
         "|---|---|---|---|---|---|",
         *ROWS,
     ]
+
+
+#: Real sessions with usage records, by the tokenizer family that counted them (SOURCES.md
+#: and the files' own model fields): Anthropic (pi on Claude Opus 4.5, Claude Code on
+#: Sonnet 4 and 4.5), OpenAI (Codex on GPT-5-codex), and two families glyphpack has no
+#: reader for (mini-swe-agent on deepseek-chat, OpenHands on Llama 4 Maverick).
+FAMILIES = {
+    "anthropic": ("claude-sonnet-4-5", ("pi/pimono-before-compaction.jsonl", "pi/pimono-session.jsonl",
+                                        "claude-code/ccv-fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl", "claude-code/pai-agent-dee347d2.jsonl")),
+    "openai": ("gpt-5.4", ("codex/neurodata-rollout-2025-09-26T17-01-04-019985ca-7ef7-7580-a921-c20ac619f40b.jsonl",)),
+    "deepseek (no reader)": ("gpt-5.4", ("mini-swe-agent/miniswe-django__django-12470.traj.json",)),
+    "llama (no reader)": ("gpt-5.4", ("openhands/openhands-multi_swe_bench-output.jsonl",)),
+}
+FAMILY_ROWS: list[str] = []
+
+
+def pairs(model: str, files: tuple[str, ...], estimator) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(estimates, measured) per agent with at least five usage records."""
+    cost = CostModel.for_model(model, estimator)
+    out = []
+    for name in files:
+        for agent in import_file(SHARED / name).agents:
+            if len(agent.usage) >= 5:
+                prefix = np.cumsum([0] + [cost.message(m) for m in agent.messages])
+                out.append((np.array([prefix[end] - prefix[start] for start, end, _ in agent.usage], float),
+                            np.array([tokens for *_, tokens in agent.usage], float)))
+    return out
+
+
+def fitted_scale(runs: list[tuple[np.ndarray, np.ndarray]]) -> float:
+    """The rate multiple that best explains each request's change from the first one
+    (least squares on relative errors; the overhead, unknown, cancels)."""
+    num = sum(float(np.sum((e[1:] - e[0]) * (m[1:] - m[0]) / m[1:] ** 2)) for e, m in runs)
+    den = sum(float(np.sum((e[1:] - e[0]) ** 2 / m[1:] ** 2)) for e, m in runs)
+    return num / den
+
+
+def calibrated_errors(runs: list[tuple[np.ndarray, np.ndarray]], scale: float) -> tuple[np.ndarray, np.ndarray]:
+    once = np.concatenate([np.abs(scale * (e[1:] - e[0]) + m[0] - m[1:]) / m[1:] for e, m in runs])
+    each = np.concatenate([np.abs(scale * (e[1:] - e[:-1]) + m[:-1] - m[1:]) / m[1:] for e, m in runs])
+    return once, each
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared/sessions is not beside the repository")
+@pytest.mark.parametrize("family", FAMILIES)
+def test_estimate_per_provider_family(family):
+    from glyphpack._providers.text_tokens import DEFAULT_ESTIMATOR
+
+    model, files = FAMILIES[family]
+    runs = pairs(model, files, DEFAULT_ESTIMATOR.scaled(1.0))  # the rates before any family's scale
+    shipped = CostModel.for_model(model).estimator.latin / DEFAULT_ESTIMATOR.latin if "no reader" not in family else 1.0
+    fit = fitted_scale(runs)
+    cells = []
+    for scale in (1.0, shipped):
+        once, each = calibrated_errors(runs, scale)
+        cells.append(f"{100 * np.median(once):.1f}% / {100 * np.quantile(once, 0.9):.1f}% | "
+                     f"{100 * np.median(each):.1f}% / {100 * np.quantile(each, 0.9):.1f}%")
+    FAMILY_ROWS.append(f"| {family} | {sum(len(m) for _, m in runs)} | {fit:.3f} | {shipped:.2f} | {cells[0]} | {cells[1]} |")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def family_table():
+    yield
+    TABLES["text estimate per tokenizer family, calibrated from each file (one run)"] = [
+        "| family | requests | fitted rate multiple | shipped | default rates: once median / p90 | each median / p90 "
+        "| shipped rates: once median / p90 | each median / p90 |",
+        "|---|---|---|---|---|---|---|---|",
+        *FAMILY_ROWS,
+    ]
