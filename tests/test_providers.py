@@ -386,3 +386,15 @@ def test_openais_patch_budget_rule_worked_through_both_ways():
     # 3000x2000: fitted to 2048x1365, 2,752 patches; shrunk by sqrt(32*32*2500/(w*h)), then
     # down to whole patches along the tighter side (40.8 -> 40 rows): 1920x1280, 2,400 patches.
     assert high(3000, 2000) == (1920, 1280) and high(2000, 3000) == (1280, 1920)
+
+
+def test_a_provider_familys_rate_multiple_reaches_every_estimate(monkeypatch, tmp_path):
+    from glyphpack._compaction.cost import CostModel
+    from glyphpack._providers import catalog
+
+    monkeypatch.setitem(catalog.TEXT_RATE_SCALE, "openai", 0.5)
+    gpt, claude = resolve("gpt-5.4"), resolve("claude-sonnet-4-5")
+    assert CostModel.for_model(gpt).text("word " * 200) * 2 == CostModel.for_model(claude).text("word " * 200) == 250
+    assert CostModel(gpt).estimator == CostModel.for_model(gpt).estimator  # built directly: the same default
+    with glyphpack.open_session(tmp_path / "ws", "c", "a", model="gpt-5.4") as s:
+        assert s.cost().estimator.latin == 0.125
