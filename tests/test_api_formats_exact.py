@@ -1,0 +1,135 @@
+"""Each API's wire format read back block for block, from the shapes the SDKs and
+harnesses write (a mutmut pass over ``glyphpack/_history/apis`` found these readers
+guarded by counts only): Gemini parts with thought signatures as bytes, errors, ids and
+media types; data URLs; Chat Completions' developer messages, tool messages, unknown
+parts and content that is neither text nor parts; the system prompt's cache mark."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+import glyphpack
+from glyphpack import HistoryError, Image, Message, Opaque, Text, Thinking, ToolCall, ToolResult
+from glyphpack._history.apis import REGISTRY
+from glyphpack._history.apis.common import image_from_url
+
+PNG = b"\x89PNG\r\n\x1a\nfake"
+B64 = base64.b64encode(PNG).decode("ascii")
+
+
+def test_gemini_parts_read_back_block_for_block():
+    model = {"role": "model", "parts": [
+        {"text": "weighing it", "thought": True, "thought_signature": b"\x01\x02"},
+        {"text": "I will read it"},
+        {"function_call": {"id": "c1", "name": "read", "args": {"path": "a.py"}}, "thought_signature": b"sig"},
+        {"function_call": {"name": "ls", "args": {}}},
+    ]}
+    user = {"role": "user", "parts": [
+        {"function_response": {"id": "c1", "name": "read", "response": {"error": "no such file"}}},
+        {"function_response": {"name": "ls", "response": {"output": "a.py"}}},
+        {"inline_data": {"mime_type": "image/jpeg", "data": PNG}},
+        {"inline_data": {"data": B64}},
+        {"file_data": {"file_uri": "gs://b/x.png"}},
+        {"executable_code": {"code": "print(1)"}},
+    ]}
+    turn, results, rest = glyphpack.from_gemini([model, user])
+    thought, said, read, ls = turn.content
+    assert thought == Thinking("weighing it", base64.b64encode(b"\x01\x02").decode("ascii"))
+    assert said == Text("I will read it")
+    assert read == ToolCall("c1", "read", {"path": "a.py"}, base64.b64encode(b"sig").decode("ascii"))
+    assert ls.name == "ls" and ls.id.startswith("gemini-local-") and ls.signature is None
+    failed, listed = results.content
+    assert failed == ToolResult("c1", (Text("no such file"),), is_error=True)
+    assert listed == ToolResult(ls.id, (Text("a.py"),), is_error=False)  # no id: the open call of that name
+    jpeg, png, linked, code = rest.content
+    assert jpeg == Image("image/jpeg", PNG) and png == Image("image/png", PNG)  # bytes, or base64 as the REST API sends
+    assert linked == Image("image/png", ref="gs://b/x.png")
+    assert code == Opaque("gemini_part", {"executable_code": {"code": "print(1)"}})
+
+
+def test_data_urls_give_their_media_type_and_bytes():
+    assert image_from_url(f"data:image/webp;base64,{B64}") == Image("image/webp", PNG)
+    assert image_from_url(f"data:;base64,{B64}") == Image("image/png", PNG)  # no media type: PNG
+    assert image_from_url("https://example.com/a.png") == Image(ref="https://example.com/a.png")
+    with pytest.raises(HistoryError, match="an image URL must be a string, not int"):
+        image_from_url(7)
+    with pytest.raises(HistoryError, match="a data URL is not valid base64"):
+        image_from_url("data:image/png;base64,@@@")
+
+
+def test_chat_messages_read_back_with_their_roles_and_parts():
+    messages = glyphpack.from_openai_chat([
+        {"role": "developer", "content": "be brief"},
+        {"role": "user", "content": [{"type": "text", "text": "see"}, {"type": "image_url", "image_url": f"data:image/png;base64,{B64}"},
+                                     {"type": "input_audio", "input_audio": {"data": "AA==", "format": "wav"}}]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "read", "arguments": "{\"path\": \"x\"}"}},
+            {"id": "b", "type": "function", "function": {"name": "ls", "arguments": "\"free text\""}}]},
+        {"role": "tool", "tool_call_id": "a", "content": [{"type": "text", "text": "x says hi"}]},
+        {"role": "tool", "tool_call_id": "b", "content": "a.py"},
+    ][:3] + [{"role": "assistant", "content": "done"}])
+    system, user, assistant, done = messages
+    assert (system.role, system.text) == ("system", "be brief")  # developer is the system's role
+    see, image, audio = user.content
+    assert see == Text("see") and image == Image("image/png", PNG)
+    assert audio == Opaque("input_audio", {"type": "input_audio", "input_audio": {"data": "AA==", "format": "wav"}})
+    assert assistant.content == (ToolCall("a", "read", {"path": "x"}), ToolCall("b", "ls", {"input": '"free text"'}))  # a custom tool's input, kept
+    assert done.text == "done"
+    tools = glyphpack.from_openai_chat([
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "a", "type": "function", "function": {"name": "r", "arguments": "{}"}},
+                                                              {"id": "b", "type": "function", "function": {"name": "r", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "a", "content": [{"type": "text", "text": "é"}]},
+        {"role": "tool", "tool_call_id": "b", "content": "plain"},
+    ])[1]
+    assert tools.role == "tool" and [r.call_id for r in tools.tool_results] == ["a", "b"]  # consecutive: one message
+    assert tools.tool_results[0].text == '[{"type": "text", "text": "é"}]'  # parts kept as JSON, not escaped
+    with pytest.raises(HistoryError, match="message 0: content must be a string or a list of parts, not int"):
+        glyphpack.from_openai_chat([{"role": "user", "content": 5}])
+    with pytest.raises(HistoryError, match="tool call 'a' has arguments that are not JSON"):
+        glyphpack.from_openai_chat([{"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "r", "arguments": "{bad"}}]}])
+
+
+def test_responses_content_reads_back_with_unknown_parts_kept():
+    (message,) = glyphpack.from_openai_responses([{"type": "message", "role": "user", "content": [
+        {"type": "input_text", "text": "look"}, {"type": "input_image", "image_url": f"data:image/gif;base64,{B64}"},
+        {"type": "input_file", "file_id": "file-1"}]}])
+    assert message.content == (Text("look"), Image("image/gif", PNG), Opaque("input_file", {"type": "input_file", "file_id": "file-1"}))
+    (developer,) = glyphpack.from_openai_responses([{"role": "developer", "content": "rules"}])
+    assert (developer.role, developer.text) == ("system", "rules")
+
+
+def test_a_chat_response_without_a_usable_choice_is_refused_by_name():
+    chat = REGISTRY["openai-chat"]
+    with pytest.raises(HistoryError, match="not a Chat Completions response: no choices"):
+        chat.parse({"choices": []})
+    with pytest.raises(HistoryError, match="not a Chat Completions response: no choices"):
+        chat.parse({"choices": ["text"]})
+    with pytest.raises(HistoryError, match="whose first choice has no message \\(finish_reason 'length'\\)"):
+        chat.parse({"choices": [{"finish_reason": "length"}]})
+    with pytest.raises(HistoryError, match="neither content, tool calls nor a refusal \\(finish_reason 'stop'\\)"):
+        chat.parse({"choices": [{"message": {"role": "assistant", "content": ""}, "finish_reason": "stop"}]})
+    refused = chat.parse({"choices": [{"message": {"role": "assistant", "content": None, "refusal": "I can't help"}}]})
+    assert refused.message.role == "assistant" and refused.message.text == "I can't help"
+    called = chat.parse({"choices": [{"message": {"content": None, "tool_calls": [
+        {"id": "t", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]}}]})
+    assert called.message.role == "assistant" and called.message.tool_calls[0].name == "ls"
+
+
+def test_a_gemini_response_without_content_is_refused_by_name():
+    gemini = REGISTRY["gemini"]
+    with pytest.raises(HistoryError, match="not a Gemini response: no candidates \\(\\{'block_reason': 'SAFETY'\\}\\)"):
+        gemini.parse({"candidates": [], "prompt_feedback": {"block_reason": "SAFETY"}})
+    with pytest.raises(HistoryError, match="first candidate has no content \\(finish_reason 'SAFETY'\\)"):
+        gemini.parse({"candidates": [{"finish_reason": "SAFETY"}]})
+    with pytest.raises(HistoryError, match="first candidate has no content \\(finish_reason None\\)"):
+        gemini.parse({"candidates": ["odd"]})
+
+
+def test_the_anthropic_system_prompt_is_one_cached_text_block():
+    request = REGISTRY["anthropic"].build("claude-sonnet-4-5", (Message("system", "be brief"), Message("user", "hi")), 0,
+                                          glyphpack.resolve("claude-sonnet-4-5"))
+    assert request["system"] == [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}]
+    gemini = REGISTRY["gemini"].build("gemini-2.5-pro", (Message("user", "hi"),), 0, glyphpack.resolve("gemini-2.5-pro"))
+    assert gemini["config"] == {}  # there for the caller's tools to merge into
