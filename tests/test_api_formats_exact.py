@@ -133,3 +133,82 @@ def test_the_anthropic_system_prompt_is_one_cached_text_block():
     assert request["system"] == [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}]
     gemini = REGISTRY["gemini"].build("gemini-2.5-pro", (Message("user", "hi"),), 0, glyphpack.resolve("gemini-2.5-pro"))
     assert gemini["config"] == {}  # there for the caller's tools to merge into
+
+
+CALL = {"type": "function_call", "call_id": "c1", "name": "ls", "arguments": "{}"}
+OUTPUT = {"type": "function_call_output", "call_id": "c1", "output": "a.py"}
+USER = {"role": "user", "content": "q"}
+
+
+@pytest.mark.parametrize("items, message", [
+    ([], "^input is empty$"),
+    ([USER, OUTPUT], "^item 1: output for call 'c1', which no earlier function_call made$"),
+    ([USER, CALL, {"role": "user", "content": "meanwhile"}, OUTPUT], r"^item 2: a user message while calls \['c1'\] are unanswered$"),
+    ([USER, CALL, {"type": "message", "role": "user", "content": "meanwhile"}], r"^item 2: a user message while calls \['c1'\]"),
+    ([USER, CALL], r"^calls \['c1'\] have no function_call_output$"),
+])
+def test_the_responses_check_names_each_rule(items, message):
+    from glyphpack._history.apis.openai_responses import check_openai_responses
+
+    with pytest.raises(HistoryError, match=message):
+        check_openai_responses(items)
+
+
+def test_the_responses_check_lets_the_assistant_speak_between_a_call_and_its_output():
+    from glyphpack._history.apis.openai_responses import check_openai_responses
+
+    check_openai_responses([USER, CALL, {"role": "assistant", "content": "reading"}, OUTPUT, USER])
+
+
+def gemini_call(name):
+    return {"function_call": {"name": name, "args": {}}}
+
+
+def gemini_answer(name):
+    return {"function_response": {"name": name, "response": {"output": "ok"}}}
+
+
+@pytest.mark.parametrize("contents, message", [
+    ([], "^contents is empty$"),
+    ([{"role": "model", "parts": [{"text": "hi"}]}], "^content 0: role 'model' where 'user' must come$"),
+    ([{"role": "user", "parts": []}], "^content 0: no parts$"),
+    ([{"role": "user", "parts": [{"text": "q"}]}, {"role": "model", "parts": [gemini_call("ls"), gemini_call("cat")]},
+      {"role": "user", "parts": [gemini_answer("ls")]}], r"^content 1: calls \['ls', 'cat'\] answered by \['ls'\] in the next turn$"),
+    ([{"role": "user", "parts": [{"text": "q"}]}, {"role": "model", "parts": [gemini_call("ls")]}],
+     r"^content 1: calls \['ls'\] answered by \[\] in the next turn$"),
+])
+def test_the_gemini_check_names_each_rule(contents, message):
+    from glyphpack._history.apis.gemini import check_gemini
+
+    with pytest.raises(HistoryError, match=message):
+        check_gemini(contents)
+
+
+def test_the_gemini_check_takes_answered_calls_in_any_order():
+    from glyphpack._history.apis.gemini import check_gemini
+
+    check_gemini([{"role": "user", "parts": [{"text": "q"}]}, {"role": "model", "parts": [{"text": "a"}, gemini_call("ls"), gemini_call("cat")]},
+                  {"role": "user", "parts": [gemini_answer("cat"), gemini_answer("ls")]}, {"role": "model", "parts": [{"text": "done"}]}])
+
+
+@pytest.mark.parametrize("body, text", [
+    ({"output": "plain"}, "plain"),
+    ({"error": "failed"}, "failed"),
+    ("bare", "bare"),
+    ({"output": "x", "exit_code": 1}, '{"output": "x", "exit_code": 1}'),
+    ({"rows": ["é", 2]}, '{"rows": ["é", 2]}'),
+    ({"when": b"raw"}, "{\"when\": \"b'raw'\"}"),
+])
+def test_a_gemini_function_response_keeps_every_key(body, text):
+    from glyphpack._history.apis.gemini import response_text
+
+    assert response_text(body) == text
+
+
+def test_a_reasoning_item_goes_back_with_its_summary():
+    from glyphpack._history.apis.openai_responses import reasoning_item
+
+    summary = [{"type": "summary_text", "text": "checked the parser"}]
+    block = Opaque("reasoning", {"type": "reasoning", "id": "rs_1", "summary": summary, "encrypted_content": "gAAA", "status": "done"})
+    assert reasoning_item(block) == {"type": "reasoning", "id": "rs_1", "summary": summary, "encrypted_content": "gAAA"}
+    assert reasoning_item(Opaque("reasoning", {"id": "rs_2", "encrypted_content": "gB"}))["summary"] == []
