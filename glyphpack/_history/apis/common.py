@@ -7,11 +7,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..._errors import HistoryError
-from ..messages import Block, Image, Message, ToolResult
+from ..messages import Block, Image, Message, Opaque, RedactedThinking, Text, Thinking, ToolCall, ToolResult
 
 Json = dict[str, Any]
 
@@ -129,6 +129,12 @@ def tool_arguments(raw: object, call_id: str) -> dict[str, Any]:
     return arguments
 
 
+#: The block classes the converters have a rule for, sent or left out on purpose (thinking
+#: and opaque blocks are not sent by every API). A new block class is in none of them,
+#: so every converter refuses it until it is given a rule.
+KNOWN_BLOCKS: tuple[type[Block], ...] = (Text, Image, ToolCall, ToolResult, Thinking, RedactedThinking, Opaque)
+
+
 def each_known(message: Message, known: tuple[type[Block], ...], api: str) -> Message:
     """``message``, once every block of it is of a class the API module has a rule for
     (sent, or left out on purpose); ``HistoryError`` naming the first that is not."""
@@ -136,6 +142,16 @@ def each_known(message: Message, known: tuple[type[Block], ...], api: str) -> Me
         if not isinstance(block, known):
             raise unsendable(block, api)
     return message
+
+
+def content_part(block: Block, text_type: str, image_part: Callable[[Image], Json], api: str) -> Json:
+    """A text or image block as one of an API's content parts (``text_type`` names its
+    text part; ``image_part`` builds its image part); any other block is refused."""
+    if isinstance(block, Text):
+        return {"type": text_type, "text": block.text}
+    if isinstance(block, Image):
+        return image_part(block)
+    raise unsendable(block, f"{api} content part")
 
 
 def check_image_count(images: int, max_images: int | None) -> None:

@@ -20,9 +20,19 @@ from ..._errors import HistoryError
 from ..._providers.profile import Profile
 from ..._types import public
 from ..ids import new_id
-from ..messages import Block, Image, Message, Opaque, RedactedThinking, Text, Thinking, ToolCall, ToolResult
+from ..messages import Block, Image, Message, Opaque, Text, Thinking, ToolCall, ToolResult
 from .base import Json, ProviderApi, usage_tokens
-from .common import CONTINUES, MALFORMED, add_turn, check_image_count, each_known, message_error, results_first, split_user_turn
+from .common import (
+    CONTINUES,
+    KNOWN_BLOCKS,
+    MALFORMED,
+    add_turn,
+    check_image_count,
+    each_known,
+    message_error,
+    results_first,
+    split_user_turn,
+)
 
 #: Ids glyphpack gave calls that Gemini sent without one; they are not sent back.
 LOCAL_CALL_ID = "gemini-local-"
@@ -42,11 +52,6 @@ def _image_part(block: Image, media_resolution: str | None) -> Json:
 SKIP_SIGNATURE = b"skip_thought_signature_validator"
 
 
-#: The blocks this module has a rule for: thinking and opaque blocks are left out on
-#: purpose (Gemini takes no thought text back, only signatures on the calls).
-_KNOWN = (Text, Image, ToolCall, ToolResult, Thinking, RedactedThinking, Opaque)
-
-
 @public
 def to_gemini(
     messages: Sequence[Message], *, media_resolution: str | None = None, unsigned: bytes | None = None
@@ -59,7 +64,7 @@ def to_gemini(
     names: dict[str, str] = {}  # call id -> function name, for the responses
     contents: list[Json] = []
     for message in results_first(messages):
-        if each_known(message, _KNOWN, "Gemini").role == "system":
+        if each_known(message, KNOWN_BLOCKS, "Gemini").role == "system":
             continue
         role = "model" if message.role == "assistant" else "user"
         parts: list[Json] = []

@@ -8,7 +8,6 @@ none back). OpenAI caches prefixes without marks.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Sequence
@@ -17,39 +16,25 @@ from typing import Any
 from ..._errors import HistoryError
 from ..._providers.profile import Profile
 from ..._types import ROLES, Role, public
-from ..messages import Block, Image, Message, Opaque, RedactedThinking, Text, Thinking, ToolCall, ToolResult
+from ..messages import Block, Image, Message, Opaque, Text, ToolCall, ToolResult
 from .base import Json, ProviderApi, usage_tokens
 from .common import (
+    KNOWN_BLOCKS,
     MALFORMED,
     check_image_count,
+    content_part,
     each_known,
     image_from_url,
     image_url,
     message_error,
     results_first,
     tool_arguments,
-    unsendable,
 )
 
 
-@functools.singledispatch
 def _openai_part(block: Block) -> Json:
     """One block as a Chat Completions content part (text and images only)."""
-    raise unsendable(block, "Chat Completions content part")
-
-
-@_openai_part.register
-def _(block: Text) -> Json:
-    return {"type": "text", "text": block.text}
-
-
-@_openai_part.register
-def _(block: Image) -> Json:
-    return {"type": "image_url", "image_url": {"url": image_url(block)}}
-
-
-#: The blocks this module has a rule for: thinking and opaque blocks are left out on purpose.
-_KNOWN = (Text, Image, ToolCall, ToolResult, Thinking, RedactedThinking, Opaque)
+    return content_part(block, "text", lambda image: {"type": "image_url", "image_url": {"url": image_url(image)}}, "Chat Completions")
 
 
 @public
@@ -77,7 +62,7 @@ def to_openai_chat(messages: Sequence[Message], *, detail: str | None = None) ->
         images.clear()
 
     for message in results_first(messages):
-        each_known(message, _KNOWN, "Chat Completions")
+        each_known(message, KNOWN_BLOCKS, "Chat Completions")
         results = message.tool_results
         if results:
             for result in results:

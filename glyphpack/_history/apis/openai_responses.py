@@ -12,48 +12,32 @@ thought across tool calls).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
 from ..._errors import HistoryError
 from ..._providers.profile import Profile
 from ..._types import public
-from ..messages import Block, Image, Message, Opaque, RedactedThinking, Text, Thinking, ToolCall, ToolResult
+from ..messages import Block, Image, Message, Opaque, Text, ToolCall, ToolResult
 from .base import Json, ProviderApi, usage_tokens
 from .common import (
+    KNOWN_BLOCKS,
     MALFORMED,
     check_image_count,
+    content_part,
     each_known,
     image_from_url,
     image_url,
     message_error,
     results_first,
     tool_arguments,
-    unsendable,
 )
 from .openai_chat import OpenAIChat
 
 
-@functools.singledispatch
 def responses_part(block: Block) -> Json:
     """A text or image block as a Responses ``input_text`` / ``input_image`` part."""
-    raise unsendable(block, "Responses content part")
-
-
-@responses_part.register
-def _(block: Text) -> Json:
-    return {"type": "input_text", "text": block.text}
-
-
-@responses_part.register
-def _(block: Image) -> Json:
-    return {"type": "input_image", "image_url": image_url(block), "detail": "auto"}
-
-
-#: The blocks this module has a rule for: thinking and opaque blocks are left out on
-#: purpose (reasoning goes back only as the API's own encrypted items).
-_KNOWN = (Text, Image, ToolCall, ToolResult, Thinking, RedactedThinking, Opaque)
+    return content_part(block, "input_text", lambda image: {"type": "input_image", "image_url": image_url(image), "detail": "auto"}, "Responses")
 
 
 def reasoning_item(block: Block) -> Json | None:
@@ -80,7 +64,7 @@ def to_openai_responses(messages: Sequence[Message], *, detail: str | None = Non
         return out | {"detail": detail} if detail and out["type"] == "input_image" else out
 
     for message in results_first(messages):
-        if each_known(message, _KNOWN, "Responses").role == "system":
+        if each_known(message, KNOWN_BLOCKS, "Responses").role == "system":
             continue
         parts = [part(b) for b in message.content if isinstance(b, (Text, Image))]
         if message.role == "assistant":
