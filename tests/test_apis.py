@@ -269,3 +269,18 @@ def test_a_reasoning_item_goes_back_only_whole():
     for broken in ({"type": "reasoning", "summary": []}, {"type": "reasoning", "id": "rs_1"}):
         with pytest.raises(glyphpack.HistoryError, match="item 1: a reasoning item needs its id and a summary list"):
             check_openai_responses([{"role": "user", "content": "q"}, broken])
+
+
+@pytest.mark.parametrize("api", API_LIST, ids=NAMES)
+def test_a_history_that_starts_with_the_assistant_is_accepted(api):
+    """After a trim or a compaction a history may begin with the assistant's turn;
+    Anthropic and Gemini want the user first, so a placeholder user turn opens it."""
+    from glyphpack._history.apis.common import CONTINUES
+
+    history = (Message("assistant", (Text("as I said"), ToolCall("c", "ls", {}))), Message("tool", (ToolResult("c", (Text("a.py"),)),)),
+               Message("assistant", "done"))
+    system, items = api.to_wire(history, None, "any-model")
+    api.check(items)
+    first = repr(items[0])
+    assert (CONTINUES in first) == (api.name in ("anthropic", "gemini"))
+    assert [c.id for m in api.from_wire(items, system) for c in m.tool_calls] == ["c"]
