@@ -314,3 +314,30 @@ def test_a_gemini_contents_file_keeps_an_image_given_by_uri(tmp_path):
     blocks = import_file(path).messages[0].content
     assert blocks[1] == glyphpack.Image("image/png", ref="gs://b/shot.png")
     assert blocks[2].kind == "gemini-part"  # not an image: kept as it came, never sent
+
+
+def test_codex_custom_tool_calls_keep_their_body_and_output(tmp_path):
+    """A Codex ``custom_tool_call`` (apply_patch) carries its body as free text, not JSON
+    arguments: it must arrive whole, paired with its output (it once imported as ``{}``)."""
+    patch = "*** Begin Patch\n*** Update File: a.py\n@@\n-x = 1\n+x = 2\n*** End Patch\n"
+    items = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "bump x"}]},
+        {"type": "reasoning", "summary": [{"type": "summary_text", "text": "a one-line patch"}], "encrypted_content": "gAAA"},
+        {"type": "function_call", "name": "shell", "arguments": "{\"command\": [\"cat\", \"a.py\"]}", "call_id": "call_1"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "x = 1\n"},
+        {"type": "custom_tool_call", "name": "apply_patch", "input": patch, "call_id": "call_2", "status": "completed"},
+        {"type": "custom_tool_call_output", "call_id": "call_2", "output": "Success. Updated the following files:\nM a.py\n"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "x is 2 now"}]},
+    ]
+    lines = [{"timestamp": "2025-12-28T12:18:30.533Z", "type": "session_meta", "payload": {"id": "s1", "cwd": "/p", "originator": "codex_cli_rs"}}]
+    lines += [{"timestamp": "2025-12-28T12:18:31.000Z", "type": "response_item", "payload": item} for item in items]
+    path = tmp_path / "rollout.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    messages = import_file(path).messages
+    calls = {c.id: c for m in messages for c in m.tool_calls}
+    results = {r.call_id: r.text for m in messages for r in m.tool_results}
+    assert calls["call_1"].name == "shell" and calls["call_1"].arguments == {"command": ["cat", "a.py"]}
+    assert calls["call_2"].name == "apply_patch" and calls["call_2"].arguments == {"input": patch}
+    assert results == {"call_1": "x = 1\n", "call_2": "Success. Updated the following files:\nM a.py\n"}
+    assert any(isinstance(b, Thinking) and b.text == "a one-line patch" for m in messages for b in m.content)
+    validate_history(messages, allow_pending=False)
