@@ -145,6 +145,17 @@ def test_plain_user_turns_import_as_the_api_whose_shape_they_have():
     assert kind_of([{"role": "user", "content": "hi"}]) == "openai-chat"
     assert kind_of({"system": "s", "messages": [{"role": "user", "content": "hi"}]}) == "anthropic"
     assert kind_of([{"role": "narrator", "content": "hi"}]) is None
+    # A shape only one API has wins over plain turns any chat format could be.
+    used = [{"role": "user", "content": "q"}, {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "ls", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "x"}]}]
+    assert kind_of(used) == "anthropic"
+    assert kind_of([{"role": "user", "content": [{"type": "image", "source": {"type": "url", "url": "https://e.com/a.png"}}]}]) == "anthropic"
+    assert kind_of([{"role": "user", "content": [{"type": "image", "url": "https://e.com/a.png"}]}]) == "openai-chat"  # no source: not Anthropic's
+    assert kind_of([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://e.com/a.png"}}]}]) == "openai-chat"
+    assert kind_of({"system": "s", "messages": [{"role": "user", "content": "q"}, {"role": "developer", "content": "d"}]}) == "openai-chat"
+    assert kind_of({"system": "s", "messages": [{"role": "user", "content": "q"},
+                                                {"role": "assistant", "content": None, "tool_calls": [{"id": "a"}]}]}) == "openai-chat"
+    assert kind_of({"system": "s", "messages": [{"role": "user", "content": "q"}, {"role": "system", "content": "also"}]}) == "openai-chat"
 
 
 def test_an_sdk_client_names_its_api_by_module():

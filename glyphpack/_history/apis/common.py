@@ -144,14 +144,10 @@ def each_known(message: Message, known: tuple[type[Block], ...], api: str) -> Me
     return message
 
 
-def content_part(block: Block, text_type: str, image_part: Callable[[Image], Json], api: str) -> Json:
+def content_part(block: Text | Image, text_type: str, image_part: Callable[[Image], Json]) -> Json:
     """A text or image block as one of an API's content parts (``text_type`` names its
-    text part; ``image_part`` builds its image part); any other block is refused."""
-    if isinstance(block, Text):
-        return {"type": text_type, "text": block.text}
-    if isinstance(block, Image):
-        return image_part(block)
-    raise unsendable(block, f"{api} content part")
+    text part; ``image_part`` builds its image part)."""
+    return {"type": text_type, "text": block.text} if isinstance(block, Text) else image_part(block)
 
 
 def check_image_count(images: int, max_images: int | None) -> None:

@@ -32,9 +32,9 @@ from .common import (
 )
 
 
-def _openai_part(block: Block) -> Json:
-    """One block as a Chat Completions content part (text and images only)."""
-    return content_part(block, "text", lambda image: {"type": "image_url", "image_url": {"url": image_url(image)}}, "Chat Completions")
+def _openai_part(block: Text | Image) -> Json:
+    """A text or image block as a Chat Completions content part."""
+    return content_part(block, "text", lambda image: {"type": "image_url", "image_url": {"url": image_url(image)}})
 
 
 @public
@@ -48,7 +48,7 @@ def to_openai_chat(messages: Sequence[Message], *, detail: str | None = None) ->
     (the reader's, e.g. ``"original"``, so pages are not downscaled) is set on every image."""
     out: list[Json] = []
 
-    def openai_part(block: Block) -> Json:
+    def openai_part(block: Text | Image) -> Json:
         part = _openai_part(block)
         if detail and part["type"] == "image_url":
             part["image_url"]["detail"] = detail

@@ -35,9 +35,9 @@ from .common import (
 from .openai_chat import OpenAIChat
 
 
-def responses_part(block: Block) -> Json:
+def responses_part(block: Text | Image) -> Json:
     """A text or image block as a Responses ``input_text`` / ``input_image`` part."""
-    return content_part(block, "input_text", lambda image: {"type": "input_image", "image_url": image_url(image), "detail": "auto"}, "Responses")
+    return content_part(block, "input_text", lambda image: {"type": "input_image", "image_url": image_url(image), "detail": "auto"})
 
 
 def reasoning_item(block: Block) -> Json | None:
