@@ -156,6 +156,15 @@ def test_plain_user_turns_import_as_the_api_whose_shape_they_have():
     assert kind_of({"system": "s", "messages": [{"role": "user", "content": "q"},
                                                 {"role": "assistant", "content": None, "tool_calls": [{"id": "a"}]}]}) == "openai-chat"
     assert kind_of({"system": "s", "messages": [{"role": "user", "content": "q"}, {"role": "system", "content": "also"}]}) == "openai-chat"
+    for responses in ([{"type": "reasoning", "id": "rs", "summary": []}], [{"type": "function_call_output", "call_id": "a", "output": "x"}],
+                      [{"type": "function_call", "call_id": "a", "name": "ls", "arguments": "{}"}],
+                      [{"role": "user", "content": [{"type": "input_text", "text": "q"}]}],
+                      [{"role": "assistant", "content": [{"type": "output_text", "text": "a"}]}]):
+        assert kind_of(responses) == "openai-responses", responses
+    assert kind_of([{"role": "user", "content": ["input_text"]}]) == "openai-chat"  # a part must be an object to count
+    for role in ("user", "model", "function", "tool"):
+        assert kind_of([{"role": role, "parts": [{"text": "q"}]}]) == "gemini", role
+    assert kind_of([{"role": "narrator", "parts": [{"text": "q"}]}]) is None
 
 
 def test_an_sdk_client_names_its_api_by_module():
