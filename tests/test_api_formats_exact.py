@@ -212,3 +212,36 @@ def test_a_reasoning_item_goes_back_with_its_summary():
     block = Opaque("reasoning", {"type": "reasoning", "id": "rs_1", "summary": summary, "encrypted_content": "gAAA", "status": "done"})
     assert reasoning_item(block) == {"type": "reasoning", "id": "rs_1", "summary": summary, "encrypted_content": "gAAA"}
     assert reasoning_item(Opaque("reasoning", {"id": "rs_2", "encrypted_content": "gB"}))["summary"] == []
+
+
+def test_gemini_responses_pair_with_their_calls_by_id_before_name():
+    turn = {"role": "model", "parts": [{"function_call": {"id": "a", "name": "read", "args": {"path": "1"}}},
+                                       {"function_call": {"id": "b", "name": "read", "args": {"path": "2"}}}]}
+    answers = {"role": "user", "parts": [{"function_response": {"id": "b", "name": "read", "response": {"output": "two"}}},
+                                         {"function_response": {"id": "a", "name": "read", "response": {"output": "one"}}}]}
+    results = glyphpack.from_gemini([turn, answers])[1]
+    assert [(r.call_id, r.text) for r in results.tool_results] == [("b", "two"), ("a", "one")]
+    _, contents = glyphpack.to_gemini([Message("user", "q"), Message("user", (Image("image/png", ref="gs://b/p.png"),))])
+    assert contents[0]["parts"][1] == {"file_data": {"mime_type": "image/png", "file_uri": "gs://b/p.png"}}
+
+
+def test_small_format_edges_read_exactly():
+    assert glyphpack.from_openai_chat([{"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "ls", "arguments": ""}}]}])[0] \
+        .tool_calls[0].arguments == {}  # an empty arguments string is no arguments
+    with pytest.raises(HistoryError, match="no refusal|neither content, tool calls nor a refusal"):
+        REGISTRY["openai-chat"].parse({"choices": [{"message": {"content": "", "refusal": ""}, "finish_reason": "stop"}]})
+    with pytest.raises(HistoryError, match="an image's data must be a base64 string, not int"):
+        glyphpack.from_anthropic([{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": 5}}]}])
+    (said,) = glyphpack.from_openai_responses([{"role": "assistant", "content": [{"type": "text", "text": "plain"}]}])
+    assert said.content == (Text("plain"),)
+    with pytest.raises(HistoryError, match="^not a Gemini response: no candidates$"):
+        REGISTRY["gemini"].parse({"candidates": []})
+
+
+def test_the_end_of_a_stored_compaction_is_marked_even_where_the_next_message_merges_into_it():
+    view = (Message("user", "[summary of the first hour]"), Message("user", "next question"), Message("assistant", "an answer"),
+            Message("user", "the newest question"))
+    request = REGISTRY["anthropic"].build("claude-sonnet-4-5", view, 1, glyphpack.resolve("claude-sonnet-4-5"))
+    first = request["messages"][0]["content"]  # the summary and the next question, merged into one user message
+    assert [("cache_control" in block) for block in first] == [True, False]
+    assert "cache_control" in request["messages"][-1]["content"][-1]  # and the newest, as every turn
