@@ -491,6 +491,7 @@ def test_consecutive_snapshots_share_their_header_and_unchanged_pages():
     assert header[0] == header[1]
 
 
+@pytest.mark.slow  # builds a merged Unifont atlas: CI runs it
 def test_kept_geometry_gives_way_to_a_script_its_font_lacks():
     """A pinned 5x8 geometry once drew every CJK character of a growing middle as the
     replacement glyph and reported nothing. A snapshot never replaces a character: the

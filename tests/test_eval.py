@@ -186,6 +186,7 @@ def test_a_stopped_run_resumes_without_sending_again(tmp_path):
         run.run_eval(other, second.client(), results)
 
 
+@pytest.mark.slow  # renders and applies a probe: CI runs it
 def test_apply_writes_a_profile_that_render_and_the_ladder_use(tmp_path, monkeypatch):
     monkeypatch.setenv("GLYPHPACK_READING_PROFILES", str(tmp_path / "profiles.json"))
     model = "claude-sonnet-4-5"
@@ -208,6 +209,7 @@ def test_apply_writes_a_profile_that_render_and_the_ladder_use(tmp_path, monkeyp
         glyphpack.reading_profile(model)
 
 
+@pytest.mark.slow  # drives the whole probe through the CLI: CI runs it
 def test_the_cli_prints_the_cost_first_and_spends_only_with_yes(tmp_path, monkeypatch, capsys):
     out = tmp_path / "eval"
     assert cli_main(["eval", "--model", "claude-sonnet-4-5", "--shapes", "5x8", "--per-shape", "2", "--out", str(out)]) == 0

@@ -277,6 +277,7 @@ def mutated(line: str, data: st.DataObject) -> str:
     return json.dumps(value)
 
 
+@pytest.mark.slow  # 150 fuzzed files: CI runs it
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_mutated_real_lines_give_history_errors_or_valid_imports(tmp_path, data):

@@ -53,6 +53,7 @@ def test_pages_rendered_for_a_profile_survive_its_resize(text, profile_index, fi
         assert legibility(served, page.shape, expected, size=(page.width, page.height)) == 1.0
 
 
+@pytest.mark.slow  # hypothesis over resampling filters: CI runs it
 @given(factor=st.floats(0.5, 0.95), filter_name=st.sampled_from(sorted(FILTERS)))
 def test_downscaling_a_5x8_page_loses_glyphs(sample_page, factor, filter_name):
     page, shape, text = sample_page

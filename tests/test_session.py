@@ -364,6 +364,7 @@ def test_a_reader_without_vision_keeps_elision(tmp_path):
 PI = TESTS.parent.parent / "shared" / "sessions" / "pi" / "pimono-before-compaction.jsonl"
 
 
+@pytest.mark.slow  # 3 s: CI runs it
 @pytest.mark.skipif(not PI.is_file(), reason="shared/sessions is not beside the repository")
 def test_when_the_pages_cannot_fit_the_default_falls_back_to_the_whole_ladder(tmp_path):
     from glyphpack._history.messages import turn_boundaries

@@ -296,6 +296,7 @@ def test_the_short_loop(tmp_path, api):
         s.call(object())
 
 
+@pytest.mark.slow  # the openai client (the Anthropic loops run by default): CI runs it
 def test_responses_reasoning_goes_back_encrypted_as_openai_asks(tmp_path):
     """With ``store=False`` and ``include=["reasoning.encrypted_content"]``, each
     reasoning item the model gave comes back in later requests, before its calls, with
@@ -326,6 +327,7 @@ def test_responses_reasoning_goes_back_encrypted_as_openai_asks(tmp_path):
     assert [i.get("type", "message") for i in glyphpack.to_openai_responses([Message("user", "q"), bare])[1]] == ["message", "message"]
 
 
+@pytest.mark.slow  # the openai client: CI runs it
 def test_the_fake_refuses_reasoning_it_did_not_issue_as_openai_does():
     import openai
 

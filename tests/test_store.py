@@ -229,6 +229,7 @@ def test_sigkill_at_random_moments_loses_no_completed_save(tmp_path):
         assert reported and reported[-1] <= loaded.revision <= reported[-1] + 1
 
 
+@pytest.mark.slow  # several processes writing at once: CI runs it
 def test_concurrent_writers_lose_nothing_silently(tmp_path):
     """Two processes append to one conversation and save one transcript, 60 times
     each. Catches a lost update: the transcript must hold exactly the turns whose save
