@@ -245,3 +245,65 @@ def test_the_end_of_a_stored_compaction_is_marked_even_where_the_next_message_me
     first = request["messages"][0]["content"]  # the summary and the next question, merged into one user message
     assert [("cache_control" in block) for block in first] == [True, False]
     assert "cache_control" in request["messages"][-1]["content"][-1]  # and the newest, as every turn
+
+
+def tool_use(call_id):
+    return {"type": "tool_use", "id": call_id, "name": "t", "input": {}}
+
+
+def tool_result(call_id, content="r"):
+    return {"type": "tool_result", "tool_use_id": call_id, "content": content}
+
+
+@pytest.mark.parametrize("messages, message", [
+    ([{"role": "assistant", "content": "hi"}], "^message 0: role 'assistant' where 'user' must come \\(roles alternate from user\\)$"),
+    ([{"role": "user", "content": []}], "^message 0: empty content$"),
+    ([{"role": "user", "content": "q"}, {"role": "assistant", "content": [tool_use("a"), tool_use("b")]},
+      {"role": "user", "content": [tool_result("a"), tool_result("c")]}],
+     r"^message 2: tool results \['c'\] without calls, calls \['b'\] without results$"),
+    ([{"role": "user", "content": "q"}, {"role": "assistant", "content": [tool_use("a")]},
+      {"role": "user", "content": [{"type": "text", "text": "x"}, tool_result("a")]}], "^message 2: tool results must come before the other blocks$"),
+    ([{"role": "user", "content": "q"}, {"role": "assistant", "content": [tool_result("a")]}], "^message 1: an assistant message holds tool results$"),
+    ([{"role": "user", "content": "q"}, {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm"}]}],
+     "^message 1: thinking without a signature$"),
+    ([{"role": "user", "content": "  "}], "^message 0: text content blocks must contain non-whitespace text$"),
+    ([{"role": "user", "content": "q"}, {"role": "assistant", "content": [tool_use("a")]},
+      {"role": "user", "content": [tool_result("a", [{"type": "text", "text": "\n"}])]}], "^message 2: text content blocks must contain non-whitespace text$"),
+    ([{"role": "user", "content": "q"}, {"role": "assistant", "content": [tool_use("a"), tool_use("b")]}],
+     r"^tool calls \['a', 'b'\] at the end have no results$"),
+])
+def test_the_anthropic_check_names_each_rule_exactly(messages, message):
+    from glyphpack._history.apis.anthropic import check_anthropic
+
+    with pytest.raises(HistoryError, match=message):
+        check_anthropic(messages)
+
+
+def test_anthropic_blocks_read_back_with_their_defaults():
+    (user,) = glyphpack.from_anthropic([{"role": "user", "content": [
+        {"type": "image", "source": {"type": "url", "url": "https://e.com/a.png"}},
+        {"type": "image", "source": {"type": "file", "file_id": "file_1", "media_type": "image/jpeg"}},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/webp", "data": B64}},
+    ]}])
+    assert user.content == (Image("image/png", ref="https://e.com/a.png"), Image("image/jpeg", ref="file_1"), Image("image/webp", PNG))
+    assistant, tool = glyphpack.from_anthropic([
+        {"role": "assistant", "content": [{"type": "thinking", "signature": ""}, {"type": "thinking", "thinking": "t", "signature": "s"},
+                                          {"type": "redacted_thinking", "data": "xyz"}, {"type": "tool_use", "id": "a", "name": "ls"},
+                                          {"type": "server_tool_use", "id": "w", "name": "web_search", "input": {"q": "x"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "is_error": True, "content": [
+            {"type": "text", "text": "partial"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": B64}},
+            {"type": "search_result", "title": "é", "source": "s"}]}]},
+    ])
+    blank, signed, redacted, call, server = assistant.content
+    assert blank == Thinking("", None) and signed == Thinking("t", "s")  # an empty signature is none
+    assert redacted == glyphpack.RedactedThinking("xyz") and call == ToolCall("a", "ls", {})
+    assert server == Opaque("server_tool_use", {"type": "server_tool_use", "id": "w", "name": "web_search", "input": {"q": "x"}})
+    (result,) = tool.content
+    assert result.is_error and result.call_id == "a"
+    text, image, other = result.content
+    assert text == Text("partial") and image == Image("image/png", PNG)
+    assert other == Text('{"type": "opaque", "kind": "search_result", "payload": {"type": "search_result", "title": "é", "source": "s"}}')
+    with pytest.raises(HistoryError, match="message 0: a content block must be an object, not str"):
+        glyphpack.from_anthropic([{"role": "user", "content": ["bare"]}])
+    with pytest.raises(HistoryError, match="message 0: role must be user or assistant, not 'system'"):
+        glyphpack.from_anthropic([{"role": "system", "content": "x"}])
