@@ -579,7 +579,7 @@ def cmd_session(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     """The reading probe with the user's key (``--yes`` to spend), or ``--apply``."""
     from ._eval import run
-    from ._history.apis import REGISTRY
+    from ._history.apis import native_api
 
     if args.apply:
         path, profile = run.apply(Path(args.apply))
@@ -590,7 +590,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise UsageError("glyphpack eval needs --model ID (or --apply RESULTS.json)")
     provider = run.resolve(args.model).reader.provider
     # --api is checked by argparse; without it, the first registered API of the model's provider.
-    api = args.api or next(name for name, registered in REGISTRY.items() if registered.provider == provider)
+    api = args.api or native_api(provider).name
     plan = run.EvalPlan(args.model, api, run.shapes_arg(args.shapes), args.per_shape, args.seed)
     out = _output_dir(args.out)
     assert out is not None

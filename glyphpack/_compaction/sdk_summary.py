@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from .._errors import CompactionError, UsageError
-from .._history.apis import REGISTRY, ProviderApi, api_of, merge_extra, provider_api
+from .._history.apis import ProviderApi, api_of, merge_extra, native_api, provider_api
 from .._history.messages import Message, Text
 from .._providers.catalog import CONTEXT_WINDOWS
 from .._providers.profile import Profile
@@ -88,8 +88,7 @@ def sdk_summarizer(
         raise UsageError("a summarizer needs the model id that summarizes, e.g. sdk_summarizer(client, 'claude-haiku-4-5')")
     profile = resolve(model)
     if client is None:
-        provider = profile.reader.provider
-        chosen = provider_api(api) if api else next(a for a in REGISTRY.values() if a.provider == provider)
+        chosen = provider_api(api) if api else native_api(profile.reader.provider)
         if not any(os.environ.get(name) for name in chosen.key_variables):
             raise UsageError(f"summarizing with {model} needs your key in {' or '.join(chosen.key_variables)}")
         client = chosen.client()

@@ -27,10 +27,10 @@ from types import MappingProxyType
 from typing import Any
 
 from ..._errors import UsageError
-from ..._types import APIS, Api, check_kind
+from ..._types import APIS, Api, Provider, check_kind
 from .base import Json, ProviderApi, Reply, as_dict, usage_tokens
 
-__all__ = ["REGISTRY", "Json", "ProviderApi", "Reply", "api_of", "as_dict", "merge_extra", "provider_api", "usage_tokens"]
+__all__ = ["REGISTRY", "Json", "ProviderApi", "Reply", "api_of", "as_dict", "merge_extra", "native_api", "provider_api", "usage_tokens"]
 
 
 def _load(name: Api) -> ProviderApi:
@@ -47,6 +47,11 @@ REGISTRY: Mapping[Api, ProviderApi] = MappingProxyType({name: _load(name) for na
 def provider_api(name: object, error: type[Exception] = UsageError) -> ProviderApi:
     """The registered API called ``name``; ``error`` naming the choices if there is none."""
     return REGISTRY[check_kind(name, APIS, "api", error)]
+
+
+def native_api(provider: Provider) -> ProviderApi:
+    """The first registered API of a provider family (its own, for a model id alone)."""
+    return next(api for api in REGISTRY.values() if api.provider == provider)
 
 
 def api_of(client: object) -> Api:
