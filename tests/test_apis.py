@@ -304,3 +304,9 @@ def test_a_history_that_starts_with_the_assistant_is_accepted(api):
     first = repr(items[0])
     assert (CONTINUES in first) == (api.name in ("anthropic", "gemini"))
     assert [c.id for m in api.from_wire(items, system) for c in m.tool_calls] == ["c"]
+
+
+def test_a_model_id_alone_speaks_its_providers_own_api():
+    from glyphpack._history.apis import native_api
+
+    assert [native_api(p).name for p in ("anthropic", "openai", "google")] == ["anthropic", "openai-chat", "gemini"]
