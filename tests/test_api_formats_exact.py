@@ -307,3 +307,71 @@ def test_anthropic_blocks_read_back_with_their_defaults():
         glyphpack.from_anthropic([{"role": "user", "content": ["bare"]}])
     with pytest.raises(HistoryError, match="message 0: role must be user or assistant, not 'system'"):
         glyphpack.from_anthropic([{"role": "system", "content": "x"}])
+
+
+def _shape(messages: list[Message]) -> list[tuple[str, str, tuple[object, ...]]]:
+    from glyphpack._history.apis.common import results_first
+
+    return [(m.role, m.id, m.content) for m in results_first(messages)]
+
+
+CALL_A, CALL_B = ToolCall("a", "t", {}), ToolCall("b", "t", {})
+RESULT_A, RESULT_B = ToolResult("a", (Text("ra"),)), ToolResult("b", (Text("rb"),))
+NOTE = Text("a note")
+
+
+def test_results_first_splits_a_user_message_with_results_and_other_blocks():
+    """Results in a user message beside other blocks: a ``tool`` message of the results
+    (id ``<id>-results``), then the user message (its own id) of the rest."""
+    calls = Message("assistant", (CALL_A,), id="a1")
+    mixed = Message("user", (RESULT_A, NOTE), id="u1")
+    assert _shape([calls, mixed]) == [
+        ("assistant", "a1", (CALL_A,)), ("tool", "u1-results", (RESULT_A,)), ("user", "u1", (NOTE,))]
+
+
+def test_results_first_keeps_a_results_only_message_as_it_is():
+    """Right after its calls, a message holding only results is passed through unchanged,
+    whatever its role (Anthropic and Gemini write results in user turns)."""
+    calls = Message("assistant", (CALL_A, CALL_B), id="a1")
+    first = Message("user", (RESULT_A,), id="u1")
+    second = Message("tool", (RESULT_B,), id="t1")  # a tool message after a results message
+    assert _shape([calls, first, second]) == [
+        ("assistant", "a1", (CALL_A, CALL_B)), ("user", "u1", (RESULT_A,)), ("tool", "t1", (RESULT_B,))]
+
+
+def test_results_first_moves_a_note_after_the_results_it_came_before():
+    calls = Message("assistant", (CALL_A,), id="a1")
+    note = Message("user", (NOTE,), id="u1")
+    result = Message("user", (RESULT_A,), id="u2")  # results-only, after a note: made a tool message
+    assert _shape([calls, note, result]) == [
+        ("assistant", "a1", (CALL_A,)), ("tool", "u2-results", (RESULT_A,)), ("user", "u1", (NOTE,))]
+
+
+def test_results_first_holds_what_comes_between_until_every_call_is_answered():
+    """A mixed message answering one of two calls: its other blocks wait for the second
+    result; a tool message after a note keeps its id."""
+    calls = Message("assistant", (CALL_A, CALL_B), id="a1")
+    mixed = Message("user", (RESULT_A, NOTE), id="u1")
+    note = Message("user", "and pwd", id="u2")
+    last = Message("tool", (RESULT_B,), id="t1")
+    answer = Message("assistant", "done", id="a2")
+    assert _shape([calls, mixed, note, last, answer]) == [
+        ("assistant", "a1", (CALL_A, CALL_B)),
+        ("tool", "u1-results", (RESULT_A,)),
+        ("tool", "t1", (RESULT_B,)),
+        ("user", "u1", (NOTE,)),
+        ("user", "u2", (Text("and pwd"),)),
+        ("assistant", "a2", (Text("done"),)),
+    ]
+
+
+def test_results_first_leaves_results_without_a_call_and_unanswered_calls_in_place():
+    """Results with no assistant before them (a history that starts mid-run) become a
+    ``tool`` message; what follows calls never answered comes at the end, in order."""
+    orphan = Message("user", (RESULT_A, NOTE), id="u0")
+    calls = Message("assistant", (CALL_B,), id="a1")
+    note = Message("user", (NOTE,), id="u1")
+    assert _shape([orphan, calls, note]) == [
+        ("tool", "u0-results", (RESULT_A,)), ("user", "u0", (NOTE,)),
+        ("assistant", "a1", (CALL_B,)), ("user", "u1", (NOTE,))]
+    assert _shape([Message("tool", (RESULT_A,), id="t0")]) == [("tool", "t0", (RESULT_A,))]
