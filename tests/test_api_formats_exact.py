@@ -375,3 +375,31 @@ def test_results_first_leaves_results_without_a_call_and_unanswered_calls_in_pla
         ("tool", "u0-results", (RESULT_A,)), ("user", "u0", (NOTE,)),
         ("assistant", "a1", (CALL_B,)), ("user", "u1", (NOTE,))]
     assert _shape([Message("tool", (RESULT_A,), id="t0")]) == [("tool", "t0", (RESULT_A,))]
+    # Results with no call open keep their place around a note; a results-only user
+    # message right after a tool message is kept as it is.
+    orphans = [Message("tool", (RESULT_A,), id="t0"), note, Message("user", (RESULT_B,), id="u2")]
+    assert _shape(orphans) == [("tool", "t0", (RESULT_A,)), ("user", "u1", (NOTE,)), ("tool", "u2-results", (RESULT_B,))]
+    assert _shape([orphans[0], orphans[2]]) == [("tool", "t0", (RESULT_A,)), ("user", "u2", (RESULT_B,))]
+
+
+def test_results_first_answers_a_later_call_after_its_own_assistant_message():
+    """Calls never answered, a note, then a new assistant message and its result: the
+    result follows the assistant message that made the call, not the old one."""
+    unanswered = Message("assistant", (CALL_A,), id="a1")
+    note = Message("user", (NOTE,), id="u1")
+    later = Message("assistant", (CALL_B,), id="a2")
+    result = Message("tool", (RESULT_B,), id="t2")
+    assert _shape([unanswered, note, later, result]) == [
+        ("assistant", "a1", (CALL_A,)), ("user", "u1", (NOTE,)), ("assistant", "a2", (CALL_B,)), ("tool", "t2", (RESULT_B,))]
+
+
+def test_tool_arguments_keep_what_is_not_a_json_object_as_input():
+    from glyphpack._history.apis.common import tool_arguments
+
+    assert tool_arguments({"a": 1}, "c") == {"a": 1}
+    assert tool_arguments('{"a": 1}', "c") == {"a": 1}
+    assert tool_arguments('"free text"', "c") == {"input": '"free text"'}
+    assert tool_arguments([1, 2], "c") == {"input": [1, 2]}  # neither a string nor an object
+    assert tool_arguments(None, "c") == tool_arguments("", "c") == {}
+    with pytest.raises(HistoryError, match="tool call 'c' has arguments that are not JSON"):
+        tool_arguments("{oops", "c")
