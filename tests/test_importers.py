@@ -482,21 +482,25 @@ def test_context_shows_what_the_file_measured(capsys):
 def test_a_session_opened_on_an_import_is_calibrated_before_its_first_request(tmp_path):
     """``/context`` said 4% of the threshold for an imported Claude Code session whose
     last request measured several times its estimate: the session now starts from the
-    file's last count (its overhead: system prompt and tool schemas)."""
+    file's counts (every request's, the last matched exactly)."""
+    from glyphpack._compaction.calibration import Calibration
     from glyphpack._compaction.cost import CostModel
 
     session = import_file(DATA / "ccl-representative_messages.jsonl")
-    start, end, measured = session.agents[0].usage[-1]
-    carried = CostModel.for_model("claude-sonnet-4-5").history(session.agents[0].messages[start:end])
+    usage = session.agents[0].usage
     with glyphpack.Workspace(tmp_path / "ws") as ws:
         ws.import_session(session, "imported")
         agent = ws.transcripts()[0][1]
-        kept, tokens = ws.measured("imported", agent)
-        assert tokens == measured and len(kept) == end - start
+        kept = ws.measured("imported", agent)
+        assert [(len(messages), tokens) for messages, tokens in kept] == [(end - start, t) for start, end, t in usage]
+        expected = Calibration(base=CostModel.for_model("claude-sonnet-4-5").estimator)
+        for messages, tokens in kept:
+            expected = expected.learn(CostModel.for_model("claude-sonnet-4-5", expected.estimator), messages, tokens)
         with glyphpack.open_session(ws, "imported", agent, model="claude-sonnet-4-5") as s:
-            assert s.estimator.overhead == measured - carried != 0
-            assert f"{'overhead':<13} {measured - carried:>10,}" in s.command("/context").text
+            assert s.calibration == expected and len(s.calibration.counts) == len(usage) > 1
+            assert s.estimator.overhead == expected.overhead != 0
+            assert f"{'overhead':<13} {expected.overhead:>10,}" in s.command("/context").text
         with glyphpack.open_session(ws, "imported", agent, model="claude-sonnet-4-5", policy=glyphpack.CompactionPolicy(
                 estimator=glyphpack.TextEstimator())) as given:
             assert given.estimator.overhead == 0  # an estimator the caller gives is kept
-        assert ws.measured("imported", "nobody") is None
+        assert ws.measured("imported", "nobody") == []

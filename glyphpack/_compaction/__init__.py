@@ -6,5 +6,6 @@ rungs      elision and image drop (the free rungs)
 snapshot   the middle rendered to pages; the snapshot text of each block
 summarize  the caller's summarizer, chunked to its own window
 ladder     compact, shake, should_compact: the rungs in order
-recovery   parse_overflow, recover, calibrate: after a provider's "too long"
+recovery   parse_overflow, recover: after a provider's "too long"
+calibration  Calibration, calibrate: the estimate as a provider's counts corrected it
 """

@@ -8,13 +8,13 @@ import json
 import re
 from collections.abc import Sequence
 
-from .._errors import CompactionError, UsageError
+from .._errors import CompactionError
 from .._history.apis import REGISTRY
 from .._history.codec import message_to_json
 from .._history.messages import Message
 from .._providers.profile import Profile
-from .._providers.text_tokens import TextEstimator
 from .._types import OVERFLOW_KINDS, OverflowKind, check_kind, public
+from .calibration import calibrated
 from .cost import CostModel
 from .ladder import LADDER, Climb, climb, compact, cost_model
 from .results import Compaction, CompactionPolicy, LadderReport
@@ -171,32 +171,6 @@ def recover(
         f" ({overflow.measured:,} > {overflow.limit:,} measured by the provider)" if overflow.measured and overflow.limit else ""
     )
     return dataclasses.replace(result, report=dataclasses.replace(result.report, message=f"{note}; {result.report.message}"))
-
-
-@public
-def calibrate(
-    history: Sequence[Message], profile: Profile | str, measured_tokens: int, estimator: TextEstimator | None = None
-) -> TextEstimator:
-    """The estimator with the overhead that makes ``history`` cost what the provider
-    measured for a request carrying it (``usage.input_tokens`` plus cached input tokens
-    of a response, or the count in an overflow error).
-
-    The difference is an overhead, not a per-character rate: a request carries the
-    harness's system prompt and tool schemas, which no message holds, and on the real
-    sessions measured (``benchmarks/test_bench_estimate.py``) the per-character rates
-    hold once that is accounted for. The rates are left as they are, so text measured
-    elsewhere (a summarizer's own prompts) is estimated as before. Call it again with
-    each response's count to follow the conversation.
-    """
-    return calibrated(CostModel.for_model(profile, estimator), history, measured_tokens)
-
-
-def calibrated(cost: CostModel, history: Sequence[Message], measured_tokens: int) -> TextEstimator:
-    """``cost``'s estimator with the overhead that makes ``history`` cost ``measured_tokens``
-    (``calibrate`` for a caller that keeps its prices in ``cost``)."""
-    if not isinstance(measured_tokens, int) or isinstance(measured_tokens, bool) or measured_tokens < 1:
-        raise UsageError(f"a measured count is a positive number of tokens, not {measured_tokens!r}")
-    return cost.estimator.with_overhead(measured_tokens - cost.history(history))
 
 
 def _recover_bytes(

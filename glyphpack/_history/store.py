@@ -49,6 +49,8 @@ def _agent_id(name: str) -> str:
 
 #: The record of what an imported file's last request measured (``Workspace.measured``).
 MEASURED_FORMAT = "glyphpack-measured"
+#: Requests of an imported file whose counts are kept for calibration (the newest).
+MEASURED_KEPT = 32
 
 #: How the file of a compaction view begins (``glyphpack._session.view`` writes them):
 #: before views had a folder of their own, agent X's view was ``X.view.json`` beside
@@ -386,9 +388,9 @@ class Workspace:
         for name, (_, messages), imported in zip(names, agents, session.agents):
             current = self.load(conversation, name)
             saved.append(self.save(conversation, name, messages, revision=current.revision, replace=True))
-            if imported.usage:  # what the harness's last request measured, for the session's estimate
-                start, end, tokens = imported.usage[-1]
-                record = {"format": MEASURED_FORMAT, "first": messages[start].id, "last": messages[end - 1].id, "tokens": tokens}
+            if imported.usage:  # what the harness's last requests measured, for the session's estimate
+                requests = [[messages[start].id, messages[end - 1].id, tokens] for start, end, tokens in imported.usage]
+                record = {"format": MEASURED_FORMAT, "requests": requests[-MEASURED_KEPT:]}
                 measured = self._measured_path(conversation, name)
                 measured.parent.mkdir(exist_ok=True)
                 _write(measured, json_bytes(record))
@@ -398,48 +400,52 @@ class Workspace:
         path = self.transcript_path(conversation, agent)
         return path.parent / "_measured" / path.name
 
-    def calibration(self, conversation: str, agent: str) -> int | None:
-        """The estimate's overhead a session learned from its provider's last count (None:
-        none yet), so a new process prices the next request as the old one would."""
-        raw = read_stored(self._measured_path(conversation, agent))
-        try:
-            value = json.loads(raw)["overhead"] if raw is not None else None
-        except (ValueError, KeyError, TypeError):
-            return None
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    def calibration(self, conversation: str, agent: str) -> dict[str, Any] | None:
+        """What a session learned from its provider's counts (``save_calibration``; None:
+        nothing yet), so a new process prices the next request as the old one would."""
+        record = self._measured_record(conversation, agent)
+        if isinstance(record.get("calibration"), dict):
+            return record["calibration"]
+        return {"overhead": record["overhead"]} if "overhead" in record else None  # before the scale was learned
 
-    def save_calibration(self, conversation: str, agent: str, overhead: int) -> None:
-        """Keep ``overhead`` (``calibration``) beside the transcript, with the import's record."""
+    def save_calibration(self, conversation: str, agent: str, learned: Mapping[str, Any]) -> None:
+        """Keep ``learned`` (a JSON object: ``Calibration.to_record``) beside the
+        transcript, with the import's record."""
         path = self._measured_path(conversation, agent)
-        raw = read_stored(path)
-        try:
-            record = json.loads(raw) if raw is not None else {"format": MEASURED_FORMAT}
-        except ValueError:
-            record = {"format": MEASURED_FORMAT}
-        if not isinstance(record, dict):
-            record = {"format": MEASURED_FORMAT}
+        record = self._measured_record(conversation, agent) or {"format": MEASURED_FORMAT}
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write(path, json_bytes(record | {"overhead": int(overhead)}))
+        _write(path, json_bytes(record | {"calibration": dict(learned)}))
 
-    def measured(self, conversation: str, agent: str) -> tuple[tuple[Message, ...], int] | None:
-        """The messages an imported session's last request carried and the input tokens
-        its provider counted for it (the file's last usage record), while they are
-        still in the transcript; None when the file recorded none."""
+    def _measured_record(self, conversation: str, agent: str) -> dict[str, Any]:
+        """The measured-tokens file as a JSON object ({} when absent or not one: it only
+        ever holds what can be learned again)."""
         raw = read_stored(self._measured_path(conversation, agent))
-        if raw is None:
-            return None
         try:
-            record = json.loads(raw)
-            if "first" not in record:
-                return None  # a session's own calibration only
-            first, last, tokens = str(record["first"]), str(record["last"]), int(record["tokens"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise StoreError(f"{self._measured_path(conversation, agent)} is damaged ({exc}); delete it") from None
+            record = json.loads(raw) if raw is not None else {}
+        except ValueError:
+            return {}
+        return record if isinstance(record, dict) else {}
+
+    def measured(self, conversation: str, agent: str) -> list[tuple[tuple[Message, ...], int]]:
+        """The messages each of an imported session's last requests carried (up to
+        ``MEASURED_KEPT``, oldest first) with the input tokens its provider counted for
+        it (the file's usage records), those whose messages are still in the transcript."""
+        path = self._measured_path(conversation, agent)
+        record = self._measured_record(conversation, agent)
+        requests = record.get(
+            "requests", [[record["first"], record.get("last"), record.get("tokens")]] if "first" in record else []
+        )
+        try:
+            spans = [(str(first), str(last), int(tokens)) for first, last, tokens in requests]
+        except (ValueError, TypeError) as exc:
+            raise StoreError(f"{path} is damaged ({exc}); delete it") from None
         messages = self.load(conversation, agent).messages
-        ids = [m.id for m in messages]
-        if first not in ids or last not in ids:
-            return None
-        return messages[ids.index(first) : ids.index(last) + 1], tokens
+        where = {m.id: n for n, m in enumerate(messages)}
+        return [
+            (messages[where[first] : where[last] + 1], tokens)
+            for first, last, tokens in spans
+            if first in where and last in where and where[first] <= where[last] and tokens > 0
+        ]
 
     def reconcile(self, conversation: str, agent: str) -> int:
         """Bring the tree to the stored transcript (after a crash between the two
@@ -541,7 +547,6 @@ class Workspace:
             self.tree.record(conversation, agent, messages)
         return Transcript(conversation, agent, messages, revision + 1, _state(messages, error), error, dict(marks))
 
-
     def _write(self, path: Path, stored: _Stored, conversation: str, agent: str) -> None:
         """The transcript file, atomically (a crashed writer's temporaries removed first)."""
         document = {
@@ -569,7 +574,9 @@ class Workspace:
         validate_history(current.messages, allow_pending=False)
         target = current.messages[-1].id if current.messages else None
         marks = dict(current.checkpoints) | {name: target}
-        saved = self.save(conversation, agent, current.messages, revision=current.revision, error=current.error, checkpoints=marks)
+        saved = self.save(
+            conversation, agent, current.messages, revision=current.revision, error=current.error, checkpoints=marks
+        )
         self.tree.label(conversation, name, target)  # in the tree too: it outlives a branch away from it
         return saved
 
@@ -599,7 +606,9 @@ class Workspace:
             raise StoreError(f"no checkpoint {name!r} in {conversation}/{agent} (checkpoints: {known})")
         # The checkpoint's path from the tree: it may be on a branch this agent left.
         kept = (*self.tree.path_to(labels[name]), Message("user", (Text(f"[rewound to checkpoint {name!r}] {digest}"),)))
-        return self.save(conversation, agent, kept, revision=current.revision, checkpoints=self._on_path(labels, kept), replace=True)
+        return self.save(
+            conversation, agent, kept, revision=current.revision, checkpoints=self._on_path(labels, kept), replace=True
+        )
 
     def branch(self, conversation: str, agent: str, message_id: str, *, revision: int | None = None) -> Transcript:
         """Make the path to ``message_id`` (an id or unique prefix of one in the
@@ -624,7 +633,6 @@ class Workspace:
         self._labels(conversation, self.load(conversation, agent))
         new = tree.fork(conversation, point, new_conversation=new_conversation)
         return self.save(new, agent, tree.path(new), revision=0, checkpoints=tree.labels(new))
-
 
 
 @public

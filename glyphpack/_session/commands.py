@@ -65,7 +65,7 @@ def _context(session: Session, args: list[str]) -> CommandResult:
     lines = [
         f"{session.conversation}/{session.agent}: {len(session.messages):,} stored messages; the next request "
         f"carries {len(view):,} (~{total:,} tokens for {session.model}, {cost.profile.name})",
-        f"window {limits.window:,}; compacts at {limits.threshold:,} down to {limits.target:,} "
+        f"window {limits.window:,}; compacts at {limits.threshold:,} down to {session.target:,} "
         f"({total / limits.threshold:.0%} of the threshold)",
     ]
     stored = session.view
@@ -79,7 +79,7 @@ def _context(session: Session, args: list[str]) -> CommandResult:
         lines.append("no compaction: the full transcript is sent")
     lines += token_bars([*parts.items(), *([("overhead", overhead)] if overhead else [])], total)
     data = {"messages": len(session.messages), "request_messages": len(view), "prefix": prefix, "tokens": total,
-            "threshold": limits.threshold, "target": limits.target, "window": limits.window, "categories": dict(parts)}
+            "threshold": limits.threshold, "target": session.target, "window": limits.window, "categories": dict(parts)}
     return CommandResult("/context", "\n".join(lines), data)
 
 

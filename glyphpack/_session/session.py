@@ -32,9 +32,10 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from .._compaction.calibration import Calibration
 from .._compaction.cost import CostModel
 from .._compaction.ladder import LADDER, compact, shake
-from .._compaction.recovery import DEFAULT_MARGIN, calibrated, overflow_budget, parse_overflow, request_bytes
+from .._compaction.recovery import DEFAULT_MARGIN, overflow_budget, parse_overflow, request_bytes
 from .._compaction.recovery import recover as recover_bytes_or_tokens
 from .._compaction.results import Compaction, CompactionPolicy
 from .._compaction.sdk_summary import sdk_summarizer
@@ -56,8 +57,11 @@ from .view import StoredView, read_view, view_path, write_view
 #: Tokens kept free for the reply: this share of the window, at most REPLY_RESERVE_MAX.
 REPLY_RESERVE_SHARE = 0.125
 REPLY_RESERVE_MAX = 32_000
-#: Proactive compaction aims at this share of the threshold, so the turns that follow
-#: have room before the next compaction (each one rewrites the prompt cache).
+#: Proactive compaction aims at the requests' overhead plus this share of what the
+#: threshold leaves after it, so the turns that follow have room before the next
+#: compaction (each one rewrites the prompt cache). On the overhead's share of the
+#: window, not the window's: a harness whose system prompt and tools take 43k of a 100k
+#: window would otherwise be asked for a target under its own overhead.
 TARGET_SHARE = 0.5
 #: The rungs a session uses by default where pages are cheap for the reader: no elision.
 #: Replaying the real pi session (benchmarks/test_bench_session_cost.py) with 5x8 pages
@@ -81,12 +85,23 @@ class Thresholds:
     Attributes:
         window: the model's input window.
         threshold: a request estimated at this or more is compacted first.
-        target: what proactive compaction aims at (well under ``threshold``).
+        target: what proactive compaction aims at (well under ``threshold``); None:
+            the requests' overhead plus ``TARGET_SHARE`` of what the threshold leaves
+            after it (``target_for``).
     """
 
     window: int
     threshold: int
-    target: int
+    target: int | None = None
+
+    def target_for(self, overhead: int) -> int:
+        """What proactive compaction aims at for requests that carry ``overhead``
+        tokens beyond their messages (an overhead at or over the threshold leaves
+        messages nothing: the threshold, which the ladder then refuses by name)."""
+        if self.target is not None:
+            return self.target
+        overhead = max(0, overhead)
+        return overhead + int((self.threshold - overhead) * TARGET_SHARE) if overhead < self.threshold else self.threshold
 
     @classmethod
     def for_window(cls, window: int, threshold: int | None = None, target: int | None = None) -> Thresholds:
@@ -94,9 +109,9 @@ class Thresholds:
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
                 raise UsageError(f"{name} must be a positive number of tokens, not {value!r}")
         threshold = threshold if threshold is not None else window - min(REPLY_RESERVE_MAX, int(window * REPLY_RESERVE_SHARE))
-        target = target if target is not None else int(threshold * TARGET_SHARE)
-        if not 0 < target < threshold <= window:
-            raise UsageError(f"need 0 < target < threshold <= window, got {target:,} / {threshold:,} / {window:,}")
+        if threshold > window or (target is not None and target >= threshold):
+            shown = "the default" if target is None else f"{target:,}"
+            raise UsageError(f"need 0 < target < threshold <= window, got {shown} / {threshold:,} / {window:,}")
         return cls(window, threshold, target)
 
 
@@ -189,7 +204,7 @@ class Session:
         window = context_window if context_window is not None else CONTEXT_WINDOWS[self.profile.reader.provider]
         self.thresholds = Thresholds.for_window(window, threshold, target)
         self._owns_workspace = owns_workspace
-        self._estimator: TextEstimator = policy.estimator or text_estimator(self.profile)
+        self._calibration = Calibration(base=policy.estimator or text_estimator(self.profile))
         self._cost_model: CostModel | None = None
         self._overflows = 0  # "too long" rejections since the last answer
         # The pending calls' ids as the model gave them -> as stored: a server that
@@ -210,13 +225,13 @@ class Session:
             # What the provider counted last, as the last process learned it (a restart
             # prices the next request the same way), else an imported file's last count.
             learned = workspace.calibration(conversation, agent)
-            measured = workspace.measured(conversation, agent) if learned is None else None
+            measured = workspace.measured(conversation, agent) if learned is None else []
             if learned is not None:
-                self._estimator = self._estimator.with_overhead(learned)
-            elif measured is not None:
-                self._estimator = calibrated(self.cost(), *measured)
-            elif tools is not None:  # before any count: the tool schemas, as text
-                self._estimator = self._estimator.with_overhead(self.cost().text(_schema_text(tools)))
+                self._calibration = Calibration.from_record(self._calibration.base, learned)
+            for history, tokens in measured:
+                self._calibration = self._calibration.learn(self.cost(), history, tokens)
+            if learned is None and not measured and tools is not None:  # before any count: the tool schemas, as text
+                self._calibration = dataclasses.replace(self._calibration, overhead=self.cost().text(_schema_text(tools)))
         if not self.messages and system:
             self.messages = (Message("system", (Text(system),)),)
 
@@ -263,19 +278,31 @@ class Session:
 
     @property
     def estimator(self) -> TextEstimator:
-        """The text estimate, its overhead calibrated by the provider's last count."""
-        return self._estimator
+        """The text estimate as the provider's counts corrected it (``calibration``)."""
+        return self._calibration.estimator
+
+    @property
+    def target(self) -> int:
+        """What proactive compaction aims at now (``Thresholds.target_for`` the
+        calibrated overhead)."""
+        return self.thresholds.target_for(self.estimator.overhead)
+
+    @property
+    def calibration(self) -> Calibration:
+        """What the provider's counts taught: the rates' scale and the requests' overhead."""
+        return self._calibration
 
     def cost(self) -> CostModel:
         """Token estimates for this session's reader, with the calibrated estimator.
 
-        One model per estimator; a recalibration changes only the overhead, which no
+        One model per estimator; most recalibrations change only the overhead, which no
         message's price depends on, so the prices already worked out carry over (each
-        turn then prices only its new messages)."""
+        turn then prices only its new messages); a new scale prices them again."""
+        estimator = self.estimator
         if self._cost_model is None:
-            self._cost_model = CostModel(self.profile, self._estimator, self.policy.tokenizer)
-        elif self._cost_model.estimator != self._estimator:
-            self._cost_model = self._cost_model.with_estimator(self._estimator)
+            self._cost_model = CostModel(self.profile, estimator, self.policy.tokenizer)
+        elif self._cost_model.estimator != estimator:
+            self._cost_model = self._cost_model.with_estimator(estimator)
         return self._cost_model
 
     def request_view(self) -> tuple[tuple[Message, ...], int]:
@@ -290,7 +317,7 @@ class Session:
     def estimate(self) -> int:
         """Estimated tokens of the next request (with the calibrated overhead)."""
         view, _ = self.request_view()
-        return self.cost().history(view) + self._estimator.overhead
+        return self.cost().history(view) + self.estimator.overhead
 
     # ----------------------------------------------------------------- the loop
 
@@ -321,7 +348,7 @@ class Session:
             raise UsageError("nothing to send yet: add a user message first")
         compaction = None
         if self.estimate() >= self.thresholds.threshold:
-            compaction = self._compact(self.thresholds.target, "proactive")
+            compaction = self._compact(self.target, "proactive")
         tokens = self.estimate()
         if tokens > self.thresholds.window:
             raise CompactionError(
@@ -342,7 +369,7 @@ class Session:
             tokens=tokens,
             compaction=compaction,
             prefix_kept=previous is not None and shared == len(previous),
-            reused_tokens=self.cost().history(view[:shared]) + self._estimator.overhead if shared else 0,
+            reused_tokens=self.cost().history(view[:shared]) + self.estimator.overhead if shared else 0,
         )
         if self.on_request is not None:
             self.on_request(self.last_request)
@@ -383,7 +410,7 @@ class Session:
                 raise UsageError("add_response needs api=... (no request was built by this session)")
             reply = provider_api(api).parse(response)
         if reply.input_tokens and self._sent is not None and self.policy.tokenizer is None:
-            self._learn(calibrated(self.cost(), self._sent, reply.input_tokens))
+            self._learn(self._sent, reply.input_tokens)
         self._overflows = 0
         message = self._fresh_call_ids(reply.message)
         self._append(message, save=not message.tool_calls)
@@ -405,9 +432,7 @@ class Session:
         self._call_ids = renamed
         if all(old == new for old, new in renamed.items()):
             return message
-        content = tuple(
-            dataclasses.replace(b, id=renamed[b.id]) if isinstance(b, ToolCall) else b for b in message.content
-        )
+        content = tuple(dataclasses.replace(b, id=renamed[b.id]) if isinstance(b, ToolCall) else b for b in message.content)
         return dataclasses.replace(message, content=content)
 
     def add_tool_results(self, results: Mapping[str, ToolOutput] | Iterable[ToolResult]) -> Message:
@@ -424,7 +449,9 @@ class Session:
             blocks = tuple(results) if not isinstance(results, (str, bytes)) else (results,)
             strays = [type(b).__name__ for b in blocks if not isinstance(b, ToolResult)]
             if strays:
-                raise UsageError(f"results must be a mapping of call ids to outputs, or ToolResult values, not {', '.join(strays)}")
+                raise UsageError(
+                    f"results must be a mapping of call ids to outputs, or ToolResult values, not {', '.join(strays)}"
+                )
         # A call whose id was made unique is answered by either id.
         stored = {given: fresh for given, fresh in self._call_ids.items() if given not in pending}
         blocks = tuple(dataclasses.replace(b, call_id=stored[b.call_id]) if b.call_id in stored else b for b in blocks)
@@ -435,11 +462,12 @@ class Session:
         self._append(message, save=True)
         return message
 
-    def _learn(self, estimator: TextEstimator) -> None:
-        """Take a calibrated estimator, and keep its overhead for the next process."""
-        if estimator.overhead != self._estimator.overhead:
-            self.workspace.save_calibration(self.conversation, self.agent, estimator.overhead)
-        self._estimator = estimator
+    def _learn(self, sent: Sequence[Message], measured_tokens: int) -> None:
+        """Learn from the provider's count for a request carrying ``sent``, and keep what
+        was learned for the next process."""
+        calibration = self._calibration.learn(self.cost(), sent, measured_tokens)
+        self.workspace.save_calibration(self.conversation, self.agent, calibration.to_record())
+        self._calibration = calibration
 
     def _no_pending(self, what: str) -> None:
         if self.pending_calls:
@@ -449,7 +477,7 @@ class Session:
     # ----------------------------------------------------------------- compaction
 
     def _policy(self, policy: CompactionPolicy | None = None) -> CompactionPolicy:
-        policy = dataclasses.replace(policy or self.policy, estimator=self._estimator)
+        policy = dataclasses.replace(policy or self.policy, estimator=self.estimator)
         if self._view is not None and self._view.shape and self.policy.shape is None:
             # Same geometry as the last compaction: unchanged text redraws to the same pages.
             return dataclasses.replace(policy, shape=self._view.shape, page_size=self._view.page_size)
@@ -500,7 +528,7 @@ class Session:
     def compact(self, budget: int | None = None) -> Compaction:
         """Compact now, to ``budget`` (default: the target), and keep it."""
         self._no_pending("compact")
-        return self._compact(budget or self.thresholds.target, "/compact")
+        return self._compact(budget or self.target, "/compact")
 
     def shake(self) -> Compaction:
         """Only the free rungs (elision, image drop), kept as the view."""
@@ -528,11 +556,15 @@ class Session:
                 + ("" if self.summarizer else "; with no summarizer configured there is no rung left")
                 + f" ({str(error)[:200]})"
             )
-        before = self.cost().history(self._sent) + self._estimator.overhead
+        before = self.cost().history(self._sent) + self.estimator.overhead
         if overflow.kind == "bytes":
             result = recover_bytes_or_tokens(
-                self.messages, self.profile, error, margin=margin,
-                summarizer=self.summarizer if self._overflows == 2 else None, policy=self._policy(),
+                self.messages,
+                self.profile,
+                error,
+                margin=margin,
+                summarizer=self.summarizer if self._overflows == 2 else None,
+                policy=self._policy(),
             )
             # Snapshots are no help here: a page's PNG, base64-encoded, takes more bytes than
             # the text it shows. What the free rungs and the summarizer freed is what there is.
@@ -546,8 +578,8 @@ class Session:
         # Tokens: the rungs from the stored text, to the provider's limit less the margin
         # (half that on a second rejection, where the summarizer is there to reach it).
         if overflow.measured and self.policy.tokenizer is None:
-            self._learn(calibrated(self.cost(), self._sent, overflow.measured))
-            before = self.cost().history(self._sent) + self._estimator.overhead  # on the scale the ladder now uses
+            self._learn(self._sent, overflow.measured)
+            before = self.cost().history(self._sent) + self.estimator.overhead  # on the scale the ladder now uses
         result = self._ladder(overflow_budget(overflow, before, margin, ESCALATION_SHARE if self._overflows == 2 else 1.0))
         if self._overflows == 1 and result.report.tokens_after >= before:
             self._overflows = 2  # no progress: go straight to the next step
@@ -752,8 +784,18 @@ def open_session(
     ws = Workspace(workspace) if not isinstance(workspace, Workspace) else workspace
     try:
         return Session(
-            ws, conversation, agent, model=model, system=system, summarizer=summarizer, policy=policy,
-            context_window=context_window, threshold=threshold, target=target, tools=tools, owns_workspace=owns,
+            ws,
+            conversation,
+            agent,
+            model=model,
+            system=system,
+            summarizer=summarizer,
+            policy=policy,
+            context_window=context_window,
+            threshold=threshold,
+            target=target,
+            tools=tools,
+            owns_workspace=owns,
         )
     except BaseException:
         if owns:
