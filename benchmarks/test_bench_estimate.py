@@ -8,7 +8,9 @@ a reported count, never a per-character rate. Three readings per agent:
 
 - no calibration: the messages' estimate alone (the overhead is unknown);
 - calibrated once, on the first response: the error on every later request;
-- calibrated on each response: the error on the next request (how a harness uses it).
+- calibrated on each response: the error on the next request, with the overhead alone
+  learned (additive) and with a scale learned too (``Calibration``, what a ``Session``
+  does), and the scale and overhead it ends with beside the additive overhead.
 
 Only agents with at least five records are shown. The Claude Code fixture's file
 paths were rewritten by its publisher ("/path/to/Demo"), so its requests carried text
@@ -24,6 +26,7 @@ import pytest
 from conftest import TABLES
 
 from glyphpack import calibrate, import_file
+from glyphpack._compaction.calibration import Calibration
 from glyphpack._compaction.cost import CostModel
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "sessions"
@@ -37,7 +40,16 @@ def errors(agent, model: str = "claude-sonnet-4-5") -> dict[str, np.ndarray]:
     estimate = np.array([prefix[end] - prefix[start] for start, end, _ in agent.usage], dtype=float)
     measured = np.array([tokens for *_, tokens in agent.usage], dtype=float)
     first = calibrate(agent.messages[agent.usage[0][0] : agent.usage[0][1]], model, int(measured[0])).overhead
+    learned, calibration, priced = [], Calibration(base=cost.estimator), cost
+    for k, (start, end, tokens) in enumerate(agent.usage):
+        priced = priced.with_estimator(calibration.estimator)
+        view = agent.messages[start:end]
+        if k:
+            learned.append(abs(priced.history(view) + calibration.overhead - tokens) / tokens)
+        calibration = calibration.learn(priced, view, tokens)
     return {
+        "learned": np.array(learned),
+        "final": np.array([calibration.scale, calibration.overhead, measured[-1] - estimate[-1]]),
         "none": np.abs(estimate - measured) / measured,
         "first": (np.abs(estimate + first - measured) / measured)[1:],
         "each": (np.abs(estimate[1:] + (measured[:-1] - estimate[:-1]) - measured[1:]) / measured[1:]),
@@ -60,7 +72,9 @@ def test_estimate_against_measured(name):
         ROWS.append(
             f"| {name.split('/')[0]} {agent.name} | {len(agent.usage)} | {int(e['overhead'][0]):,} | {pct(e['none'], 0.5)} | "
             f"{pct(e['first'], 0.5)} / {pct(e['first'], 0.9)} / {pct(e['first'], 1.0)} | "
-            f"{pct(e['each'], 0.5)} / {pct(e['each'], 0.9)} / {pct(e['each'], 1.0)} |"
+            f"{pct(e['each'], 0.5)} / {pct(e['each'], 0.9)} / {pct(e['each'], 1.0)} | "
+            f"{pct(e['learned'], 0.5)} / {pct(e['learned'], 0.9)} / {pct(e['learned'], 1.0)} | "
+            f"{e['final'][0]:.2f}, {int(e['final'][1]):,} ({int(e['final'][2]):,}) |"
         )
 
 
@@ -68,8 +82,10 @@ def test_estimate_against_measured(name):
 def table():
     yield
     TABLES["token estimate against measured input tokens (one run)"] = [
-        "| session, agent | requests | overhead learned | error, no calibration (median) | calibrated once: median / p90 / max | calibrated each response: median / p90 / max |",
-        "|---|---|---|---|---|---|",
+        "| session, agent | requests | overhead learned | error, no calibration (median) | calibrated once: median / p90 / max "
+        "| each response, overhead only: median / p90 / max | each response, scale learned too: median / p90 / max "
+        "| at the end: scale, overhead (overhead only) |",
+        "|---|---|---|---|---|---|---|---|",
         *ROWS,
     ]
 

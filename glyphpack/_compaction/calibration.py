@@ -40,7 +40,7 @@ COUNTS_KEPT = 32
 COUNT_DECAY = 0.9
 #: How firmly the scale is held at 1: the weight of the prior, per count, on text
 #: normalized to its mean (counts spread by less than about a tenth do not move it).
-SCALE_PRIOR = 0.01
+SCALE_PRIOR = 0.1
 #: The scale learned stays within these bounds (tokenizers differ by far less).
 SCALE_BOUNDS = (0.5, 2.0)
 #: The scale moves in steps of this size: between steps every price worked out stays.
