@@ -87,6 +87,8 @@ _EXPORTS = {
     "should_compact": "_compaction.ladder",
     "calibrate": "_compaction.calibration",
     "Calibration": "_compaction.calibration",
+    "recall_tool": "_history.recall",
+    "Recalled": "_history.recall",
     "parse_overflow": "_compaction.recovery",
     "recover": "_compaction.recovery",
     "generate_session": "testing",

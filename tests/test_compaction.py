@@ -13,7 +13,7 @@ from glyphpack._compaction.cost import CostModel
 from glyphpack._compaction.ladder import compact, shake, should_compact
 from glyphpack._compaction.recovery import parse_overflow, recover, request_bytes
 from glyphpack._compaction.rungs import drop_images, elide
-from glyphpack._compaction.snapshot import SNAPSHOT_HEADER, SNAPSHOT_RESULT_CAP, serialize_message, snapshot
+from glyphpack._compaction.snapshot import SNAPSHOT_RESULT_CAP, priced_header, serialize_message, snapshot
 from glyphpack._compaction.summarize import summarize
 from glyphpack._history.messages import turn_boundaries, validate_history
 from glyphpack._providers.resolve import resolve
@@ -623,7 +623,7 @@ def test_the_newest_round_is_never_put_on_pages():
     ]
     history = loop + newest
     cost = CostModel(CLAUDE)
-    header = cost.message(Message("user", (Text(SNAPSHOT_HEADER),)))
+    header = cost.message(priced_header(history))
 
     def least(messages):
         """The cheapest view with ``messages`` after the head on pages, results cut."""

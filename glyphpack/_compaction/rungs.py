@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._history.messages import Block, Image, Message, Text, ToolCall, ToolResult
+from .._history.recall import arguments_ref, image_ref, recall_hint, result_ref
 from .cost import CostModel, image_size
 from .results import CompactionPolicy, RungReport, RungResult
 
@@ -40,11 +41,11 @@ def _short(arguments: dict[str, Any], width: int = STUB_ARGUMENTS_WIDTH) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def _image_stub(block: Image) -> Text:
+def _image_stub(block: Image, ref: str) -> Text:
     if block.data is None:
-        return Text(f"[image dropped by glyphpack: {block.media_type}, {block.ref}]")
+        return Text(f"[image dropped by glyphpack: {block.media_type}, {block.ref}; {recall_hint(ref)}]")
     width, height = image_size(block.data)
-    return Text(f"[image dropped by glyphpack: {block.media_type}, {width}x{height}, {len(block.data):,} bytes]")
+    return Text(f"[image dropped by glyphpack: {block.media_type}, {width}x{height}, {len(block.data):,} bytes; {recall_hint(ref)}]")
 
 
 def elide(messages: Sequence[Message], cost: CostModel, policy: CompactionPolicy = CompactionPolicy()) -> RungResult:
@@ -88,7 +89,7 @@ def _elided(result: ToolResult, call: ToolCall | None) -> ToolResult:
     text = result.text
     described = f"{call.name}({_short(call.arguments)})" if call else "a tool call"
     lines = text.count("\n") + 1
-    stub = Text(f"[elided by glyphpack: result of {described}, {len(text):,} chars, {lines:,} lines]")
+    stub = Text(f"[elided by glyphpack: result of {described}, {len(text):,} chars, {lines:,} lines; {recall_hint(result_ref(result.call_id))}]")
     return dataclasses.replace(result, content=(stub, *result.images()))
 
 
@@ -96,7 +97,8 @@ def _elided_call(call: ToolCall) -> ToolCall:
     """The call with its arguments replaced by a preview (the call stays, so its result
     stays paired)."""
     text = call.arguments_json
-    stub = f"[elided by glyphpack: {len(text):,} chars of arguments] {_short(call.arguments, 2 * STUB_ARGUMENTS_WIDTH)}"
+    hint = recall_hint(arguments_ref(call.id))
+    stub = f"[elided by glyphpack: {len(text):,} chars of arguments; {hint}] {_short(call.arguments, 2 * STUB_ARGUMENTS_WIDTH)}"
     return dataclasses.replace(call, arguments={"elided_by_glyphpack": stub})
 
 
@@ -114,7 +116,7 @@ def drop_images(messages: Sequence[Message], cost: CostModel, protect_turns: int
             out.append(message)
             continue
         changed += len(message.images)
-        out.append(message.with_content(tuple(_without_images(b) for b in message.content)))
+        out.append(message.with_content(_content_without_images(message)))
     report = RungReport(rung="image drop", tokens_before=before, tokens_after=cost.history(out), changed=changed, seconds=time.perf_counter() - started, note=note)
     return RungResult(tuple(out), report)
 
@@ -127,28 +129,39 @@ def cap_images(messages: Sequence[Message], cost: CostModel, limit: int) -> Rung
     excess = sum(len(m.images) for m in messages) - limit
     out: list[Message] = []
     changed = 0
+
+    def kept(block: Block) -> bool:  # oldest first, a block's images together
+        nonlocal excess, changed
+        if excess <= 0:
+            return True
+        excess -= len(block.images())
+        changed += len(block.images())
+        return False
+
     for message in messages:
         if excess <= 0 or not message.images:
             out.append(message)
             continue
-        content: list[Block] = []
-        for block in message.content:
-            carried = len(block.images())
-            if carried and excess > 0:  # a block's images go together
-                excess -= carried
-                changed += carried
-                block = _without_images(block)
-            content.append(block)
-        out.append(message.with_content(tuple(content)))
+        out.append(message.with_content(_content_without_images(message, kept)))
     note = f"a request may carry at most {limit} images"
     report = RungReport(rung="image drop", tokens_before=before, tokens_after=cost.history(out), changed=changed, seconds=time.perf_counter() - started, note=note)
     return RungResult(tuple(out), report)
 
 
-def _without_images(block: Block) -> Block:
-    if isinstance(block, Image):
-        return _image_stub(block)
-    if isinstance(block, ToolResult) and block.images():
-        content = tuple(_image_stub(b) if isinstance(b, Image) else b for b in block.content)
-        return dataclasses.replace(block, content=content)
-    return block
+def _content_without_images(message: Message, keep: Callable[[Block], bool] = lambda block: False) -> tuple[Block, ...]:
+    """``message``'s content with the images of every block ``keep`` refuses made stubs,
+    each naming its ref (the message's id and the image's number in it)."""
+    content: list[Block] = []
+    number = 0
+    for block in message.content:
+        carried = block.images()
+        if carried and not keep(block):
+            first = number + 1
+            if isinstance(block, Image):
+                block = _image_stub(block, image_ref(message.id, first))
+            elif isinstance(block, ToolResult):
+                stubs = iter(_image_stub(image, image_ref(message.id, first + n)) for n, image in enumerate(carried))
+                block = dataclasses.replace(block, content=tuple(next(stubs) if isinstance(b, Image) else b for b in block.content))
+        number += len(carried)
+        content.append(block)
+    return tuple(content)

@@ -28,6 +28,7 @@ from .._history.messages import (
     ToolResult,
     turn_boundaries,
 )
+from .._history.recall import range_ref, recall_hint, result_ref
 from .._providers.profile import Profile
 from .._providers.resolve import reading_profile
 from .._types import Role
@@ -47,6 +48,18 @@ SNAPSHOT_HEADER = (
     "text, oldest first. Lines start with the role: [user], [assistant], [tool call NAME #ID], "
     "[tool result #ID], [tool error #ID]; the return-arrow glyph marks a line break."
 )
+def range_note(first_id: str, last_id: str) -> str:
+    """What a snapshot's pages or a summary stand for: the range's ref."""
+    return f"[the pages above show the stored messages {recall_hint(range_ref(first_id, last_id))}]"
+
+
+def priced_header(messages: Sequence[Message]) -> Message:
+    """The snapshot message without its pages, as the cut search prices it: the header
+    and the range note at the longest ids it may name."""
+    longest = max((m.id for m in messages), key=len, default="")
+    return Message("user", (Text(SNAPSHOT_HEADER), Text(range_note(longest, longest))))
+
+
 #: Layouts the search prices exactly (pages laid out, not drawn) before it gives up.
 MAX_SNAPSHOT_PLANS = 64
 #: Cuts priced one by one, largest tail first, before a binary search takes over.
@@ -87,7 +100,7 @@ def _(block: ToolResult, role: Role, result_cap: int | None) -> str | None:
     text = _without_data_urls(block.text)
     if result_cap is not None and len(text) > 2 * result_cap:
         cut = len(text) - 2 * result_cap
-        text = f"{text[:result_cap]}\n[... {cut:,} chars cut by glyphpack ...]\n{text[-result_cap:]}"
+        text = f"{text[:result_cap]}\n[... {cut:,} chars cut by glyphpack; {recall_hint(result_ref(block.call_id))} ...]\n{text[-result_cap:]}"
     images = len(block.images())
     label = "tool error" if block.is_error else "tool result"
     return f"[{label} #{block.call_id}] {text}" + (f" [+{images} image(s) not shown]" if images else "")
@@ -278,7 +291,7 @@ class _Search:
         self._priced: dict[int, tuple[str, dict[str, Any]] | None] = {}
         self._capped: list[str] | None = None  # the messages' text with long results cut, made on first need
         self.head_cost = sum(costs[:head])
-        self.header_cost = cost.message(Message("user", (Text(SNAPSHOT_HEADER),)))
+        self.header_cost = cost.message(priced_header(messages))
         self.tail_cost = [0] * (len(messages) + 1)
         self.images_from = [0] * (len(messages) + 1)  # images in messages[t:]
         for i in range(len(messages) - 1, -1, -1):
@@ -327,7 +340,8 @@ class _Search:
         (middle_text, arguments), head, t = fitting, self.head, chosen
         pages = render(middle_text, max_pages=100_000, **arguments)
         digest = hashlib.sha256(middle_text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-        blocks = (Text(SNAPSHOT_HEADER), *(Image("image/png", p.png) for p in pages))
+        note = range_note(self.messages[head].id, self.messages[t - 1].id)
+        blocks = (Text(SNAPSHOT_HEADER), *(Image("image/png", p.png) for p in pages), Text(note))
         view = (*self.messages[:head], Message("user", blocks, id=f"snapshot-{digest}"), *self.messages[t:])
         cut = 0 if middle_text == "".join(self.texts[: t - head]) else sum(
             1 for m in self.messages[head:t] for r in m.tool_results if len(r.text) > 2 * SNAPSHOT_RESULT_CAP

@@ -39,12 +39,14 @@ from .._compaction.recovery import DEFAULT_MARGIN, overflow_budget, parse_overfl
 from .._compaction.recovery import recover as recover_bytes_or_tokens
 from .._compaction.results import Compaction, CompactionPolicy
 from .._compaction.sdk_summary import sdk_summarizer
-from .._compaction.snapshot import page_density
+from .._compaction.snapshot import page_density, serialize_message
 from .._compaction.summarize import Summarizer
 from .._errors import CompactionError, TextOnlyModelError, UsageError
 from .._history.apis import Reply, api_of, merge_extra, provider_api
 from .._history.ids import unique_name
 from .._history.messages import Block, Image, Message, Text, ToolCall, ToolResult, validate_history
+from .._history.recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, RECALL_TOOL, Recalled
+from .._history.recall import recall as recall_from
 from .._history.store import Workspace
 from .._providers.catalog import CONTEXT_WINDOWS
 from .._providers.profile import Profile
@@ -178,9 +180,14 @@ class Session:
         threshold: int | None = None,
         target: int | None = None,
         tools: object = None,
+        recall: bool = False,
         owns_workspace: bool = False,
     ):
+        if not isinstance(recall, bool):
+            raise UsageError(f"recall must be True or False, not {recall!r}")
         self.workspace = workspace
+        #: Whether requests offer the model ``glyphpack_recall`` and the session answers it.
+        self.recall_enabled = recall
         self.conversation = conversation
         self.agent = agent
         self.model = model
@@ -230,8 +237,9 @@ class Session:
                 self._calibration = Calibration.from_record(self._calibration.base, learned)
             for history, tokens in measured:
                 self._calibration = self._calibration.learn(self.cost(), history, tokens)
-            if learned is None and not measured and tools is not None:  # before any count: the tool schemas, as text
-                self._calibration = dataclasses.replace(self._calibration, overhead=self.cost().text(_schema_text(tools)))
+            schemas = ([RECALL_SCHEMA] if tools is None else [tools, RECALL_SCHEMA]) if recall else tools
+            if learned is None and not measured and schemas is not None:  # before any count: the tool schemas, as text
+                self._calibration = dataclasses.replace(self._calibration, overhead=self.cost().text(_schema_text(schemas)))
         if not self.messages and system:
             self.messages = (Message("system", (Text(system),)),)
 
@@ -357,6 +365,8 @@ class Session:
             )
         view, prefix = self.request_view()
         request = build.build(self.model, view, prefix, self.profile)
+        if self.recall_enabled:
+            extra = build.with_tools(extra, [build.tool(RECALL_TOOL, RECALL_DESCRIPTION, RECALL_PARAMETERS)])
         previous = self._sent
         self._sent, self._api = view, api
         shared = 0
@@ -393,7 +403,24 @@ class Session:
                     raise
                 self.recover(error)
                 continue
-            return self.add_response(response, api)
+            message = self.add_response(response, api)
+            if not self._answer_recalls():
+                return message
+
+    def _answer_recalls(self) -> bool:
+        """With recall on, answer pending calls that are all ``glyphpack_recall`` (the
+        harness never sees them); whether it did."""
+        pending = self.pending_calls
+        if not (self.recall_enabled and pending and all(c.name == RECALL_TOOL for c in pending)):
+            return False
+        self.add_tool_results(())
+        return True
+
+    def recall(self, ref: str, page: int = 1) -> Recalled:
+        """What ``ref`` (as a compaction's stub names it) stands for, from the stored
+        transcript: the exact original, page ``page`` of it when long. An unknown ref
+        is an error answer, not an exception (a model's call must be answered)."""
+        return recall_from(self.messages, ref, page, range_text=lambda messages: "".join(map(serialize_message, messages)))
 
     def add_response(self, response: object, api: Api | None = None) -> Message:
         """Add the model's answer (an SDK response, its ``model_dump()``, or an assistant
@@ -439,7 +466,8 @@ class Session:
         """Answer every pending call (a turn boundary: saved). ``results`` maps call ids
         to their output as the tool gave it (text, bytes, JSON, a list of strings and
         blocks, a ``ToolResult`` or ``None``: see ``_tool_result``); or is a sequence of
-        ``ToolResult``. Nothing is stored unless every output is taken."""
+        ``ToolResult``. With recall on, ``glyphpack_recall`` calls left out are answered
+        by the session. Nothing is stored unless every output is taken."""
         pending = {c.id for c in self.pending_calls}
         if not pending:
             raise UsageError("no tool calls are pending")
@@ -455,6 +483,13 @@ class Session:
         # A call whose id was made unique is answered by either id.
         stored = {given: fresh for given, fresh in self._call_ids.items() if given not in pending}
         blocks = tuple(dataclasses.replace(b, call_id=stored[b.call_id]) if b.call_id in stored else b for b in blocks)
+        if self.recall_enabled:
+            answered = {b.call_id for b in blocks}
+            blocks += tuple(
+                self.recall(*_recall_arguments(c.arguments)).as_result(c.id)
+                for c in self.pending_calls
+                if c.name == RECALL_TOOL and c.id not in answered
+            )
         given = [b.call_id for b in blocks]
         if sorted(given) != sorted(pending):
             raise UsageError(f"results must answer exactly the pending calls {sorted(pending)}, got {sorted(given)}")
@@ -737,6 +772,15 @@ def _image_type(data: bytes) -> str | None:
     return media_type
 
 
+#: The recall tool's definition as its schema text is priced before any count.
+RECALL_SCHEMA = {"name": RECALL_TOOL, "description": RECALL_DESCRIPTION, "parameters": RECALL_PARAMETERS}
+
+
+def _recall_arguments(arguments: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(ref, page) of a ``glyphpack_recall`` call as the model gave them (checked by ``recall``)."""
+    return arguments.get("ref"), arguments.get("page", 1)
+
+
 def _schema_text(tools: object) -> str:
     """Tool schemas (SDK objects, dicts or lists of them) as the JSON text a request carries."""
     try:
@@ -759,6 +803,7 @@ def open_session(
     threshold: int | None = None,
     target: int | None = None,
     tools: object = None,
+    recall: bool = False,
 ) -> Session:
     """Open (resume or start) one (conversation, agent) of a workspace.
 
@@ -776,9 +821,13 @@ def open_session(
             ``glyphpack._providers.catalog.CONTEXT_WINDOWS``).
         threshold, target: proactive compaction starts at ``threshold`` estimated
             tokens and aims at ``target`` (defaults: the window less a reply reserve of
-            1/8 of it, at most 32k; half of that).
+            1/8 of it, at most 32k; the requests' overhead plus half of what the
+            threshold leaves after it).
         tools: the tool schemas the harness sends (as given to the SDK): the estimate
             counts them from the first request, until a provider's count calibrates it.
+        recall: offer the model ``glyphpack_recall`` in every request (added to the
+            tools passed to ``request``/``call``), answered by the session from the
+            stored transcript: what compaction put away comes back exactly.
     """
     owns = not isinstance(workspace, Workspace)
     ws = Workspace(workspace) if not isinstance(workspace, Workspace) else workspace
@@ -795,6 +844,7 @@ def open_session(
             threshold=threshold,
             target=target,
             tools=tools,
+            recall=recall,
             owns_workspace=owns,
         )
     except BaseException:

@@ -27,6 +27,7 @@ from .._history.apis.anthropic import check_anthropic
 from .._history.apis.gemini import check_gemini
 from .._history.apis.openai_chat import check_openai_chat
 from .._history.apis.openai_responses import check_openai_responses
+from .._history.recall import RECALL_TOOL
 
 Json = dict[str, Any]
 
@@ -91,6 +92,26 @@ class Turn:
     calls: tuple[tuple[str, Json], ...] = ()
 
 
+#: A scripted ``glyphpack_recall`` argument the fake replaces with the newest ref a
+#: glyphpack note in the request names (as a model reading the note would).
+NEWEST_REF = "<the newest ref a note names>"
+_REF = re.compile(r'ref \\"([^"\\]+)\\"')  # a ref as json.dumps shows it (ids have no quotes)
+
+
+def _read_refs(turn: Turn, body: Json, api: str) -> tuple[Turn, str | None]:
+    """``turn`` with ``NEWEST_REF`` arguments made the newest ref the request shows;
+    a problem when the request does not define ``glyphpack_recall`` or shows no ref."""
+    text = json.dumps(body)
+    defined = RECALL_TOOL in json.dumps(body.get("tools", body.get("config", {}).get("tools", [])))
+    if not defined:
+        return turn, f"the model called {RECALL_TOOL}, which this request does not define"
+    refs = _REF.findall(text)
+    if not refs:
+        return turn, f"the model called {RECALL_TOOL}, but no note in this request names a ref"
+    calls = tuple((n, {k: refs[-1] if v == NEWEST_REF else v for k, v in a.items()}) for n, a in turn.calls)
+    return dataclasses.replace(turn, calls=calls), None
+
+
 @dataclasses.dataclass
 class FakeModel:
     """The model behind every fake API: answers ``script`` in order (the last turn
@@ -147,6 +168,10 @@ class FakeModel:
         prompt = summary_prompt(body)
         # A summarizer's call is answered with a summary; the script waits for the agent's next call.
         turn = Turn(text=fake_summary(prompt)) if prompt is not None else self.next_turn()
+        if any(name == RECALL_TOOL for name, _ in turn.calls):
+            turn, problem = _read_refs(turn, body, api)
+            if problem:  # a model calls only the tools a request defines
+                return error_response(api, 400, "invalid", message=problem)
         answer = answer_body(api, turn, number, tokens)
         if api == "openai-responses" and "reasoning.encrypted_content" in (body.get("include") or ()):
             reasoning = answer["output"][0]

@@ -279,6 +279,9 @@ class AnthropicMessages(ProviderApi):
     def send(self, client: Any, request: Json) -> object:
         return client.messages.create(**{"max_tokens": DEFAULT_MAX_TOKENS, **request})
 
+    def tool(self, name: str, description: str, parameters: Json) -> Json:
+        return {"name": name, "description": description, "input_schema": parameters}
+
     def assistant_messages(self, data: Json) -> list[Message]:
         if not isinstance(data.get("content"), list) or data.get("role", "assistant") != "assistant":
             raise self.not_a(data, "no assistant content list")

@@ -130,6 +130,25 @@ class ProviderApi(abc.ABC):
         """The keyword arguments that cap the reply at ``tokens``."""
         return {"max_tokens": tokens}
 
+    @abc.abstractmethod
+    def tool(self, name: str, description: str, parameters: Json) -> Json:
+        """A function tool's definition (``parameters``: a JSON schema object) as one
+        entry of this API's tools list."""
+
+    def with_tools(self, extra: Json, definitions: Sequence[Json]) -> Json:
+        """The caller's keyword arguments ``extra`` with ``definitions`` (by ``tool``)
+        added after its own tools (a name already there is left as the caller gave it)."""
+        tools = extra.get("tools", [])
+        if not isinstance(tools, list):
+            raise UsageError(f"tools must be a list of {self.title} tool definitions, not {type(tools).__name__}")
+        taken = {name for t in tools for name in self.tool_names(t)}
+        return {**extra, "tools": [*tools, *(d for d in definitions if not self.tool_names(d) & taken)]}
+
+    def tool_names(self, definition: object) -> set[str]:
+        """The function names a tools-list entry defines."""
+        name = definition.get("name") if isinstance(definition, dict) else None
+        return {name} if isinstance(name, str) else set()
+
     def parse(self, response: object) -> Reply:
         """The assistant message of a response, and the input tokens it reports."""
         data = as_dict(response)

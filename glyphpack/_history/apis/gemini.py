@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..._errors import HistoryError
+from ..._errors import HistoryError, UsageError
 from ..._providers.profile import Profile
 from ..._types import public
 from ..ids import new_id
@@ -243,6 +243,21 @@ class Gemini(ProviderApi):
 
     def send(self, client: Any, request: Json) -> object:
         return client.models.generate_content(**request)
+
+    def tool(self, name: str, description: str, parameters: Json) -> Json:
+        return {"function_declarations": [{"name": name, "description": description, "parameters": parameters}]}
+
+    def with_tools(self, extra: Json, definitions: Sequence[Json]) -> Json:
+        """Gemini takes tools in ``config``: added to the caller's ``config["tools"]``."""
+        config = extra.get("config", {})
+        if not isinstance(config, dict):
+            raise UsageError("config must be a dict to take glyphpack's tools (not a types.GenerateContentConfig)")
+        return {**extra, "config": {**config, **super().with_tools(config, definitions)}}
+
+    def tool_names(self, definition: object) -> set[str]:
+        declarations = definition.get("function_declarations") if isinstance(definition, dict) else None
+        named = super().tool_names  # (a comprehension has no super of its own)
+        return {name for d in declarations for name in named(d)} if isinstance(declarations, list) else set()
 
     def reply_limit(self, tokens: int) -> Json:
         return {"config": {"max_output_tokens": tokens}}

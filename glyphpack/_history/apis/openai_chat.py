@@ -228,6 +228,13 @@ class OpenAIChat(ProviderApi):
     def send(self, client: Any, request: Json) -> object:
         return client.chat.completions.create(**request)
 
+    def tool(self, name: str, description: str, parameters: Json) -> Json:
+        return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+
+    def tool_names(self, definition: object) -> set[str]:
+        function = definition.get("function") if isinstance(definition, dict) else None
+        return super().tool_names(function)
+
     def reply_limit(self, tokens: int) -> Json:
         return {"max_completion_tokens": tokens}
 

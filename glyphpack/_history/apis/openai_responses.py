@@ -206,6 +206,9 @@ class OpenAIResponses(ProviderApi):
     def send(self, client: Any, request: Json) -> object:
         return client.responses.create(**request)
 
+    def tool(self, name: str, description: str, parameters: Json) -> Json:
+        return {"type": "function", "name": name, "description": description, "parameters": parameters}
+
     def reply_limit(self, tokens: int) -> Json:
         return {"max_output_tokens": tokens}
 

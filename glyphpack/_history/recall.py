@@ -1,0 +1,147 @@
+"""Recall: what the compaction ladder put away, brought back from the stored history.
+
+Every stub the ladder leaves names a *ref* (an elided tool result, an elided call's
+arguments, a dropped image, a summarized range), and a session offers the model a tool,
+``glyphpack_recall``, that answers a ref locally from the stored transcript: the exact
+original, paged when long. Refs:
+
+- ``<call id>``: the result of that tool call, its text and images;
+- ``<call id>:arguments``: that call's arguments (JSON);
+- ``<message id>:image:<n>``: the n-th image (1-based) of that message;
+- ``messages:<first id>..<last id>``: the messages of that range, as snapshot text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Callable, Sequence
+
+from .._types import Api, public
+from .apis import provider_api
+from .messages import Image, Message, Text, ToolResult
+
+#: The recall tool's name, as every API's tool definitions take it.
+RECALL_TOOL = "glyphpack_recall"
+#: Characters of text one recall answer carries (more: ask for the next page).
+RECALL_PAGE_CHARS = 16_000
+RECALL_DESCRIPTION = (
+    "Bring back, exactly, something glyphpack put away to keep the conversation short: an "
+    "elided tool result, a tool call's elided arguments, a dropped image or a summarized range "
+    "of messages. Give the ref its note names (for example a tool call id). Long text comes in "
+    "pages: ask for page 2 and on as the answer says."
+)
+RECALL_PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "ref": {"type": "string", "description": "the ref a glyphpack note names"},
+        "page": {"type": "integer", "minimum": 1, "description": "which page of a long text (default 1)"},
+    },
+    "required": ["ref"],
+}
+
+
+def result_ref(call_id: str) -> str:
+    return call_id
+
+
+def arguments_ref(call_id: str) -> str:
+    return f"{call_id}:arguments"
+
+
+def image_ref(message_id: str, number: int) -> str:
+    return f"{message_id}:image:{number}"
+
+
+def range_ref(first_id: str, last_id: str) -> str:
+    return f"messages:{first_id}..{last_id}"
+
+
+def recall_hint(ref: str) -> str:
+    """How a stub names what it stands for: the ref ``glyphpack_recall`` takes (a
+    session without the tool still shows it, a harmless label)."""
+    return f"ref {json.dumps(ref, ensure_ascii=False)}"
+
+
+@public
+def recall_tool(api: Api) -> dict[str, object]:
+    """The ``glyphpack_recall`` tool as one entry of ``api``'s tools list, for a harness
+    that builds its requests itself (a ``Session`` opened with ``recall=True`` adds it)."""
+    return provider_api(api).tool(RECALL_TOOL, RECALL_DESCRIPTION, RECALL_PARAMETERS)
+
+
+@public
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Recalled:
+    """A recall's answer: the blocks of a tool result and whether it is an error."""
+
+    content: tuple[Text | Image, ...]
+    is_error: bool = False
+
+    def as_result(self, call_id: str) -> ToolResult:
+        return ToolResult(call_id, self.content, is_error=self.is_error)
+
+
+def recall(
+    messages: Sequence[Message], ref: object, page: object = 1, *, range_text: Callable[[Sequence[Message]], str] | None = None
+) -> Recalled:
+    """What ``ref`` stands for in ``messages`` (the stored history, not a compacted
+    view), page ``page`` of it when it is long text. An unknown ref, or a page past
+    the end, is an error answer the model can read (it is not raised: a model's call
+    must always get an answer). ``range_text`` renders a range of messages as text
+    (the snapshot text); without it a range ref is refused."""
+    if not isinstance(ref, str) or not ref:
+        return _error(f"ref must be a non-empty string, not {ref!r}")
+    if isinstance(page, bool) or not isinstance(page, int) or page < 1:
+        return _error(f"page must be a whole number from 1, not {page!r}")
+    if ref.startswith("messages:") and ".." in ref:
+        first, _, last = ref[len("messages:") :].partition("..")
+        ids = [m.id for m in messages]
+        if first not in ids or last not in ids or ids.index(first) > ids.index(last):
+            return _error(f"no range of messages {first!r}..{last!r} in this conversation")
+        if range_text is None:
+            return _error("this session cannot render a range of messages as text")
+        return _paged(ref, range_text(messages[ids.index(first) : ids.index(last) + 1]), page, ())
+    head, _, number = ref.rpartition(":image:")
+    if head and number.isdigit():
+        for message in messages:
+            if message.id == head:
+                images = message.images
+                if not 1 <= int(number) <= len(images):
+                    return _error(f"message {head!r} has {len(images)} image(s), not an image {number}")
+                return Recalled(content=(images[int(number) - 1],))
+        return _error(f"no message {head!r} in this conversation")
+    if ref.endswith(":arguments"):
+        call_id = ref[: -len(":arguments")]
+        for message in messages:
+            for call in message.tool_calls:
+                if call.id == call_id:
+                    return _paged(ref, json.dumps(call.arguments, ensure_ascii=False, indent=1), page, ())
+        return _error(f"no tool call {call_id!r} in this conversation")
+    for message in messages:
+        for result in message.tool_results:
+            if result.call_id == ref:
+                if len(result.text) <= RECALL_PAGE_CHARS and page == 1:
+                    return Recalled(content=result.content)  # the result's own blocks, as they were
+                return _paged(ref, result.text, page, result.images())
+    return _error(f"nothing in this conversation has the ref {ref!r}")
+
+
+def _paged(ref: str, text: str, page: int, images: Sequence[Image]) -> Recalled:
+    """``text`` page by page (images with the first page); a header when it has more."""
+    pages = max(1, math.ceil(len(text) / RECALL_PAGE_CHARS))
+    if page > pages:
+        return _error(f"{ref!r} has {pages} page(s), not a page {page}")
+    chunk = text[(page - 1) * RECALL_PAGE_CHARS : page * RECALL_PAGE_CHARS]
+    carried = tuple(images) if page == 1 else ()
+    if pages == 1:
+        return Recalled(content=(Text(chunk), *carried))
+    start = (page - 1) * RECALL_PAGE_CHARS
+    more = f"; page {page + 1} has the next" if page < pages else ""
+    header = f"[glyphpack recall of {ref}: page {page} of {pages}, characters {start + 1:,}-{start + len(chunk):,} of {len(text):,}{more}]"
+    return Recalled(content=(Text(header), Text(chunk), *carried))
+
+
+def _error(reason: str) -> Recalled:
+    return Recalled(content=(Text(f"glyphpack recall: {reason}"),), is_error=True)

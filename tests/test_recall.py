@@ -1,0 +1,235 @@
+"""Recall: every stub the ladder leaves names a ref, and ``glyphpack_recall`` brings the
+original back from the stored history, exactly, paged when long; end to end through
+each SDK, the fake model reads a stub's ref, calls the tool, and the session answers
+it without the harness seeing the call."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from PIL import Image as PILImage
+
+import glyphpack
+from glyphpack import Image, Message, Text, ToolCall, ToolResult
+from glyphpack._compaction.cost import CostModel
+from glyphpack._compaction.rungs import cap_images, drop_images, elide
+from glyphpack._compaction.snapshot import serialize_message
+from glyphpack._history.apis import REGISTRY
+from glyphpack._history.recall import RECALL_PAGE_CHARS, RECALL_TOOL, recall, recall_tool
+from glyphpack.testing.fake import NEWEST_REF, FakeModel, Turn
+
+MODEL = "claude-sonnet-4-5"
+REF = re.compile(r'ref "([^"]+)"')
+
+
+def _png(width: int, height: int) -> bytes:
+    buffer = io.BytesIO()
+    PILImage.new("RGB", (width, height), "white").save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _history() -> list[Message]:
+    shot = Image("image/png", _png(300, 200))
+    return [
+        Message("user", "read the parser", id="u1"),
+        Message("assistant", (ToolCall("c1", "read", {"path": "parser.py"}),), id="a1"),
+        Message("tool", (ToolResult("c1", (Text("def parse():\n    return 1\n" * 300),)),), id="t1"),
+        Message("assistant", (ToolCall("c2", "write", {"path": "x.py", "body": "y = 2\n" * 500}),), id="a2"),
+        Message("tool", (ToolResult("c2", (Text("written"), shot, Image("image/png", _png(20, 10)))),), id="t2"),
+        Message("user", (Text("and this screen"), shot), id="u2"),
+        Message("assistant", "done", id="a3"),
+        Message("user", "next", id="u3"),
+        Message("assistant", "ok", id="a4"),
+        Message("user", "again", id="u4"),
+    ]
+
+
+def _refs(messages) -> list[str]:
+    """The refs the notes in ``messages`` name, in order."""
+    texts = [t for m in messages for b in m.content for t in (_strings(b.arguments) if isinstance(b, ToolCall) else b.texts())]
+    return [ref for text in texts for ref in REF.findall(text)]
+
+
+def test_each_stub_names_a_ref_that_brings_back_exactly_what_it_stands_for():
+    history = _history()
+    cost = CostModel.for_model(MODEL)
+    policy = glyphpack.CompactionPolicy(elide_min_chars=200)
+    elided = elide(history, cost, policy).view
+    dropped = drop_images(history, cost, protect_turns=1).view
+    assert _refs(elided) == ["c1", "c2:arguments"]
+    assert _refs(dropped) == ["t2:image:1", "t2:image:2", "u2:image:1"]
+    # The result's own blocks, as they were; the arguments as JSON; each image.
+    assert recall(history, "c1").content == history[2].content[0].content
+    assert json.loads(recall(history, "c2:arguments").content[0].text) == history[3].content[0].arguments
+    assert recall(history, "t2:image:2").content == (history[4].content[0].content[2],)
+    assert recall(history, "u2:image:1").content == (history[5].content[1],)
+    assert not any(recall(history, ref).is_error for ref in _refs(elided) + _refs(dropped))
+    capped = cap_images(history, cost, limit=1).view  # oldest first, a block's images together
+    assert _refs(capped) == ["t2:image:1", "t2:image:2"] and capped[5] == history[5]
+
+
+def test_long_text_comes_in_pages_that_join_to_the_original():
+    text = "".join(f"line {n}: " + "x" * (n % 70) + "\n" for n in range(1_200))
+    assert len(text) > 2 * RECALL_PAGE_CHARS
+    history = [Message("assistant", (ToolCall("big", "read", {}),), id="a"), Message("tool", (ToolResult("big", (Text(text),)),), id="t")]
+    pages = (len(text) + RECALL_PAGE_CHARS - 1) // RECALL_PAGE_CHARS
+    answers = [recall(history, "big", page) for page in range(1, pages + 1)]
+    assert "".join(a.content[1].text for a in answers) == text
+    first = answers[0].content[0].text
+    assert first == f"[glyphpack recall of big: page 1 of {pages}, characters 1-{RECALL_PAGE_CHARS:,} of {len(text):,}; page 2 has the next]"
+    assert answers[-1].content[0].text.endswith(f"of {len(text):,}]")  # the last names no next page
+    past = recall(history, "big", pages + 1)
+    assert past.is_error and past.content[0].text == f"glyphpack recall: 'big' has {pages} page(s), not a page {pages + 1}"
+
+
+def test_a_range_ref_gives_the_messages_as_snapshot_text():
+    history = _history()
+    answer = recall(history, "messages:a1..t1", range_text=lambda ms: "".join(map(serialize_message, ms)))
+    assert answer.content[0].text == serialize_message(history[1]) + serialize_message(history[2])
+    assert recall(history, "messages:t1..a1", range_text=str).is_error  # backwards
+    assert recall(history, "messages:a1..t1").content[0].text == "glyphpack recall: this session cannot render a range of messages as text"
+
+
+@pytest.mark.parametrize(("ref", "page", "reason"), [
+    ("nope", 1, "nothing in this conversation has the ref 'nope'"),
+    ("", 1, "ref must be a non-empty string, not ''"),
+    (7, 1, "ref must be a non-empty string, not 7"),
+    ("c1", 0, "page must be a whole number from 1, not 0"),
+    ("c1", True, "page must be a whole number from 1, not True"),
+    ("c1", "2", "page must be a whole number from 1, not '2'"),
+    ("t2:image:3", 1, "message 't2' has 2 image(s), not an image 3"),
+    ("t2:image:0", 1, "message 't2' has 2 image(s), not an image 0"),
+    ("zz:image:1", 1, "no message 'zz' in this conversation"),
+    ("c9:arguments", 1, "no tool call 'c9' in this conversation"),
+    ("messages:u1..zz", 1, "no range of messages 'u1'..'zz' in this conversation"),
+])
+def test_a_bad_call_is_an_answer_the_model_can_read(ref, page, reason):
+    answer = recall(_history(), ref, page)
+    assert answer.is_error and answer.content == (Text(f"glyphpack recall: {reason}"),)
+    assert answer.as_result("call-9") == ToolResult("call-9", answer.content, is_error=True)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.text(min_size=0, max_size=3_000), min_size=1, max_size=6), st.integers(1, 3))
+def test_elided_results_come_back_byte_for_byte(outputs, protect):
+    history = [Message("user", "go", id="u0")]
+    for n, output in enumerate(outputs):
+        history += [Message("assistant", (ToolCall(f"k{n}", "run", {"n": n}),), id=f"a{n}"),
+                    Message("tool", (ToolResult(f"k{n}", (Text(output),)),), id=f"t{n}"),
+                    Message("user", f"turn {n}", id=f"u{n + 1}")]
+    view = elide(history, CostModel.for_model(MODEL), glyphpack.CompactionPolicy(elide_min_chars=10, protect_turns=protect)).view
+    for ref in _refs(view):
+        assert _whole(history, ref) == outputs[int(ref[1:])]
+
+
+def test_the_tool_is_defined_in_each_apis_shape_and_added_once():
+    for name, api in REGISTRY.items():
+        tool = recall_tool(name)
+        assert api.tool_names(tool) == {RECALL_TOOL}
+        own = api.tool("read", "read a file", {"type": "object", "properties": {}})
+        key = "config" if name == "gemini" else None
+        extra = {"config": {"tools": [own], "temperature": 0}} if key else {"tools": [own], "max_tokens": 5}
+        merged = api.with_tools(extra, [tool])
+        tools = merged["config"]["tools"] if key else merged["tools"]
+        assert tools == [own, tool] and (merged["config"]["temperature"] == 0 if key else merged["max_tokens"] == 5)
+        again = api.with_tools(merged, [tool])
+        assert (again["config"]["tools"] if key else again["tools"]) == [own, tool]  # the caller's own copy is kept
+    with pytest.raises(glyphpack.UsageError, match="tools must be a list of Messages tool definitions, not dict"):
+        REGISTRY["anthropic"].with_tools({"tools": {}}, [recall_tool("anthropic")])
+    with pytest.raises(glyphpack.UsageError, match="config must be a dict"):
+        REGISTRY["gemini"].with_tools({"config": object()}, [recall_tool("gemini")])
+
+
+APIS = {"anthropic": "claude-sonnet-4-5", "openai-chat": "gpt-5.4", "openai-responses": "gpt-5.4", "gemini": "gemini-3-pro"}
+
+
+@pytest.mark.parametrize("api", [*list(APIS)[:1], *(pytest.param(a, marks=pytest.mark.slow) for a in list(APIS)[1:])])
+def test_the_model_recalls_an_elided_result_through_the_sdk(tmp_path, api):
+    """Three large reads in a small window: the session elides the oldest; the fake
+    model reads the stub's ref and calls glyphpack_recall; the session answers it from
+    the transcript (the harness's loop never sees the call) and the next request
+    carries the original byte for byte."""
+    bodies = {n: f"body of file {n}\n" + "".join(f"    line {n}.{k} = value_{k}\n" for k in range(500)) for n in range(4)}
+    script = [Turn(text=f"reading {n}", calls=(("read_file", {"n": n}),)) for n in range(4)]
+    script += [Turn(text="let me look again", calls=((RECALL_TOOL, {"ref": NEWEST_REF}),)), Turn(text="all read")]
+    fake = FakeModel(script)
+    client = fake.client(api)
+    policy = glyphpack.CompactionPolicy(rungs=("elision",), elide_min_chars=1_000, protect_turns=0)
+    with glyphpack.open_session(tmp_path / "ws", "c", "main", model=APIS[api], policy=policy, recall=True,
+                                context_window=20_000, threshold=10_000) as session:
+        session.add_user("read the four files")
+        tools = [REGISTRY[api].tool("read_file", "read a file", {"type": "object", "properties": {"n": {"type": "integer"}}})]
+        extra = {"config": {"tools": tools}} if api == "gemini" else {"tools": tools}
+        seen = []
+        while True:
+            message = session.call(client, api=api, **extra)
+            if not message.tool_calls:
+                break
+            seen += [c.name for c in message.tool_calls]
+            session.add_tool_results({c.id: bodies[c.arguments["n"]] for c in message.tool_calls})
+        assert seen == ["read_file"] * 4  # the recall never reached the harness
+        assert session.view is not None and session.view.trigger == "proactive"
+        recalled = [m for m in session.messages if m.tool_calls and m.tool_calls[0].name == RECALL_TOOL]
+        assert len(recalled) == 1
+        ref = recalled[0].tool_calls[0].arguments["ref"]
+        answer = next(m for m in session.messages if m.tool_results and m.tool_results[0].call_id == recalled[0].tool_calls[0].id)
+        original = next(r for m in session.messages for r in m.tool_results if r.call_id == ref)
+        assert answer.tool_results[0].text == original.text and not answer.tool_results[0].is_error
+        assert original.text in {bodies[n] for n in bodies}
+        assert len(original.text) < RECALL_PAGE_CHARS  # one page: the result's own text
+        assert original.text in _strings(fake.requests[-1])  # sent back to the model as it was
+
+
+def _strings(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def test_without_recall_the_tool_is_not_offered(tmp_path):
+    fake = FakeModel([Turn(text="x", calls=((RECALL_TOOL, {"ref": NEWEST_REF}),))])
+    with glyphpack.open_session(tmp_path / "ws", "c", "main", model=MODEL) as session:
+        session.add_user("hello")
+        request = session.request("anthropic", max_tokens=10)
+        assert "tools" not in request
+        with pytest.raises(Exception, match=f"the model called {RECALL_TOOL}, which this request does not define"):
+            session.call(fake.client("anthropic"))
+    with pytest.raises(glyphpack.UsageError, match="recall must be True or False, not 'yes'"):
+        glyphpack.open_session(tmp_path / "ws2", "c", "main", model=MODEL, recall="yes")
+
+
+@pytest.mark.parametrize("rungs", [("snapshot",), ("summarization",)])
+def test_pages_and_summaries_name_the_range_they_stand_for(rungs):
+    """The range a snapshot's pages or a summary replaced is named by its ref, and the
+    ref brings back exactly the messages the view no longer holds."""
+    from glyphpack.testing import generate_session
+
+    history = generate_session(60_000, seed=3)
+    policy = glyphpack.CompactionPolicy(rungs=rungs, fidelity=None)
+    summarizer = glyphpack.Summarizer(lambda prompt: "the work so far, in short")
+    result = glyphpack.compact(history, MODEL, 8_000, summarizer=summarizer, policy=policy)
+    assert result.report.fits
+    [ref] = [r for r in _refs(result.view) if r.startswith("messages:")]
+    kept = {m.id for m in result.view}
+    gone = [m for m in history if m.id not in kept]
+    assert ref == f"messages:{gone[0].id}..{gone[-1].id}"
+    assert _whole(history, ref) == "".join(map(serialize_message, gone))
+
+
+def _whole(history, ref) -> str:
+    """Every page of what ``ref`` stands for, joined."""
+    pages = [recall(history, ref, 1, range_text=lambda ms: "".join(map(serialize_message, ms)))]
+    if not pages[0].content[0].text.startswith(f"[glyphpack recall of {ref}: page 1 of "):
+        return pages[0].content[0].text
+    while pages[-1].content[0].text.endswith("has the next]"):
+        pages.append(recall(history, ref, len(pages) + 1, range_text=lambda ms: "".join(map(serialize_message, ms))))
+    return "".join(p.content[1].text for p in pages)
