@@ -233,3 +233,22 @@ def _whole(history, ref) -> str:
     while pages[-1].content[0].text.endswith("has the next]"):
         pages.append(recall(history, ref, len(pages) + 1, range_text=lambda ms: "".join(map(serialize_message, ms))))
     return "".join(p.content[1].text for p in pages)
+
+
+def test_the_recall_command_shows_what_a_note_stands_for(tmp_path):
+    big = "the whole output\n" * 200
+    policy = glyphpack.CompactionPolicy(elide_min_chars=100, protect_turns=0)
+    with glyphpack.open_session(tmp_path / "ws", "c", "main", model=MODEL, policy=policy) as session:
+        session.add_user("run it")
+        session.add_response(Message("assistant", (ToolCall("run-1", "run", {"cmd": "make"}),)))
+        session.add_tool_results({"run-1": big})
+        session.add_response(Message("assistant", "done"))
+        shaken = session.command("/shake")
+        assert shaken.data["rungs"][0]["changed"] == 1
+        assert _refs(session.request_view()[0]) == ["run-1"]
+        shown = session.command("/recall run-1")
+        assert shown.text == big and shown.data == {"ref": "run-1", "blocks": 1}
+        with pytest.raises(glyphpack.UsageError, match="^glyphpack recall: nothing in this conversation has the ref 'nope'$"):
+            session.command("/recall nope")
+        with pytest.raises(glyphpack.UsageError, match=r"^usage: /recall REF \[PAGE\]"):
+            session.command("/recall run-1 two")

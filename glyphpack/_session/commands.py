@@ -14,6 +14,7 @@ from typing import Any
 from .._compaction.cost import token_bars
 from .._errors import UsageError
 from .._history.export import draw_tree, short_id
+from .._history.messages import Text
 from .._types import public
 
 Session = Any
@@ -37,6 +38,7 @@ HELP = """\
 /fork [NEW_ID]         copy this history into a new conversation and continue there
 /checkpoint NAME       mark the current end
 /rewind NAME DIGEST    back to checkpoint NAME, appending DIGEST; the explored path stays in the tree
+/recall REF [PAGE]     what a compaction's note with REF stands for, exactly, from the stored transcript
 /help                  this list"""
 
 
@@ -125,6 +127,16 @@ def _rewind(session: Session, args: list[str]) -> CommandResult:
     )
 
 
+def _recall(session: Session, args: list[str]) -> CommandResult:
+    if len(args) not in (1, 2) or (len(args) == 2 and not args[1].isdigit()):
+        raise UsageError("usage: /recall REF [PAGE] (REF as a compaction's note names it)")
+    answer = session.recall(args[0], int(args[1]) if len(args) == 2 else 1)
+    if answer.is_error:
+        raise UsageError(answer.content[0].text)
+    text = "\n".join(b.text if isinstance(b, Text) else f"[image {b.media_type}, {len(b.data or b''):,} bytes]" for b in answer.content)
+    return CommandResult("/recall", text, {"ref": args[0], "blocks": len(answer.content)})
+
+
 def _help(session: Session, args: list[str]) -> CommandResult:
     return CommandResult("/help", HELP)
 
@@ -143,6 +155,7 @@ COMMANDS: dict[str, Callable[[Session, list[str]], CommandResult]] = {
     "/fork": _fork,
     "/checkpoint": _checkpoint,
     "/rewind": _rewind,
+    "/recall": _recall,
     "/help": _help,
 }
 
