@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -341,7 +341,10 @@ def cmd_tree(args: argparse.Namespace) -> int:
     from ._history.export import draw_tree
 
     with _tree(args.workspace, write=False) as tree:
-        conversations = [args.conversation] if args.conversation else [c.id for c in tree.conversations()]
+        stored = [c.id for c in tree.conversations()]
+        if args.conversation and args.conversation not in stored:
+            raise StoreError(f"no conversation {args.conversation!r} in {args.workspace} (stored: {', '.join(stored) or 'none'})")
+        conversations = [args.conversation] if args.conversation else stored
         if not conversations:
             print("(no conversations)")
         for conversation in conversations:
@@ -555,25 +558,48 @@ def cmd_session(args: argparse.Namespace) -> int:
             stored = ", ".join(f"{c} {a}" for c, a in workspace.transcripts()) or "none"
             raise StoreError(f"no transcript for {args.conversation} {args.agent} in {args.workspace} (stored: {stored})")
         session = Session(workspace, args.conversation, args.agent, model=args.model, summarizer=args.summarizer)
-        lines = args.command or None
-        interactive = lines is None and sys.stdin.isatty()
+        interactive = not args.command and sys.stdin.isatty()
         if interactive:
             print(f"{session!r}; /help lists the commands, an empty line or Ctrl-D ends")
-        failed = False
-        for line in lines if lines is not None else sys.stdin:
+        for line in _shell_lines(args.command, interactive):
             line = line.strip()
             if line in ("", "exit", "quit") and (interactive or line):
                 break
             if not line:
                 continue
             try:
-                print(session.command(line).text)
-            except GlyphpackError as exc:  # a bad command ends nothing: say why and go on
-                failed = True
-                print(f"glyphpack: error: {' '.join(str(exc).split())}", file=sys.stderr)
-            if interactive:
-                print(end="", flush=True)
-    return 2 if failed and not interactive else 0
+                if not line.startswith("/"):
+                    raise UsageError(
+                        f"{line.split()[0]!r} is not a command: this shell runs slash commands over the stored "
+                        "session and calls no model; /help lists them"
+                    )
+                print(session.command(line).text, flush=True)
+            except GlyphpackError as exc:
+                print(f"glyphpack: error: {' '.join(str(exc).split())}", file=sys.stderr, flush=True)
+                if not interactive:  # what a script runs next may depend on what failed
+                    return 2
+    return 0
+
+
+def _shell_lines(commands: list[str] | None, interactive: bool) -> Iterator[str]:
+    """The session shell's input: the ``-c`` commands, piped lines, or a prompt with line
+    editing and history (``readline``, where the platform has it)."""
+    if commands:
+        yield from commands
+        return
+    if not interactive:
+        yield from sys.stdin
+        return
+    try:
+        import readline  # noqa: F401  (input() then edits lines and keeps a history)
+    except ImportError:
+        pass
+    while True:
+        try:
+            yield input("glyphpack> ")
+        except EOFError:
+            print()
+            return
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

@@ -271,6 +271,14 @@ def test_the_session_shell(tmp_path, capsys):
     assert "compacts at" in out and "checkpoint 'here'" in out and "<- tip" in out
     assert cli_main(["session", ws, "task", "coder", "--model", MODEL, "-c", "/nope"]) == 2
     assert "unknown command" in capsys.readouterr().err
+    # A script stops at its first error; plain text is not sent anywhere.
+    assert cli_main(["session", ws, "task", "coder", "--model", MODEL, "-c", "/context", "-c", "hello there", "-c", "/tree"]) == 2
+    shown = capsys.readouterr()
+    assert "compacts at" in shown.out and "<- tip" not in shown.out
+    assert shown.err == ("glyphpack: error: 'hello' is not a command: this shell runs slash commands over the stored "
+                         "session and calls no model; /help lists them\n")
+    assert cli_main(["tree", ws, "nope"]) == 2
+    assert capsys.readouterr().err == f"glyphpack: error: no conversation 'nope' in {ws} (stored: task)\n"
     assert cli_main(["session", ws, "task", "nobody", "--model", MODEL, "-c", "/tree"]) == 2
     assert "no transcript for task nobody" in capsys.readouterr().err
     assert cli_main(["session", str(tmp_path / "nothing"), "task", "coder", "--model", MODEL]) == 2
@@ -594,3 +602,22 @@ def test_reused_tokens_are_the_previous_request_exactly_when_a_turn_only_appends
     assert appended and all(a.reused_tokens == b.tokens for b, a in appended)  # the overhead (the tools) included
     compacted = [a for a in seen[1:] if a.compaction is not None]
     assert compacted and all(a.reused_tokens < a.tokens // 2 for a in compacted)  # the cut: most is written anew
+
+
+def test_the_interactive_shell_prompts_and_ends_on_ctrl_d(monkeypatch, capsys):
+    from glyphpack._cli import _shell_lines
+
+    typed = iter(["/context", "/tree"])
+    prompts = []
+
+    def fake_input(prompt):
+        prompts.append(prompt)
+        try:
+            return next(typed)
+        except StopIteration:
+            raise EOFError from None
+
+    monkeypatch.setattr("builtins.input", fake_input)
+    assert list(_shell_lines(None, True)) == ["/context", "/tree"]
+    assert prompts == ["glyphpack> "] * 3 and capsys.readouterr().out == "\n"
+    assert list(_shell_lines(["/a", "/b"], False)) == ["/a", "/b"]
