@@ -304,11 +304,11 @@ def cmd_profiles(args: argparse.Namespace) -> int:
     from ._providers.resolve import profile_rows
     from ._render.shapes import SHAPES
 
-    rows = profile_rows(SHAPES.items())
+    every = args.json or args.shape in (None, "all")
+    shown = profile_rows((name, shape) for name, shape in SHAPES.items() if every or name == args.shape)
     if args.json:
-        print(json.dumps([row.as_dict() for row in rows], indent=2))
+        print(json.dumps([row.as_dict() for row in shown], indent=2))
         return 0
-    shown = [row for row in rows if args.shape in (None, "all") or row.shape == args.shape]
     print(f"{'profile':<36} {'shape':<11} {'page':>10} {'chars/page':>10} {'tokens':>6} {'chars/token':>11}")
     for row in shown:
         cpt = f"{row.chars_per_token:.1f}" if row.chars_per_token else "free"

@@ -184,3 +184,33 @@ def test_a_shape_draws_unifont_glyphs_its_font_lacks_and_caches_them(tmp_path, m
     assert top == 2
     assert np.array_equal(merged.bitmaps[han, top : top + 16, :16], unifont.bitmaps[unifont.index_of(ord("字")), :, :16])
     assert not merged.bitmaps[han, :top].any() and not merged.bitmaps[han, top + 16 :].any()
+
+
+def test_coverage_reads_the_table_the_kernel_reads():
+    """``coverage`` uses the BMP table so listing fonts imports no kernel; it must say
+    what ``lookup`` (the kernel) draws, for every shape's atlas."""
+    import numpy as np
+
+    from glyphpack._render.fonts import COVERAGE_BLOCKS, coverage
+    from glyphpack._render.shapes import SHAPES
+
+    blocks = {**COVERAGE_BLOCKS, "astral": (0x1F300, 0x1F320)}
+    for shape in SHAPES.values():
+        atlas = shape.atlas
+        by_kernel = {name: float(np.mean(atlas.lookup(np.arange(lo, hi))[0] >= 0)) for name, (lo, hi) in blocks.items()}
+        assert coverage(atlas, blocks) == by_kernel, shape.name
+        assert coverage(atlas)["ASCII"] == 1.0
+
+
+@pytest.mark.slow  # a fresh process: CI runs it
+@pytest.mark.parametrize("command", [["profiles"], ["fonts"], ["--help"]])
+def test_listing_commands_import_no_kernel(command):
+    import subprocess
+    import sys
+
+    probe = ("import sys, io, contextlib\nfrom glyphpack._cli import main\n"
+             f"with contextlib.redirect_stdout(io.StringIO()):\n    try:\n        main({command!r})\n    except SystemExit:\n        pass\n"
+             "print('numba' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

@@ -24,7 +24,6 @@ from .._errors import FontError
 from .._files import atomic_write, cache_dir
 from .._types import public
 from .bdf import parse_bdf
-from .kernels import CLASS_COUNT, map_codepoints
 from .parsed import ParsedFont
 from .unifont_hex import parse_hex
 
@@ -171,6 +170,8 @@ class FontAtlas:
             ``classes``, int64[9]: how many code points have no glyph, then how many
             fall in each class 0..7.
         """
+        from .kernels import CLASS_COUNT, map_codepoints  # numba is imported when a text is mapped, not to list fonts
+
         codepoints = np.ascontiguousarray(codepoints, dtype=np.uint32)
         classes = _NO_CLASSES if classes is None else classes
         glyphs = np.empty(codepoints.shape[0], dtype=np.int32)
@@ -446,7 +447,10 @@ COVERAGE_BLOCKS: dict[str, tuple[int, int]] = {
 
 
 def coverage(atlas: FontAtlas, blocks: dict[str, tuple[int, int]] = COVERAGE_BLOCKS) -> dict[str, float]:
-    """Share of each block's codepoints the atlas draws (the rest is folded or replaced)."""
-    return {
-        name: float(np.mean(atlas.lookup(np.arange(lo, hi))[0] >= 0)) for name, (lo, hi) in blocks.items()
-    }
+    """Share of each block's codepoints the atlas draws (the rest is folded or replaced):
+    its BMP table, as ``lookup`` reads it (no kernel: listing fonts compiles nothing)."""
+
+    def drawn(lo: int, hi: int) -> np.ndarray:
+        return atlas.bmp_lookup[lo:hi] >= 0 if hi <= 0x10000 else atlas.lookup(np.arange(lo, hi))[0] >= 0
+
+    return {name: float(np.mean(drawn(lo, hi))) for name, (lo, hi) in blocks.items()}
