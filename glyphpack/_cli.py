@@ -114,6 +114,14 @@ def _progress_bar(description: str) -> tuple[Any, Callable[[int, int], None]]:
     return bar, update
 
 
+def _render_fidelity(args: argparse.Namespace) -> str | None:
+    """What ``render`` aims at: with a model and no shape, what that reader reads exactly
+    unless told otherwise (pages it cannot read save nothing); ``dense``: no aim."""
+    if args.fidelity is not None:
+        return None if args.fidelity == "dense" else args.fidelity
+    return "exact" if args.model is not None and args.shape is None else None
+
+
 def cmd_render(args: argparse.Namespace) -> int:
     from ._render.render import render
 
@@ -129,7 +137,7 @@ def cmd_render(args: argparse.Namespace) -> int:
             page_size=args.page_size,
             max_pages=args.max_pages,
             progress=update,
-            fidelity=args.fidelity,
+            fidelity=_render_fidelity(args),
         )
     finally:
         bar.close()
@@ -661,8 +669,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="size pages for this model id and print what they cost (e.g. claude-sonnet-4-5)")
     p.add_argument("--shape", choices=sorted(SHAPE_NAMES), help="glyph shape (default: chosen from the text)")
     p.add_argument("--layout", choices=LAYOUTS, default="flow")
-    p.add_argument("--fidelity", choices=("exact", "gist"),
-                   help="with --model and no --shape: the densest shape the model is known to read exactly, or for the gist")
+    p.add_argument("--fidelity", choices=("exact", "gist", "dense"),
+                   help="with --model and no --shape: the densest shape the model is known to read exactly (the "
+                        "default), or for the gist; dense: the densest shape whatever the model reads")
     p.add_argument("--page-size", type=_page_size, metavar="WxH", help="page size limit in px")
     p.add_argument("--max-pages", type=int, default=5000)
     p.add_argument("--out", metavar="DIR", help="write page-0001.png ... here")

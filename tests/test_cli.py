@@ -171,3 +171,17 @@ def test_warm_fills_the_caches_so_a_new_process_compiles_nothing(tmp_path):
     )
     subprocess.run([sys.executable, "-c", probe], env=env, check=True, timeout=300)
     assert cached() == before  # nothing compiled or built again
+
+
+def test_render_with_a_model_draws_what_it_reads_unless_told_dense(tmp_path, capsys):
+    from glyphpack._cli import main
+
+    source = tmp_path / "notes.txt"
+    source.write_text("the parser keeps each record's offset\n" * 40)
+    assert main(["render", str(source), "--model", "claude-sonnet-4-5", "--out", str(tmp_path / "exact")]) == 0
+    shape_line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("shape"))
+    assert shape_line.split()[1] == "9x15-loose" and "known to read for exact" in shape_line
+    assert main(["render", str(source), "--model", "claude-sonnet-4-5", "--fidelity", "dense", "--out", str(tmp_path / "d")]) == 0
+    assert next(line for line in capsys.readouterr().out.splitlines() if line.startswith("shape")).split()[1] == "5x8"
+    assert main(["render", str(source), "--out", str(tmp_path / "none")]) == 0  # no model: the default shape
+    assert next(line for line in capsys.readouterr().out.splitlines() if line.startswith("shape")).split()[1] == "5x8"
