@@ -12,10 +12,10 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ._errors import GlyphpackError, StoreError, UsageError
-from ._types import APIS, LAYOUTS
+from ._types import APIS, LAYOUTS, Fidelity
 
 if TYPE_CHECKING:
     from ._compaction.results import Compaction
@@ -114,11 +114,11 @@ def _progress_bar(description: str) -> tuple[Any, Callable[[int, int], None]]:
     return bar, update
 
 
-def _render_fidelity(args: argparse.Namespace) -> str | None:
+def _render_fidelity(args: argparse.Namespace) -> Fidelity | None:
     """What ``render`` aims at: with a model and no shape, what that reader reads exactly
     unless told otherwise (pages it cannot read save nothing); ``dense``: no aim."""
     if args.fidelity is not None:
-        return None if args.fidelity == "dense" else args.fidelity
+        return None if args.fidelity == "dense" else cast(Fidelity, args.fidelity)
     return "exact" if args.model is not None and args.shape is None else None
 
 
