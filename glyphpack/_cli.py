@@ -449,7 +449,8 @@ def _load_session(path: str, format: str | None = None) -> ImportedSession:
         report = session.report
         changed = sum(report.skipped.values()) + sum(report.repaired.values()) + report.made_unique
         print(
-            f"read {path} as {report.format}: {len(session.messages):,} messages of the main agent"
+            f"read {path} as {report.format}: {len(session.messages):,} messages of agent "
+            f"{session.agents[0].name if session.agents else '(none)'}"
             + (f" ({changed:,} lines or blocks skipped or repaired; see glyphpack import)" if changed else ""),
             file=sys.stderr,
         )
@@ -493,20 +494,33 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_context(args: argparse.Namespace) -> int:
+    """What fills the context. A workspace's conversation: exactly ``/context`` (the
+    compaction in force, the calibration). A session file: its messages as they are, and
+    what its last request measured where the file recorded it."""
     from ._compaction.cost import CostModel, token_bars
+    from ._providers.catalog import CONTEXT_WINDOWS
 
+    if Path(args.transcript, "tree.sqlite3").is_file():
+        return _context_of_workspace(args)
+    if args.conversation:
+        raise UsageError(f"{args.transcript} is a session file, not a workspace: it takes no conversation id")
     session = _load_session(args.transcript, args.format)
-    history = list(session.messages)
+    agents = {agent.name: agent for agent in session.agents}
+    if args.agent is not None and args.agent not in agents:
+        raise UsageError(f"no agent {args.agent!r} in {args.transcript} (agents: {', '.join(agents) or 'none'})")
+    agent = agents[args.agent] if args.agent is not None else (session.agents[0] if session.agents else None)
+    history = list(agent.messages) if agent else []
     cost = CostModel.for_model(args.model)
+    window = args.context_window or CONTEXT_WINDOWS[cost.profile.reader.provider]
     parts: dict[str, int] = {str(kind): tokens for kind, tokens in cost.breakdown(history).items()}
     total = sum(parts.values())
-    print(f"{len(history)} messages, ~{total:,} tokens for {args.model} ({cost.profile.name})")
-    usage = session.agents[0].usage if session.agents else ()
-    if usage:
+    name = f"agent {agent.name}" if agent else "no agent"
+    print(f"{name}: {len(history)} messages, ~{total:,} tokens for {args.model} ({cost.profile.name})")
+    if agent is not None and agent.usage:
         # Measured beats estimated: what the harness's last request carried, as its
         # provider counted it, and the part no message in the file accounts for.
-        start, end, measured = usage[-1]
-        carried = cost.history(session.agents[0].messages[start:end])
+        start, end, measured = agent.usage[-1]
+        carried = cost.history(agent.messages[start:end])
         overhead = measured - carried
         print(
             f"the file's last request (messages {start + 1}-{end}) measured {measured:,} input tokens: "
@@ -514,7 +528,27 @@ def cmd_context(args: argparse.Namespace) -> int:
         )
         parts = {**parts, "overhead": max(overhead, 0)}
         total = sum(parts.values())
+    print(f"window {window:,}: {total / window:.0%} used, {max(window - total, 0):,} free" + (" (over the window)" if total > window else ""))
     print("\n".join(token_bars(parts.items(), total)))
+    return 0
+
+
+def _context_of_workspace(args: argparse.Namespace) -> int:
+    """``/context`` of a workspace's conversation (``--agent``, else its main agent)."""
+    from ._history.store import Workspace
+    from ._session.session import Session
+
+    if not args.conversation:
+        raise UsageError(f"{args.transcript} is a workspace: name the conversation (glyphpack context WS CONVERSATION)")
+    _tree(args.transcript, write=True).close()  # sound before a session opens on it
+    with Workspace(args.transcript) as workspace:
+        tips = workspace.tree.agent_tips(args.conversation)
+        agent = args.agent or next(iter(tips), None)
+        if agent is None or (args.conversation, agent) not in workspace.transcripts():
+            stored = ", ".join(f"{c} {a}" for c, a in workspace.transcripts()) or "none"
+            raise StoreError(f"no transcript for {args.conversation} {agent or '(no agent)'} in {args.transcript} (stored: {stored})")
+        session = Session(workspace, args.conversation, agent, model=args.model, context_window=args.context_window)
+        print(session.command("/context").text)
     return 0
 
 
@@ -736,9 +770,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(run=cmd_compact)
 
     p = sub.add_parser("context", help="what fills the context: tokens per category, with bars")
-    p.add_argument("transcript", help="any session file glyphpack reads (see import)")
+    p.add_argument("transcript", metavar="FILE|WORKSPACE", help="any session file glyphpack reads (see import), or a workspace")
+    p.add_argument("conversation", nargs="?", help="with a workspace: the conversation (its /context, compaction included)")
+    p.add_argument("--agent", help="whose history (default: the main agent)")
     p.add_argument("--format", choices=FORMAT_NAMES, help="the file's format (default: detected from its content)")
     p.add_argument("--model", required=True)
+    p.add_argument("--context-window", type=int, metavar="TOKENS", help="the model's window (default: its provider family's)")
     p.set_defaults(run=cmd_context)
 
     p = sub.add_parser("import", help="import session files (Claude Code, pi, Codex, OpenHands, SWE-agent, mini-swe-agent, aider, Gemini CLI, provider lists) into a workspace")

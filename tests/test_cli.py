@@ -1,6 +1,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -185,3 +186,29 @@ def test_render_with_a_model_draws_what_it_reads_unless_told_dense(tmp_path, cap
     assert next(line for line in capsys.readouterr().out.splitlines() if line.startswith("shape")).split()[1] == "5x8"
     assert main(["render", str(source), "--out", str(tmp_path / "none")]) == 0  # no model: the default shape
     assert next(line for line in capsys.readouterr().out.splitlines() if line.startswith("shape")).split()[1] == "5x8"
+
+
+def test_context_of_a_file_by_agent_and_of_a_workspace_as_its_slash_command(tmp_path, capsys):
+    from glyphpack._cli import main
+
+    source = Path(__file__).parent / "data" / "sessions" / "as-claude-small-schemadrift.jsonl"
+    assert main(["context", str(source), "--model", "claude-sonnet-4-5", "--agent", "sidechain-1", "--context-window", "1000"]) == 0
+    shown = capsys.readouterr()
+    lines = shown.out.splitlines()
+    assert lines[0] == "agent sidechain-1: 5 messages, ~83 tokens for claude-sonnet-4-5 (claude via anthropic)"
+    assert lines[1] == "window 1,000: 8% used, 917 free"
+    assert "messages of agent main" in shown.err
+    assert main(["context", str(source), "--model", "claude-sonnet-4-5", "--agent", "nobody"]) == 2
+    assert "no agent 'nobody' in " in (err := capsys.readouterr().err) and "(agents: main, sidechain-1)" in err
+    ws = tmp_path / "ws"
+    assert main(["import", str(source), "--workspace", str(ws), "--conversation", "c"]) == 0
+    capsys.readouterr()
+    assert main(["context", str(ws), "c", "--model", "claude-sonnet-4-5", "--agent", "sidechain-1"]) == 0
+    from glyphpack import Workspace
+    from glyphpack._session.session import Session
+
+    with Workspace(ws) as workspace:
+        expected = Session(workspace, "c", "sidechain-1", model="claude-sonnet-4-5").command("/context").text
+    assert capsys.readouterr().out == expected + "\n"
+    assert main(["context", str(ws), "--model", "claude-sonnet-4-5"]) == 2
+    assert "name the conversation" in capsys.readouterr().err

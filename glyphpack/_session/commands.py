@@ -67,7 +67,7 @@ def _context(session: Session, args: list[str]) -> CommandResult:
     lines = [
         f"{session.conversation}/{session.agent}: {len(session.messages):,} stored messages; the next request "
         f"carries {len(view):,} (~{total:,} tokens for {session.model}, {cost.profile.name})",
-        f"window {limits.window:,}; compacts at {limits.threshold:,} down to {session.target:,} "
+        f"window {limits.window:,} ({max(limits.window - total, 0):,} free); compacts at {limits.threshold:,} down to {session.target:,} "
         f"({total / limits.threshold:.0%} of the threshold)",
     ]
     stored = session.view
