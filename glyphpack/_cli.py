@@ -478,7 +478,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
     out = _output_dir(args.out)
     history = _load_history(args.transcript, args.format)
-    policy = CompactionPolicy(protect_turns=args.protect_turns)
+    fidelity = getattr(args, "fidelity", "exact")  # shake draws no pages
+    policy = CompactionPolicy(protect_turns=args.protect_turns, fidelity=None if fidelity == "dense" else cast(Fidelity, fidelity))
     if args.command == "shake":
         result = shake(history, args.model, policy=policy)
     else:
@@ -765,6 +766,8 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--budget", type=int, required=True, help="tokens the view must fit in")
             p.add_argument("--summarizer", metavar="MODEL",
                            help="the last rung: this model summarizes, through its SDK with the key in its usual variable")
+            p.add_argument("--fidelity", choices=("exact", "gist", "dense"), default="exact",
+                           help="snapshot pages in the shape the reader reads exactly (default), for the gist, or the densest")
         p.add_argument("--protect-turns", type=int, default=2, help="newest user turns the free rungs leave alone")
         p.add_argument("--out", metavar="DIR", help="write view.json and the snapshot pages here")
         p.set_defaults(run=cmd_compact)

@@ -212,3 +212,20 @@ def test_context_of_a_file_by_agent_and_of_a_workspace_as_its_slash_command(tmp_
     assert capsys.readouterr().out == expected + "\n"
     assert main(["context", str(ws), "--model", "claude-sonnet-4-5"]) == 2
     assert "name the conversation" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("fidelity", "shape"), [(None, b"shape=9x15-loose;"), ("dense", b"shape=5x8;")])
+def test_compact_draws_the_readers_exact_shape_unless_told_dense(tmp_path, capsys, fidelity, shape):
+    import base64
+
+    from glyphpack._cli import main
+    from glyphpack._history.codec import history_to_json, json_bytes
+    from glyphpack.testing import generate_session
+
+    source = tmp_path / "s.json"
+    source.write_bytes(json_bytes(history_to_json(generate_session(60_000, seed=2))))
+    out = tmp_path / "view"
+    argv = ["compact", str(source), "--model", "claude-sonnet-4-5", "--budget", "9000", "--out", str(out)]
+    assert main(argv + (["--fidelity", fidelity] if fidelity else [])) == 0
+    pages = [b["data"] for m in json.loads((out / "view.json").read_text()) for b in m["content"] if b["type"] == "image"]
+    assert pages and all(shape in base64.b64decode(page)[:200] for page in pages)
