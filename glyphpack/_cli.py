@@ -356,7 +356,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
         if not conversations:
             print("(no conversations)")
         for conversation in conversations:
-            print("\n".join(draw_tree(tree, conversation)))
+            print("\n".join(draw_tree(tree, conversation, collapse=not args.all)))
     return 0
 
 
@@ -741,7 +741,8 @@ def build_parser() -> argparse.ArgumentParser:
         command.set_defaults(run=run)
         return command
 
-    tree_command("tree", "draw a workspace's conversations with their branches and tips", cmd_tree, "?")
+    p = tree_command("tree", "draw a workspace's conversations with their branches and tips", cmd_tree, "?")
+    p.add_argument("--all", action="store_true", help="every message (default: long runs with nothing to mark counted on one line)")
     p = tree_command("fork", "copy a conversation's path into a new conversation", cmd_fork)
     p.add_argument("--at", metavar="MESSAGE", help="fork at this message (id or unique prefix; default: the tip)")
     p.add_argument("--new", metavar="ID", help="the new conversation's id (default: generated)")

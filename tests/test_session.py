@@ -621,3 +621,14 @@ def test_the_interactive_shell_prompts_and_ends_on_ctrl_d(monkeypatch, capsys):
     assert list(_shell_lines(None, True)) == ["/context", "/tree"]
     assert prompts == ["glyphpack> "] * 3 and capsys.readouterr().out == "\n"
     assert list(_shell_lines(["/a", "/b"], False)) == ["/a", "/b"]
+
+
+def test_tree_counts_long_runs_unless_all(tmp_path, capsys):
+    with open_session(tmp_path) as s:
+        conversation_of(s, 6)
+        assert "…" in s.command("/tree").text and "…" not in s.command("/tree all").text
+        with pytest.raises(glyphpack.UsageError, match=r"usage: /tree \[all\]"):
+            s.command("/tree everything")
+    ws = str(tmp_path / "ws")
+    assert cli_main(["tree", ws, "task"]) == 0 and "messages …" in capsys.readouterr().out
+    assert cli_main(["tree", ws, "task", "--all"]) == 0 and "…" not in capsys.readouterr().out

@@ -128,3 +128,47 @@ def test_a_busy_database_and_a_damaged_one_are_told_apart(tree):
     damaged = tree._damaged(sqlite3.OperationalError("disk I/O error"))
     assert str(damaged) == f"{tree.db_path} is damaged (disk I/O error); it was left as it is: restore it from a copy"
     assert "is damaged" in str(tree._damaged("locked out"))  # only SQLite's own busy errors are "busy"
+
+
+def test_a_long_plain_run_is_counted_on_one_line_and_what_is_marked_stays(tree):
+    from glyphpack._history.export import draw_tree
+
+    history = _messages(*(f"m{n:02d}" for n in range(20)))
+    tree.record("c", "main", history)
+    tree.label("c", "here", "m06")
+    tree.label("c", "there", "m12")
+    tree.add_paths("c", [[*history[:17], Message("user", "another way", id="b17")]], tip="m19")
+    lines = draw_tree(tree, "c")
+    assert lines == [
+        "c",
+        "* user: m00 [m00]",  # m00-m05: six, two kept at each end
+        "* assistant: m01 [m01]",
+        "  … 2 messages …",
+        "* user: m04 [m04]",
+        "* assistant: m05 [m05]",
+        "* user: m06 [m06]  [checkpoint here]",
+        "* assistant: m07 [m07]",  # m07-m11: five, all shown
+        "* user: m08 [m08]",
+        "* assistant: m09 [m09]",
+        "* user: m10 [m10]",
+        "* assistant: m11 [m11]",
+        "* user: m12 [m12]  [checkpoint there]",
+        "* assistant: m13 [m13]",
+        "* user: m14 [m14]",
+        "* assistant: m15 [m15]",
+        "* user: m16 [m16]",
+        "├─* assistant: m17 [m17]",
+        "│ * user: m18 [m18]",
+        "│ * assistant: m19 [m19]  <- tip",
+        "└─* user: another way [b17]",
+    ]
+    assert len(draw_tree(tree, "c", collapse=False)) == 22
+
+
+def test_a_call_is_drawn_by_what_it_does():
+    from glyphpack import ToolCall
+
+    assert ToolCall("a", "Bash", {"description": "list", "command": "ls -la\n  /tmp"}).outline() == "Bash(ls -la /tmp)"
+    assert ToolCall("a", "Read", {"file_path": "/src/a.py", "limit": 5}).outline() == "Read(/src/a.py)"
+    assert ToolCall("a", "fetch", {"n": 1, "target": "x" * 50}).outline() == f"fetch({'x' * 40}...)"
+    assert ToolCall("a", "ls", {"depth": 2}).outline() == "ls()"

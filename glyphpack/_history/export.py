@@ -55,12 +55,19 @@ def _summary(message: Message, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def draw_tree(tree: SessionTree, conversation: str) -> list[str]:
+#: Of a run of messages with nothing to mark (no branch, tip or checkpoint), a tree
+#: drawing keeps this many at each end and counts the rest on one line.
+RUN_ENDS_KEPT = 2
+
+
+def draw_tree(tree: SessionTree, conversation: str, *, collapse: bool = True) -> list[str]:
     """Lines drawing every branch of a conversation; the tip is marked ``<- tip`` (and,
     with several agents, each agent's tip with its name).
 
     A run without branches stays in one column; each branch point indents its
-    branches, so a long conversation does not walk off the right edge.
+    branches, so a long conversation does not walk off the right edge. With
+    ``collapse``, the middle of a long run with nothing to mark is one line
+    (``… 812 messages …``).
     """
     info = tree.conversation(conversation)
     children: dict[str | None, list[Node]] = {}
@@ -89,12 +96,29 @@ def draw_tree(tree: SessionTree, conversation: str) -> list[str]:
             for i, kid in enumerate(kids)
         ]
 
+    run: list[tuple[str, str]] = []  # (prefix, line) of plain messages in one column, in order
+
+    def end_run() -> None:
+        if collapse and len(run) > 2 * RUN_ENDS_KEPT + 1:
+            hidden = len(run) - 2 * RUN_ENDS_KEPT
+            run[RUN_ENDS_KEPT:-RUN_ENDS_KEPT] = [(run[0][0], f"{run[0][0]}  … {hidden:,} messages …")]
+        lines.extend(line for _, line in run)
+        run.clear()
+
     stack = list(reversed(branches(children.get(None, []), "")))
     while stack:  # depth-first without recursion: paths can be thousands of messages long
         node, line_prefix, child_prefix = stack.pop()
         mark = "  <- tip" if node.message.id == info.tip else ""
         if len(tips) > 1 and node.message.id in agents:  # several agents: whose tip is where
             mark += ("  <-" if not mark else "") + f" ({', '.join(agents[node.message.id])})"
-        lines.append(f"{line_prefix}* {node.message.role}: {_summary(node.message)} [{short_id(node.message.id)}]{mark}{labelled(node.message.id)}")
-        stack.extend(reversed(branches(children.get(node.message.id, []), child_prefix)))
+        line = f"{line_prefix}* {node.message.role}: {_summary(node.message)} [{short_id(node.message.id)}]{mark}{labelled(node.message.id)}"
+        kids = children.get(node.message.id, [])
+        plain = len(kids) == 1 and not mark and node.message.id not in marks and line_prefix == child_prefix
+        if plain:  # (a column changes only at a branch point or a leaf, neither plain)
+            run.append((line_prefix, line))
+        else:
+            end_run()
+            lines.append(line)
+        stack.extend(reversed(branches(kids, child_prefix)))
+    end_run()
     return lines

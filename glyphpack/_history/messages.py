@@ -242,7 +242,18 @@ class ToolCall(Block):
         return f"**tool call** `{self.name}` (`{self.id}`)\n\n```json\n{arguments}\n```"
 
     def outline(self) -> str:
-        return f"{self.name}(...)"
+        """The call by what it does: its name and its key argument (a path, a command,
+        a pattern, a URL; else its first text argument), as a tree line shows it."""
+        value = next((self.arguments[k] for k in KEY_ARGUMENTS if isinstance(self.arguments.get(k), str)), None)
+        if value is None:
+            value = next((v for v in self.arguments.values() if isinstance(v, str)), "")
+        value = " ".join(value.split())
+        return f"{self.name}({value[:40] + '...' if len(value) > 40 else value})"
+
+
+#: The arguments that say what a call does, in the order ``ToolCall.outline`` looks for
+#: them (the names Claude Code, Codex, pi, OpenHands and SWE-agent tools use).
+KEY_ARGUMENTS = ("file_path", "path", "command", "cmd", "pattern", "query", "url", "description", "prompt")
 
 
 #: Blocks a tool result may hold.

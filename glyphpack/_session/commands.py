@@ -33,7 +33,7 @@ HELP = """\
 /compact [BUDGET]      compact now (to BUDGET tokens; default: the session's target) and keep it
 /shake                 only the free rungs (elision, image drop), kept
 /context               what the next request holds, by category, and when it compacts
-/tree                  the conversation's tree: branches, forks, rewinds, each agent's tip
+/tree [all]            the conversation's tree: branches, forks, rewinds, each agent's tip (all: no run counted)
 /branch ID             make the path to message ID (or a unique prefix) this agent's history
 /fork [NEW_ID]         copy this history into a new conversation and continue there
 /checkpoint NAME       mark the current end
@@ -86,9 +86,10 @@ def _context(session: Session, args: list[str]) -> CommandResult:
 
 
 def _tree(session: Session, args: list[str]) -> CommandResult:
-    _no_args("/tree", args)
+    if args not in ([], ["all"]):
+        raise UsageError("usage: /tree [all] (all: every message, long plain runs not counted on one line)")
     tree = session.workspace.tree
-    lines = draw_tree(tree, session.conversation)
+    lines = draw_tree(tree, session.conversation, collapse=not args)
     return CommandResult("/tree", "\n".join(lines), {"nodes": len(tree.nodes(session.conversation))})
 
 
