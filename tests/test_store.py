@@ -275,3 +275,59 @@ def test_imported_agents_whose_names_clean_to_one_id_keep_separate_transcripts(t
         assert ws.transcripts() == [("conv", "main"), ("conv", "sub-1"), ("conv", "sub-1-2")]
         assert ws.load("conv", "sub-1").messages[0].text == "first"
         assert ws.load("conv", "sub-1-2").messages[0].text == "second"
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"version": 2}, "has transcript format version 2; this glyphpack reads 1"),
+    ({"revision": -1}, "is damaged: 'revision' must be a non-negative integer, not -1; it was left untouched"),
+    ({"revision": True}, "is damaged: 'revision' must be a non-negative integer, not True; it was left untouched"),
+    ({"checkpoints": []}, "is damaged: 'checkpoints' must map names to message ids; it was left untouched"),
+    ({"checkpoints": {"x": 3}}, "is damaged: 'checkpoints' must map names to message ids; it was left untouched"),
+    ({"error": 5}, "is damaged: 'error' must be a string or null; it was left untouched"),
+])
+def test_a_damaged_transcript_is_named_and_left_as_it_is(tmp_path, change, reason):
+    import re
+
+    from glyphpack import Message, StoreError, Workspace
+
+    with Workspace(tmp_path / "ws") as ws:
+        saved = ws.save("c", "a", [Message("user", "hi", id="u"), Message("assistant", "yo", id="a1")], revision=0)
+        path = ws.transcript_path("c", "a")
+        data = json.loads(path.read_text())
+        assert (data["revision"], data["error"], data["checkpoints"]) == (saved.revision, None, {})
+        path.write_text(json.dumps(data | change))
+        before = path.read_bytes()
+        with pytest.raises(StoreError, match=f"^{re.escape(str(path))} {re.escape(reason)}$"):
+            ws.load("c", "a")
+        assert path.read_bytes() == before
+    with Workspace(tmp_path / "ws2") as ws:  # revision 0 and an error are a transcript's own
+        ws.save("c", "a", [Message("user", "hi", id="u")], revision=0, error="timed out")
+        path = ws.transcript_path("c", "a")
+        path.write_text(json.dumps(json.loads(path.read_text()) | {"revision": 0}))
+        loaded = ws.load("c", "a")
+        assert (loaded.revision, loaded.error, loaded.state) == (0, "timed out", "unanswered")
+
+
+def test_an_imports_measured_requests_read_back_and_a_damaged_record_is_named(tmp_path):
+    from glyphpack import Message, StoreError, Workspace
+
+    history = [Message("user", f"q{n}", id=f"u{n}") if n % 2 == 0 else Message("assistant", f"a{n}", id=f"a{n}") for n in range(6)]
+    with Workspace(tmp_path / "ws") as ws:
+        ws.save("c", "main", history, revision=0)
+        path = ws._measured_path("c", "main")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        requests = [["u0", "u0", 100], ["u0", "u2", 300], ["u2", "u0", 50], ["u0", "gone", 70], ["u0", "a3", 0]]
+        path.write_text(json.dumps({"format": "glyphpack-measured", "requests": requests}))
+        assert [(len(m), t) for m, t in ws.measured("c", "main")] == [(1, 100), (3, 300)]  # backwards, missing, zero: left out
+        path.write_text(json.dumps({"format": "glyphpack-measured", "first": "u0", "last": "a1", "tokens": 40}))  # an older record
+        assert [(tuple(x.id for x in m), t) for m, t in ws.measured("c", "main")] == [(("u0", "a1"), 40)]
+        path.write_text(json.dumps({"format": "glyphpack-measured", "requests": [["u0", "a1"]]}))
+        with pytest.raises(StoreError, match=f"^{path} is damaged \\("):
+            ws.measured("c", "main")
+        path.write_text("[1, 2]")  # not an object: nothing measured, nothing learned
+        assert ws.measured("c", "main") == [] and ws.calibration("c", "main") is None
+        path.write_text(json.dumps({"format": "glyphpack-measured", "overhead": 77}))  # a session's calibration, before the scale
+        assert ws.calibration("c", "main") == {"overhead": 77} and ws.measured("c", "main") == []
+        ws.save_calibration("c", "main", {"scale": 1.1, "overhead": 5, "counts": []})
+        assert ws.calibration("c", "main") == {"scale": 1.1, "overhead": 5, "counts": []}
+        assert json.loads(path.read_text())["format"] == "glyphpack-measured"

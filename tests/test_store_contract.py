@@ -113,3 +113,36 @@ def test_ids_a_file_name_cannot_carry_are_refused(store):
             store.save(bad, "a", turn(0), revision=0)
         with pytest.raises(StoreError, match="not allowed"):
             store.load("c", bad)
+
+
+def test_a_save_returns_the_transcript_a_load_gives(store):
+    calls = [Message("user", "run it", id="u0"), Message("assistant", (ToolCall("k", "run", {}),), id="a0"),
+             Message("tool", (ToolResult("k", (Text("done"),)),), id="t0")]
+    saved = store.save("conv", "agent-1", calls, revision=0, error="the model timed out")
+    loaded = store.load("conv", "agent-1")
+    assert saved == loaded
+    assert (saved.conversation, saved.agent, saved.state, saved.error) == ("conv", "agent-1", "unanswered", "the model timed out")
+
+
+@pytest.mark.parametrize(("keep", "budget", "first"), [
+    (None, None, "s"), (4, None, "u1"), (3, None, "u2"), (2, None, "u2"), (5, None, "u1"), (6, None, "u0"),
+])
+def test_trimming_keeps_the_system_prompt_and_cuts_only_at_a_user_turn(store, keep, budget, first):
+    history = [Message("system", "be brief", id="s"), *turn(0), *turn(1), *turn(2)]
+    store.save("c", "a", history, revision=0)
+    loaded = store.load("c", "a", keep=keep, budget=budget)
+    assert loaded.messages[0].id == "s"
+    assert loaded.messages[1].id == (first if first != "s" else "u0")
+    assert loaded.trimmed == len(history) - len(loaded.messages)
+
+
+def test_a_budget_keeps_the_newest_turns_that_fit(store):
+    from glyphpack._history.pricing import EstimatePricer, message_tokens
+
+    history = [*turn(0), *turn(1), *turn(2)]
+    store.save("c", "a", history, revision=0)
+    pricer = EstimatePricer()
+    last_two = sum(message_tokens(m, pricer) for m in history[2:])
+    assert [m.id for m in store.load("c", "a", budget=last_two).messages] == ["u1", "a1", "u2", "a2"]
+    assert [m.id for m in store.load("c", "a", budget=last_two - 1).messages] == ["u2", "a2"]
+    assert [m.id for m in store.load("c", "a", budget=1).messages] == ["u2", "a2"]  # nothing fits: the shortest valid history
