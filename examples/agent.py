@@ -102,7 +102,9 @@ def run(session: glyphpack.Session, client: Any, api: str, root: Path, *, max_tu
         answer = session.call(client, api=api, **tools)
         if not session.pending_calls:
             return answer.text
-        session.add_tool_results({call.id: run_tool(root, call.name, call.arguments) for call in session.pending_calls})
+        # glyphpack_recall calls (what compaction put away, asked back) the session answers itself.
+        own = [call for call in session.pending_calls if call.name != glyphpack.RECALL_TOOL]
+        session.add_tool_results({call.id: run_tool(root, call.name, call.arguments) for call in own})
     raise RuntimeError(f"no answer after {max_turns} model calls")
 
 
@@ -172,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         summarizer = glyphpack.sdk_summarizer(client, args.summarizer or args.model, api=args.api,
                                               window=FAKE_WINDOW if args.fake else None)
         with glyphpack.open_session(args.workspace, args.conversation, "coder", model=args.model, system=SYSTEM,
-                                    summarizer=summarizer, **window) as session:
+                                    summarizer=summarizer, recall=True, **window) as session:
             if args.task:
                 session.add_user(args.task)
             elif session.state == "empty":

@@ -88,6 +88,7 @@ _EXPORTS = {
     "calibrate": "_compaction.calibration",
     "Calibration": "_compaction.calibration",
     "recall_tool": "_history.recall",
+    "RECALL_TOOL": "_history.recall",
     "Recalled": "_history.recall",
     "parse_overflow": "_compaction.recovery",
     "recover": "_compaction.recovery",
