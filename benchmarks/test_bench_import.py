@@ -21,10 +21,20 @@ ROWS: list[str] = []
 
 
 def parse_only(path: Path) -> int:
+    """Records in the file, only parsed: JSON lines (two records glued on one line, as
+    pi writes them, both counted), a JSON document, or the lines of a text history."""
     data = path.read_bytes()
     if path.suffix == ".jsonl":
-        return sum(1 for line in data.splitlines() if line.strip() and json.loads(line) is not None)
-    return len(json.loads(data))
+        decoder, records = json.JSONDecoder(), 0
+        for line in data.decode("utf-8", "replace").splitlines():
+            at = 0
+            while line[at:].strip():
+                _, end = decoder.raw_decode(line, at + len(line[at:]) - len(line[at:].lstrip()))
+                at, records = end, records + 1
+        return records
+    if path.suffix == ".json" or data.lstrip()[:1] in (b"[", b"{"):
+        return len(json.loads(data))
+    return len(data.decode("utf-8", "replace").splitlines())  # a text history (aider's Markdown)
 
 
 def import_and_price(path: Path) -> tuple[int, int]:
