@@ -179,7 +179,8 @@ def test_the_ladder_meets_any_budget_it_can(chars, seed, fraction, model):
                 shaken = list(drop_images(shaken, cost).view)
         assert tail == shaken[len(shaken) - len(tail):]
         middle = shaken[2 : len(shaken) - len(tail)]
-        cap = SNAPSHOT_RESULT_CAP if result.report.rung("snapshot").results_cut else None
+        cap = result.report.rung("snapshot").result_cap or None
+        assert cap is None or cap >= SNAPSHOT_RESULT_CAP
         text = "".join(serialize_message(m, cap) for m in middle)
         atlas = load_atlas(get_shape(result.pages[0].shape).font)
         assert read_pages(result.pages) == glyphs_to_text(normalize(text, atlas).glyphs, atlas)
@@ -694,3 +695,21 @@ def test_one_overflow_budget_for_the_ladder_and_the_session():
     assert overflow_budget(Overflow("tokens", None, None), 150_000, 0.1) == int(150_000 * 0.8 * 0.9)  # the estimate
     assert overflow_budget(Overflow("tokens", 210_000, 200_000), 150_000, 0.1, 0.5) == 90_000  # a second rejection
     assert overflow_budget(Overflow("tokens", None, 1), 1, 0.5) == 1
+
+
+def test_long_results_keep_as_much_of_their_ends_as_the_budget_allows(monkeypatch):
+    """Results cut to their ends fit at 4,000 characters each end; the snapshot widens
+    that cut until the pages fill the budget, rather than land far under it."""
+    from glyphpack._compaction import snapshot as snapshot_module
+
+    history = generate_session(300_000, seed=0)
+    policy = CompactionPolicy(rungs=("snapshot",))
+    widened = compact(history, "claude-sonnet-4-5", 20_000, policy=policy)
+    rung = widened.report.rung("snapshot")
+    assert rung.results_cut >= 1 and rung.result_cap > SNAPSHOT_RESULT_CAP
+    assert 0.95 * 20_000 < widened.report.tokens_after <= 20_000
+    assert f"cut to {rung.result_cap:,} chars at each end to fit" in "\n".join(widened.report.lines())
+    monkeypatch.setattr(snapshot_module, "CAP_REFINEMENTS", 0)
+    narrow = compact(history, "claude-sonnet-4-5", 20_000, policy=policy)
+    assert narrow.report.rung("snapshot").result_cap == SNAPSHOT_RESULT_CAP
+    assert narrow.report.rung("snapshot").middle_chars < rung.middle_chars

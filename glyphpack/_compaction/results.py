@@ -100,7 +100,8 @@ class RungReport:
         middle_text_tokens: estimated text tokens of that middle.
         pages: snapshot pages; ``image_tokens``: what they take in the context.
         results_cut: tool results a snapshot cut to their ends (only when the whole
-            middle could not fit as pages).
+            middle could not fit as pages); ``result_cap``: the characters it kept of
+            each end (at least ``SNAPSHOT_RESULT_CAP``, wider where the budget allowed).
         replaced_scripts: characters the pages draw as the replacement glyph, per
             script: always empty (a message with a character no font draws stays text).
         summary_tokens: estimated tokens of the summary; ``summarizer_calls``: calls made;
@@ -122,6 +123,7 @@ class RungReport:
     pages: int = 0
     image_tokens: int = 0
     results_cut: int = 0
+    result_cap: int = 0
     summary_tokens: int = 0
     summarizer_calls: int = 0
     summarizer_input_tokens: int = 0
@@ -158,7 +160,7 @@ class RungReport:
                 f"~{self.middle_text_tokens:,} text tokens) -> {self.pages} pages, {self.image_tokens:,} image tokens"
             )
             if self.results_cut:
-                text += f"; {self.results_cut} long tool results cut to their ends to fit"
+                text += f"; {self.results_cut} long tool results cut to {self.result_cap:,} chars at each end to fit"
         else:
             text = (
                 f"messages {self.first_message}-{self.last_message} -> {self.summary_tokens:,} tokens of summary "

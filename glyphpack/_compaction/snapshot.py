@@ -39,8 +39,11 @@ if TYPE_CHECKING:
     from .._render.shapes import Shape
 
 #: Characters kept from each end of a long tool result, only when the whole middle
-#: cannot fit the budget as pages.
+#: cannot fit the budget as pages: at least this many, more where the budget allows.
 SNAPSHOT_RESULT_CAP = 4000
+#: Plans spent widening the cap for the chosen cut, and the width it stops at.
+CAP_REFINEMENTS = 6
+CAP_STEP = 500
 #: The text before the pages. The same on every pass (the range, sizes and counts are
 #: in the report), so a prompt cache keeps hitting on the pages that did not change.
 SNAPSHOT_HEADER = (
@@ -250,7 +253,7 @@ def snapshot(
     pages = found[1]
     if policy.page_size is not None and pages and (pages[0].width, pages[0].full_height) != tuple(policy.page_size):
         note = "pages made smaller than the pinned size: the request has too many images for it (the many-image rule)"
-    view, pages, t, middle_text, cut = found
+    view, pages, t, middle_text, cut, cap = found
     report = RungReport.replaced_middle(
         "snapshot",
         before,
@@ -263,6 +266,7 @@ def snapshot(
         pages=len(pages),
         image_tokens=sum(int(profile.context_tokens(p.width, p.height)) for p in pages),
         results_cut=cut,
+        result_cap=cap,
         replaced_scripts=pages.report.replaced_scripts,
         note=note,
     )
@@ -305,9 +309,9 @@ class _Search:
         many = self.cost.profile.reader.many_images
         return page_size is not None and many is not None and images > many[0] and max(page_size) > many[1]
 
-    def run(self, cuts: Sequence[int]) -> tuple[tuple[Message, ...], Any, int, str, int] | None:
-        """(view, pages, cut, middle text, results cut) of the cut keeping the largest
-        tail that fits, or None.
+    def run(self, cuts: Sequence[int]) -> tuple[tuple[Message, ...], Any, int, str, int, int] | None:
+        """(view, pages, cut, middle text, results cut, the characters kept of each end
+        of a cut result) of the cut keeping the largest tail that fits, or None.
 
         The cuts whose head and tail alone fit are a suffix of ``cuts``; the first
         ``LINEAR_CUTS`` of them are priced one by one, largest tail first, and the first
@@ -338,15 +342,16 @@ class _Search:
         if chosen is None or fitting is None:
             return None
         (middle_text, arguments), head, t = fitting, self.head, chosen
+        cap = None
+        if middle_text != "".join(self.texts[: t - head]):
+            middle_text, arguments, cap = self._widest_cap(t, middle_text, arguments)
         pages = render(middle_text, max_pages=100_000, **arguments)
         digest = hashlib.sha256(middle_text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         note = range_note(self.messages[head].id, self.messages[t - 1].id)
         blocks = (Text(SNAPSHOT_HEADER), *(Image("image/png", p.png) for p in pages), Text(note))
         view = (*self.messages[:head], Message("user", blocks, id=f"snapshot-{digest}"), *self.messages[t:])
-        cut = 0 if middle_text == "".join(self.texts[: t - head]) else sum(
-            1 for m in self.messages[head:t] for r in m.tool_results if len(r.text) > 2 * SNAPSHOT_RESULT_CAP
-        )
-        return view, pages, t, middle_text, cut
+        cut = 0 if cap is None else sum(1 for m in self.messages[head:t] for r in m.tool_results if len(r.text) > 2 * cap)
+        return view, pages, t, middle_text, cut, cap or 0
 
     def _room(self, t: int) -> bool:
         """Whether the head, the header and the tail from ``t`` leave room for pages."""
@@ -364,8 +369,6 @@ class _Search:
         from the pages' layout: every word first, then long results cut to their ends."""
         if t in self._priced:
             return self._priced[t]
-        from .._render.render import page_sizes
-
         profile, head = self.cost.profile, self.head
         other_images = self.head_images + self.images_from[t]
         arguments: dict[str, Any] = dict(
@@ -381,24 +384,54 @@ class _Search:
             if self.plans >= MAX_SNAPSHOT_PLANS:
                 self.stopped_by.add("plans")
                 break
-            self.plans += 1
-            sizes = page_sizes(middle_text, **arguments)
-            if self._breaks_many_image_rule(arguments["page_size"], len(sizes) + other_images):
-                # The pinned size held for a few pages, not for this many: the reader's own
-                # size for so many images (every page is redrawn; the note says so).
-                arguments = {**arguments, "page_size": None}
-                sizes = page_sizes(middle_text, **arguments)
-            if profile.max_images is not None and len(sizes) + other_images > profile.max_images:
-                self.stopped_by.add("images")
-                continue
-            pages_cost = sum(int(profile.context_tokens(w, h)) for w, h in sizes)
-            if self.head_cost + self.header_cost + pages_cost + self.tail_cost[t] > self.budget:
-                self.stopped_by.add("budget")
-                continue
-            found = (middle_text, arguments)
-            break
+            priced = self._priced_pages(middle_text, arguments, t)
+            if priced is not None:
+                found = (middle_text, priced)
+                break
         self._priced[t] = found
         return found
+
+    def _priced_pages(self, middle_text: str, arguments: dict[str, Any], t: int) -> dict[str, Any] | None:
+        """The render arguments that draw ``middle_text`` within the budget and the
+        image limit with the tail from ``t`` (one priced plan), or None."""
+        from .._render.render import page_sizes
+
+        profile, other_images = self.cost.profile, self.head_images + self.images_from[t]
+        self.plans += 1
+        sizes = page_sizes(middle_text, **arguments)
+        if self._breaks_many_image_rule(arguments["page_size"], len(sizes) + other_images):
+            # The pinned size held for a few pages, not for this many: the reader's own
+            # size for so many images (every page is redrawn; the note says so).
+            arguments = {**arguments, "page_size": None}
+            sizes = page_sizes(middle_text, **arguments)
+        if profile.max_images is not None and len(sizes) + other_images > profile.max_images:
+            self.stopped_by.add("images")
+            return None
+        pages_cost = sum(int(profile.context_tokens(w, h)) for w, h in sizes)
+        if self.head_cost + self.header_cost + pages_cost + self.tail_cost[t] > self.budget:
+            self.stopped_by.add("budget")
+            return None
+        return arguments
+
+    def _widest_cap(self, t: int, middle_text: str, arguments: dict[str, Any]) -> tuple[str, dict[str, Any], int]:
+        """Long results cut to their ends fit at ``SNAPSHOT_RESULT_CAP``: the widest
+        cap, bisected in ``CAP_REFINEMENTS`` more plans, that still fits (a result is
+        kept whole up to twice its cap, so the pages fill the budget rather than land
+        far under it)."""
+        middle = self.messages[self.head : t]
+        longest = max((len(r.text) for m in middle for r in m.tool_results), default=0)
+        low, high, best = SNAPSHOT_RESULT_CAP, longest // 2 + 1, (middle_text, arguments, SNAPSHOT_RESULT_CAP)
+        for _ in range(CAP_REFINEMENTS):
+            if high - low <= CAP_STEP:
+                break
+            cap = (low + high) // 2
+            text = "".join(serialize_message(m, cap) for m in middle)
+            priced = self._priced_pages(text, arguments, t)
+            if priced is None:
+                high = cap
+            else:
+                low, best = cap, (text, priced, cap)
+        return best
 
     def why_not(self) -> str:
         """Which bounds stopped every cut, named."""
