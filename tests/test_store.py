@@ -331,3 +331,36 @@ def test_an_imports_measured_requests_read_back_and_a_damaged_record_is_named(tm
         ws.save_calibration("c", "main", {"scale": 1.1, "overhead": 5, "counts": []})
         assert ws.calibration("c", "main") == {"scale": 1.1, "overhead": 5, "counts": []}
         assert json.loads(path.read_text())["format"] == "glyphpack-measured"
+
+
+def test_an_import_stores_every_agents_path_with_the_tip_on_the_main_history(tmp_path):
+    """From the store's mutmut survivors: the tip, the subagents' paths, the refusal to
+    import over a conversation and the replacement that is asked for."""
+    from glyphpack import StoreError, Workspace, import_file
+
+    session = import_file(Path(__file__).parent / "data" / "sessions" / "as-claude-small-schemadrift.jsonl")
+    with Workspace(tmp_path / "ws") as ws:
+        saved = ws.import_session(session, "imp")
+        assert [t.agent for t in saved] == ["main", "sidechain-1"]
+        main, side = (ws.load("imp", t.agent).messages for t in saved)
+        assert ws.tree.tip("imp") == main[-1].id and ws.tree.agent_tips("imp") == {"main": main[-1].id, "sidechain-1": side[-1].id}
+        assert {n.message.id for n in ws.tree.nodes("imp")} >= {m.id for m in (*main, *side)}
+        assert ws.tree.conversation("imp").title == session.title
+        with pytest.raises(StoreError, match=f"^conversation 'imp' is already in {ws.path}; import it under another name$"):
+            ws.import_session(session, "imp")
+        again = ws.import_session(session, "imp", replace=True)
+        assert [t.messages for t in again] == [main, side] and all(t.revision == 2 for t in again)
+
+
+def test_a_workspace_fork_at_a_message_copies_the_path_to_it(tmp_path):
+    from glyphpack import Message, Workspace
+
+    history = [Message("user", "q0", id="u0"), Message("assistant", "a0", id="a0"),
+               Message("user", "q1", id="u1"), Message("assistant", "a1", id="a1")]
+    with Workspace(tmp_path / "ws") as ws:
+        ws.save("c", "main", history, revision=0)
+        forked = ws.fork("c", "main", at="a0", new_conversation="early")
+        assert forked.conversation == "early" and [m.text for m in forked.messages] == ["q0", "a0"]
+        assert ws.load("early", "main").messages == forked.messages and ws.load("c", "main").messages == tuple(history)
+        whole = ws.fork("c", "main", new_conversation="all")
+        assert [m.text for m in whole.messages] == ["q0", "a0", "q1", "a1"]
