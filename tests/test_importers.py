@@ -23,6 +23,17 @@ from glyphpack._history.messages import validate_history
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "sessions"
 DATA = Path(__file__).parent / "data" / "sessions"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="shared/sessions is not beside the repository")
+#: The small shared files copied into tests/data (with their licences): a bare checkout tests them too.
+COPIED = Path(__file__).resolve().parent / "data" / "sessions"
+
+
+def session_path(name: str) -> Path:
+    """A shared session file: from ``../shared/sessions``, else its copy in tests/data
+    (skipped when neither is here)."""
+    for path in (SHARED / name, COPIED / Path(name).name):
+        if path.is_file():
+            return path
+    pytest.skip("shared/sessions is not beside the repository, and tests/data has no copy of this file")
 
 # file, format, messages, tool calls, tool results, images, thinking blocks, agents,
 # other branches, compaction points, skipped, repaired, call ids made unique
@@ -63,11 +74,10 @@ def assert_valid_for_every_provider(messages):
         chat_message.validate_python(entry)
 
 
-@needs_shared
 @pytest.mark.parametrize("expected", EXPECTED, ids=[e[0].split("/")[-1] for e in EXPECTED])
 def test_every_shared_session_imports_with_these_counts(expected):
     name, *counts = expected
-    session = import_file(SHARED / name)
+    session = import_file(session_path(name))
     r = session.report
     assert [r.format, r.messages, r.tool_calls, r.tool_results, r.images, r.thinking, len(r.agents), r.branches,
             r.compactions, sum(r.skipped.values()), sum(r.repaired.values()), r.made_unique] == counts
@@ -220,10 +230,9 @@ def _big_files_in_ci(expected):
     return pytest.param(expected, id=expected[0].split("/")[-1], marks=[pytest.mark.slow] if big else [])
 
 
-@needs_shared
 @pytest.mark.parametrize("expected", [_big_files_in_ci(e) for e in EXPECTED])
 def test_the_cli_takes_each_file_as_it_is(expected, tmp_path, capsys):
-    path = SHARED / expected[0]
+    path = session_path(expected[0])
     assert main(["context", str(path), "--model", "claude-sonnet-4-5"]) == 0
     out, err = capsys.readouterr()
     assert f"{len(import_file(path).messages):,} messages" in out and f"as {expected[1]}" in err
