@@ -207,6 +207,9 @@ def test_apply_writes_a_profile_that_render_and_the_ladder_use(tmp_path, monkeyp
     (tmp_path / "profiles.json").write_text("{broken")
     with pytest.raises(glyphpack.GlyphpackError, match="profiles.json is damaged"):
         glyphpack.reading_profile(model)
+    (tmp_path / "profiles.json").write_bytes(b'{"m": "\xff"}')  # not UTF-8: named, not a raw UnicodeDecodeError
+    with pytest.raises(glyphpack.GlyphpackError, match=r"profiles.json is damaged \(not UTF-8 at byte 7\)"):
+        glyphpack.reading_profile(model)
 
 
 @pytest.mark.slow  # drives the whole probe through the CLI: CI runs it

@@ -125,6 +125,8 @@ def local_profiles() -> dict[str, ReadingProfile]:
         return {}
     except OSError as exc:
         raise GlyphpackError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise GlyphpackError(f"{path} is damaged (not UTF-8 at byte {exc.start}); fix or delete it (it holds glyphpack eval --apply results)") from None
     try:
         data = json.loads(raw)
         return {str(model): profile_from_json(entry) for model, entry in data.items()}
