@@ -118,8 +118,13 @@ def _render_fidelity(args: argparse.Namespace) -> Fidelity | None:
     """What ``render`` aims at: with a model and no shape, what that reader reads exactly
     unless told otherwise (pages it cannot read save nothing); ``dense``: no aim."""
     if args.fidelity is not None:
-        return None if args.fidelity == "dense" else cast(Fidelity, args.fidelity)
+        return _fidelity(args.fidelity)
     return "exact" if args.model is not None and args.shape is None else None
+
+
+def _fidelity(choice: str) -> Fidelity | None:
+    """A ``--fidelity`` choice as the library takes it: ``dense`` is no aim (None)."""
+    return None if choice == "dense" else cast(Fidelity, choice)
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -478,8 +483,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
     out = _output_dir(args.out)
     history = _load_history(args.transcript, args.format)
-    fidelity = getattr(args, "fidelity", "exact")  # shake draws no pages
-    policy = CompactionPolicy(protect_turns=args.protect_turns, fidelity=None if fidelity == "dense" else cast(Fidelity, fidelity))
+    fidelity = _fidelity(getattr(args, "fidelity", "exact"))  # shake draws no pages
+    policy = CompactionPolicy(protect_turns=args.protect_turns, fidelity=fidelity)
     if args.command == "shake":
         result = shake(history, args.model, policy=policy)
     else:
@@ -544,10 +549,7 @@ def _context_of_workspace(args: argparse.Namespace) -> int:
     _tree(args.transcript, write=True).close()  # sound before a session opens on it
     with Workspace(args.transcript) as workspace:
         tips = workspace.tree.agent_tips(args.conversation)
-        agent = args.agent or next(iter(tips), None)
-        if agent is None or (args.conversation, agent) not in workspace.transcripts():
-            stored = ", ".join(f"{c} {a}" for c, a in workspace.transcripts()) or "none"
-            raise StoreError(f"no transcript for {args.conversation} {agent or '(no agent)'} in {args.transcript} (stored: {stored})")
+        agent = _stored_agent(workspace, args.transcript, args.conversation, args.agent or next(iter(tips), None))
         session = Session(workspace, args.conversation, agent, model=args.model, context_window=args.context_window)
         print(session.command("/context").text)
     return 0
@@ -590,6 +592,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stored_agent(workspace: Any, path: str, conversation: str, agent: str | None) -> str:
+    """``agent``, when it has a transcript in ``conversation``; else ``StoreError``
+    listing what is stored."""
+    if agent is None or (conversation, agent) not in workspace.transcripts():
+        stored = ", ".join(f"{c} {a}" for c, a in workspace.transcripts()) or "none"
+        raise StoreError(f"no transcript for {conversation} {agent or '(no agent)'} in {path} (stored: {stored})")
+    return agent
+
+
 def cmd_session(args: argparse.Namespace) -> int:
     """A shell over a stored session's slash commands: no model is called."""
     from ._history.store import Workspace
@@ -597,9 +608,7 @@ def cmd_session(args: argparse.Namespace) -> int:
 
     _tree(args.workspace, write=True).close()  # a workspace, and sound, before anything is written
     with Workspace(args.workspace) as workspace:
-        if (args.conversation, args.agent) not in workspace.transcripts():
-            stored = ", ".join(f"{c} {a}" for c, a in workspace.transcripts()) or "none"
-            raise StoreError(f"no transcript for {args.conversation} {args.agent} in {args.workspace} (stored: {stored})")
+        _stored_agent(workspace, args.workspace, args.conversation, args.agent)
         session = Session(workspace, args.conversation, args.agent, model=args.model, summarizer=args.summarizer)
         interactive = not args.command and sys.stdin.isatty()
         if interactive:

@@ -42,20 +42,24 @@ RECALL_PARAMETERS = {
 }
 
 
+# The ref forms, written by the ``*_ref`` functions and read by ``recall``.
+_ARGUMENTS, _IMAGE, _RANGE, _RANGE_TO = ":arguments", ":image:", "messages:", ".."
+
+
 def result_ref(call_id: str) -> str:
     return call_id
 
 
 def arguments_ref(call_id: str) -> str:
-    return f"{call_id}:arguments"
+    return f"{call_id}{_ARGUMENTS}"
 
 
 def image_ref(message_id: str, number: int) -> str:
-    return f"{message_id}:image:{number}"
+    return f"{message_id}{_IMAGE}{number}"
 
 
 def range_ref(first_id: str, last_id: str) -> str:
-    return f"messages:{first_id}..{last_id}"
+    return f"{_RANGE}{first_id}{_RANGE_TO}{last_id}"
 
 
 def recall_hint(ref: str) -> str:
@@ -95,15 +99,15 @@ def recall(
         return _error(f"ref must be a non-empty string, not {ref!r}")
     if isinstance(page, bool) or not isinstance(page, int) or page < 1:
         return _error(f"page must be a whole number from 1, not {page!r}")
-    if ref.startswith("messages:") and ".." in ref:
-        first, _, last = ref[len("messages:") :].partition("..")
-        ids = [m.id for m in messages]
-        if first not in ids or last not in ids or ids.index(first) > ids.index(last):
+    if ref.startswith(_RANGE) and _RANGE_TO in ref:
+        first, _, last = ref[len(_RANGE) :].partition(_RANGE_TO)
+        where = {m.id: n for n, m in enumerate(messages)}
+        if first not in where or last not in where or where[first] > where[last]:
             return _error(f"no range of messages {first!r}..{last!r} in this conversation")
         if range_text is None:
             return _error("this session cannot render a range of messages as text")
-        return _paged(ref, range_text(messages[ids.index(first) : ids.index(last) + 1]), page, ())
-    head, _, number = ref.rpartition(":image:")
+        return _paged(ref, range_text(messages[where[first] : where[last] + 1]), page, ())
+    head, _, number = ref.rpartition(_IMAGE)
     if head and number.isdigit():
         for message in messages:
             if message.id == head:
@@ -112,8 +116,8 @@ def recall(
                     return _error(f"message {head!r} has {len(images)} image(s), not an image {number}")
                 return Recalled(content=(images[int(number) - 1],))
         return _error(f"no message {head!r} in this conversation")
-    if ref.endswith(":arguments"):
-        call_id = ref[: -len(":arguments")]
+    if ref.endswith(_ARGUMENTS):
+        call_id = ref[: -len(_ARGUMENTS)]
         for message in messages:
             for call in message.tool_calls:
                 if call.id == call_id:
@@ -133,11 +137,11 @@ def _paged(ref: str, text: str, page: int, images: Sequence[Image]) -> Recalled:
     pages = max(1, math.ceil(len(text) / RECALL_PAGE_CHARS))
     if page > pages:
         return _error(f"{ref!r} has {pages} page(s), not a page {page}")
-    chunk = text[(page - 1) * RECALL_PAGE_CHARS : page * RECALL_PAGE_CHARS]
+    start = (page - 1) * RECALL_PAGE_CHARS
+    chunk = text[start : start + RECALL_PAGE_CHARS]
     carried = tuple(images) if page == 1 else ()
     if pages == 1:
         return Recalled(content=(Text(chunk), *carried))
-    start = (page - 1) * RECALL_PAGE_CHARS
     more = f"; page {page + 1} has the next" if page < pages else ""
     header = f"[glyphpack recall of {ref}: page {page} of {pages}, characters {start + 1:,}-{start + len(chunk):,} of {len(text):,}{more}]"
     return Recalled(content=(Text(header), Text(chunk), *carried))
