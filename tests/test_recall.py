@@ -252,3 +252,16 @@ def test_the_recall_command_shows_what_a_note_stands_for(tmp_path):
             session.command("/recall nope")
         with pytest.raises(glyphpack.UsageError, match=r"^usage: /recall REF \[PAGE\]"):
             session.command("/recall run-1 two")
+
+
+def test_a_range_of_one_message_and_images_only_with_the_first_page():
+    history = _history()
+    one = recall(history, "messages:t1..t1", range_text=lambda ms: "".join(map(serialize_message, ms)))
+    assert not one.is_error and one.content[0].text == serialize_message(history[2])
+    shot = Image("image/png", _png(30, 20))
+    long = [Message("assistant", (ToolCall("L", "shot", {}),), id="a"),
+            Message("tool", (ToolResult("L", (Text("x" * (RECALL_PAGE_CHARS + 5)), shot)),), id="t")]
+    first, second = recall(long, "L", 1), recall(long, "L", 2)
+    assert first.content[-1] == shot and shot not in second.content and second.content[1].text == "x" * 5
+    assert recall(history, "c1", 2).content[0].text == "glyphpack recall: 'c1' has 1 page(s), not a page 2"
+    assert recall(history, "c1").content == history[2].content[0].content  # one page: the result's own blocks
