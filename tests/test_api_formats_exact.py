@@ -12,7 +12,8 @@ import pytest
 
 import glyphpack
 from glyphpack import HistoryError, Image, Message, Opaque, Text, Thinking, ToolCall, ToolResult
-from glyphpack._history.apis import REGISTRY
+from glyphpack._history.apis import REGISTRY, provider_api
+from glyphpack._history.apis.anthropic import check_anthropic
 from glyphpack._history.apis.common import image_from_url
 
 PNG = b"\x89PNG\r\n\x1a\nfake"
@@ -305,8 +306,40 @@ def test_anthropic_blocks_read_back_with_their_defaults():
     assert other == Text('{"type": "opaque", "kind": "search_result", "payload": {"type": "search_result", "title": "é", "source": "s"}}')
     with pytest.raises(HistoryError, match="message 0: a content block must be an object, not str"):
         glyphpack.from_anthropic([{"role": "user", "content": ["bare"]}])
-    with pytest.raises(HistoryError, match="message 0: role must be user or assistant, not 'system'"):
-        glyphpack.from_anthropic([{"role": "system", "content": "x"}])
+    with pytest.raises(HistoryError, match="message 0: role must be user, assistant or system, not 'developer'"):
+        glyphpack.from_anthropic([{"role": "developer", "content": "x"}])
+
+
+def test_mid_conversation_system_messages_stay_in_place_for_the_models_that_take_them() -> None:
+    """Claude Opus 4.8 on Anthropic's own API takes ``{"role": "system"}`` messages after
+    the first turn (Claude Code 2.1 sends one after the user's first message); they read
+    back where they were, go out where they were for that model, and into the system
+    prompt for any other (or through Bedrock), which would reject them."""
+    wire = [
+        {"role": "user", "content": "task"},
+        {"role": "system", "content": [{"type": "text", "text": "agents: Explore"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+        {"role": "user", "content": "next"},
+    ]
+    history = glyphpack.from_anthropic(wire, system="be terse")
+    assert [m.role for m in history] == ["system", "user", "system", "assistant", "user"]
+    system, inline = glyphpack.to_anthropic(history, system_messages=True)
+    assert system == "be terse"
+    assert inline == [{"role": m["role"], "content": m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]} for m in wire]
+    check_anthropic(inline)
+    system, hoisted = glyphpack.to_anthropic(history)
+    assert system == "be terse\n\nagents: Explore" and [m["role"] for m in hoisted] == ["user", "assistant", "user"]
+    api = provider_api("anthropic")
+    assert api.to_wire(history, model="claude-opus-4-8")[1] == inline
+    assert api.to_wire(history, model="bedrock/anthropic.claude-opus-4-8")[1] == hoisted
+    assert api.to_wire(history, model="claude-sonnet-4-5")[1] == hoisted
+    for bad, why in (
+        ([wire[1], *wire], "message 0: role 'system' where 'user' must come"),
+        ([wire[0], {"role": "assistant", "content": [{"type": "tool_use", "id": "c", "name": "t", "input": {}}]}, wire[1]], "message 2: a system message between tool calls and their results"),
+        ([wire[0], {"role": "system", "content": [{"type": "image", "source": {}}]}], "message 1: a system message holds text blocks only"),
+    ):
+        with pytest.raises(HistoryError, match=why):
+            check_anthropic(bad)
 
 
 def _shape(messages: list[Message]) -> list[tuple[str, str, tuple[object, ...]]]:

@@ -42,6 +42,17 @@ def normalize_model(name: str) -> str:
     return re.sub(r"(?<=\d)\.(?=\d)", "-", name)
 
 
+#: Models that take ``{"role": "system"}`` messages after the first turn (Anthropic's
+#: mid-conversation system messages: its own API only, not Bedrock or Vertex).
+MID_CONVERSATION_SYSTEM = ("claude-opus-4-8",)
+
+
+def takes_system_messages(model_id: str) -> bool:
+    """Whether ``model_id`` (as callers write it) takes system messages in the history."""
+    route, model = _split_route(model_id)
+    return route is None and normalize_model(model).startswith(MID_CONVERSATION_SYSTEM)
+
+
 def _split_route(model_id: str) -> tuple[str | None, str]:
     """(route name or None, model part) from an id as callers write it."""
     text = model_id.strip().lower().lstrip("~")

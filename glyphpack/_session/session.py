@@ -345,6 +345,18 @@ class Session:
         self._append(message, save=True)
         return message
 
+    def extend(self, messages: Sequence[Message]) -> None:
+        """Append messages the harness already holds, saved once at the end (which must
+        be a turn boundary): a client's history as a proxy receives it, the model's
+        answers and the tool results included. Nothing changes on an error."""
+        if not messages:
+            return
+        history = (*self.messages, *messages)
+        self.revision = self.workspace.save(self.conversation, self.agent, history, revision=self.revision).revision
+        self.messages = history
+        self._call_ids = {}
+        self._overflows = 0
+
     def request(self, api: Api, **extra: Any) -> dict[str, Any]:
         """Keyword arguments for the SDK's create call of ``api`` (``"anthropic"``,
         ``"openai-chat"``, ``"openai-responses"`` or ``"gemini"``), with ``extra``

@@ -208,9 +208,16 @@ def _check(check: Callable[[Any], None], value: Any) -> str | None:
     return None
 
 
+#: Anthropic's limit on prompt-cache breakpoints in one request.
+CACHE_MARKS = 4
+
+
 def _check_anthropic(body: Json) -> str | None:
     if not isinstance(body.get("max_tokens"), int):
         return "max_tokens: Field required"
+    marks = json.dumps([body.get("system"), body.get("tools"), body.get("messages")]).count('"cache_control"')
+    if marks > CACHE_MARKS:
+        return f"A maximum of {CACHE_MARKS} blocks with cache_control may be provided. Found {marks}."
     blocks = [b for m in body.get("messages") or () if isinstance(m.get("content"), list) for b in m["content"]]
     if not body.get("tools") and any(b.get("type") in ("tool_use", "tool_result") for b in blocks):
         return "Requests which include `tool_use` or `tool_result` blocks must define tools."
@@ -380,3 +387,156 @@ def error_response(api: str, status: int, kind: str, *, message: str = "", token
         code = {"too_long": "context_length_exceeded", "invalid": None, "bytes": None, "rate_limit": "rate_limit_exceeded"}[kind]
         body = {"error": {"message": message, "type": "invalid_request_error" if status == 400 else "requests", "param": None, "code": code}}
     return http().Response(status, json=body, headers=headers or {})
+
+
+# ---------------------------------------------------------------------- over HTTP
+
+#: The paths a ``FakeUpstream`` answers, and the API each speaks.
+UPSTREAM_PATHS = {"/v1/messages": "anthropic", "/v1/chat/completions": "openai-chat", "/v1/responses": "openai-responses"}
+
+
+def sse_events(api: str, answer: Json, *, usage: bool = False) -> list[bytes]:
+    """``answer`` (a non-streaming response body) as the server-sent events the API
+    streams it in: text in two pieces, tool arguments as partial JSON, then the end
+    (Chat's usage chunk only when the request asked for it with ``usage``)."""
+
+    def event(name: str | None, data: Json | str) -> bytes:
+        payload = data if isinstance(data, str) else json.dumps(data)
+        return (f"event: {name}\n" if name else "").encode() + f"data: {payload}\n\n".encode()
+
+    def halves(text: str) -> list[str]:
+        return [text[: len(text) // 2], text[len(text) // 2 :]]
+
+    if api == "anthropic":
+        head = {**answer, "content": [], "stop_reason": None, "usage": {**answer["usage"], "output_tokens": 1}}
+        out = [event("message_start", {"type": "message_start", "message": head}), event("ping", {"type": "ping"})]
+        for index, block in enumerate(answer["content"]):
+            start: Json
+            if block["type"] == "text":
+                start, deltas = {"type": "text", "text": ""}, [{"type": "text_delta", "text": t} for t in halves(block["text"])]
+            else:
+                start = {**block, "input": {}}
+                deltas = [{"type": "input_json_delta", "partial_json": t} for t in halves(json.dumps(block["input"]))]
+            out.append(event("content_block_start", {"type": "content_block_start", "index": index, "content_block": start}))
+            out += [event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}) for d in deltas]
+            out.append(event("content_block_stop", {"type": "content_block_stop", "index": index}))
+        end = {"stop_reason": answer["stop_reason"], "stop_sequence": None}
+        out.append(event("message_delta", {"type": "message_delta", "delta": end, "usage": {"output_tokens": answer["usage"]["output_tokens"]}}))
+        return [*out, event("message_stop", {"type": "message_stop"})]
+    if api == "openai-chat":
+        head = {k: answer[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+        message = answer["choices"][0]["message"]
+
+        def chunk(delta: Json, finish: str | None = None) -> bytes:
+            return event(None, {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+        out = [chunk({"role": "assistant", "content": ""})]
+        out += [chunk({"content": t}) for t in halves(message["content"] or "") if t]
+        for index, call in enumerate(message.get("tool_calls") or ()):
+            first = {"index": index, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}
+            out.append(chunk({"tool_calls": [first]}))
+            out += [chunk({"tool_calls": [{"index": index, "function": {"arguments": t}}]}) for t in halves(call["function"]["arguments"])]
+        out.append(chunk({}, answer["choices"][0]["finish_reason"]))
+        if usage:
+            out.append(event(None, {**head, "choices": [], "usage": answer["usage"]}))
+        return [*out, event(None, "[DONE]")]
+    created = {**answer, "status": "in_progress", "output": []}
+    return [
+        event("response.created", {"type": "response.created", "sequence_number": 0, "response": created}),
+        event("response.completed", {"type": "response.completed", "sequence_number": 1, "response": answer}),
+    ]
+
+
+class FakeUpstream:
+    """A ``FakeModel`` behind a real HTTP server on 127.0.0.1 (a thread), answering
+    ``UPSTREAM_PATHS`` as the providers do, streamed (server-sent events) when the
+    request asks, and Anthropic's ``/v1/messages/count_tokens``. ``url`` is its base;
+    ``headers`` records every request's headers, ``paths`` every path asked for.
+
+    ``route`` (optional) picks the model for a request body: a harness like Claude Code
+    sends side requests (titles, summaries) that must not take the script's turns.
+    """
+
+    def __init__(self, model: FakeModel, *, route: Callable[[Json], FakeModel] | None = None):
+        import http.server
+        import threading
+
+        self.model = model
+        self.route = route or (lambda body: model)
+        self.headers: list[dict[str, str]] = []
+        self.paths: list[str] = []
+        upstream = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:  # quiet
+                pass
+
+            def do_POST(self) -> None:
+                upstream._answer(self)
+
+            def do_GET(self) -> None:
+                upstream.paths.append(self.path)
+                self._reply(404, b'{"type":"error","error":{"type":"not_found_error","message":"Not found"}}')
+
+            def _reply(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+                self.send_response(status)
+                self.send_header("content-type", content_type)
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def _answer(self, handler: Any) -> None:
+        path = handler.path.split("?")[0]
+        self.paths.append(path)
+        self.headers.append({k.lower(): v for k, v in handler.headers.items()})
+        length = int(handler.headers.get("content-length") or 0)
+        raw = handler.rfile.read(length)
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            handler._reply(400, b'{"error":{"message":"body is not JSON"}}')
+            return
+        if path == "/v1/messages/count_tokens":
+            problem = _check(check_anthropic, body.get("messages"))
+            status, answer = (400, {"type": "error", "error": {"type": "invalid_request_error", "message": problem}}) if problem else (200, {"input_tokens": count_tokens(body)})
+            handler._reply(status, json.dumps(answer).encode())
+            return
+        api = UPSTREAM_PATHS.get(path)
+        if api is None:
+            handler._reply(404, b'{"error":{"message":"no such path"}}')
+            return
+        model = self.route(body)
+        model.requests.append(body)
+        number = len(model.requests)
+        response = model._respond(api, body, number, path)
+        model.statuses.append(response.status_code)
+        if response.status_code != 200 or not body.get("stream"):
+            handler._reply(response.status_code, response.content)
+            return
+        handler.send_response(200)
+        handler.send_header("content-type", "text/event-stream")
+        handler.send_header("transfer-encoding", "chunked")
+        handler.end_headers()
+        usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        for piece in sse_events(api, response.json(), usage=usage):
+            handler.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            handler.wfile.flush()
+        handler.wfile.write(b"0\r\n\r\n")
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def __enter__(self) -> FakeUpstream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

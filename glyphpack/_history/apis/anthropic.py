@@ -18,6 +18,7 @@ from typing import Any
 
 from ..._errors import HistoryError
 from ..._providers.profile import Profile
+from ..._providers.resolve import takes_system_messages
 from ..._types import public
 from ..messages import Block, Image, Message, Opaque, RedactedThinking, ResultBlock, Text, Thinking, ToolCall, ToolResult
 from .base import Json, ProviderApi, usage_tokens
@@ -99,14 +100,22 @@ def _anthropic_blocks(blocks: Sequence[Block]) -> list[Json]:
 
 
 @public
-def to_anthropic(messages: Sequence[Message]) -> tuple[str | None, list[Json]]:
+def to_anthropic(messages: Sequence[Message], *, system_messages: bool = False) -> tuple[str | None, list[Json]]:
     """(system prompt, Messages API ``messages``): tool messages become user messages
     of ``tool_result`` blocks, and consecutive messages of one role are merged (the
-    API wants user and assistant to alternate)."""
-    system = "\n\n".join(m.text for m in messages if m.role == "system") or None
+    API wants user and assistant to alternate). System messages go to the system
+    prompt, except, with ``system_messages`` (a model that takes them), those after
+    the first turn: they stay where they are, as ``system`` messages."""
+    leading = 0
+    while leading < len(messages) and messages[leading].role == "system":
+        leading += 1
+    hoisted = [m for i, m in enumerate(messages) if m.role == "system" and (i < leading or not system_messages)]
+    system = "\n\n".join(m.text for m in hoisted) or None
     out: list[Json] = []
-    for message in results_first(messages):
+    for message in results_first(messages[leading:]):
         if message.role == "system":
+            if system_messages and (blocks := _anthropic_blocks(message.content)):
+                out.append({"role": "system", "content": blocks})
             continue
         role = "user" if message.role in ("user", "tool") else "assistant"
         # Anthropic wants a turn's tool results before anything else in the user message.
@@ -115,10 +124,9 @@ def to_anthropic(messages: Sequence[Message]) -> tuple[str | None, list[Json]]:
         if not blocks:
             continue
         add_turn(out, role, "content", blocks)
-    if out and out[0]["role"] == "assistant":  # the API wants the user first
+    if out and out[0]["role"] != "user":  # the API wants the user first
         out.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUES}]})
     return system, out
-
 
 
 def _from_anthropic_block(data: object) -> Block:
@@ -166,10 +174,10 @@ def from_anthropic(messages: Sequence[Json], system: str | None = None) -> list[
             blocks = [_from_anthropic_block(b) for b in content]
             if data["role"] == "user":
                 out.extend(split_user_turn(blocks))
-            elif data["role"] == "assistant":
-                out.append(Message("assistant", tuple(blocks)))
+            elif data["role"] in ("assistant", "system"):  # system: a mid-conversation system message
+                out.append(Message(data["role"], tuple(blocks)))
             else:
-                raise HistoryError(f"role must be user or assistant, not {data['role']!r}")
+                raise HistoryError(f"role must be user, assistant or system, not {data['role']!r}")
         except MALFORMED as exc:
             raise message_error(index, exc) from None
     return out
@@ -180,19 +188,31 @@ def check_anthropic(messages: Sequence[Json], *, max_images: int | None = None) 
     roles alternate starting with the user; every ``tool_use`` is answered by a
     ``tool_result`` in the next message, which holds its results first; no result
     without its call; thinking carries a signature; no text block is empty or only
-    white space; at most ``max_images`` images."""
+    white space; at most ``max_images`` images. A ``system`` message (a
+    mid-conversation system message) may come after the first, of text only, where
+    no tool call waits for its result; it does not count in the alternation."""
     images = 0
     open_calls: set[str] = set()
+    turns = 0
     for index, message in enumerate(messages):
         role, content = message.get("role"), message.get("content")
-        expected = "user" if index % 2 == 0 else "assistant"
-        if role != expected:
-            raise HistoryError(f"message {index}: role {role!r} where {expected!r} must come (roles alternate from user)")
         blocks: list[Json] = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        if role == "system" and index > 0:
+            if open_calls:
+                raise HistoryError(f"message {index}: a system message between tool calls and their results")
+            if any(b.get("type") != "text" for b in blocks):
+                raise HistoryError(f"message {index}: a system message holds text blocks only")
+        else:
+            expected = "user" if turns % 2 == 0 else "assistant"
+            turns += 1
+            if role != expected:
+                raise HistoryError(f"message {index}: role {role!r} where {expected!r} must come (roles alternate from user)")
         if not blocks:
             raise HistoryError(f"message {index}: empty content")
         results = [str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"]
-        if role == "user":
+        if role == "system":
+            pass
+        elif role == "user":
             if set(results) != open_calls:
                 missing, extra = sorted(open_calls - set(results)), sorted(set(results) - open_calls)
                 raise HistoryError(f"message {index}: tool results {extra} without calls, calls {missing} without results")
@@ -249,7 +269,7 @@ class AnthropicMessages(ProviderApi):
     overflow_wordings = (("anthropic", re.compile(r"prompt is too long", re.I)),)
 
     def to_wire(self, messages: Sequence[Message], profile: Profile | None = None, model: str = "") -> tuple[str | None, list[Json]]:
-        return to_anthropic(messages)
+        return to_anthropic(messages, system_messages=takes_system_messages(model or (profile.model if profile else "")))
 
     def from_wire(self, items: Sequence[Json], system: str | None = None) -> list[Message]:
         return from_anthropic(items, system)

@@ -1,0 +1,360 @@
+"""Which stored conversation a proxied request continues, and what it becomes upstream.
+
+A client behind the proxy sends its whole history with every request and names no
+conversation. The proxy recognizes the conversation by content: a rolling digest over
+the history's messages (role and blocks; thinking and blocks no API sends back are left
+out, since clients drop them), one digest per stored history's end. The longest stored
+history that the request begins with is the one it continues; its new messages are
+appended and saved (a turn boundary: the request ends on the user's message or the tool
+results). A request that continues nothing starts a new conversation.
+
+What goes upstream is the client's own body, untouched, until a compaction is in force;
+from then on its history is the session's view (the persisted compaction, then the
+messages after it), with the client's system prompt, tools and every other field as the
+client sent them. The ``Session`` does the compacting, exactly as in a harness's loop.
+
+Nothing here speaks HTTP (``server`` does): a request body in, the body to forward out.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import datetime
+import hashlib
+import secrets
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from .._errors import CompactionError, ConflictError, GlyphpackError, HistoryError
+from .._history.apis import provider_api
+from .._history.codec import json_text
+from .._history.messages import Message, Opaque, RedactedThinking, Thinking
+from .._history.store import Workspace
+from .._session.session import Session
+from .._types import Api
+
+Json = dict[str, Any]
+
+#: The agent name proxied conversations are stored under.
+AGENT = "main"
+#: Sessions kept open between requests (the most recently used).
+OPEN_SESSIONS = 64
+#: Anthropic refuses a request with more prompt-cache breakpoints than this.
+ANTHROPIC_CACHE_MARKS = 4
+#: Blocks a client may leave out when it sends a history back.
+_UNKEYED = (Thinking, RedactedThinking, Opaque)
+_SEED = hashlib.sha256(b"glyphpack proxy history").digest()
+
+
+class BadRequest(GlyphpackError):
+    """A request body the proxy cannot read: answered in the API's error shape, never forwarded."""
+
+
+def digests(messages: Sequence[Message]) -> list[bytes]:
+    """The rolling digest of ``messages[:1]``, ``messages[:2]``, ... (one per message).
+
+    Each message counts by its role and its blocks' JSON, without thinking and opaque
+    blocks; ids never count (a history sent back gets new ones)."""
+    out: list[bytes] = []
+    digest = _SEED
+    for message in messages:
+        blocks = [b.to_json() for b in message.content if not isinstance(b, _UNKEYED)]
+        digest = hashlib.sha256(digest + json_text([message.role, blocks]).encode("utf-8")).digest()
+        out.append(digest)
+    return out
+
+
+def history_of(api: Api, body: Json) -> list[Message]:
+    """The neutral history a request body carries (its system prompt first);
+    ``BadRequest`` when the body has no history list."""
+    build = provider_api(api)
+    items = body.get(build.request_key)
+    if api == "openai-responses" and isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise BadRequest(f"{build.request_key}: expected a list of objects, got {type(items).__name__}")
+    return build.from_wire(items, _system_text(api, body))
+
+
+def _system_text(api: Api, body: Json) -> str | None:
+    system = body.get("system") if api == "anthropic" else body.get("instructions") if api == "openai-responses" else None
+    if isinstance(system, list):
+        return "\n\n".join(b.get("text", "") for b in system if isinstance(b, dict)) or None
+    return system if isinstance(system, str) and system else None
+
+
+@dataclasses.dataclass(frozen=True)
+class ProxySettings:
+    """How the proxy compacts (as ``open_session`` takes them; None: the model's defaults)."""
+
+    context_window: int | None = None
+    threshold: int | None = None
+    target: int | None = None
+    summarizer: str | None = None
+
+
+@dataclasses.dataclass
+class Exchange:
+    """One request on its way through: what the client sent, what goes upstream, and
+    the session that records it (None: passed through unrecorded, ``note`` says why)."""
+
+    api: Api
+    body: Json
+    forwarded: Json
+    session: Session | None = None
+    note: str | None = None
+    retried: bool = False
+
+    @property
+    def compacted(self) -> bool:
+        return self.session is not None and self.session.view is not None
+
+
+class Recorder:
+    """The proxy's side of the workspace: recognizes conversations, records them, builds
+    what is forwarded. Thread-safe: one lock per conversation, none around the upstream
+    call (``server`` runs these methods in worker threads)."""
+
+    def __init__(self, workspace: Workspace, settings: ProxySettings = ProxySettings()):
+        self.workspace = workspace
+        self.settings = settings
+        self._index: dict[bytes, tuple[str, int]] = {}  # digest -> (conversation, messages it covers)
+        self._lock = threading.Lock()  # the index and the session cache, never held for long
+        self._conversation_locks: dict[str, threading.Lock] = collections.defaultdict(threading.Lock)
+        self._sessions: collections.OrderedDict[str, Session] = collections.OrderedDict()
+
+    # ------------------------------------------------------------------ the index
+
+    def index_workspace(self) -> int:
+        """Index every stored conversation's main history; how many."""
+        found = 0
+        for conversation, agent in self.workspace.transcripts():
+            if agent == AGENT:
+                self._remember(conversation, self.workspace.load(conversation, agent).messages)
+                found += 1
+        return found
+
+    def _remember(self, conversation: str, messages: Sequence[Message]) -> None:
+        """Index the end of ``messages``, and the end before a last answer (a client that
+        retries the request, or sends the answer back changed, continues from there)."""
+        chain = digests(messages)
+        with self._lock:
+            if chain:
+                self._index[chain[-1]] = (conversation, len(chain))
+            if len(chain) > 1 and messages[-1].role == "assistant":
+                self._index[chain[-2]] = (conversation, len(chain) - 1)
+
+    def match(self, history: Sequence[Message]) -> tuple[str | None, int]:
+        """(the conversation ``history`` continues, how many of its messages are stored
+        there), or (None, 0)."""
+        with self._lock:
+            for length, digest in reversed(list(enumerate(digests(history), 1))):
+                found = self._index.get(digest)
+                if found is not None and found[1] == length:
+                    return found[0], length
+        return None, 0
+
+    # ------------------------------------------------------------------ requests
+
+    def prepare(self, api: Api, body: object) -> Exchange:
+        """Record the request's history and build what goes upstream (compacting first
+        when the session's threshold is reached). A body without a history list or a
+        model is a ``BadRequest``; a history the proxy cannot record (one the provider
+        may still take: it is the provider's to judge) passes through as it came, with a
+        note on stderr."""
+        request, history = _read_request(api, body)
+        try:
+            if isinstance(history, HistoryError):
+                raise history
+            return self._prepare(api, request, history)
+        except GlyphpackError as exc:
+            note = f"not recorded: {exc}"
+            print(f"glyphpack proxy: {note}", file=sys.stderr)
+            return Exchange(api, request, request, note=note)
+
+    def _prepare(self, api: Api, body: Json, history: list[Message]) -> Exchange:
+        for attempt in range(2):
+            conversation, _ = self.match(history)
+            if conversation is None:
+                conversation = self._new_conversation()
+            with self._conversation_locks[conversation]:
+                try:
+                    session = self._session(conversation, body, history)
+                except ConflictError:
+                    if attempt:
+                        raise
+                    self._forget(conversation)  # another process wrote it: read it again
+                    continue
+                self._remember(conversation, session.messages)
+                return self._exchange(api, body, session)
+        raise AssertionError("unreachable")
+
+    def _exchange(self, api: Api, body: Json, session: Session) -> Exchange:
+        try:
+            built = session.request(api)
+        except CompactionError as exc:
+            # Recorded, but the ladder could not bring it under the window: the provider
+            # gets it whole and says so to the client; the answer, if any, is recorded.
+            print(f"glyphpack proxy: not compacted: {exc}", file=sys.stderr)
+            return Exchange(api, body, body, session, note=f"not compacted: {exc}")
+        return Exchange(api, body, self._forwarded(api, body, built, session), session)
+
+    def _forwarded(self, api: Api, body: Json, built: Json, session: Session) -> Json:
+        """The client's body, with the session's history where a compaction is in force."""
+        if session.view is None:
+            return body
+        key = provider_api(api).request_key
+        forwarded = {**body, key: built[key]}
+        if api == "anthropic":
+            cap_cache_marks(forwarded)
+        return forwarded
+
+    def recover(self, exchange: Exchange, status: int, error: Json) -> Exchange | None:
+        """After the provider rejected ``exchange``'s request as too long: compact to fit
+        and the body to send once more; None when it is another error, was already
+        retried, or nothing can be freed (the client then gets the provider's error)."""
+        session = exchange.session
+        if session is None or exchange.retried:
+            return None
+        with self._conversation_locks[session.conversation]:
+            try:
+                session.recover({"status": status, **error})
+                built = session.request(exchange.api)
+            except GlyphpackError as exc:
+                print(f"glyphpack proxy: could not recover from 'too long': {exc}", file=sys.stderr)
+                return None
+            except Exception:  # recover() raises another error back as it came: not "too long"
+                return None
+        retry = Exchange(exchange.api, exchange.body, self._forwarded(exchange.api, exchange.body, built, session), session)
+        retry.retried = True
+        return retry
+
+    def finish(self, exchange: Exchange, response: Json) -> None:
+        """Record the provider's answer (saved when it has no tool calls; the provider's
+        input count calibrates the session)."""
+        session = exchange.session
+        if session is None:
+            return
+        with self._conversation_locks[session.conversation]:
+            try:
+                session.add_response(response, exchange.api)
+            except GlyphpackError as exc:
+                print(f"glyphpack proxy: answer not recorded: {exc}", file=sys.stderr)
+                self._forget(session.conversation)
+                return
+            self._remember(session.conversation, session.messages)
+
+    def counted_body(self, api: Api, body: object) -> Json:
+        """A token-count request as it would be forwarded (nothing recorded)."""
+        request, history = _read_request(api, body)
+        if isinstance(history, HistoryError):
+            return request
+        conversation, _ = self.match(history)
+        if conversation is None:
+            return request
+        with self._conversation_locks[conversation]:
+            session = self._sessions.get(conversation)
+            if session is None or session.view is None or _common(session.messages, history) < len(session.messages):
+                return request
+            view, prefix = session.request_view()
+            build = provider_api(api)
+            built = build.build(request["model"], (*view, *history[len(session.messages) :]), prefix, session.profile)
+        return self._forwarded(api, request, built, session)
+
+    # ------------------------------------------------------------------ sessions
+
+    def _new_conversation(self) -> str:
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
+        return f"proxy-{stamp}-{secrets.token_hex(3)}"
+
+    def _session(self, conversation: str, body: Json, history: Sequence[Message]) -> Session:
+        """The open session of ``conversation`` for this request's model, its history
+        made ``history``: the new messages appended and saved (a turn boundary)."""
+        with self._lock:
+            session = self._sessions.get(conversation)
+            if session is not None:
+                self._sessions.move_to_end(conversation)
+        if session is not None and session.model != body["model"]:
+            self._forget(conversation)
+            session = None
+        if session is None:
+            session = self._open(conversation, body)
+        common = _common(session.messages, history)
+        if common < len(session.messages):
+            # The client went back (a retry, or the last answer sent back changed): the
+            # transcript continues from there; the tree keeps what it left.
+            self._forget(conversation)
+            kept = session.messages[:common]
+            self.workspace.save(conversation, AGENT, kept, revision=session.revision, replace=True)
+            session = self._open(conversation, body)
+        session.extend(history[common:])
+        with self._lock:
+            self._sessions[conversation] = session
+            while len(self._sessions) > OPEN_SESSIONS:
+                self._sessions.popitem(last=False)[1].close()
+        return session
+
+    def _open(self, conversation: str, body: Json) -> Session:
+        settings = self.settings
+        tools = body.get("tools")
+        return Session(
+            self.workspace,
+            conversation,
+            AGENT,
+            model=body["model"],
+            summarizer=settings.summarizer,
+            context_window=settings.context_window,
+            threshold=settings.threshold,
+            target=settings.target,
+            tools=tools if isinstance(tools, list) and tools else None,
+        )
+
+    def _forget(self, conversation: str) -> None:
+        with self._lock:
+            session = self._sessions.pop(conversation, None)
+        if session is not None:
+            session.close()
+
+    def close(self) -> None:
+        with self._lock:
+            sessions, self._sessions = list(self._sessions.values()), collections.OrderedDict()
+        for session in sessions:
+            session.close()
+
+
+def cap_cache_marks(body: Json) -> None:
+    """Remove prompt-cache breakpoints from the oldest messages until the request has no
+    more than Anthropic allows (the client's own in ``system`` and ``tools`` stay)."""
+    def marked(blocks: object) -> list[Json]:
+        return [b for b in blocks if isinstance(b, dict) and "cache_control" in b] if isinstance(blocks, list) else []
+
+    fixed = len(marked(body.get("system"))) + len(marked(body.get("tools")))
+    in_messages = [b for m in body.get("messages") or () for b in marked(m.get("content"))]
+    for block in in_messages[: max(0, fixed + len(in_messages) - ANTHROPIC_CACHE_MARKS)]:
+        del block["cache_control"]
+
+
+def _common(stored: Sequence[Message], history: Sequence[Message]) -> int:
+    """How many leading messages ``history`` shares with ``stored`` (by digest)."""
+    common = 0
+    for mine, theirs in zip(digests(stored), digests(history)):
+        if mine != theirs:
+            break
+        common += 1
+    return common
+
+
+def _read_request(api: Api, body: object) -> tuple[Json, list[Message] | HistoryError]:
+    """(the body, its history or why glyphpack cannot read it); ``BadRequest`` when the
+    body is not an object naming a model."""
+    if not isinstance(body, dict):
+        raise BadRequest(f"the request body must be a JSON object, not {type(body).__name__}")
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise BadRequest("model: a model id is required")
+    try:
+        return body, history_of(api, body)
+    except HistoryError as exc:
+        return body, exc

@@ -1,0 +1,251 @@
+"""``glyphpack proxy``: an HTTP endpoint that speaks the Anthropic Messages, OpenAI Chat
+Completions and Responses APIs, records each request's conversation in a workspace,
+compacts it as a ``Session`` would, and forwards it to the one upstream named when it
+started, with the caller's own key and headers (never stored or logged).
+
+Built on Starlette (routing, streaming responses) under uvicorn, with httpx for the
+upstream: ``pip install 'glyphpack[proxy]'``. The recorder's work (matching, saving,
+compacting) runs in worker threads under a lock per conversation; nothing is held while
+a request is upstream, so clients and conversations run side by side.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import sys
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from .._errors import UsageError
+from .._history.codec import json_bytes
+from .._types import Api
+from .conversations import BadRequest, Exchange, Recorder
+from .streams import ACCUMULATORS
+
+Json = dict[str, Any]
+
+#: Where ``--upstream anthropic`` and ``--upstream openai`` go.
+UPSTREAMS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com"}
+#: Headers that describe one hop, not the request: never passed on.
+_HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "accept-encoding", "content-encoding", "upgrade", "te"}
+#: How long the upstream may take: a long answer streams for minutes.
+TIMEOUT = httpx.Timeout(600.0, connect=15.0)
+
+
+def upstream_url(name: str) -> str:
+    """The base URL for ``--upstream`` (``anthropic``, ``openai`` or an http(s) URL)."""
+    url = UPSTREAMS.get(name, name)
+    if not url.startswith(("http://", "https://")):
+        raise UsageError(f"--upstream must be anthropic, openai or an http(s) URL, not {name!r}")
+    return url.rstrip("/")
+
+
+def error_body(api: Api, status: int, message: str) -> Json:
+    """An error in the shape the API's clients parse."""
+    if api == "anthropic":
+        kind = {400: "invalid_request_error", 502: "api_error"}.get(status, "api_error")
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    return {"error": {"message": message, "type": "invalid_request_error" if status == 400 else "server_error", "param": None, "code": None}}
+
+
+class Proxy:
+    """The ASGI application (``app``) and the upstream client it forwards with."""
+
+    def __init__(self, recorder: Recorder, upstream: str, *, transport: httpx.AsyncBaseTransport | None = None):
+        self.recorder = recorder
+        self.upstream = upstream_url(upstream)
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+        routes = [
+            Route("/v1/messages", self._endpoint("anthropic"), methods=["POST"]),
+            Route("/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
+            *(Route(path, self._endpoint("openai-chat"), methods=["POST"]) for path in ("/v1/chat/completions", "/chat/completions")),
+            *(Route(path, self._endpoint("openai-responses"), methods=["POST"]) for path in ("/v1/responses", "/responses")),
+            Route("/{path:path}", self._pass, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]),
+        ]
+        self.app = Starlette(routes=routes, lifespan=self._lifespan)
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        async with httpx.AsyncClient(timeout=TIMEOUT, transport=self._transport) as client:
+            self._client = client
+            yield
+        self._client = None
+        self.recorder.close()
+
+    # ------------------------------------------------------------------ upstream
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            raise RuntimeError("the proxy's upstream client is open only while the app runs")
+        return self._client
+
+    def _upstream_request(self, request: Request, content: bytes) -> httpx.Request:
+        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP]
+        headers.append(("accept-encoding", "identity"))
+        url = self.upstream + request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return self.client.build_request(request.method, url, headers=headers, content=content)
+
+    @staticmethod
+    def _headers(response: httpx.Response) -> dict[str, str]:
+        return {k: v for k, v in response.headers.items() if k.lower() not in _HOP}
+
+    async def _send(self, request: Request, exchange: Exchange, raw: bytes) -> httpx.Response:
+        content = raw if exchange.forwarded is exchange.body else json_bytes(exchange.forwarded)
+        return await self.client.send(self._upstream_request(request, content), stream=True)
+
+    # ------------------------------------------------------------------ endpoints
+
+    def _endpoint(self, api: Api) -> Callable[[Request], Any]:
+        async def endpoint(request: Request) -> Response:
+            return await self._proxied(request, api)
+
+        return endpoint
+
+    async def _proxied(self, request: Request, api: Api) -> Response:
+        raw = await request.body()
+        try:
+            exchange = await run_in_threadpool(self.recorder.prepare, api, _parsed(raw))
+        except BadRequest as exc:
+            return JSONResponse(error_body(api, 400, f"glyphpack proxy: {exc}"), status_code=400)
+        try:
+            upstream = await self._send(request, exchange, raw)
+            if upstream.status_code in (400, 413) and exchange.session is not None:
+                data = await self._json(upstream)
+                retry = await run_in_threadpool(self.recorder.recover, exchange, upstream.status_code, data) if data else None
+                if retry is None:
+                    return Response(json_bytes(data) if data else b"", upstream.status_code, self._headers(upstream))
+                exchange = retry
+                upstream = await self._send(request, exchange, raw)
+        except httpx.HTTPError as exc:
+            return JSONResponse(error_body(api, 502, f"glyphpack proxy: the upstream {self.upstream} failed: {exc}"), status_code=502)
+        if upstream.status_code != 200 or exchange.session is None:
+            return self._streamed(upstream, None, exchange)
+        if "text/event-stream" in upstream.headers.get("content-type", ""):
+            return self._streamed(upstream, ACCUMULATORS[api](), exchange)
+        data = await self._json(upstream)
+        if data is not None:
+            await run_in_threadpool(self.recorder.finish, exchange, data)
+        return Response(upstream.content, upstream.status_code, self._headers(upstream))
+
+    @staticmethod
+    async def _json(response: httpx.Response) -> Json | None:
+        content = await response.aread()
+        await response.aclose()
+        try:
+            data = json.loads(content)
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) else None
+
+    def _streamed(self, upstream: httpx.Response, accumulator: Any, exchange: Exchange) -> StreamingResponse:
+        """The upstream's bytes as they come; the answer recorded as soon as the stream
+        holds all of it, before its last bytes reach the client (whose next request then
+        finds it stored)."""
+        recorder = self.recorder
+
+        async def chunks() -> AsyncIterator[bytes]:
+            recorded = False
+            try:
+                async for chunk in upstream.aiter_bytes():
+                    if accumulator is not None and not recorded:
+                        accumulator.feed(chunk)
+                        result = accumulator.result()
+                        if result is not None:
+                            recorded = True
+                            await run_in_threadpool(recorder.finish, exchange, result)
+                    yield chunk
+            finally:
+                await upstream.aclose()
+
+        return StreamingResponse(chunks(), upstream.status_code, self._headers(upstream))
+
+    async def _count_tokens(self, request: Request) -> Response:
+        raw = await request.body()
+        try:
+            body = await run_in_threadpool(self.recorder.counted_body, "anthropic", _parsed(raw))
+        except BadRequest as exc:
+            return JSONResponse(error_body("anthropic", 400, f"glyphpack proxy: {exc}"), status_code=400)
+        exchange = Exchange("anthropic", body, body)
+        try:
+            upstream = await self._send(request, exchange, json_bytes(body))
+        except httpx.HTTPError as exc:
+            return JSONResponse(error_body("anthropic", 502, f"glyphpack proxy: the upstream {self.upstream} failed: {exc}"), status_code=502)
+        return self._streamed(upstream, None, exchange)
+
+    async def _pass(self, request: Request) -> Response:
+        """Any other path, to the same upstream as it came."""
+        try:
+            upstream = await self.client.send(self._upstream_request(request, await request.body()), stream=True)
+        except httpx.HTTPError as exc:
+            return JSONResponse({"error": {"message": f"glyphpack proxy: the upstream {self.upstream} failed: {exc}"}}, status_code=502)
+        return self._streamed(upstream, None, Exchange("anthropic", {}, {}))
+
+
+def _parsed(raw: bytes) -> object:
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise BadRequest(f"the request body is not JSON: {exc}") from None
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket (port 0: a free one), bound before the server starts so the
+    port can be printed and a failure to bind reported as a usage error."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.listen(128)
+    return sock
+
+
+class Running:
+    """A proxy served in a background thread (tests, embedding): ``url``, ``stop()``."""
+
+    def __init__(self, proxy: Proxy, host: str = "127.0.0.1", port: int = 0):
+        import uvicorn
+
+        self.socket = listen(host, port)
+        self.url = f"http://{host}:{self.socket.getsockname()[1]}"
+        config = uvicorn.Config(proxy.app, log_level="warning", lifespan="on")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
+        self.thread.start()
+        while not self.server.started and self.thread.is_alive():
+            threading.Event().wait(0.01)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+        self.socket.close()
+
+    def __enter__(self) -> Running:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def serve(proxy: Proxy, host: str, port: int, *, announce: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> None:
+    """Serve until SIGINT or SIGTERM (requests in flight finish first)."""
+    import uvicorn
+
+    sock = listen(host, port)
+    announce(f"http://{host}:{sock.getsockname()[1]}")
+    uvicorn.Server(uvicorn.Config(proxy.app, log_level="warning", lifespan="on")).run(sockets=[sock])

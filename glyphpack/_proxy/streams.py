@@ -1,0 +1,213 @@
+"""Server-sent event streams as the provider APIs send them, read as they pass through:
+bytes go on to the client untouched while an accumulator rebuilds the response the
+same request would have had without ``stream`` (what the transcript records).
+
+Each accumulator takes the decoded events of one stream (``SseParser``) and gives the
+whole response as the API's non-streaming JSON (``result``), or None when the stream
+ended before it was complete (a dropped connection, an error event): nothing half is
+recorded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from .._types import Api
+
+Json = dict[str, Any]
+
+
+class SseParser:
+    """Bytes of an ``text/event-stream`` body, fed in any chunks, as (event, data) pairs.
+
+    Lines end with LF, CRLF or CR; an event ends at a blank line; its ``data:`` lines
+    join with LF; comments (``:``) and other fields are skipped.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._event = ""
+        self._data: list[str] = []
+
+    def feed(self, chunk: bytes) -> Iterator[tuple[str, str]]:
+        self._buffer += chunk
+        while True:
+            cut = min((i for i in (self._buffer.find(b"\n"), self._buffer.find(b"\r")) if i >= 0), default=-1)
+            if cut < 0:
+                return
+            # A CR at the very end may be the first half of a CRLF still to come.
+            if self._buffer[cut : cut + 1] == b"\r" and cut + 1 == len(self._buffer):
+                return
+            line = self._buffer[:cut].decode("utf-8", errors="replace")
+            skip = 2 if self._buffer[cut : cut + 2] == b"\r\n" else 1
+            self._buffer = self._buffer[cut + skip :]
+            if not line:
+                if self._data:
+                    yield self._event or "message", "\n".join(self._data)
+                self._event, self._data = "", []
+                continue
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "event":
+                self._event = value
+            elif field == "data":
+                self._data.append(value)
+
+
+class Accumulator:
+    """One API's stream events folded into its non-streaming response."""
+
+    def __init__(self) -> None:
+        self.parser = SseParser()
+        self.failed = False
+
+    def feed(self, chunk: bytes) -> None:
+        for event, data in self.parser.feed(chunk):
+            if data == "[DONE]":
+                continue
+            try:
+                payload = json.loads(data)
+            except ValueError:
+                self.failed = True
+                continue
+            if isinstance(payload, dict):
+                self.event(event, payload)
+
+    def event(self, event: str, payload: Json) -> None:
+        raise NotImplementedError
+
+    def result(self) -> Json | None:
+        raise NotImplementedError
+
+
+class AnthropicAccumulator(Accumulator):
+    """Messages API events: ``message_start``, ``content_block_start/delta/stop``,
+    ``message_delta``, ``message_stop`` (``ping`` and unknown events are skipped)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.message: Json | None = None
+        self.blocks: dict[int, Json] = {}
+        self.partial_json: dict[int, str] = {}
+        self.stopped = False
+
+    def event(self, event: str, payload: Json) -> None:
+        kind = payload.get("type", event)
+        if kind == "error":
+            self.failed = True
+        elif kind == "message_start" and isinstance(payload.get("message"), dict):
+            self.message = dict(payload["message"])
+        elif kind == "content_block_start" and isinstance(payload.get("content_block"), dict):
+            self.blocks[payload.get("index", len(self.blocks))] = dict(payload["content_block"])
+        elif kind == "content_block_delta":
+            self._delta(payload.get("index", -1), payload.get("delta") or {})
+        elif kind == "message_delta" and self.message is not None:
+            self.message.update({k: v for k, v in (payload.get("delta") or {}).items() if v is not None or k == "stop_sequence"})
+            self.message["usage"] = {**(self.message.get("usage") or {}), **(payload.get("usage") or {})}
+        elif kind == "message_stop":
+            self.stopped = True
+
+    def _delta(self, index: int, delta: Json) -> None:
+        block = self.blocks.get(index)
+        if block is None:
+            self.failed = True
+            return
+        kind = delta.get("type")
+        if kind == "text_delta":
+            block["text"] = block.get("text", "") + delta.get("text", "")
+        elif kind == "input_json_delta":
+            self.partial_json[index] = self.partial_json.get(index, "") + delta.get("partial_json", "")
+        elif kind == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
+        elif kind == "signature_delta":
+            block["signature"] = block.get("signature", "") + delta.get("signature", "")
+        elif kind == "citations_delta":
+            block.setdefault("citations", []).append(delta.get("citation"))
+
+    def result(self) -> Json | None:
+        if self.failed or not self.stopped or self.message is None:
+            return None
+        content = []
+        for index in sorted(self.blocks):
+            block = self.blocks[index]
+            if index in self.partial_json:
+                try:
+                    block["input"] = json.loads(self.partial_json[index] or "{}")
+                except ValueError:
+                    return None
+            content.append(block)
+        return {**self.message, "content": content}
+
+
+class ChatAccumulator(Accumulator):
+    """Chat Completions chunks (``chat.completion.chunk``), the first choice's deltas:
+    content, refusal and tool calls by index; usage from the last chunk when asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head: Json | None = None
+        self.message: Json = {"role": "assistant", "content": None}
+        self.calls: dict[int, Json] = {}
+        self.finish: str | None = None
+        self.usage: Json | None = None
+
+    def event(self, event: str, payload: Json) -> None:
+        if "error" in payload:
+            self.failed = True
+            return
+        if self.head is None:
+            self.head = {k: payload.get(k) for k in ("id", "created", "model", "system_fingerprint")}
+        if isinstance(payload.get("usage"), dict):
+            self.usage = payload["usage"]
+        for choice in payload.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            for key in ("content", "refusal"):
+                if isinstance(delta.get(key), str):
+                    self.message[key] = (self.message.get(key) or "") + delta[key]
+            for call in delta.get("tool_calls") or ():
+                slot = self.calls.setdefault(call.get("index", len(self.calls)), {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+                slot["id"] = call.get("id") or slot["id"]
+                function = call.get("function") or {}
+                slot["function"]["name"] += function.get("name") or ""
+                slot["function"]["arguments"] += function.get("arguments") or ""
+            self.finish = choice.get("finish_reason") or self.finish
+
+    def result(self) -> Json | None:
+        if self.failed or self.head is None or self.finish is None:
+            return None
+        message = dict(self.message)
+        if self.calls:
+            message["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
+        response: Json = {**self.head, "object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": self.finish}]}
+        if self.usage is not None:
+            response["usage"] = self.usage
+        return response
+
+
+class ResponsesAccumulator(Accumulator):
+    """Responses API events: the ``response.completed`` event carries the whole response."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.response: Json | None = None
+
+    def event(self, event: str, payload: Json) -> None:
+        kind = payload.get("type", event)
+        if kind in ("error", "response.failed", "response.incomplete"):
+            self.failed = True
+        elif kind == "response.completed" and isinstance(payload.get("response"), dict):
+            self.response = payload["response"]
+
+    def result(self) -> Json | None:
+        return None if self.failed else self.response
+
+
+ACCUMULATORS: dict[Api, type[Accumulator]] = {
+    "anthropic": AnthropicAccumulator,
+    "openai-chat": ChatAccumulator,
+    "openai-responses": ResponsesAccumulator,
+}
