@@ -9,7 +9,7 @@ Layers (each may import only the layers listed for it):
     _compaction  the ladder                   -> base, _providers, _history, _render, _compaction
     _session     a harness's session          -> base, _providers, _history, _compaction, _session
     _eval        the reading probe            -> base, _providers, _render, _history, _session, _eval
-    _proxy       the HTTP proxy               -> base, _providers, _history, _session, _proxy
+    _proxy       the HTTP proxy               -> base, _providers, _history, _compaction, _session, _proxy
     testing      the session generator        -> base, _history
     _cli         the command line             -> anything; nothing imports it but __main__
 
@@ -37,7 +37,7 @@ ALLOWED = {
     "_compaction": {"base", "_providers", "_history", "_render", "_compaction"},
     "_session": {"base", "_providers", "_history", "_compaction", "_session"},
     "_eval": {"base", "_providers", "_render", "_history", "_session", "_eval"},
-    "_proxy": {"base", "_providers", "_history", "_session", "_proxy"},
+    "_proxy": {"base", "_providers", "_history", "_compaction", "_session", "_proxy"},
     "testing": {"base", "_history"},
     "_cli": {"base", "_providers", "_render", "_history", "_compaction", "_session", "_eval", "_proxy", "testing", "package"},
     "__main__": {"_cli"},

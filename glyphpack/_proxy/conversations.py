@@ -28,6 +28,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from .._compaction.summarize import Summarizer
 from .._errors import CompactionError, ConflictError, GlyphpackError, HistoryError
 from .._history.apis import provider_api
 from .._history.codec import json_text
@@ -93,7 +94,6 @@ class ProxySettings:
     context_window: int | None = None
     threshold: int | None = None
     target: int | None = None
-    summarizer: str | None = None
 
 
 @dataclasses.dataclass
@@ -159,30 +159,31 @@ class Recorder:
 
     # ------------------------------------------------------------------ requests
 
-    def prepare(self, api: Api, body: object) -> Exchange:
+    def prepare(self, api: Api, body: object, summarizer: Summarizer | None = None) -> Exchange:
         """Record the request's history and build what goes upstream (compacting first
         when the session's threshold is reached). A body without a history list or a
         model is a ``BadRequest``; a history the proxy cannot record (one the provider
         may still take: it is the provider's to judge) passes through as it came, with a
-        note on stderr."""
+        note on stderr. ``summarizer`` (this request's: it carries the caller's key) is
+        the session's last rung."""
         request, history = _read_request(api, body)
         try:
             if isinstance(history, HistoryError):
                 raise history
-            return self._prepare(api, request, history)
+            return self._prepare(api, request, history, summarizer)
         except GlyphpackError as exc:
             note = f"not recorded: {exc}"
             print(f"glyphpack proxy: {note}", file=sys.stderr)
             return Exchange(api, request, request, note=note)
 
-    def _prepare(self, api: Api, body: Json, history: list[Message]) -> Exchange:
+    def _prepare(self, api: Api, body: Json, history: list[Message], summarizer: Summarizer | None) -> Exchange:
         for attempt in range(2):
             conversation, _ = self.match(history)
             if conversation is None:
                 conversation = self._new_conversation()
             with self._conversation_locks[conversation]:
                 try:
-                    session = self._session(conversation, body, history)
+                    session = self._session(conversation, body, history, summarizer)
                 except ConflictError:
                     if attempt:
                         raise
@@ -270,9 +271,10 @@ class Recorder:
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
         return f"proxy-{stamp}-{secrets.token_hex(3)}"
 
-    def _session(self, conversation: str, body: Json, history: Sequence[Message]) -> Session:
-        """The open session of ``conversation`` for this request's model, its history
-        made ``history``: the new messages appended and saved (a turn boundary)."""
+    def _session(self, conversation: str, body: Json, history: Sequence[Message], summarizer: Summarizer | None) -> Session:
+        """The open session of ``conversation`` for this request's model and with its
+        summarizer, its history made ``history``: the new messages appended and saved (a
+        turn boundary)."""
         with self._lock:
             session = self._sessions.get(conversation)
             if session is not None:
@@ -281,7 +283,8 @@ class Recorder:
             self._forget(conversation)
             session = None
         if session is None:
-            session = self._open(conversation, body)
+            session = self._open(conversation, body, summarizer)
+        session.summarizer = summarizer
         common = _common(session.messages, history)
         if common < len(session.messages):
             # The client went back (a retry, or the last answer sent back changed): the
@@ -289,7 +292,7 @@ class Recorder:
             self._forget(conversation)
             kept = session.messages[:common]
             self.workspace.save(conversation, AGENT, kept, revision=session.revision, replace=True)
-            session = self._open(conversation, body)
+            session = self._open(conversation, body, summarizer)
         session.extend(history[common:])
         with self._lock:
             self._sessions[conversation] = session
@@ -297,7 +300,7 @@ class Recorder:
                 self._sessions.popitem(last=False)[1].close()
         return session
 
-    def _open(self, conversation: str, body: Json) -> Session:
+    def _open(self, conversation: str, body: Json, summarizer: Summarizer | None) -> Session:
         settings = self.settings
         tools = body.get("tools")
         return Session(
@@ -305,7 +308,7 @@ class Recorder:
             conversation,
             AGENT,
             model=body["model"],
-            summarizer=settings.summarizer,
+            summarizer=summarizer,
             context_window=settings.context_window,
             threshold=settings.threshold,
             target=settings.target,

@@ -16,7 +16,7 @@ import json
 import socket
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import httpx
@@ -26,20 +26,58 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from .._compaction.sdk_summary import SUMMARY_OUTPUT_TOKENS, sdk_summarizer
+from .._compaction.summarize import Summarizer
 from .._errors import UsageError
 from .._history.codec import json_bytes
+from .._providers.catalog import CONTEXT_WINDOWS
+from .._providers.resolve import resolve
 from .._types import Api
 from .conversations import BadRequest, Exchange, Recorder
 from .streams import ACCUMULATORS
 
 Json = dict[str, Any]
 
+#: ``--summarizer same``: summaries by the model the request is for.
+SAME_MODEL = "same"
 #: Where ``--upstream anthropic`` and ``--upstream openai`` go.
 UPSTREAMS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com"}
 #: Headers that describe one hop, not the request: never passed on.
 _HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "accept-encoding", "content-encoding", "upgrade", "te"}
 #: How long the upstream may take: a long answer streams for minutes.
 TIMEOUT = httpx.Timeout(600.0, connect=15.0)
+
+
+#: The caller's headers a summary call through the upstream carries (its credentials and
+#: API version; nothing else of the caller's request).
+_SUMMARY_HEADERS = ("x-api-key", "authorization", "anthropic-version", "anthropic-beta", "openai-organization", "openai-project", "api-key")
+
+
+class UpstreamSummary:
+    """``fn`` of the proxy's ``Summarizer``: a summary asked of ``model`` through the
+    proxy's own upstream, with the caller's credentials (the proxy holds none). The SDK
+    client is made on the first call: most requests never summarize."""
+
+    def __init__(self, upstream: str, api: Api, model: str, headers: Mapping[str, str]):
+        self.upstream, self.api, self.model = upstream, api, model
+        self.headers = {k: v for k, v in headers.items() if k.lower() in _SUMMARY_HEADERS}
+        self._fn: Callable[[str], str] | None = None
+
+    def __call__(self, prompt: str) -> str:
+        if self._fn is None:
+            self._fn = sdk_summarizer(self._client(), self.model, api=self.api).fn
+        return self._fn(prompt)
+
+    def _client(self) -> Any:
+        token = self.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        if self.api == "anthropic":
+            import anthropic
+
+            key = self.headers.get("x-api-key")
+            return anthropic.Anthropic(base_url=self.upstream, api_key=key, auth_token=None if key else token or None, default_headers=self.headers, max_retries=2)
+        import openai
+
+        return openai.OpenAI(base_url=f"{self.upstream}/v1", api_key=token or "unused", default_headers=self.headers, max_retries=2)
 
 
 def upstream_url(name: str) -> str:
@@ -61,9 +99,12 @@ def error_body(api: Api, status: int, message: str) -> Json:
 class Proxy:
     """The ASGI application (``app``) and the upstream client it forwards with."""
 
-    def __init__(self, recorder: Recorder, upstream: str, *, transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(self, recorder: Recorder, upstream: str, *, summarizer: str | None = SAME_MODEL, transport: httpx.AsyncBaseTransport | None = None):
+        """``summarizer``: the model that summarizes, through the upstream with the
+        caller's key (``SAME_MODEL``: the request's own; None: no summarization rung)."""
         self.recorder = recorder
         self.upstream = upstream_url(upstream)
+        self.summarizer = summarizer
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
         routes = [
@@ -116,7 +157,8 @@ class Proxy:
     async def _proxied(self, request: Request, api: Api) -> Response:
         raw = await request.body()
         try:
-            exchange = await run_in_threadpool(self.recorder.prepare, api, _parsed(raw))
+            body = _parsed(raw)
+            exchange = await run_in_threadpool(self.recorder.prepare, api, body, self._summarizer(api, body, request))
         except BadRequest as exc:
             return JSONResponse(error_body(api, 400, f"glyphpack proxy: {exc}"), status_code=400)
         try:
@@ -138,6 +180,14 @@ class Proxy:
         if data is not None:
             await run_in_threadpool(self.recorder.finish, exchange, data)
         return Response(upstream.content, upstream.status_code, self._headers(upstream))
+
+    def _summarizer(self, api: Api, body: object, request: Request) -> Summarizer | None:
+        model = body.get("model") if isinstance(body, dict) else None
+        if self.summarizer is None or not isinstance(model, str):
+            return None
+        chosen = model if self.summarizer == SAME_MODEL else self.summarizer
+        window = CONTEXT_WINDOWS[resolve(chosen).reader.provider]
+        return Summarizer(UpstreamSummary(self.upstream, api, chosen, request.headers), window=window, output_reserve=SUMMARY_OUTPUT_TOKENS)
 
     @staticmethod
     async def _json(response: httpx.Response) -> Json | None:

@@ -62,10 +62,12 @@ class Accumulator:
     def __init__(self) -> None:
         self.parser = SseParser()
         self.failed = False
+        self.done = False  # the stream's own end marker ("[DONE]") came
 
     def feed(self, chunk: bytes) -> None:
         for event, data in self.parser.feed(chunk):
             if data == "[DONE]":
+                self.done = True
                 continue
             try:
                 payload = json.loads(data)
@@ -143,7 +145,8 @@ class AnthropicAccumulator(Accumulator):
 
 class ChatAccumulator(Accumulator):
     """Chat Completions chunks (``chat.completion.chunk``), the first choice's deltas:
-    content, refusal and tool calls by index; usage from the last chunk when asked for."""
+    content, refusal and tool calls by index; usage from the chunk after the finish when
+    asked for; complete at ``[DONE]`` (after which nothing more comes)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -177,9 +180,10 @@ class ChatAccumulator(Accumulator):
             self.finish = choice.get("finish_reason") or self.finish
 
     def result(self) -> Json | None:
-        if self.failed or self.head is None or self.finish is None:
+        if self.failed or not self.done or self.head is None or self.finish is None:
             return None
-        message = dict(self.message)
+        # Streams open with an empty content delta; the whole response says null for "none".
+        message = {k: (v or None) if k in ("content", "refusal") else v for k, v in self.message.items()}
         if self.calls:
             message["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
         response: Json = {**self.head, "object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": self.finish}]}

@@ -1,0 +1,371 @@
+"""``glyphpack proxy``: streams read as they pass, conversations recognized and recorded,
+requests compacted and forwarded, driven by the official SDKs over real HTTP against a
+fake upstream on 127.0.0.1 (``glyphpack.testing.fake.FakeUpstream``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+pytest.importorskip("starlette")
+import httpx
+
+from glyphpack import Workspace
+from glyphpack._history.apis import provider_api
+from glyphpack._history.apis.anthropic import check_anthropic
+from glyphpack._proxy.conversations import ANTHROPIC_CACHE_MARKS, AGENT, BadRequest, ProxySettings, Recorder, cap_cache_marks, digests, history_of
+from glyphpack._proxy.server import Proxy, Running, error_body
+from glyphpack._proxy.streams import ACCUMULATORS, SseParser
+from glyphpack.testing.fake import FakeModel, FakeUpstream, Turn, answer_body, count_tokens, sse_events, summary_prompt
+
+Json = dict[str, Any]
+API_KEY = "sk-test-d0n0tst0re"
+TASK = "Read every log file and tell me which service failed first."
+
+
+# ---------------------------------------------------------------------- streams
+
+
+def _events(stream: bytes, cuts: list[int]) -> list[tuple[str, str]]:
+    parser = SseParser()
+    events: list[tuple[str, str]] = []
+    start = 0
+    for cut in [*sorted(set(cuts)), len(stream)]:
+        events += parser.feed(stream[start:cut])
+        start = cut
+    return events
+
+
+@given(ending=st.sampled_from(["\n", "\r\n", "\r"]), cuts=st.lists(st.integers(0, 120), max_size=12))
+def test_sse_events_read_the_same_whatever_the_line_endings_and_chunks(ending: str, cuts: list[int]) -> None:
+    text = ": comment\nevent: one\ndata: {\"a\":\ndata: 1}\n\ndata: [DONE]\nid: 7\n\nevent: empty\n\n"
+    stream = text.replace("\n", ending).encode()
+    assert _events(stream, [c for c in cuts if c < len(stream)]) == [("one", '{"a":\n1}'), ("message", "[DONE]")]
+
+
+_turns = st.builds(
+    Turn,
+    text=st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40),
+    calls=st.lists(
+        st.tuples(st.sampled_from(["Bash", "Read"]), st.fixed_dictionaries({"command": st.text(max_size=30)})), max_size=3
+    ).map(tuple),
+)
+
+
+@given(api=st.sampled_from(sorted(ACCUMULATORS)), turn=_turns, data=st.data())
+def test_a_stream_accumulates_to_the_response_it_streams(api: str, turn: Turn, data: st.DataObject) -> None:
+    if not turn.text and not turn.calls:
+        turn = Turn(text="ok")
+    answer = answer_body(api, turn, 3, 1234)
+    stream = b"".join(sse_events(api, answer, usage=True))
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=20))
+    accumulator = ACCUMULATORS[api]()
+    start = 0
+    for cut in [*sorted(set(cuts)), len(stream)]:
+        accumulator.feed(stream[start:cut])
+        start = cut
+    result = accumulator.result()
+    assert result is not None
+    build = provider_api(api)
+    streamed, whole = build.parse(result), build.parse(answer)
+    assert streamed.message.content == whole.message.content
+    assert streamed.input_tokens == whole.input_tokens == 1234
+    if api == "anthropic":
+        assert result == answer  # the Messages stream rebuilds the very response
+
+
+@pytest.mark.parametrize("api", sorted(ACCUMULATORS))
+def test_a_stream_that_ends_early_or_fails_records_nothing(api: str) -> None:
+    events = sse_events(api, answer_body(api, Turn(text="half an answer"), 1, 10), usage=True)
+    cut = ACCUMULATORS[api]()
+    for event in events[:-2]:
+        cut.feed(event)
+    assert cut.result() is None
+    failed = ACCUMULATORS[api]()
+    for event in [*events[:-1], b'event: error\ndata: {"type": "error", "error": {"message": "overloaded"}}\n\n', events[-1]]:
+        failed.feed(event)
+    assert failed.result() is None
+    whole = ACCUMULATORS[api]()
+    for event in events:
+        whole.feed(event)
+    assert whole.result() is not None
+
+
+# ---------------------------------------------------------------------- the recorder
+
+
+def _anthropic_body(messages: list[Json], **extra: Any) -> Json:
+    return {"model": "claude-sonnet-4-5", "max_tokens": 1000, "system": "You are terse.", "messages": messages, **extra}
+
+
+def _answer(text: str) -> Json:
+    return answer_body("anthropic", Turn(text=text), 1, 100)
+
+
+def _stored(workspace: Workspace) -> dict[str, list[str]]:
+    """Each stored conversation's messages as role: text."""
+    return {
+        conversation: [f"{m.role}: {m.text}" for m in workspace.load(conversation, agent).messages]
+        for conversation, agent in workspace.transcripts()
+    }
+
+
+def test_a_request_that_continues_a_stored_history_is_appended_to_it(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path)
+    recorder = Recorder(workspace)
+    first = [{"role": "user", "content": TASK}]
+    recorder.finish(recorder.prepare("anthropic", _anthropic_body(first)), _answer("which logs?"))
+    second = [*first, {"role": "assistant", "content": "which logs?"}, {"role": "user", "content": "those in /var/log"}]
+    recorder.finish(recorder.prepare("anthropic", _anthropic_body(second)), _answer("auth failed first"))
+    other = [{"role": "user", "content": "Something else entirely."}]
+    recorder.prepare("anthropic", _anthropic_body(other))
+    stored = _stored(workspace)
+    assert sorted(stored.values()) == sorted([
+        ["system: You are terse.", f"user: {TASK}", "assistant: which logs?", "user: those in /var/log", "assistant: auth failed first"],
+        ["system: You are terse.", "user: Something else entirely."],
+    ])
+    (conversation,) = [c for c, messages in stored.items() if len(messages) == 5]
+    # Another process on the same workspace (a restart) finds it from what is stored.
+    restarted = Recorder(Workspace(tmp_path))
+    assert restarted.index_workspace() == 2
+    third = [*second, {"role": "assistant", "content": "auth failed first"}, {"role": "user", "content": "why?"}]
+    exchange = restarted.prepare("anthropic", _anthropic_body(third))
+    assert exchange.session is not None and exchange.session.conversation == conversation
+    assert len(Workspace(tmp_path).load(conversation, AGENT).messages) == 6
+    # Only a whole stored history is continued: a request that shares its start and then
+    # goes elsewhere is a conversation of its own.
+    elsewhere = [*first, {"role": "assistant", "content": "which logs?"}, {"role": "user", "content": "never mind"}]
+    assert restarted.prepare("anthropic", _anthropic_body(elsewhere)).session.conversation != conversation  # type: ignore[union-attr]
+
+
+def test_a_retried_request_moves_the_transcript_back_and_the_tree_keeps_the_first_answer(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path)
+    recorder = Recorder(workspace)
+    body = _anthropic_body([{"role": "user", "content": TASK}])
+    recorder.finish(recorder.prepare("anthropic", body), _answer("first try"))
+    exchange = recorder.prepare("anthropic", body)  # the client retries: it never got the answer
+    recorder.finish(exchange, _answer("second try"))
+    assert exchange.session is not None
+    conversation = exchange.session.conversation
+    assert [m.text for m in workspace.load(conversation, AGENT).messages][-1] == "second try"
+    texts = {m.text for node in workspace.tree.nodes(conversation) for m in [node.message]}
+    assert {"first try", "second try"} <= texts
+    assert len(workspace.transcripts()) == 1
+
+
+def test_below_the_threshold_the_clients_own_body_goes_upstream(tmp_path: Path) -> None:
+    recorder = Recorder(Workspace(tmp_path))
+    body = _anthropic_body([{"role": "user", "content": [{"type": "text", "text": TASK, "cache_control": {"type": "ephemeral"}}]}])
+    exchange = recorder.prepare("anthropic", body)
+    assert exchange.forwarded is body and exchange.session is not None and not exchange.compacted
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ([1, 2], "the request body must be a JSON object, not list"),
+        ({"messages": [{"role": "user", "content": "x"}]}, "model: a model id is required"),
+        ({"model": "claude-sonnet-4-5", "messages": "hello"}, "messages: expected a list of objects, got str"),
+        ({"model": "claude-sonnet-4-5", "messages": ["hello"]}, "messages: expected a list of objects, got list"),
+    ],
+)
+def test_a_body_the_proxy_cannot_read_is_refused_and_nothing_is_stored(tmp_path: Path, body: object, problem: str) -> None:
+    workspace = Workspace(tmp_path)
+    with pytest.raises(BadRequest, match=problem):
+        Recorder(workspace).prepare("anthropic", body)
+    assert workspace.transcripts() == []
+
+
+def test_a_history_glyphpack_cannot_read_goes_to_the_provider_as_it_came(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    workspace = Workspace(tmp_path)
+    body = _anthropic_body([{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "@@"}}]}])
+    exchange = Recorder(workspace).prepare("anthropic", body)
+    assert exchange.forwarded is body and exchange.session is None
+    assert "not recorded: message 0: an image's data is not valid base64" in capsys.readouterr().err
+    assert workspace.transcripts() == []
+
+
+def _marked(count: int) -> list[Json]:
+    return [{"type": "text", "text": f"t{i}", "cache_control": {"type": "ephemeral"}} for i in range(count)]
+
+
+@pytest.mark.parametrize(("system", "tools", "in_messages", "kept"), [(1, 1, 2, 2), (1, 1, 3, 2), (2, 1, 3, 1), (0, 0, 4, 4), (0, 0, 5, 4), (3, 2, 2, 0)])
+def test_cache_marks_are_cut_to_anthropics_limit_from_the_oldest_message(system: int, tools: int, in_messages: int, kept: int) -> None:
+    body = {"system": _marked(system), "tools": _marked(tools), "messages": [{"role": "user", "content": _marked(in_messages)}]}
+    cap_cache_marks(body)
+    blocks = body["messages"][0]["content"]
+    assert ["cache_control" in b for b in blocks] == [False] * (in_messages - kept) + [True] * kept
+    assert sum("cache_control" in b for b in [*body["system"], *body["tools"]]) == system + tools
+    assert system + tools > ANTHROPIC_CACHE_MARKS or json.dumps(body).count("cache_control") <= ANTHROPIC_CACHE_MARKS
+
+
+def test_digests_ignore_ids_and_thinking_and_see_every_other_change() -> None:
+    wire = [{"role": "user", "content": TASK}, {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm", "signature": "s"}, {"type": "text", "text": "ok"}]}]
+    once, again = history_of("anthropic", {"messages": wire}), history_of("anthropic", {"messages": wire})
+    assert [m.id for m in once] != [m.id for m in again] and digests(once) == digests(again)
+    without_thinking = history_of("anthropic", {"messages": [wire[0], {"role": "assistant", "content": "ok"}]})
+    assert digests(without_thinking) == digests(once)
+    changed = history_of("anthropic", {"messages": [wire[0], {"role": "assistant", "content": "ok!"}]})
+    assert digests(changed)[0] == digests(once)[0] and digests(changed)[1] != digests(once)[1]
+    as_system = history_of("anthropic", {"messages": [wire[0]], "system": TASK})
+    assert digests(as_system)[0] != digests(once)[0]
+
+
+# ---------------------------------------------------------------------- over HTTP, with the SDKs
+
+#: Small enough that a dozen tool results cross it; large enough that the ladder fits.
+SETTINGS = ProxySettings(context_window=24_000, threshold=9_000)
+TOOL = {"name": "Bash", "description": "Run a shell command.", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}
+
+
+def _tool_output(command: str) -> str:
+    """About 2,400 characters a command printed (seeded by the command: the same each run)."""
+    rng = random.Random(command)
+    words = ["service", "started", "failed", "retry", "timeout", "auth", "db", "cache", "ok", "warn", "GET", "POST", "/api/v1"]
+    return "\n".join(f"{10 + i:02d}:00:{rng.randrange(60):02d} {' '.join(rng.choices(words, k=8))}" for i in range(48))
+
+
+def _script(calls: int) -> list[Turn]:
+    return [Turn(text=f"Looking at log {i}.", calls=(("Bash", {"command": f"cat /var/log/svc{i}.log"}),)) for i in range(calls)] + [
+        Turn(text="auth failed first, at 10:00:03.")
+    ]
+
+
+class Harness:
+    """A minimal agent loop over one official SDK, as a harness author writes it: the
+    whole history sent every time, tool results answered from ``_tool_output``."""
+
+    def __init__(self, api: str, base_url: str, *, stream: bool):
+        self.api, self.stream = api, stream
+        if api == "anthropic":
+            import anthropic
+
+            self.client: Any = anthropic.Anthropic(base_url=base_url, api_key=API_KEY, max_retries=0)
+        else:
+            import openai
+
+            self.client = openai.OpenAI(base_url=f"{base_url}/v1", api_key=API_KEY, max_retries=0)
+        self.history: list[Any] = [{"role": "user", "content": TASK}]
+
+    def run(self, limit: int = 40) -> str:
+        for _ in range(limit):
+            done = getattr(self, f"_turn_{self.api.replace('-', '_')}")()
+            if done is not None:
+                return done
+        raise AssertionError("the loop did not finish")
+
+    def _turn_anthropic(self) -> str | None:
+        tools = [{"name": TOOL["name"], "description": TOOL["description"], "input_schema": TOOL["parameters"]}]
+        request = {"model": "claude-sonnet-4-5", "max_tokens": 1000, "system": "You are terse.", "messages": self.history, "tools": tools}
+        if self.stream:
+            with self.client.messages.stream(**request) as events:
+                response = events.get_final_message()
+        else:
+            response = self.client.messages.create(**request)
+        self.history.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in response.content]})
+        calls = [b for b in response.content if b.type == "tool_use"]
+        if not calls:
+            return "".join(b.text for b in response.content if b.type == "text")
+        self.history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": c.id, "content": _tool_output(c.input["command"])} for c in calls]})
+        return None
+
+    def _turn_openai_chat(self) -> str | None:
+        request = {"model": "gpt-5.4", "messages": self.history, "tools": [{"type": "function", "function": TOOL}]}
+        if self.stream:
+            with self.client.chat.completions.stream(**request, stream_options={"include_usage": True}) as events:
+                message = events.get_final_completion().choices[0].message
+        else:
+            message = self.client.chat.completions.create(**request).choices[0].message
+        self.history.append(message.model_dump(exclude_none=True, include={"role", "content", "tool_calls"}))
+        if not message.tool_calls:
+            return message.content or ""
+        for call in message.tool_calls:
+            self.history.append({"role": "tool", "tool_call_id": call.id, "content": _tool_output(json.loads(call.function.arguments)["command"])})
+        return None
+
+    def _turn_openai_responses(self) -> str | None:
+        request = {"model": "gpt-5.4", "input": self.history, "tools": [{"type": "function", **TOOL}], "store": False, "include": ["reasoning.encrypted_content"]}
+        if self.stream:
+            with self.client.responses.stream(**request) as events:
+                response = events.get_final_response()
+        else:
+            response = self.client.responses.create(**request)
+        self.history += [item.model_dump(exclude_none=True) for item in response.output]
+        calls = [item for item in response.output if item.type == "function_call"]
+        if not calls:
+            return response.output_text
+        self.history += [{"type": "function_call_output", "call_id": c.call_id, "output": _tool_output(json.loads(c.arguments)["command"])} for c in calls]
+        return None
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Iterator[Workspace]:
+    with Workspace(tmp_path / "ws") as ws:
+        yield ws
+
+
+def _serve(workspace: Workspace, upstream: FakeUpstream, settings: ProxySettings = SETTINGS) -> Running:
+    return Running(Proxy(Recorder(workspace, settings), upstream.url))
+
+
+def _task_of(api: str, body: Json) -> str:
+    first = [m for m in body[provider_api(api).request_key] if m.get("role") == "user"][0]
+    content = first["content"]
+    return content if isinstance(content, str) else content[0]["text"]
+
+
+@pytest.mark.parametrize(
+    ("api", "stream"),
+    [
+        # The streams run by default; the rest in CI (each loop takes 1-3 s).
+        ("anthropic", True),
+        ("openai-chat", True),
+        pytest.param("anthropic", False, marks=pytest.mark.slow),
+        pytest.param("openai-chat", False, marks=pytest.mark.slow),
+        pytest.param("openai-responses", False, marks=pytest.mark.slow),
+        pytest.param("openai-responses", True, marks=pytest.mark.slow),
+    ],
+)
+def test_an_sdk_loop_through_the_proxy_is_compacted_at_the_threshold_and_every_request_is_accepted(
+    workspace: Workspace, api: str, stream: bool
+) -> None:
+    model = FakeModel(_script(14))
+    with FakeUpstream(model) as upstream, _serve(workspace, upstream) as proxy:
+        harness = Harness(api, proxy.url, stream=stream)
+        assert harness.run() == "auth failed first, at 10:00:03."
+    assert set(model.statuses) == {200}  # the upstream accepted every request, and the client saw no error
+    key = provider_api(api).request_key
+    agent = [body for body in model.requests if summary_prompt(body) is None]
+    summaries = [body for body in model.requests if summary_prompt(body) is not None]
+    assert len(agent) == 15 and all(_task_of(api, body) == TASK for body in agent)  # the task stays verbatim
+    tokens = [count_tokens(body) for body in agent]
+    compacted = [i for i in range(1, len(agent)) if tokens[i] < tokens[i - 1]]
+    # Compacted once, at the threshold, to the target: the summary (through the upstream,
+    # with the caller's key) made room for the rest of the run.
+    assert len(compacted) == 1 and len(summaries) >= 1, tokens
+    first = compacted[0]
+    assert tokens[first] < tokens[first - 1] // 2 and max(tokens) < SETTINGS.threshold  # type: ignore[operator]
+    assert all(a < b for a, b in zip(tokens[:first], tokens[1:first]))  # before it, the client's whole history
+    # After it the forwarded prefix stays byte-stable (a prompt cache reads it).
+    for before, after in zip(agent[first:], agent[first + 1 :]):
+        assert after[key][: len(before[key]) - 1] == before[key][:-1]
+    assert all(headers.get("x-api-key") == API_KEY or headers.get("authorization") == f"Bearer {API_KEY}" for headers in upstream.headers)
+    # Nothing the client sent is lost: the transcript holds its whole history and the answer.
+    ((conversation, agent),) = workspace.transcripts()
+    stored = workspace.load(conversation, agent).messages
+    theirs = history_of(api, {"model": "m", key: harness.history, **({"system": "You are terse."} if api == "anthropic" else {})})
+    assert digests(stored) == digests(theirs)
+    assert stored[-1].role == "assistant" and stored[-1].text.endswith("auth failed first, at 10:00:03.")
