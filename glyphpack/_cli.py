@@ -700,6 +700,32 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_proxy(args: argparse.Namespace) -> int:
+    try:
+        from ._proxy.conversations import ProxySettings, Recorder
+        from ._proxy.server import Proxy, serve, upstream_url
+    except ImportError as exc:
+        raise UsageError(f"glyphpack proxy needs its extra ({exc.name} is missing): pip install 'glyphpack[proxy]'") from None
+    from ._history.store import Workspace
+    from ._session.session import Thresholds
+
+    upstream = upstream_url(args.upstream)
+    if args.context_window is not None:  # the limits checked before anything listens
+        Thresholds.for_window(args.context_window, args.threshold, args.target)
+    settings = ProxySettings(context_window=args.context_window, threshold=args.threshold, target=args.target)
+    summarizer = None if args.summarizer == "none" else args.summarizer
+    with Workspace(args.workspace) as workspace:
+        recorder = Recorder(workspace, settings)
+        known = recorder.index_workspace()
+
+        def announce(url: str) -> None:
+            print(f"glyphpack proxy on {url} -> {upstream}; workspace {args.workspace} ({known} conversations known)", file=sys.stderr)
+            print(f"  Claude Code: ANTHROPIC_BASE_URL={url} claude    OpenAI SDKs: OPENAI_BASE_URL={url}/v1", file=sys.stderr, flush=True)
+
+        serve(Proxy(recorder, upstream, summarizer=summarizer), args.host, args.port, announce=announce)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -820,6 +846,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", action="store_true", help="spend: without it only the estimate is printed")
     p.add_argument("--apply", metavar="RESULTS.json", help="write the reading profile these results support")
     p.set_defaults(run=cmd_eval)
+
+    p = sub.add_parser("proxy", help="an Anthropic- and OpenAI-compatible endpoint that records and compacts any harness's requests")
+    p.add_argument("--upstream", required=True, metavar="anthropic|openai|URL", help="where requests go (the only place they go)")
+    p.add_argument("--workspace", required=True, metavar="WS", help="the workspace folder conversations are recorded in")
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1, this machine only)")
+    p.add_argument("--port", type=int, default=8787, help="the port (default 8787; 0: any free one, printed)")
+    p.add_argument("--context-window", type=int, metavar="TOKENS", help="the models' window (default: each provider family's)")
+    p.add_argument("--threshold", type=int, metavar="TOKENS", help="compact at this many (default: the window less a reply reserve)")
+    p.add_argument("--target", type=int, metavar="TOKENS", help="compact to this many (default: the overhead plus half the rest)")
+    p.add_argument("--summarizer", default="same", metavar="MODEL|same|none",
+                   help="the model that summarizes, through the upstream with the caller's key (default: the request's own)")
+    p.set_defaults(run=cmd_proxy)
 
     p = sub.add_parser("generate-session", help="write a realistic generated agent session (for trying the ladder)")
     p.add_argument("out", metavar="FILE.json")

@@ -5,9 +5,7 @@ fake upstream on 127.0.0.1 (``glyphpack.testing.fake.FakeUpstream``)."""
 from __future__ import annotations
 
 import json
-import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,10 +22,19 @@ pytest.importorskip("starlette")
 import httpx
 
 from glyphpack import Workspace
+from glyphpack._cli import main
 from glyphpack._history.apis import provider_api
-from glyphpack._history.apis.anthropic import check_anthropic
-from glyphpack._proxy.conversations import ANTHROPIC_CACHE_MARKS, AGENT, BadRequest, ProxySettings, Recorder, cap_cache_marks, digests, history_of
-from glyphpack._proxy.server import Proxy, Running, error_body
+from glyphpack._proxy.conversations import (
+    AGENT,
+    ANTHROPIC_CACHE_MARKS,
+    BadRequest,
+    ProxySettings,
+    Recorder,
+    cap_cache_marks,
+    digests,
+    history_of,
+)
+from glyphpack._proxy.server import Proxy, Running
 from glyphpack._proxy.streams import ACCUMULATORS, SseParser
 from glyphpack.testing.fake import FakeModel, FakeUpstream, Turn, answer_body, count_tokens, sse_events, summary_prompt
 
@@ -362,10 +369,154 @@ def test_an_sdk_loop_through_the_proxy_is_compacted_at_the_threshold_and_every_r
     # After it the forwarded prefix stays byte-stable (a prompt cache reads it).
     for before, after in zip(agent[first:], agent[first + 1 :]):
         assert after[key][: len(before[key]) - 1] == before[key][:-1]
-    assert all(headers.get("x-api-key") == API_KEY or headers.get("authorization") == f"Bearer {API_KEY}" for headers in upstream.headers)
+    # Every request, the summarizer's included, carried the caller's key (the SDK sends
+    # it as x-api-key or as a bearer token, by version); the workspace holds it nowhere.
+    assert len(upstream.headers) == len(model.requests)
+    assert all(API_KEY in (h.get("x-api-key"), h.get("authorization", "").removeprefix("Bearer ")) for h in upstream.headers)
+    files = [p for p in Path(workspace.path).rglob("*") if p.is_file()]
+    assert files and not [p for p in files if API_KEY.encode() in p.read_bytes()]
     # Nothing the client sent is lost: the transcript holds its whole history and the answer.
     ((conversation, agent),) = workspace.transcripts()
     stored = workspace.load(conversation, agent).messages
     theirs = history_of(api, {"model": "m", key: harness.history, **({"system": "You are terse."} if api == "anthropic" else {})})
     assert digests(stored) == digests(theirs)
     assert stored[-1].role == "assistant" and stored[-1].text.endswith("auth failed first, at 10:00:03.")
+
+
+def test_too_long_is_recovered_by_compacting_and_retrying_once_unseen_by_the_client(workspace: Workspace) -> None:
+    # The provider's window turns out smaller than the proxy was told: request 6 is
+    # rejected as too long, whatever its size.
+    model = FakeModel(_script(8), faults={6: "overflow"})
+    with FakeUpstream(model) as upstream, _serve(workspace, upstream, ProxySettings(context_window=200_000)) as proxy:
+        assert Harness("anthropic", proxy.url, stream=False).run() == "auth failed first, at 10:00:03."
+    agent = [(status, body) for status, body in zip(model.statuses, model.requests) if summary_prompt(body) is None]
+    assert [status for status, _ in agent] == [200] * 5 + [400] + [200] * 4
+    rejected, retried = agent[5][1], agent[6][1]
+    assert count_tokens(retried) < count_tokens(rejected)  # compacted to fit what the provider said
+    assert _task_of("anthropic", retried) == TASK
+    ((conversation, agent_name),) = workspace.transcripts()
+    assert len(workspace.load(conversation, agent_name).messages) == 1 + 1 + 2 * 8 + 1  # system, task, 8 rounds, answer
+
+
+def test_another_error_reaches_the_client_as_the_provider_sent_it(workspace: Workspace) -> None:
+    import anthropic
+
+    model = FakeModel(_script(3), faults={2: "429"})
+    with FakeUpstream(model) as upstream, _serve(workspace, upstream) as proxy:
+        harness = Harness("anthropic", proxy.url, stream=False)
+        with pytest.raises(anthropic.RateLimitError, match="Rate limit reached"):
+            harness.run()
+    assert model.statuses == [200, 429]
+
+
+MALFORMED = [
+    ("/v1/messages", b"{not json", {"type": "error", "error": {"type": "invalid_request_error"}}),
+    ("/v1/messages", b'{"model": "claude-sonnet-4-5", "messages": {"role": "user"}}', {"type": "error", "error": {"type": "invalid_request_error"}}),
+    ("/v1/chat/completions", b'{"messages": []}', {"error": {"type": "invalid_request_error", "param": None, "code": None}}),
+    ("/v1/responses", b"[]", {"error": {"type": "invalid_request_error", "param": None, "code": None}}),
+]
+
+
+def test_a_malformed_request_gets_the_apis_error_shape_and_nothing_goes_upstream_or_is_stored(workspace: Workspace) -> None:
+    model = FakeModel(_script(1))
+    with FakeUpstream(model) as upstream, _serve(workspace, upstream) as proxy:
+        Harness("anthropic", proxy.url, stream=True).run()
+        before = {p: p.read_bytes() for p in Path(workspace.path).rglob("*") if p.is_file()}
+        for path, content, shape in MALFORMED:
+            response = httpx.post(proxy.url + path, content=content, headers={"x-api-key": API_KEY, "content-type": "application/json"})
+            assert response.status_code == 400, path
+            body = response.json()
+            error = body["error"]
+            assert error["message"].startswith("glyphpack proxy: ")
+            assert {k: v for k, v in body.items() if k != "error"} == {k: v for k, v in shape.items() if k != "error"}
+            assert {k: error[k] for k in shape["error"]} == shape["error"]
+        after = {p: p.read_bytes() for p in Path(workspace.path).rglob("*") if p.is_file()}
+    assert len(model.requests) == 2 and before == after
+
+
+@pytest.mark.slow  # a 15-call loop first (1-2 s)
+def test_count_tokens_answers_for_the_request_as_it_would_be_forwarded(workspace: Workspace) -> None:
+    import anthropic
+
+    model = FakeModel(_script(14))
+    tools = [{"name": TOOL["name"], "description": TOOL["description"], "input_schema": TOOL["parameters"]}]
+    with FakeUpstream(model) as upstream, _serve(workspace, upstream) as proxy:
+        harness = Harness("anthropic", proxy.url, stream=True)
+        harness.run()
+        request = {"model": "claude-sonnet-4-5", "system": "You are terse.", "tools": tools}
+        question = [*harness.history, {"role": "user", "content": "And the second?"}]
+        client = anthropic.Anthropic(base_url=proxy.url, api_key=API_KEY)
+        through = client.messages.count_tokens(**request, messages=question).input_tokens
+        whole = anthropic.Anthropic(base_url=upstream.url, api_key=API_KEY).messages.count_tokens(**request, messages=question).input_tokens
+        client.messages.create(**request, messages=question, max_tokens=100)
+    assert through == count_tokens(model.requests[-1]) < whole * 0.6  # what went upstream next, compaction in force
+
+
+@pytest.mark.slow  # eight loops at once (1-2 s)
+def test_conversations_run_side_by_side(workspace: Workspace) -> None:
+    """Eight clients, each its own conversation, at once: every one finishes, each
+    transcript holds its own history only."""
+    models = {f"task {n}": FakeModel(_script(4)) for n in range(8)}
+
+    def route(body: Json) -> FakeModel:
+        text = json.dumps(body["messages"][0])
+        return next(m for task, m in models.items() if task in text)
+
+    results: dict[str, str] = {}
+    with FakeUpstream(FakeModel([]), route=route) as upstream, _serve(workspace, upstream) as proxy:
+
+        def run(task: str) -> None:
+            harness = Harness("anthropic", proxy.url, stream=True)
+            harness.history = [{"role": "user", "content": task}]
+            results[task] = harness.run()
+
+        threads = [threading.Thread(target=run, args=(task,)) for task in models]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert results == dict.fromkeys(models, "auth failed first, at 10:00:03.")
+    stored = _stored(workspace)
+    assert len(stored) == 8
+    assert sorted(messages[1] for messages in stored.values()) == sorted(f"user: {task}" for task in models)
+    assert all(len(messages) == 1 + 1 + 2 * 4 + 1 for messages in stored.values())
+
+
+# ---------------------------------------------------------------------- the command
+
+
+def _glyphpack(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "glyphpack", *args], stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, **kwargs)
+
+
+def test_glyphpack_proxy_serves_until_sigterm_and_the_conversation_is_in_the_tree(tmp_path: Path) -> None:
+    model = FakeModel(_script(2))
+    with FakeUpstream(model) as upstream:
+        proxy = _glyphpack("proxy", "--upstream", upstream.url, "--workspace", str(tmp_path / "ws"), "--port", "0")
+        try:
+            assert proxy.stderr is not None
+            line = proxy.stderr.readline()
+            assert line.startswith("glyphpack proxy on http://127.0.0.1:") and f"-> {upstream.url}" in line, line
+            url = line.split()[3]
+            assert f"ANTHROPIC_BASE_URL={url} claude" in proxy.stderr.readline()
+            assert Harness("anthropic", url, stream=True).run() == "auth failed first, at 10:00:03."
+        finally:
+            proxy.send_signal(signal.SIGTERM)
+            _, err = proxy.communicate(timeout=30)
+    assert proxy.returncode == 0 and "Traceback" not in err
+    tree = subprocess.run([sys.executable, "-m", "glyphpack", "tree", str(tmp_path / "ws")], capture_output=True, text=True, check=True)
+    assert TASK[:40] in tree.stdout and "Bash" in tree.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--upstream", "ftp://example.com"], "--upstream must be anthropic, openai or an http(s) URL, not 'ftp://example.com'"),
+        (["--upstream", "anthropic", "--context-window", "1000", "--threshold", "2000"], "need 0 < target < threshold <= window"),
+        (["--upstream", "anthropic", "--host", "203.0.113.7"], "cannot listen on 203.0.113.7:8787"),
+    ],
+)
+def test_glyphpack_proxy_refuses_what_it_cannot_do_in_one_line(tmp_path: Path, args: list[str], error: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["proxy", "--workspace", str(tmp_path / "ws"), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("glyphpack: error: ") and error in err and err.count("\n") == 1

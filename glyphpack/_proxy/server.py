@@ -292,10 +292,29 @@ class Running:
         self.stop()
 
 
+class _Stopped(Exception):
+    """SIGINT or SIGTERM, raised again by uvicorn after its graceful shutdown."""
+
+
 def serve(proxy: Proxy, host: str, port: int, *, announce: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> None:
-    """Serve until SIGINT or SIGTERM (requests in flight finish first)."""
+    """Serve until SIGINT or SIGTERM; requests in flight finish first, then it returns
+    (uvicorn raises the signal again once it has shut down: caught here, not a crash)."""
+    import signal
+
     import uvicorn
 
     sock = listen(host, port)
     announce(f"http://{host}:{sock.getsockname()[1]}")
-    uvicorn.Server(uvicorn.Config(proxy.app, log_level="warning", lifespan="on")).run(sockets=[sock])
+
+    def stopped(number: int, frame: object) -> None:
+        raise _Stopped
+
+    previous = {number: signal.signal(number, stopped) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        uvicorn.Server(uvicorn.Config(proxy.app, log_level="warning", lifespan="on")).run(sockets=[sock])
+    except _Stopped:
+        pass
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        sock.close()
