@@ -36,7 +36,9 @@ from glyphpack._proxy.conversations import (
 )
 from glyphpack._proxy.server import Proxy, Running
 from glyphpack._proxy.streams import ACCUMULATORS, SseParser
-from glyphpack.testing.fake import FakeModel, FakeUpstream, Turn, answer_body, count_tokens, sse_events, summary_prompt
+from glyphpack._compaction.summarize import Summarizer
+from glyphpack.testing.fake import FakeModel, FakeUpstream, Turn, answer_body, count_tokens, fake_summary, sse_events, summary_prompt
+from glyphpack.testing.fake import _check_anthropic as fake_check_anthropic
 
 Json = dict[str, Any]
 API_KEY = "sk-test-d0n0tst0re"
@@ -136,26 +138,27 @@ def test_a_request_that_continues_a_stored_history_is_appended_to_it(tmp_path: P
     first = [{"role": "user", "content": TASK}]
     recorder.finish(recorder.prepare("anthropic", _anthropic_body(first)), _answer("which logs?"))
     second = [*first, {"role": "assistant", "content": "which logs?"}, {"role": "user", "content": "those in /var/log"}]
-    recorder.finish(recorder.prepare("anthropic", _anthropic_body(second)), _answer("auth failed first"))
-    other = [{"role": "user", "content": "Something else entirely."}]
-    recorder.prepare("anthropic", _anthropic_body(other))
+    exchange = recorder.prepare("anthropic", _anthropic_body(second))
+    recorder.finish(exchange, _answer("auth failed first"))
+    assert exchange.session is not None
+    conversation = exchange.session.conversation
+    # Only a whole stored history is continued: another run of the same task, which
+    # begins like this conversation's past and then goes elsewhere, is its own.
+    for elsewhere in (
+        [*first, {"role": "assistant", "content": "which logs?"}, {"role": "user", "content": "never mind"}],
+        [{"role": "user", "content": TASK + " "}],
+    ):
+        assert recorder.prepare("anthropic", _anthropic_body(elsewhere)).session.conversation != conversation  # type: ignore[union-attr]
     stored = _stored(workspace)
-    assert sorted(stored.values()) == sorted([
-        ["system: You are terse.", f"user: {TASK}", "assistant: which logs?", "user: those in /var/log", "assistant: auth failed first"],
-        ["system: You are terse.", "user: Something else entirely."],
-    ])
-    (conversation,) = [c for c, messages in stored.items() if len(messages) == 5]
+    assert stored[conversation] == ["system: You are terse.", f"user: {TASK}", "assistant: which logs?", "user: those in /var/log", "assistant: auth failed first"]
+    assert sorted(len(m) for m in stored.values()) == [2, 4, 5]
     # Another process on the same workspace (a restart) finds it from what is stored.
     restarted = Recorder(Workspace(tmp_path))
-    assert restarted.index_workspace() == 2
+    assert restarted.index_workspace() == 3
     third = [*second, {"role": "assistant", "content": "auth failed first"}, {"role": "user", "content": "why?"}]
     exchange = restarted.prepare("anthropic", _anthropic_body(third))
     assert exchange.session is not None and exchange.session.conversation == conversation
     assert len(Workspace(tmp_path).load(conversation, AGENT).messages) == 6
-    # Only a whole stored history is continued: a request that shares its start and then
-    # goes elsewhere is a conversation of its own.
-    elsewhere = [*first, {"role": "assistant", "content": "which logs?"}, {"role": "user", "content": "never mind"}]
-    assert restarted.prepare("anthropic", _anthropic_body(elsewhere)).session.conversation != conversation  # type: ignore[union-attr]
 
 
 def test_a_retried_request_moves_the_transcript_back_and_the_tree_keeps_the_first_answer(tmp_path: Path) -> None:
@@ -170,6 +173,10 @@ def test_a_retried_request_moves_the_transcript_back_and_the_tree_keeps_the_firs
     assert [m.text for m in workspace.load(conversation, AGENT).messages][-1] == "second try"
     texts = {m.text for node in workspace.tree.nodes(conversation) for m in [node.message]}
     assert {"first try", "second try"} <= texts
+    # After a restart too: the stored history before its last answer is known.
+    restarted = Recorder(Workspace(tmp_path))
+    restarted.index_workspace()
+    assert restarted.prepare("anthropic", body).session.conversation == conversation  # type: ignore[union-attr]
     assert len(workspace.transcripts()) == 1
 
 
@@ -203,6 +210,37 @@ def test_a_history_glyphpack_cannot_read_goes_to_the_provider_as_it_came(tmp_pat
     assert exchange.forwarded is body and exchange.session is None
     assert "not recorded: message 0: an image's data is not valid base64" in capsys.readouterr().err
     assert workspace.transcripts() == []
+
+
+def test_a_compacted_request_keeps_the_clients_cache_marks_and_stays_within_anthropics_limit(tmp_path: Path) -> None:
+    """Claude Code marks its system prompt and tools; the session marks the compaction's
+    end and the newest message: together over Anthropic's four, which it refuses. The
+    oldest of the session's give way; the client's stay."""
+    system = [{"type": "text", "text": "You are a coding agent.", "cache_control": {"type": "ephemeral"}}, {"type": "text", "text": "Be careful.", "cache_control": {"type": "ephemeral"}}]
+    tools = [{"name": "Bash", "description": "run", "input_schema": {"type": "object"}, "cache_control": {"type": "ephemeral"}}]
+    messages: list[Json] = [{"role": "user", "content": TASK}]
+    for i in range(14):
+        messages += [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": f"toolu_{i}", "name": "Bash", "input": {"command": f"cat {i}.log"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": _tool_output(str(i))}]},
+        ]
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "system": system, "tools": tools, "messages": messages}
+    summarizer = Summarizer(fake_summary)
+    recorder = Recorder(Workspace(tmp_path), SETTINGS)
+    exchange = recorder.prepare("anthropic", body, summarizer)
+    assert exchange.compacted
+    # The request after the compaction marks its end and the newest message.
+    answer = answer_body("anthropic", Turn(calls=(("Bash", {"command": "ls"}),)), 2, 100)
+    recorder.finish(exchange, answer)
+    (call,) = answer["content"]
+    body["messages"] = [*messages, {"role": "assistant", "content": [call]}, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": "a.log"}]}]
+    exchange = recorder.prepare("anthropic", body, summarizer)
+    assert exchange.compacted and exchange.session is not None and 0 < exchange.session.last_request.prefix < exchange.session.last_request.messages  # type: ignore[union-attr]
+    forwarded = exchange.forwarded
+    assert forwarded["system"] == system and forwarded["tools"] == tools  # the client's, marks and all
+    assert json.dumps(forwarded).count("cache_control") == ANTHROPIC_CACHE_MARKS
+    assert "cache_control" in json.dumps(forwarded["messages"][-1])  # the newest message keeps its mark
+    assert fake_check_anthropic(forwarded) is None
 
 
 def _marked(count: int) -> list[Json]:

@@ -121,7 +121,12 @@ class Recorder:
     def __init__(self, workspace: Workspace, settings: ProxySettings = ProxySettings()):
         self.workspace = workspace
         self.settings = settings
-        self._index: dict[bytes, tuple[str, int]] = {}  # digest -> (conversation, messages it covers)
+        # The digest of each conversation's current end (and of that end before its last
+        # answer) -> the conversation; a rolling digest names its length too. Only the
+        # current ends: a new client that begins like an old conversation's past is a
+        # conversation of its own, not a rewrite of that one.
+        self._index: dict[bytes, str] = {}
+        self._ends: dict[str, list[bytes]] = {}
         self._lock = threading.Lock()  # the index and the session cache, never held for long
         self._conversation_locks: dict[str, threading.Lock] = collections.defaultdict(threading.Lock)
         self._sessions: collections.OrderedDict[str, Session] = collections.OrderedDict()
@@ -141,11 +146,13 @@ class Recorder:
         """Index the end of ``messages``, and the end before a last answer (a client that
         retries the request, or sends the answer back changed, continues from there)."""
         chain = digests(messages)
+        ends = chain[-2:] if len(chain) > 1 and messages[-1].role == "assistant" else chain[-1:]
         with self._lock:
-            if chain:
-                self._index[chain[-1]] = (conversation, len(chain))
-            if len(chain) > 1 and messages[-1].role == "assistant":
-                self._index[chain[-2]] = (conversation, len(chain) - 1)
+            for stale in self._ends.get(conversation, ()):
+                if self._index.get(stale) == conversation:
+                    del self._index[stale]
+            self._ends[conversation] = ends
+            self._index.update(dict.fromkeys(ends, conversation))
 
     def match(self, history: Sequence[Message]) -> tuple[str | None, int]:
         """(the conversation ``history`` continues, how many of its messages are stored
@@ -153,8 +160,8 @@ class Recorder:
         with self._lock:
             for length, digest in reversed(list(enumerate(digests(history), 1))):
                 found = self._index.get(digest)
-                if found is not None and found[1] == length:
-                    return found[0], length
+                if found is not None:
+                    return found, length
         return None, 0
 
     # ------------------------------------------------------------------ requests
