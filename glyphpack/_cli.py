@@ -705,7 +705,7 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         from ._proxy.conversations import ProxySettings, Recorder
         from ._proxy.server import Proxy, serve, upstream_url
     except ImportError as exc:
-        raise UsageError(f"glyphpack proxy needs its extra ({exc.name} is missing): pip install 'glyphpack[proxy]'") from None
+        raise UsageError(f"glyphpack proxy needs its extra ({exc.name} is missing): pip install '.[proxy]' (the proxy extra)") from None
     from ._history.store import Workspace
     from ._session.session import Thresholds
 

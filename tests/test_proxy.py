@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import httpx
 
 from glyphpack import Workspace
 from glyphpack._cli import main
+from glyphpack._compaction.summarize import Summarizer
 from glyphpack._history.apis import provider_api
 from glyphpack._proxy.conversations import (
     AGENT,
@@ -36,8 +38,16 @@ from glyphpack._proxy.conversations import (
 )
 from glyphpack._proxy.server import Proxy, Running
 from glyphpack._proxy.streams import ACCUMULATORS, SseParser
-from glyphpack._compaction.summarize import Summarizer
-from glyphpack.testing.fake import FakeModel, FakeUpstream, Turn, answer_body, count_tokens, fake_summary, sse_events, summary_prompt
+from glyphpack.testing.fake import (
+    FakeModel,
+    FakeUpstream,
+    Turn,
+    answer_body,
+    count_tokens,
+    fake_summary,
+    sse_events,
+    summary_prompt,
+)
 from glyphpack.testing.fake import _check_anthropic as fake_check_anthropic
 
 Json = dict[str, Any]
@@ -419,6 +429,27 @@ def test_an_sdk_loop_through_the_proxy_is_compacted_at_the_threshold_and_every_r
     theirs = history_of(api, {"model": "m", key: harness.history, **({"system": "You are terse."} if api == "anthropic" else {})})
     assert digests(stored) == digests(theirs)
     assert stored[-1].role == "assistant" and stored[-1].text.endswith("auth failed first, at 10:00:03.")
+
+
+@pytest.mark.slow  # waits for a stream paced at 0.15 s per event (about 2 s)
+def test_a_stream_reaches_the_client_as_it_comes_and_is_recorded_when_it_ends(workspace: Workspace) -> None:
+    import anthropic
+
+    delay = 0.15
+    model = FakeModel([Turn(text="The auth service failed first, at 10:00:03; the others followed.")])
+    with FakeUpstream(model, event_delay=delay) as upstream, _serve(workspace, upstream) as proxy:
+        client = anthropic.Anthropic(base_url=proxy.url, api_key=API_KEY)
+        started = time.perf_counter()
+        arrivals = []
+        with client.messages.stream(model="claude-sonnet-4-5", max_tokens=100, messages=[{"role": "user", "content": TASK}]) as stream:
+            for _ in stream:
+                arrivals.append(time.perf_counter() - started)
+            text = stream.get_final_message().content[0].text
+    events = len(sse_events("anthropic", answer_body("anthropic", model.script[0], 1, 1)))
+    assert len(arrivals) >= events - 1
+    assert arrivals[0] < delay < (events - 1) * delay <= arrivals[-1] + delay / 2  # the first event long before the last
+    ((conversation, agent),) = workspace.transcripts()
+    assert workspace.load(conversation, agent).messages[-1].text == text == model.script[0].text
 
 
 def test_too_long_is_recovered_by_compacting_and_retrying_once_unseen_by_the_client(workspace: Workspace) -> None:

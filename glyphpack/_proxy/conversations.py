@@ -54,13 +54,14 @@ class BadRequest(GlyphpackError):
     """A request body the proxy cannot read: answered in the API's error shape, never forwarded."""
 
 
-def digests(messages: Sequence[Message]) -> list[bytes]:
-    """The rolling digest of ``messages[:1]``, ``messages[:2]``, ... (one per message).
+def digests(messages: Sequence[Message], after: Sequence[bytes] = ()) -> list[bytes]:
+    """The rolling digest of ``messages[:1]``, ``messages[:2]``, ... (one per message),
+    continuing ``after`` (the digests of the messages before these).
 
     Each message counts by its role and its blocks' JSON, without thinking and opaque
     blocks; ids never count (a history sent back gets new ones)."""
-    out: list[bytes] = []
-    digest = _SEED
+    out: list[bytes] = list(after)
+    digest = after[-1] if after else _SEED
     for message in messages:
         blocks = [b.to_json() for b in message.content if not isinstance(b, _UNKEYED)]
         digest = hashlib.sha256(digest + json_text([message.role, blocks]).encode("utf-8")).digest()
@@ -127,6 +128,9 @@ class Recorder:
         # conversation of its own, not a rewrite of that one.
         self._index: dict[bytes, str] = {}
         self._ends: dict[str, list[bytes]] = {}
+        # conversation -> (the id of the last message remembered, the digests to it): a
+        # long history is digested once, then one message at a time.
+        self._chains: dict[str, tuple[str, list[bytes]]] = {}
         self._lock = threading.Lock()  # the index and the session cache, never held for long
         self._conversation_locks: dict[str, threading.Lock] = collections.defaultdict(threading.Lock)
         self._sessions: collections.OrderedDict[str, Session] = collections.OrderedDict()
@@ -142,10 +146,19 @@ class Recorder:
                 found += 1
         return found
 
+    def _chain(self, conversation: str, messages: Sequence[Message]) -> list[bytes]:
+        """``digests(messages)`` of ``conversation``'s history, from what was remembered."""
+        with self._lock:
+            last, chain = self._chains.get(conversation, ("", []))
+        known = len(chain)
+        if known and known <= len(messages) and messages[known - 1].id == last:
+            return digests(messages[known:], chain)
+        return digests(messages)
+
     def _remember(self, conversation: str, messages: Sequence[Message]) -> None:
         """Index the end of ``messages``, and the end before a last answer (a client that
         retries the request, or sends the answer back changed, continues from there)."""
-        chain = digests(messages)
+        chain = self._chain(conversation, messages)
         ends = chain[-2:] if len(chain) > 1 and messages[-1].role == "assistant" else chain[-1:]
         with self._lock:
             for stale in self._ends.get(conversation, ()):
@@ -153,12 +166,14 @@ class Recorder:
                     del self._index[stale]
             self._ends[conversation] = ends
             self._index.update(dict.fromkeys(ends, conversation))
+            if messages:
+                self._chains[conversation] = (messages[-1].id, chain)
 
-    def match(self, history: Sequence[Message]) -> tuple[str | None, int]:
-        """(the conversation ``history`` continues, how many of its messages are stored
-        there), or (None, 0)."""
+    def match(self, chain: Sequence[bytes]) -> tuple[str | None, int]:
+        """(the conversation a history with the digests ``chain`` continues, how many of
+        its messages are stored there), or (None, 0)."""
         with self._lock:
-            for length, digest in reversed(list(enumerate(digests(history), 1))):
+            for length, digest in reversed(list(enumerate(chain, 1))):
                 found = self._index.get(digest)
                 if found is not None:
                     return found, length
@@ -184,13 +199,14 @@ class Recorder:
             return Exchange(api, request, request, note=note)
 
     def _prepare(self, api: Api, body: Json, history: list[Message], summarizer: Summarizer | None) -> Exchange:
+        chain = digests(history)
         for attempt in range(2):
-            conversation, _ = self.match(history)
+            conversation, _ = self.match(chain)
             if conversation is None:
                 conversation = self._new_conversation()
             with self._conversation_locks[conversation]:
                 try:
-                    session = self._session(conversation, body, history, summarizer)
+                    session = self._session(conversation, body, history, chain, summarizer)
                 except ConflictError:
                     if attempt:
                         raise
@@ -260,12 +276,13 @@ class Recorder:
         request, history = _read_request(api, body)
         if isinstance(history, HistoryError):
             return request
-        conversation, _ = self.match(history)
+        chain = digests(history)
+        conversation, _ = self.match(chain)
         if conversation is None:
             return request
         with self._conversation_locks[conversation]:
             session = self._sessions.get(conversation)
-            if session is None or session.view is None or _common(session.messages, history) < len(session.messages):
+            if session is None or session.view is None or _common(self._chain(conversation, session.messages), chain) < len(session.messages):
                 return request
             view, prefix = session.request_view()
             build = provider_api(api)
@@ -278,7 +295,9 @@ class Recorder:
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
         return f"proxy-{stamp}-{secrets.token_hex(3)}"
 
-    def _session(self, conversation: str, body: Json, history: Sequence[Message], summarizer: Summarizer | None) -> Session:
+    def _session(
+        self, conversation: str, body: Json, history: Sequence[Message], chain: Sequence[bytes], summarizer: Summarizer | None
+    ) -> Session:
         """The open session of ``conversation`` for this request's model and with its
         summarizer, its history made ``history``: the new messages appended and saved (a
         turn boundary)."""
@@ -292,7 +311,7 @@ class Recorder:
         if session is None:
             session = self._open(conversation, body, summarizer)
         session.summarizer = summarizer
-        common = _common(session.messages, history)
+        common = _common(self._chain(conversation, session.messages), chain)
         if common < len(session.messages):
             # The client went back (a retry, or the last answer sent back changed): the
             # transcript continues from there; the tree keeps what it left.
@@ -347,10 +366,10 @@ def cap_cache_marks(body: Json) -> None:
         del block["cache_control"]
 
 
-def _common(stored: Sequence[Message], history: Sequence[Message]) -> int:
-    """How many leading messages ``history`` shares with ``stored`` (by digest)."""
+def _common(stored: Sequence[bytes], history: Sequence[bytes]) -> int:
+    """How many leading messages two histories share, by their digests."""
     common = 0
-    for mine, theirs in zip(digests(stored), digests(history)):
+    for mine, theirs in zip(stored, history):
         if mine != theirs:
             break
         common += 1

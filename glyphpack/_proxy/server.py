@@ -4,7 +4,7 @@ compacts it as a ``Session`` would, and forwards it to the one upstream named wh
 started, with the caller's own key and headers (never stored or logged).
 
 Built on Starlette (routing, streaming responses) under uvicorn, with httpx for the
-upstream: ``pip install 'glyphpack[proxy]'``. The recorder's work (matching, saving,
+upstream: the ``proxy`` extra (``pip install '.[proxy]'`` in a checkout). The recorder's work (matching, saving,
 compacting) runs in worker threads under a lock per conversation; nothing is held while
 a request is upstream, so clients and conversations run side by side.
 """
@@ -256,6 +256,9 @@ def listen(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Connections it accepts inherit this: a streamed event goes out when written, not
+    # held back (Nagle) until the client acknowledges the last one, 40 ms later.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
     except OSError as exc:

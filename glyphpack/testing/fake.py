@@ -14,6 +14,7 @@ import dataclasses
 import importlib
 import json
 import re
+import time
 import uuid
 from collections.abc import Callable
 from types import ModuleType
@@ -457,10 +458,12 @@ class FakeUpstream:
     sends side requests (titles, summaries) that must not take the script's turns.
     """
 
-    def __init__(self, model: FakeModel, *, route: Callable[[Json], FakeModel] | None = None):
+    def __init__(self, model: FakeModel, *, route: Callable[[Json], FakeModel] | None = None, event_delay: float = 0.0):
+        """``event_delay``: seconds between a stream's events (a model generating)."""
         import http.server
         import threading
 
+        self.event_delay = event_delay
         self.model = model
         self.route = route or (lambda body: model)
         self.headers: list[dict[str, str]] = []
@@ -469,6 +472,7 @@ class FakeUpstream:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # each event goes out as it is written, as a provider's do
 
             def log_message(self, *args: object) -> None:  # quiet
                 pass
@@ -487,7 +491,10 @@ class FakeUpstream:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(http.server.ThreadingHTTPServer):
+            request_queue_size = 128  # many clients at once, as a provider takes them
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -526,7 +533,9 @@ class FakeUpstream:
         handler.send_header("transfer-encoding", "chunked")
         handler.end_headers()
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        for piece in sse_events(api, response.json(), usage=usage):
+        for number, piece in enumerate(sse_events(api, response.json(), usage=usage)):
+            if number and self.event_delay:
+                time.sleep(self.event_delay)
             handler.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
             handler.wfile.flush()
         handler.wfile.write(b"0\r\n\r\n")

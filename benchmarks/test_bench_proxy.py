@@ -1,0 +1,238 @@
+"""glyphpack proxy, measured against the same client talking to the upstream directly,
+in the same process, on this machine (the upstream is ``FakeUpstream`` on 127.0.0.1, so
+what is measured is what the proxy adds, not a provider's latency):
+
+- time to first byte of a streamed answer, p50 and p99, with 1 and 32 clients at once,
+  each client continuing its own conversation (the proxy records every request);
+- requests per second with 32 clients;
+- billed input over a long scripted agent session (a Claude Code-style harness: system
+  prompt and newest message marked for the prompt cache; 4 kB tool outputs), priced on
+  the request bodies the upstream actually received with Anthropic's cache rules (writes
+  1.25x, reads 0.1x, a read matching a written prefix at most 20 blocks before a
+  breakpoint; the proxy's summary calls at 1x in and 5x out). Direct, the session stops
+  where the window does; through the proxy it compacts and finishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import TABLES
+
+pytest.importorskip("starlette")
+import httpx
+
+from glyphpack import Workspace
+from glyphpack._proxy.conversations import ProxySettings, Recorder
+from glyphpack._proxy.server import Proxy, Running
+from glyphpack.testing.fake import CHARS_PER_TOKEN, FakeModel, FakeUpstream, Turn, summary_prompt
+
+Json = dict[str, Any]
+WINDOW = 200_000
+CACHE_WRITE, CACHE_READ, OUTPUT = 1.25, 0.1, 5.0
+LOOKBACK_BLOCKS = 20
+
+
+# ---------------------------------------------------------------------- latency
+
+
+async def _client_loop(base: str, turns: int, ttfb: list[float], number: int) -> None:
+    """One client: a conversation of ``turns`` streamed requests, each timed to its first byte."""
+    history: list[Json] = [{"role": "user", "content": f"client {number}: summarize the logs"}]
+    async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+        for turn in range(turns):
+            body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "stream": True, "messages": history}
+            started = time.perf_counter()
+            async with client.stream("POST", "/v1/messages", json=body, headers={"x-api-key": "bench"}) as response:
+                chunks = response.aiter_bytes()
+                await chunks.__anext__()
+                ttfb.append(time.perf_counter() - started)
+                async for _ in chunks:
+                    pass
+            history += [{"role": "assistant", "content": f"answer {turn}"}, {"role": "user", "content": f"next {turn}: " + "x" * 400}]
+
+
+def _latency(base: str, clients: int, turns: int) -> tuple[list[float], float]:
+    ttfb: list[float] = []
+    started = time.perf_counter()
+
+    async def run() -> None:
+        await asyncio.gather(*(_client_loop(base, turns, ttfb, n) for n in range(clients)))
+
+    asyncio.run(run())
+    return ttfb, len(ttfb) / (time.perf_counter() - started)
+
+
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def test_proxy_latency(tmp_path: Path) -> None:
+    model = FakeModel([Turn(text="ok")])
+    lines = [
+        "glyphpack proxy against direct, same process, FakeUpstream on 127.0.0.1 (streamed Messages requests, each client its own conversation)",
+        "",
+        "| clients at once | requests | direct TTFB p50 / p99 | proxy TTFB p50 / p99 | added p50 / p99 | direct req/s | proxy req/s | proxy / direct throughput |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    with FakeUpstream(model) as upstream, Workspace(tmp_path / "ws") as workspace, Running(Proxy(Recorder(workspace), upstream.url, summarizer=None)) as proxy:
+        for clients, turns in ((1, 60), (32, 12)):
+            direct, direct_rate = _latency(upstream.url, clients, turns)
+            through, proxy_rate = _latency(proxy.url, clients, turns)
+            d50, d99, p50, p99 = (1000 * _percentile(v, s) for v in (direct, through) for s in (0.5, 0.99))
+            lines.append(
+                f"| {clients} | {len(through)} | {d50:.1f} / {d99:.1f} ms | {p50:.1f} / {p99:.1f} ms | {p50 - d50:+.1f} / {p99 - d99:+.1f} ms "
+                f"| {direct_rate:.0f} | {proxy_rate:.0f} | {proxy_rate / direct_rate:.2f}x |"
+            )
+        stored = len(workspace.transcripts())
+    TABLES["proxy latency (benchmarks/test_bench_proxy.py)"] = lines
+    assert stored == 1 + 32  # every client's conversation recorded (the direct runs go nowhere)
+    assert set(model.statuses) == {200}
+
+
+# ---------------------------------------------------------------------- billed input
+
+
+def _blocks(body: Json) -> list[tuple[str, bool]]:
+    """A Messages request as the cache sees it: (block JSON without its mark, marked),
+    in the order the cache hashes them: tools, system, messages."""
+    system = body.get("system")
+    system = [{"type": "text", "text": system}] if isinstance(system, str) else system or []
+    blocks: list[Json] = [*(body.get("tools") or []), *system]
+    for message in body["messages"]:
+        content = message["content"]
+        blocks += [{"type": "text", "text": content}] if isinstance(content, str) else content
+        blocks.append({"role": message["role"]})  # the turn boundary is part of the prefix
+    out = []
+    for block in blocks:
+        marked = "cache_control" in block
+        out.append((json.dumps({k: v for k, v in block.items() if k != "cache_control"}, sort_keys=True), marked))
+    return out
+
+
+class CacheBill:
+    """Anthropic's prompt cache over the bodies an upstream received, in input-token
+    equivalents (tokens: characters / ``CHARS_PER_TOKEN``, as the fake counts)."""
+
+    def __init__(self) -> None:
+        self.written_prefixes: set[str] = set()
+        self.uncached = self.written = self.read = self.summary_in = 0
+        self.summary_out = 0
+
+    def charge(self, body: Json) -> None:
+        if summary_prompt(body) is not None:
+            self.summary_in += int(len(json.dumps(body["messages"])) / CHARS_PER_TOKEN)
+            self.summary_out += 1_000  # the fake's summaries are short; a real one is about this
+            return
+        blocks = _blocks(body)
+        tokens = [int(len(text) / CHARS_PER_TOKEN) for text, _ in blocks]
+        hashes, running = [], hashlib.sha256()
+        for text, _ in blocks:
+            running.update(text.encode())
+            hashes.append(running.hexdigest())
+        marks = [i for i, (_, marked) in enumerate(blocks) if marked]
+        hit = -1
+        for mark in marks:
+            for position in range(mark, max(-1, mark - LOOKBACK_BLOCKS - 1), -1):
+                if hashes[position] in self.written_prefixes:
+                    hit = max(hit, position)
+                    break
+        last = marks[-1] if marks else -1
+        self.read += sum(tokens[: hit + 1])
+        self.written += sum(tokens[hit + 1 : last + 1])
+        self.uncached += sum(tokens[last + 1 :])
+        self.written_prefixes.update(hashes[m] for m in marks)
+
+    @property
+    def total(self) -> float:
+        return self.uncached + CACHE_WRITE * self.written + CACHE_READ * self.read + self.summary_in + OUTPUT * self.summary_out
+
+
+def _agent_session(base: str, calls: int) -> tuple[int, str]:
+    """A Claude Code-style loop: (model calls answered, how it ended)."""
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=base, api_key="bench", max_retries=0)
+    system = [{"type": "text", "text": "You are a coding agent. " * 400, "cache_control": {"type": "ephemeral"}}]
+    tools = [{"name": "Bash", "description": "Run a command.", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}]
+    history: list[Json] = [{"role": "user", "content": "Find which service failed first in the logs."}]
+    for call in range(calls + 1):
+        # The harness marks its newest message (it reads the conversation so far from the cache).
+        sent = [*history[:-1], {**history[-1], "content": _marked(history[-1]["content"])}]
+        try:
+            response = client.messages.create(model="claude-sonnet-4-5", max_tokens=1000, system=system, tools=tools, messages=sent)
+        except anthropic.BadRequestError as error:
+            return call, "stopped: too long" if "too long" in str(error) else f"stopped: {str(error)[:60]}"
+        history.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in response.content]})
+        uses = [b for b in response.content if b.type == "tool_use"]
+        if not uses:
+            return call + 1, "finished"
+        output = "\n".join(f"{i:04d} {uses[0].input['command']} service-{(i * 7919 + call) % 97} status ok latency {i % 13} ms" for i in range(80))
+        history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": uses[0].id, "content": output}]})
+    return calls + 1, "finished"
+
+
+def _marked(content: Any) -> list[Json]:
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else [dict(b) for b in content]
+    blocks[-1]["cache_control"] = {"type": "ephemeral"}
+    return blocks
+
+
+def _bill(bodies: list[Json]) -> CacheBill:
+    bill = CacheBill()
+    for body in bodies:
+        bill.charge(body)
+    return bill
+
+
+def test_proxy_billed_input(tmp_path: Path) -> None:
+    calls = 260
+    script = [Turn(calls=(("Bash", {"command": f"cat /var/log/svc{i}.log"}),)) for i in range(calls)] + [Turn(text="auth failed first.")]
+    runs = {}
+    for route in ("direct", "proxy"):
+        model = FakeModel(list(script), limit=WINDOW)
+        with FakeUpstream(model) as upstream, Workspace(tmp_path / route) as workspace:
+            started = time.perf_counter()
+            if route == "direct":
+                answered, ending = _agent_session(upstream.url, calls)
+            else:
+                with Running(Proxy(Recorder(workspace, ProxySettings()), upstream.url)) as proxy:
+                    answered, ending = _agent_session(proxy.url, calls)
+            seconds = time.perf_counter() - started
+        accepted = [body for body, status in zip(model.requests, model.statuses) if status == 200]
+        agent = [body for body in accepted if summary_prompt(body) is None]
+        # A request that bills less than the one before it: a compaction replaced the prefix.
+        sizes = [sum(int(len(text) / CHARS_PER_TOKEN) for text, _ in _blocks(body)) for body in agent]
+        compactions = sum(1 for a, b in zip(sizes, sizes[1:]) if b < a)
+        runs[route] = (answered, ending, accepted, agent, compactions, seconds)
+    both = min(run[0] for run in runs.values())
+
+    def upto(route: str) -> CacheBill:  # the first ``both`` calls, with the summaries made before the last of them
+        accepted, agent = runs[route][2], runs[route][3]
+        return _bill(accepted[: accepted.index(agent[both - 1]) + 1])
+
+    direct_common = upto("direct").total
+    lines = [
+        f"a scripted {calls}-call agent session (4 kB tool outputs, a 10 kB system prompt), {WINDOW // 1000}k window, Session's default "
+        "thresholds; billed input-token equivalents on the bodies the upstream received (write 1.25x, read 0.1x, summary output 5x)",
+        "",
+        f"| route | calls answered | how it ended | compactions | summary calls | billed, first {both} calls | against direct | billed, whole run | per call | seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for route, (answered, ending, accepted, agent, compactions, seconds) in runs.items():
+        whole, common = _bill(accepted), upto(route).total
+        summaries = len(accepted) - len(agent)
+        lines.append(
+            f"| {route} | {answered} | {ending} | {compactions} | {summaries} | {common:,.0f} | {common / direct_common:.2f}x "
+            f"| {whole.total:,.0f} | {whole.total / max(1, answered):,.0f} | {seconds:.1f} |"
+        )
+    TABLES["proxy billed input (benchmarks/test_bench_proxy.py)"] = lines
+    assert runs["proxy"][1] == "finished" and runs["proxy"][0] == calls + 1
