@@ -385,9 +385,9 @@ def _task_of(api: str, body: Json) -> str:
 @pytest.mark.parametrize(
     ("api", "stream"),
     [
-        # The streams run by default; the rest in CI (each loop takes 1-3 s).
+        # One runs by default; the rest in CI (each loop takes 1-3 s).
         ("anthropic", True),
-        ("openai-chat", True),
+        pytest.param("openai-chat", True, marks=pytest.mark.slow),
         pytest.param("anthropic", False, marks=pytest.mark.slow),
         pytest.param("openai-chat", False, marks=pytest.mark.slow),
         pytest.param("openai-responses", False, marks=pytest.mark.slow),
@@ -486,6 +486,7 @@ MALFORMED = [
 ]
 
 
+@pytest.mark.slow  # a proxy and a short loop first (about 1.3 s)
 def test_a_malformed_request_gets_the_apis_error_shape_and_nothing_goes_upstream_or_is_stored(workspace: Workspace) -> None:
     model = FakeModel(_script(1))
     with FakeUpstream(model) as upstream, _serve(workspace, upstream) as proxy:
@@ -558,6 +559,7 @@ def _glyphpack(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "glyphpack", *args], stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, **kwargs)
 
 
+@pytest.mark.slow  # starts glyphpack in a subprocess (about 2 s)
 def test_glyphpack_proxy_serves_until_sigterm_and_the_conversation_is_in_the_tree(tmp_path: Path) -> None:
     model = FakeModel(_script(2))
     with FakeUpstream(model) as upstream:
