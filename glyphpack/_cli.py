@@ -361,8 +361,34 @@ def cmd_tree(args: argparse.Namespace) -> int:
         if not conversations:
             print("(no conversations)")
         for conversation in conversations:
-            print("\n".join(draw_tree(tree, conversation, collapse=not args.all)))
+            print("\n".join(draw_tree(tree, conversation, collapse=not args.all, notes=_compaction_notes(args.workspace, conversation))))
     return 0
+
+
+def _compaction_notes(workspace: str, conversation: str) -> dict[str, str]:
+    """Each agent's compaction in force, as a note on the last message it stands for."""
+    from ._history.store import Workspace
+    from ._session.view import archive_path, read_archive, read_view, view_path
+
+    notes: dict[str, list[str]] = {}
+    with Workspace(workspace, read_only=True) as store:
+        for stored_conversation, agent in store.transcripts():
+            if stored_conversation != conversation:
+                continue
+            path = view_path(store.transcript_path(conversation, agent))
+            view = read_view(path)
+            if view is None:
+                continue
+            ids = [m.id for m in store.load(conversation, agent).messages]
+            if view.covers not in ids:
+                continue
+            before = len(read_archive(path)) - 1 if archive_path(path).is_dir() else 0
+            pages = f", {view.pages} page(s)" if view.pages else ""
+            earlier = f"; {before} earlier" if before > 0 else ""
+            notes.setdefault(view.covers, []).append(
+                f"{agent}: {len(view.messages)} messages stand for {ids.index(view.covers) + 1}{pages} ({view.trigger}{earlier})"
+            )
+    return {covers: "<- compacted up to here (" + "; ".join(texts) + ")" for covers, texts in notes.items()}
 
 
 def _agent_with_transcript(workspace: Any, conversation: str, agent: str | None) -> str | None:

@@ -38,6 +38,7 @@ from glyphpack._proxy.conversations import (
 )
 from glyphpack._proxy.server import Proxy, Running
 from glyphpack._proxy.streams import ACCUMULATORS, SseParser
+from glyphpack._session.view import read_view, view_path
 from glyphpack.testing.fake import (
     FakeModel,
     FakeUpstream,
@@ -253,6 +254,32 @@ def test_a_compacted_request_keeps_the_clients_cache_marks_and_stays_within_anth
     assert fake_check_anthropic(forwarded) is None
 
 
+@pytest.mark.slow  # two compactions, one with pages (about 3 s)
+def test_glyphpack_tree_marks_where_each_compaction_in_force_ends(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from glyphpack import open_session
+
+    with Workspace(tmp_path) as workspace:
+        recorder = Recorder(workspace, SETTINGS)
+        messages: list[Json] = [{"role": "user", "content": TASK}]
+        for i in range(14):
+            messages += [
+                {"role": "assistant", "content": [{"type": "tool_use", "id": f"toolu_{i}", "name": "Bash", "input": {"command": f"cat {i}.log"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": _tool_output(str(i))}]},
+            ]
+        exchange = recorder.prepare("anthropic", {"model": "claude-sonnet-4-5", "messages": messages}, Summarizer(fake_summary))
+        assert exchange.compacted and exchange.session is not None
+        conversation = exchange.session.conversation
+        recorder.close()
+    with open_session(tmp_path, conversation, AGENT, model="claude-sonnet-4-5", summarizer=Summarizer(fake_summary), context_window=24_000) as session:
+        session.compact(2_000)
+        view = session.view
+    assert view is not None
+    assert main(["tree", str(tmp_path), conversation]) == 0
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if "compacted" in line]
+    assert f"[{view.covers[:8]}]  <- tip" in line  # the whole transcript: its end is the tip
+    assert line.endswith(f"  <- compacted up to here (main: {len(view.messages)} messages stand for 29 (/compact; 1 earlier))")
+
+
 def _marked(count: int) -> list[Json]:
     return [{"type": "text", "text": f"t{i}", "cache_control": {"type": "ephemeral"}} for i in range(count)]
 
@@ -395,7 +422,7 @@ def _task_of(api: str, body: Json) -> str:
     ],
 )
 def test_an_sdk_loop_through_the_proxy_is_compacted_at_the_threshold_and_every_request_is_accepted(
-    workspace: Workspace, api: str, stream: bool
+    workspace: Workspace, api: str, stream: bool, capsys: pytest.CaptureFixture[str]
 ) -> None:
     model = FakeModel(_script(14))
     with FakeUpstream(model) as upstream, _serve(workspace, upstream) as proxy:
@@ -424,11 +451,19 @@ def test_an_sdk_loop_through_the_proxy_is_compacted_at_the_threshold_and_every_r
     files = [p for p in Path(workspace.path).rglob("*") if p.is_file()]
     assert files and not [p for p in files if API_KEY.encode() in p.read_bytes()]
     # Nothing the client sent is lost: the transcript holds its whole history and the answer.
-    ((conversation, agent),) = workspace.transcripts()
-    stored = workspace.load(conversation, agent).messages
+    ((conversation, agent_name),) = workspace.transcripts()
+    stored = workspace.load(conversation, agent_name).messages
     theirs = history_of(api, {"model": "m", key: harness.history, **({"system": "You are terse."} if api == "anthropic" else {})})
     assert digests(stored) == digests(theirs)
     assert stored[-1].role == "assistant" and stored[-1].text.endswith("auth failed first, at 10:00:03.")
+    # glyphpack tree shows where the compaction in force ends and what it stands for.
+    view = read_view(view_path(workspace.transcript_path(conversation, agent_name)))
+    assert view is not None and view.trigger == "proactive"
+    covered = [m.id for m in stored].index(view.covers) + 1
+    assert main(["tree", str(workspace.path)]) == 0
+    drawn = [line for line in capsys.readouterr().out.splitlines() if "compacted" in line]
+    assert drawn == [line for line in drawn if line.endswith(f"[{view.covers[:8]}]  <- compacted up to here (main: {len(view.messages)} messages stand for {covered}{f', {view.pages} page(s)' if view.pages else ''} (proactive))")]
+    assert len(drawn) == 1
 
 
 @pytest.mark.slow  # waits for a stream paced at 0.15 s per event (about 2 s)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from .._types import public
@@ -60,9 +61,10 @@ def _summary(message: Message, width: int = 60) -> str:
 RUN_ENDS_KEPT = 2
 
 
-def draw_tree(tree: SessionTree, conversation: str, *, collapse: bool = True) -> list[str]:
+def draw_tree(tree: SessionTree, conversation: str, *, collapse: bool = True, notes: Mapping[str, str] | None = None) -> list[str]:
     """Lines drawing every branch of a conversation; the tip is marked ``<- tip`` (and,
-    with several agents, each agent's tip with its name).
+    with several agents, each agent's tip with its name); ``notes`` (message id -> text,
+    a compaction's end, say) follow their message's line, which stays shown.
 
     A run without branches stays in one column; each branch point indents its
     branches, so a long conversation does not walk off the right edge. With
@@ -81,8 +83,11 @@ def draw_tree(tree: SessionTree, conversation: str, *, collapse: bool = True) ->
     for name, target in tree.labels(conversation).items():
         marks.setdefault(target, []).append(name)
 
+    notes = notes or {}
+
     def labelled(message_id: str | None) -> str:
-        return "".join(f"  [checkpoint {name}]" for name in marks.get(message_id, ()))
+        note = f"  {notes[message_id]}" if message_id is not None and message_id in notes else ""
+        return "".join(f"  [checkpoint {name}]" for name in marks.get(message_id, ())) + note
 
     lines = [info.id + (f"  {info.title}" if info.title else "") + labelled(None)]
     if info.tip is None:
@@ -113,7 +118,7 @@ def draw_tree(tree: SessionTree, conversation: str, *, collapse: bool = True) ->
             mark += ("  <-" if not mark else "") + f" ({', '.join(agents[node.message.id])})"
         line = f"{line_prefix}* {node.message.role}: {_summary(node.message)} [{short_id(node.message.id)}]{mark}{labelled(node.message.id)}"
         kids = children.get(node.message.id, [])
-        plain = len(kids) == 1 and not mark and node.message.id not in marks and line_prefix == child_prefix
+        plain = len(kids) == 1 and not mark and node.message.id not in marks and node.message.id not in notes and line_prefix == child_prefix
         if plain:  # (a column changes only at a branch point or a leaf, neither plain)
             run.append((line_prefix, line))
         else:
