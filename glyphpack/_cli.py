@@ -686,9 +686,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from ._history.apis import native_api
 
     if args.apply:
-        path, profile = run.apply(Path(args.apply))
+        path, profile, remarks = run.apply(Path(args.apply))
         print(f"wrote {path}: {args.apply} -> exact {profile.exact.shape}, gist {profile.gist.shape} "
               f"(render and the ladder now use them for that model)")
+        for remark in remarks:
+            print(f"glyphpack: note: {remark}", file=sys.stderr)
         return 0
     if not args.model:
         raise UsageError("glyphpack eval needs --model ID (or --apply RESULTS.json)")

@@ -44,8 +44,8 @@ class ProbeServer:
     prompt; ``misread(probe, label, text)`` may change a line, ``faults`` by request
     number: "429", "refuse", "garbage"."""
 
-    def __init__(self, api: str, plan: run.EvalPlan, misread=None, faults=None):
-        self.api, self.misread, self.faults = api, misread, faults or {}
+    def __init__(self, api: str, plan: run.EvalPlan, misread=None, faults=None, misanswer=None):
+        self.api, self.misread, self.faults, self.misanswer = api, misread, faults or {}, misanswer
         self.requests: list[dict] = []
         self.pages = {}
         for probe in plan.probes():
@@ -69,7 +69,8 @@ class ProbeServer:
             for label in probe.asked:
                 truth = probe.truth(label)
                 lines.append(f"{label}: {self.misread(probe, label, truth) if self.misread else truth}")
-            lines += [f"Q{i + 1}: {answer}" for i, (_, answer) in enumerate(probe.questions)]
+            wrong = self.misanswer is not None and self.misanswer(probe)
+            lines += [f"Q{i + 1}: {'no idea' if wrong else answer}" for i, (_, answer) in enumerate(probe.questions)]
             text = "\n".join(lines)
         return httpx.Response(200, json=answer_body(self.api, FakeTurn(text=text), number, count_tokens(body)))
 
@@ -194,7 +195,8 @@ def test_apply_writes_a_profile_that_render_and_the_ladder_use(tmp_path, monkeyp
     plan = run.EvalPlan(model, "anthropic", ("5x8", "6x13", "9x15-loose"), per_shape=12)
     server = ProbeServer("anthropic", plan, misread=swap_one_hex_char)
     run.run_eval(plan, server.client(), tmp_path / "results.json")
-    path, profile = run.apply(tmp_path / "results.json")
+    path, profile, remarks = run.apply(tmp_path / "results.json")
+    assert remarks == []
     # 5x8 misread every hex id: exact falls to 6x13, the densest shape read without a miss;
     # the gist survived 5x8
     assert (profile.exact.shape, profile.gist.shape) == ("6x13", "5x8")
@@ -204,12 +206,16 @@ def test_apply_writes_a_profile_that_render_and_the_ladder_use(tmp_path, monkeyp
     budget = CostModel.for_model(model).history(history) // 2
     pages = glyphpack.compact(history, model, budget, policy=glyphpack.CompactionPolicy(rungs=("snapshot",))).pages
     assert pages and {p.shape for p in pages} == {"6x13"}
-    (tmp_path / "profiles.json").write_text("{broken")
-    with pytest.raises(glyphpack.GlyphpackError, match="profiles.json is damaged"):
-        glyphpack.reading_profile(model)
-    (tmp_path / "profiles.json").write_bytes(b'{"m": "\xff"}')  # not UTF-8: named, not a raw UnicodeDecodeError
-    with pytest.raises(glyphpack.GlyphpackError, match=r"profiles.json is damaged \(not UTF-8 at byte 7\)"):
-        glyphpack.reading_profile(model)
+    for content, problem in ((b"{broken", "is damaged (Expecting"), (b'{"m": "\xff"}', "is damaged (not UTF-8 at byte 7)")):
+        (tmp_path / "profiles.json").write_bytes(content)
+        # Work that reads profiles goes on with the published ones, named once; writing
+        # over the file (--apply) stops and names it.
+        with pytest.warns(glyphpack.ProfileWarning) as warned:
+            assert glyphpack.reading_profile(model) == glyphpack.reading_profile(model, measured=False)
+            glyphpack.reading_profile(model)
+        assert len(warned) == 1 and f"profiles.json {problem}" in str(warned[0].message) and "published reading profiles are used" in str(warned[0].message)
+        with pytest.raises(glyphpack.GlyphpackError, match=re.escape(f"profiles.json {problem}")):
+            run.apply(tmp_path / "results.json")
 
 
 @pytest.mark.slow  # drives the whole probe through the CLI: CI runs it
@@ -234,3 +240,49 @@ def test_the_cli_prints_the_cost_first_and_spends_only_with_yes(tmp_path, monkey
     monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
     assert cli_main(args) == 2
     assert "needs your key in ANTHROPIC_API_KEY" in capsys.readouterr().err
+
+
+def garble_every_line(probe, label, text):
+    """A reader that gets no line of a 9x15-loose page right (and every other right)."""
+    return ("#" + text[1:]) if probe.shape == "9x15-loose" else text
+
+
+def test_apply_never_keeps_a_published_shape_the_measurement_contradicts_without_saying_so(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GLYPHPACK_READING_PROFILES", str(tmp_path / "profiles.json"))
+    model = "claude-sonnet-4-5"  # published exact: 9x15-loose
+    plan = run.EvalPlan(model, "anthropic", ("9x15-loose",), per_shape=3)
+    server = ProbeServer("anthropic", plan, misread=garble_every_line)
+    run.run_eval(plan, server.client(), tmp_path / "results.json")
+    # An earlier measurement here said 5x8: this one replaces it, against the published profile.
+    earlier = {"shape": "5x8", "source": "an earlier run", "note": "", "recorded": "2026-11-01"}
+    (tmp_path / "profiles.json").write_text(json.dumps({"claude-sonnet-4-5": {"name": "measured", "exact": earlier, "gist": earlier}}))
+    assert cli_main(["eval", "--apply", str(tmp_path / "results.json")]) == 0
+    err = capsys.readouterr().err
+    assert "exact stays the published 9x15-loose, which this measurement contradicts: 0% of 3 probes (exact), lower 95% bound 0%" in err
+    profile = glyphpack.reading_profile(model)
+    assert profile.exact.shape == "9x15-loose" and profile.gist.shape == "9x15-loose"  # gist never sparser
+
+
+def test_a_measured_profile_naming_an_unknown_shape_falls_back_to_the_published_one_with_one_warning(tmp_path, monkeypatch):
+    path = tmp_path / "profiles.json"
+    monkeypatch.setenv("GLYPHPACK_READING_PROFILES", str(path))
+    evidence = {"shape": "7x7", "source": "edited by hand", "note": "", "recorded": "2026-12-03"}
+    path.write_text(json.dumps({"claude-sonnet-4-5": {"name": "measured: claude-sonnet-4-5", "exact": evidence, "gist": evidence}}))
+    with pytest.warns(glyphpack.ProfileWarning) as warned:
+        first = glyphpack.render("x", model="claude-sonnet-4-5", fidelity="exact")
+        glyphpack.render("y", model="claude-sonnet-4-5", fidelity="exact")
+    assert first.report.shape == glyphpack.reading_profile("claude-sonnet-4-5", measured=False).exact.shape
+    assert len(warned) == 1 and "names shape '7x7', which glyphpack does not have" in str(warned[0].message) and str(path) in str(warned[0].message)
+
+
+@pytest.mark.slow  # renders and reads 28 probes (about 5 s)
+def test_apply_never_makes_gist_sparser_than_exact(tmp_path, monkeypatch, capsys):
+    """Every line of 6x13 read exactly but its questions missed: exact is 6x13, and gist,
+    whose own bar only 9x15-loose cleared, is 6x13 too (exact reading keeps the gist)."""
+    monkeypatch.setenv("GLYPHPACK_READING_PROFILES", str(tmp_path / "profiles.json"))
+    plan = run.EvalPlan("claude-sonnet-4-5", "anthropic", ("6x13", "9x15-loose"), per_shape=14)
+    server = ProbeServer("anthropic", plan, misanswer=lambda probe: probe.shape == "6x13")
+    run.run_eval(plan, server.client(), tmp_path / "results.json")
+    _, profile, remarks = run.apply(tmp_path / "results.json")
+    assert (profile.exact.shape, profile.gist.shape) == ("6x13", "6x13")
+    assert remarks == ["gist 9x15-loose would be sparser than exact 6x13: gist is 6x13 too"]

@@ -30,7 +30,6 @@ from .._history.messages import (
 )
 from .._history.recall import range_ref, recall_hint, result_ref
 from .._providers.profile import Profile
-from .._providers.resolve import reading_profile
 from .._types import Role
 from .cost import CostModel
 from .results import CompactionPolicy, RungReport, RungResult
@@ -172,10 +171,10 @@ def head_end(messages: Sequence[Message]) -> int:
 
 def snapshot_shape(profile: Profile, policy: CompactionPolicy) -> Shape:
     """The shape snapshot pages start in: the policy's, else the reader's for its fidelity."""
-    from .._render.shapes import get_shape  # shapes only: no numba
+    from .._render.shapes import get_shape, reading_shape  # shapes only: no numba
 
     if policy.shape is None and policy.fidelity is not None:
-        return get_shape(reading_profile(profile).evidence(policy.fidelity).shape)
+        return reading_shape(profile, policy.fidelity)[0]
     return get_shape(policy.shape)
 
 

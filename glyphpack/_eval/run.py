@@ -254,33 +254,51 @@ def plot(data: dict[str, Any]) -> bytes:
     return buffer.getvalue()
 
 
-def apply(results_path: Path) -> tuple[Path, ReadingProfile]:
-    """Write the reading profile the results support for their model: the densest shape
-    whose exact lines' lower 95% bound reaches ``EXACT_BOUND`` (else the published
-    profile's), and the densest whose gist bound reaches ``GIST_BOUND``."""
+def apply(results_path: Path) -> tuple[Path, ReadingProfile, list[str]]:
+    """Write the reading profile the results support for their model, and say where it
+    departs from the published one: exact, the densest shape whose exact lines' lower
+    95% bound reaches ``EXACT_BOUND``; gist, the densest whose gist bound reaches
+    ``GIST_BOUND``, never sparser than exact. Where no measured shape clears the exact
+    bar, the published shape is kept, and a remark says so, with the measurement when it
+    contradicts it. Returns (the file, the profile, the remarks)."""
     data = load_results(results_path)
     if data is None:
         raise GlyphpackError(f"{results_path}: no such results file")
     rows = sorted(summary(data), key=lambda r: r["chars_per_token"], reverse=True)
-    published = reading_profile(data["model"])
+    measured = {row["shape"]: row for row in rows}
+    published = reading_profile(data["model"], measured=False)
     source = f"glyphpack eval {results_path.name} ({data.get('started', '?')})"
+    remarks: list[str] = []
 
-    def densest(key: str, bound: float, fallback: ReadingEvidence) -> ReadingEvidence:
+    def note(row: dict[str, Any], key: str) -> str:
+        return f"{row[key]:.0%} of {row['trials']} probes ({key}), lower 95% bound {row[f'{key}_ci'][0]:.0%}"
+
+    def densest(key: str, bound: float) -> ReadingEvidence | None:
         for row in rows:
             if row[f"{key}_ci"][0] >= bound:
-                note = f"{row[key]:.0%} of {row['trials']} probes ({key}), lower 95% bound {row[f'{key}_ci'][0]:.0%}"
-                return ReadingEvidence(row["shape"], source, note, data.get("started", "?")[:10])
-        return fallback
+                return ReadingEvidence(row["shape"], source, note(row, key), data.get("started", "?")[:10])
+        return None
 
-    exact = densest("exact", EXACT_BOUND, published.exact)
-    gist = densest("gist", GIST_BOUND, exact)
+    exact = densest("exact", EXACT_BOUND)
+    if exact is None:
+        exact = published.exact
+        contradicted = measured.get(exact.shape)
+        remarks.append(
+            f"no measured shape was read exactly often enough (a lower bound of {EXACT_BOUND:.0%}); exact stays the published {exact.shape}"
+            + (f", which this measurement contradicts: {note(contradicted, 'exact')}" if contradicted else " (not measured here)")
+        )
+    gist = densest("gist", GIST_BOUND) or exact
+    density = {row["shape"]: row["chars_per_token"] for row in rows}
+    if density.get(gist.shape, 0.0) < density.get(exact.shape, 0.0):
+        remarks.append(f"gist {gist.shape} would be sparser than exact {exact.shape}: gist is {exact.shape} too")
+        gist = exact
     profile = ReadingProfile(f"measured: {data['model']}", exact, gist)
     path = local_profiles_path()
-    existing = {model: profile_to_json(p) for model, p in local_profiles().items()}  # a damaged file is named
+    existing = {model: profile_to_json(p) for model, p in local_profiles(strict=True).items()}  # a damaged file is named
     existing[normalize_model(data["model"])] = profile_to_json(profile)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, json.dumps(existing, indent=1).encode("utf-8"))
-    return path, profile
+    return path, profile, remarks
 
 
 def make_client(api: Api, base_url: str | None = None) -> Any:

@@ -8,10 +8,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
-from .._errors import GlyphpackError
+from .._errors import GlyphpackError, ProfileWarning
 from .._types import public
 
 #: When these rows were taken from PROVIDERS.md.
@@ -115,20 +116,39 @@ def profile_from_json(data: dict[str, Any]) -> ReadingProfile:
     return ReadingProfile(str(data["name"]), ReadingEvidence(**data["exact"]), ReadingEvidence(**data["gist"]))
 
 
-def local_profiles() -> dict[str, ReadingProfile]:
-    """The measured profiles (empty when none were applied). A damaged file raises
-    ``GlyphpackError`` naming it: a silently ignored measurement is a wrong default."""
+#: (file, what was wrong) already warned about: a damaged file is named once per run.
+_WARNED: set[tuple[str, str]] = set()
+
+
+def local_profiles(*, strict: bool = False) -> dict[str, ReadingProfile]:
+    """The measured profiles (empty when none were applied). A damaged file is named in
+    a ``ProfileWarning`` (once per run) and the published profiles serve: work that only
+    reads profiles is never stopped by it. ``strict`` (for ``glyphpack eval --apply``,
+    which would write over it) raises ``GlyphpackError`` instead."""
     path = local_profiles_path()
     try:
         raw = path.read_text(encoding="utf-8")
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            raise ValueError(f"expected an object of model -> profile, not {type(data).__name__}")
+        return {str(model): profile_from_json(entry) for model, entry in data.items()}
     except FileNotFoundError:
         return {}
     except OSError as exc:
-        raise GlyphpackError(f"cannot read {path}: {exc.strerror}") from None
+        problem = f"cannot be read: {exc.strerror}"
     except UnicodeDecodeError as exc:
-        raise GlyphpackError(f"{path} is damaged (not UTF-8 at byte {exc.start}); fix or delete it (it holds glyphpack eval --apply results)") from None
-    try:
-        data = json.loads(raw)
-        return {str(model): profile_from_json(entry) for model, entry in data.items()}
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise GlyphpackError(f"{path} is damaged ({exc}); fix or delete it (it holds glyphpack eval --apply results)") from None
+        problem = f"is damaged (not UTF-8 at byte {exc.start})"
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+        problem = f"is damaged ({exc})"
+    if strict:
+        raise GlyphpackError(f"{path} {problem}; fix or delete it (it holds glyphpack eval --apply results)")
+    warn_once(str(path), f"{path} {problem}; the published reading profiles are used (fix or delete it: it holds glyphpack eval --apply results)")
+    return {}
+
+
+def warn_once(key: str, message: str) -> None:
+    """A ``ProfileWarning`` the first time ``(key, message)`` comes up in this run."""
+    if (key, message) in _WARNED:
+        return
+    _WARNED.add((key, message))
+    warnings.warn(message, ProfileWarning, stacklevel=3)

@@ -142,16 +142,17 @@ def resolve(model_id: str | Profile, *, route: str | None = None, **reader_overr
 
 
 @public
-def reading_profile(model: str | Profile) -> ReadingProfile:
+def reading_profile(model: str | Profile, *, measured: bool = True) -> ReadingProfile:
     """What the reader a model id names is known to read (``ReadingProfile``): the
     densest shape read exactly and the densest that keeps the gist, with sources.
-    Readers without published evidence get the conservative profile."""
+    What ``glyphpack eval --apply`` measured here comes first (``measured=False``: the
+    published profiles alone). Readers without evidence get the conservative profile."""
     model_id = model.model if isinstance(model, Profile) else model
     text = model_id if _BEDROCK_VERSION.search(model_id) else model_id.partition(":")[0]
     normalized = normalize_model(_split_route(text)[1])
-    measured = local_profiles()  # what glyphpack eval measured here wins
-    if normalized in measured:
-        return measured[normalized]
+    local = local_profiles() if measured else {}  # what glyphpack eval measured here wins
+    if normalized in local:
+        return local[normalized]
     for prefix in sorted(READING_PREFIXES, key=len, reverse=True):
         if normalized == prefix or normalized.startswith(prefix + "-"):
             return READING_PROFILES[READING_PREFIXES[prefix]]

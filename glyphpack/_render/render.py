@@ -15,13 +15,13 @@ import numpy as np
 from .._errors import LimitError, ProfileWarning, UsageError
 from .._providers.blocks import image_block
 from .._providers.profile import Profile
-from .._providers.resolve import reading_profile, resolve
+from .._providers.resolve import resolve
 from .._providers.text_tokens import DEFAULT_ESTIMATOR, SCRIPT_CLASSES
 from .._types import FIDELITIES, LAYOUTS, Api, Fidelity, Layout, check_kind, public
 from .layout import PageBreaks, page_breaks, wrap_glyph
 from .png import encode_png
 from .raster import draw
-from .shapes import DEFAULT_SHAPE, SHAPES, WIDE_SCRIPT_SHAPE, Shape, get_shape, shape_metadata
+from .shapes import DEFAULT_SHAPE, SHAPES, WIDE_SCRIPT_SHAPE, Shape, get_shape, reading_shape, shape_metadata
 from .text import NormalizedText, certainly_drawn, normalize
 
 #: Longest text accepted, in characters (a 10 MB log is well inside it).
@@ -174,10 +174,10 @@ def _preferred_shape(shape: Shape | str | None, profile: Profile | None, fidelit
     check_kind(fidelity, FIDELITIES, "fidelity")
     if profile is None:
         raise UsageError("fidelity needs a model: it picks the shape the model is known to read")
-    reading = reading_profile(profile)
+    chosen, reading = reading_shape(profile, fidelity)
     evidence = reading.evidence(fidelity)
     why = f"the densest shape {reading.name} is known to read for {fidelity} ({evidence.source}: {evidence.note})"
-    return SHAPES[evidence.shape], why
+    return chosen, why
 
 
 @dataclasses.dataclass(frozen=True)

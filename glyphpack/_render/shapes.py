@@ -6,7 +6,10 @@ import dataclasses
 import functools
 
 from .._errors import LimitError, ShapeError
-from .._types import public
+from .._providers.profile import Profile
+from .._providers.reading import ReadingProfile, local_profiles_path, warn_once
+from .._providers.resolve import reading_profile
+from .._types import Fidelity, public
 from .fonts import FALLBACK_FONT, FONT_FILES, FontAtlas, load_atlas, with_fallback
 from .png import MAX_PAGE_EDGE
 
@@ -170,6 +173,23 @@ def shape_from_metadata(metadata: dict[str, str]) -> Shape:
     if font not in FONT_FILES or not (advance.isdigit() and pitch.isdigit()):
         raise ShapeError(f"the page was drawn in shape {name!r} (font {font or 'not shipped'!r}, cells {cell!r}), which this glyphpack cannot rebuild; pass the shape")
     return Shape(name, font, int(advance), int(pitch))
+
+
+def reading_shape(profile: Profile, fidelity: Fidelity) -> tuple[Shape, ReadingProfile]:
+    """The shape ``profile``'s reader is known to read for ``fidelity``, and the reading
+    profile that says so. A measured profile naming a shape glyphpack does not have (an
+    edited or newer file) is named in a warning, once, and the published profile serves."""
+    reading = reading_profile(profile)
+    shape = reading.evidence(fidelity).shape
+    if shape not in SHAPES:
+        warn_once(
+            f"{reading.name}:{shape}",
+            f"{local_profiles_path()}: the reading profile of {profile.model} names shape {shape!r}, which glyphpack "
+            f"does not have ({', '.join(SHAPES)}); the published profile is used",
+        )
+        reading = reading_profile(profile, measured=False)
+        shape = reading.evidence(fidelity).shape
+    return SHAPES[shape], reading
 
 
 def get_shape(shape: Shape | str | None) -> Shape:
