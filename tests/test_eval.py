@@ -286,3 +286,30 @@ def test_apply_never_makes_gist_sparser_than_exact(tmp_path, monkeypatch, capsys
     _, profile, remarks = run.apply(tmp_path / "results.json")
     assert (profile.exact.shape, profile.gist.shape) == ("6x13", "6x13")
     assert remarks == ["gist 9x15-loose would be sparser than exact 6x13: gist is 6x13 too"]
+
+
+@pytest.mark.slow  # renders and reads four probe pages (about 3 s with the SDK import)
+def test_a_reader_that_reads_every_script_exactly_scores_each_exact_where_its_font_draws_it(tmp_path):
+    """Cyrillic shares look-alike glyphs with Latin (р and p): the page read back shows
+    Latin, but the line is drawn, and a reader that answers it exactly scores exact.
+    CJK is scored only where the shape's font has it."""
+    plan = run.EvalPlan("claude-sonnet-4-5", "anthropic", ("5x8", "9x15-loose"), per_shape=2)
+    server = ProbeServer("anthropic", plan)
+    data = run.run_eval(plan, server.client(), tmp_path / "results.json")
+    by_shape = {row["shape"]: row["exact_by_kind"] for row in run.summary(data)}
+    assert by_shape["5x8"] == {"hex": 1.0, "number": 1.0, "code": 1.0, "cyrillic": 1.0, "cjk": None}  # 5x8 has no CJK
+    assert by_shape["9x15-loose"] == dict.fromkeys(("hex", "number", "code", "cyrillic", "cjk"), 1.0)
+
+
+def test_a_local_openai_compatible_server_needs_no_key(monkeypatch):
+    """vLLM, Ollama and LM Studio take any key: with --base-url, none need be set."""
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    for api in ("openai-chat", "openai-responses"):
+        client = run.make_client(api, "http://127.0.0.1:11434/v1")
+        assert str(client.base_url) == "http://127.0.0.1:11434/v1/" and client.api_key == run.LOCAL_KEY
+    assert run.make_client("anthropic", "http://127.0.0.1:8080").api_key == run.LOCAL_KEY
+    with pytest.raises(glyphpack.UsageError, match="needs your key in OPENAI_API_KEY"):
+        run.make_client("openai-chat")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-mine")
+    assert run.make_client("openai-chat", "http://127.0.0.1:11434/v1").api_key == "sk-mine"  # a key that is set is used

@@ -26,10 +26,9 @@ from .._history.messages import Image, Message, Text
 from .._providers.reading import ReadingEvidence, ReadingProfile, local_profiles, local_profiles_path, profile_to_json
 from .._providers.resolve import normalize_model, reading_profile, resolve
 from .._providers.text_tokens import estimate_text_tokens
-from .._render.reader import read_pages
 from .._render.render import plan as plan_pages
 from .._render.render import render
-from .._render.shapes import SHAPES
+from .._render.shapes import SHAPES, get_shape
 from .._types import APIS, Api, check_kind
 from .probes import KINDS, Probe, mean_interval, probe_set, score, wilson
 
@@ -76,10 +75,13 @@ def _page(probe: Probe, model: str) -> Any:
 
 
 def drawn_labels(probe: Probe, page: Any) -> set[str]:
-    """The asked lines the shape draws as they are (a font without CJK replaces it:
-    those lines are not scored for that shape)."""
-    shown = read_pages([page]).split("\n")
-    return {label for label in probe.asked if f"{label} {probe.truth(label)}" in shown}
+    """The asked lines the shape draws as they are: every character has a glyph of its
+    own in the page's font (a font without CJK draws a replacement: those lines are not
+    scored for that shape). Asked of the font, not of the page read back: the reader
+    reads look-alike glyphs (Cyrillic р and Latin p) as one character, and a line of
+    look-alikes is drawn all the same."""
+    atlas = get_shape(page.shape).atlas
+    return {label for label in probe.asked if all(atlas.has(ord(c)) for c in f"{label} {probe.truth(label)}")}
 
 
 def estimate(plan: EvalPlan) -> dict[str, int]:
@@ -301,12 +303,20 @@ def apply(results_path: Path) -> tuple[Path, ReadingProfile, list[str]]:
     return path, profile, remarks
 
 
+#: The key sent to a local server (``--base-url``) when none is set: vLLM, Ollama and LM
+#: Studio take any.
+LOCAL_KEY = "no-key"
+
+
 def make_client(api: Api, base_url: str | None = None) -> Any:
     """The official SDK's client (it reads the key from its usual environment variable,
-    checked here first so a run never starts without one)."""
+    checked here first so a run never starts without one; a local server given by
+    ``base_url`` needs none)."""
     built = provider_api(api)
     if not any(os.environ.get(name) for name in built.key_variables):
-        raise UsageError(f"glyphpack eval --api {api} needs your key in {' or '.join(built.key_variables)}")
+        if base_url is None:
+            raise UsageError(f"glyphpack eval --api {api} needs your key in {' or '.join(built.key_variables)}")
+        return built.client(base_url, key=LOCAL_KEY)
     return built.client(base_url)
 
 

@@ -311,8 +311,8 @@ class AnthropicMessages(ProviderApi):
     def input_tokens(self, data: Json) -> int | None:
         return usage_tokens(data, "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
-    def new_client(self, module: Any, base_url: str | None) -> Any:
-        return module.Anthropic(base_url=base_url) if base_url else module.Anthropic()
+    def new_client(self, module: Any, options: Json) -> Any:
+        return module.Anthropic(**options)
 
 
 def _mark(message: Json, end: int | None = None) -> bool:

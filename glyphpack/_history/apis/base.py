@@ -172,14 +172,17 @@ class ProviderApi(abc.ABC):
         hint = f"; it looks like a response of the {other} API: pass api={other!r}" if other else ""
         return HistoryError(f"not a {self.title} response: {missing}{hint}")
 
-    def client(self, base_url: str | None = None) -> Any:
-        """The official SDK's client (it reads the key from its environment variables)."""
+    def client(self, base_url: str | None = None, key: str | None = None) -> Any:
+        """The official SDK's client, of ``base_url`` (default: the provider's) with
+        ``key`` (default: the SDK reads it from its environment variables)."""
         try:
             module = importlib.import_module(self.sdk_module)
         except ImportError as exc:
             raise UsageError(f"the {self.name} API needs the {self.sdk_package} package: pip install {self.sdk_package}") from exc
-        return self.new_client(module, base_url)
+        options = {name: value for name, value in (("base_url", base_url), ("api_key", key)) if value is not None}
+        return self.new_client(module, options)
 
     @abc.abstractmethod
-    def new_client(self, module: Any, base_url: str | None) -> Any:
-        """A client of the imported SDK ``module``."""
+    def new_client(self, module: Any, options: Json) -> Any:
+        """A client of the imported SDK ``module`` with ``options`` (``base_url``,
+        ``api_key``: the keyword arguments of the OpenAI and Anthropic clients)."""

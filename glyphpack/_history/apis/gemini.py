@@ -275,8 +275,9 @@ class Gemini(ProviderApi):
     def input_tokens(self, data: Json) -> int | None:
         return usage_tokens(data, "prompt_token_count")
 
-    def new_client(self, module: Any, base_url: str | None) -> Any:
-        return module.Client(http_options={"base_url": base_url}) if base_url else module.Client()
+    def new_client(self, module: Any, options: Json) -> Any:
+        base_url = options.pop("base_url", None)
+        return module.Client(**options, **({"http_options": {"base_url": base_url}} if base_url else {}))
 
 
 API = Gemini()

@@ -257,8 +257,8 @@ class OpenAIChat(ProviderApi):
     def input_tokens(self, data: Json) -> int | None:
         return usage_tokens(data, "prompt_tokens")
 
-    def new_client(self, module: Any, base_url: str | None) -> Any:
-        return module.OpenAI(base_url=base_url) if base_url else module.OpenAI()
+    def new_client(self, module: Any, options: Json) -> Any:
+        return module.OpenAI(**options)
 
 
 API = OpenAIChat()
