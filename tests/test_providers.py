@@ -117,9 +117,11 @@ def test_resolve_spellings(model_id, reader, route):
     assert (profile.reader.name, profile.route.name) == (reader, route)
 
 
-def test_unknown_model_gets_conservative_limits_and_a_warning():
-    with pytest.warns(ProfileWarning, match="unknown model 'acme-vision-9'"):
+def test_unknown_model_gets_conservative_limits_and_a_warning_once():
+    with pytest.warns(ProfileWarning, match="unknown model 'acme-vision-9'") as warned:
         profile = resolve("acme-vision-9")
+        resolve("acme-vision-9")  # a run resolves a model at every page and request: named once
+    assert len(warned) == 1
     assert profile.reader.name == "conservative"
     width, height = profile.page_size(SHAPES["5x8"])
     for known in all_profiles():  # a page for an unknown model is safe on every known reader

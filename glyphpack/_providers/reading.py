@@ -116,7 +116,7 @@ def profile_from_json(data: dict[str, Any]) -> ReadingProfile:
     return ReadingProfile(str(data["name"]), ReadingEvidence(**data["exact"]), ReadingEvidence(**data["gist"]))
 
 
-#: (file, what was wrong) already warned about: a damaged file is named once per run.
+#: (what, the warning) already given: a damaged file or an unknown model is named once per run.
 _WARNED: set[tuple[str, str]] = set()
 
 
@@ -146,9 +146,10 @@ def local_profiles(*, strict: bool = False) -> dict[str, ReadingProfile]:
     return {}
 
 
-def warn_once(key: str, message: str) -> None:
-    """A ``ProfileWarning`` the first time ``(key, message)`` comes up in this run."""
+def warn_once(key: str, message: str, stacklevel: int = 3) -> None:
+    """A ``ProfileWarning`` the first time ``(key, message)`` comes up in this run (a
+    long run would otherwise repeat it at every page and request)."""
     if (key, message) in _WARNED:
         return
     _WARNED.add((key, message))
-    warnings.warn(message, ProfileWarning, stacklevel=3)
+    warnings.warn(message, ProfileWarning, stacklevel=stacklevel)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import warnings
 from collections.abc import Iterable
 from typing import Any
 
-from .._errors import GlyphpackError, ProfileWarning
+from .._errors import GlyphpackError
 from .._types import public
 from .catalog import (
     GATEWAYS,
@@ -22,7 +21,7 @@ from .catalog import (
     VARIANTS,
 )
 from .profile import CellGeometry, Profile, Reader
-from .reading import READING_PREFIXES, READING_PROFILES, ReadingProfile, local_profiles
+from .reading import READING_PREFIXES, READING_PROFILES, ReadingProfile, local_profiles, warn_once
 from .text_tokens import DEFAULT_ESTIMATOR, TextEstimator
 
 _DATE_SUFFIX = re.compile(r"(@\d{8}|-\d{8}|-\d{4}-\d{2}-\d{2}|-v\d+(:\d+)?|-latest|-preview(-\d{2}-\d{2})?|-exp)$")
@@ -88,11 +87,11 @@ def _reader_and_route(model_id: str) -> tuple[Reader, str | None]:
             reader_name = READER_PREFIXES[prefix]
             break
     if reader_name is None:
-        warnings.warn(
+        warn_once(
+            model_id,
             f"unknown model {model_id!r}: using the most conservative known image limits "
             f"(pages within 1536x768); pass a Profile or overrides to do better",
-            ProfileWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
         reader_name = UNKNOWN_READER
     if variant:
