@@ -28,6 +28,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from .._compaction.recovery import parse_overflow
 from .._compaction.summarize import Summarizer
 from .._errors import CompactionError, ConflictError, GlyphpackError, HistoryError
 from .._history.apis import provider_api
@@ -241,20 +242,18 @@ class Recorder:
         and the body to send once more; None when it is another error, was already
         retried, or nothing can be freed (the client then gets the provider's error)."""
         session = exchange.session
-        if session is None or exchange.retried:
+        rejection = {"status": status, **error}
+        if session is None or exchange.retried or parse_overflow(rejection) is None:
             return None
         with self._conversation_locks[session.conversation]:
             try:
-                session.recover({"status": status, **error})
+                session.recover(rejection)
                 built = session.request(exchange.api)
             except GlyphpackError as exc:
                 print(f"glyphpack proxy: could not recover from 'too long': {exc}", file=sys.stderr)
                 return None
-            except Exception:  # recover() raises another error back as it came: not "too long"
-                return None
-        retry = Exchange(exchange.api, exchange.body, self._forwarded(exchange.api, exchange.body, built, session), session)
-        retry.retried = True
-        return retry
+        forwarded = self._forwarded(exchange.api, exchange.body, built, session)
+        return Exchange(exchange.api, exchange.body, forwarded, session, retried=True)
 
     def finish(self, exchange: Exchange, response: Json) -> None:
         """Record the provider's answer (saved when it has no tool calls; the provider's

@@ -34,7 +34,7 @@ from .._providers.catalog import CONTEXT_WINDOWS
 from .._providers.resolve import resolve
 from .._types import Api
 from .conversations import BadRequest, Exchange, Recorder
-from .streams import ACCUMULATORS
+from .streams import ACCUMULATORS, Accumulator
 
 Json = dict[str, Any]
 
@@ -173,7 +173,7 @@ class Proxy:
         except httpx.HTTPError as exc:
             return JSONResponse(error_body(api, 502, f"glyphpack proxy: the upstream {self.upstream} failed: {exc}"), status_code=502)
         if upstream.status_code != 200 or exchange.session is None:
-            return self._streamed(upstream, None, exchange)
+            return self._streamed(upstream)
         if "text/event-stream" in upstream.headers.get("content-type", ""):
             return self._streamed(upstream, ACCUMULATORS[api](), exchange)
         data = await self._json(upstream)
@@ -199,17 +199,17 @@ class Proxy:
             return None
         return data if isinstance(data, dict) else None
 
-    def _streamed(self, upstream: httpx.Response, accumulator: Any, exchange: Exchange) -> StreamingResponse:
-        """The upstream's bytes as they come; the answer recorded as soon as the stream
-        holds all of it, before its last bytes reach the client (whose next request then
-        finds it stored)."""
+    def _streamed(self, upstream: httpx.Response, accumulator: Accumulator | None = None, exchange: Exchange | None = None) -> StreamingResponse:
+        """The upstream's bytes as they come; with an ``accumulator``, ``exchange``'s
+        answer recorded as soon as the stream holds all of it, before its last bytes
+        reach the client (whose next request then finds it stored)."""
         recorder = self.recorder
 
         async def chunks() -> AsyncIterator[bytes]:
             recorded = False
             try:
                 async for chunk in upstream.aiter_bytes():
-                    if accumulator is not None and not recorded:
+                    if accumulator is not None and exchange is not None and not recorded:
                         accumulator.feed(chunk)
                         result = accumulator.result()
                         if result is not None:
@@ -227,12 +227,11 @@ class Proxy:
             body = await run_in_threadpool(self.recorder.counted_body, "anthropic", _parsed(raw))
         except BadRequest as exc:
             return JSONResponse(error_body("anthropic", 400, f"glyphpack proxy: {exc}"), status_code=400)
-        exchange = Exchange("anthropic", body, body)
         try:
-            upstream = await self._send(request, exchange, json_bytes(body))
+            upstream = await self._send(request, Exchange("anthropic", body, body), json_bytes(body))
         except httpx.HTTPError as exc:
             return JSONResponse(error_body("anthropic", 502, f"glyphpack proxy: the upstream {self.upstream} failed: {exc}"), status_code=502)
-        return self._streamed(upstream, None, exchange)
+        return self._streamed(upstream)
 
     async def _pass(self, request: Request) -> Response:
         """Any other path, to the same upstream as it came."""
@@ -240,7 +239,7 @@ class Proxy:
             upstream = await self.client.send(self._upstream_request(request, await request.body()), stream=True)
         except httpx.HTTPError as exc:
             return JSONResponse({"error": {"message": f"glyphpack proxy: the upstream {self.upstream} failed: {exc}"}}, status_code=502)
-        return self._streamed(upstream, None, Exchange("anthropic", {}, {}))
+        return self._streamed(upstream)
 
 
 def _parsed(raw: bytes) -> object:
