@@ -313,3 +313,39 @@ def test_a_local_openai_compatible_server_needs_no_key(monkeypatch):
         run.make_client("openai-chat")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-mine")
     assert run.make_client("openai-chat", "http://127.0.0.1:11434/v1").api_key == "sk-mine"  # a key that is set is used
+
+
+def _results(**changes):
+    trial = {"id": "p0", "shape": "5x8", "page_tokens": 900, "chars": 400, "reply": "", "error": None,
+             "lines": [{"label": "A", "kind": "hex", "exact": True, "cer": 0.0}], "gist": [True, False], "parsed": True}
+    data = {"format": run.FORMAT, "model": "claude-sonnet-4-5", "api": "anthropic", "seed": 0, "started": "2026-12-03T00:00:00+00:00", "trials": [trial]}
+    for key, value in changes.items():
+        target, _, field = key.partition("__")
+        if field:
+            data["trials"][0][field] = value
+        else:
+            data[target] = value
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (_results(model=None), "'model' must be a str, not None"),
+        (_results(started=1733000000), "'started' must be a timestamp string, not 1733000000"),
+        (_results(seed=True), "'seed' must be a int, not True"),
+        (_results(api="claude"), "'api' must be one of anthropic"),
+        (_results(trials=["p0", "p1"]), "trial 0 must be an object, not str"),
+        (_results(trials__shape="7x7"), "trial 0: needs a string 'id' and a 'shape' glyphpack has, got 'p0' and '7x7'"),
+        (_results(trials__page_tokens=float("inf")).replace("Infinity", "1e999"), "trial 0: 'page_tokens' must be a finite number, not inf"),
+        (_results(trials__gist=["yes"]), "trial 0: needs a list of 'lines' and a list of true/false 'gist' answers"),
+        (_results(trials__lines=[{"kind": "hex", "exact": "true", "cer": 0}]), "trial 0: every line needs a 'kind'"),
+        ("[" * 100_000 + "]" * 100_000, "is not readable eval results (RecursionError"),
+    ],
+)
+def test_a_damaged_results_file_is_named_with_what_is_wrong(tmp_path, capsys, content, problem):
+    path = tmp_path / "results.json"
+    path.write_text(content)
+    assert cli_main(["eval", "--apply", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"glyphpack: error: {path}") and problem in err and "internal error" not in err

@@ -13,6 +13,7 @@ import datetime
 import functools
 import io
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -121,11 +122,49 @@ def load_results(path: Path) -> dict[str, Any] | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
-        raise GlyphpackError(f"{path} is not readable eval results ({exc}); move it away to start afresh") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise GlyphpackError(f"{path} is not readable eval results ({type(exc).__name__}: {str(exc)[:120]}); move it away to start afresh") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("trials"), list):
         raise GlyphpackError(f"{path} is not glyphpack eval results (no format {FORMAT!r})")
+    problem = _results_problem(data)
+    if problem:
+        raise GlyphpackError(f"{path} is damaged: {problem}; move it away to start afresh")
     return data
+
+
+def _results_problem(data: dict[str, Any]) -> str | None:
+    """What is wrong with a results document's fields (None: nothing), checked before
+    any of it is used, so a damaged file is named, never an internal error."""
+
+    def kind(value: object, want: type | tuple[type, ...]) -> bool:  # bool is an int, but not a count
+        return isinstance(value, want) and not isinstance(value, bool)
+
+    def number(value: object) -> bool:
+        return isinstance(value, (int, float)) and kind(value, (int, float)) and math.isfinite(value)
+
+    for key, want in (("model", str), ("api", str), ("seed", int)):
+        if not kind(data.get(key), want):
+            return f"{key!r} must be a {want.__name__}, not {data.get(key)!r}"
+    if data["api"] not in APIS:
+        return f"'api' must be one of {', '.join(APIS)}, not {data['api']!r}"
+    if "started" in data and not kind(data["started"], str):
+        return f"'started' must be a timestamp string, not {data['started']!r}"
+    for index, trial in enumerate(data["trials"]):
+        where = f"trial {index}"
+        if not isinstance(trial, dict):
+            return f"{where} must be an object, not {type(trial).__name__}"
+        if not kind(trial.get("id"), str) or trial.get("shape") not in SHAPES:
+            return f"{where}: needs a string 'id' and a 'shape' glyphpack has, got {trial.get('id')!r} and {trial.get('shape')!r}"
+        for key in ("page_tokens", "chars"):
+            if key in trial and not number(trial[key]):
+                return f"{where}: {key!r} must be a finite number, not {trial[key]!r}"
+        lines, gist = trial.get("lines"), trial.get("gist")
+        if not isinstance(lines, list) or not isinstance(gist, list) or not all(isinstance(g, bool) for g in gist):
+            return f"{where}: needs a list of 'lines' and a list of true/false 'gist' answers"
+        for line in lines:
+            if not isinstance(line, dict) or line.get("kind") not in KINDS or not isinstance(line.get("exact"), bool) or not number(line.get("cer")):
+                return f"{where}: every line needs a 'kind' ({', '.join(KINDS)}), 'exact' true/false and a finite 'cer', got {str(line)[:80]}"
+    return None
 
 
 def run_eval(
