@@ -7,6 +7,8 @@ import warnings
 from fractions import Fraction
 
 import numpy as np
+import uuid
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -118,9 +120,10 @@ def test_resolve_spellings(model_id, reader, route):
 
 
 def test_unknown_model_gets_conservative_limits_and_a_warning_once():
-    with pytest.warns(ProfileWarning, match="unknown model 'acme-vision-9'") as warned:
-        profile = resolve("acme-vision-9")
-        resolve("acme-vision-9")  # a run resolves a model at every page and request: named once
+    model = f"acme-vision-{uuid.uuid4().hex[:8]}"  # new to this process, however many runs it has hosted
+    with pytest.warns(ProfileWarning, match=f"unknown model '{model}'") as warned:
+        profile = resolve(model)
+        resolve(model)  # a run resolves a model at every page and request: named once
     assert len(warned) == 1
     assert profile.reader.name == "conservative"
     width, height = profile.page_size(SHAPES["5x8"])
