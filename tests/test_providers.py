@@ -3,12 +3,11 @@
 import base64
 import json
 import math
+import uuid
 import warnings
 from fractions import Fraction
 
 import numpy as np
-import uuid
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
