@@ -536,6 +536,14 @@ def test_a_malformed_request_gets_the_apis_error_shape_and_nothing_goes_upstream
             assert {k: v for k, v in body.items() if k != "error"} == {k: v for k, v in shape.items() if k != "error"}
             assert {k: error[k] for k in shape["error"]} == shape["error"]
         after = {p: p.read_bytes() for p in Path(workspace.path).rglob("*") if p.is_file()}
+        # Nothing in a request can send it elsewhere: a Host header, an absolute URL in
+        # the request line, go to the one upstream named when the proxy started.
+        with httpx.Client() as client:
+            stray = client.get(proxy.url + "/v1/models", headers={"host": "api.evil.example"})
+            absolute = client.send(client.build_request("GET", proxy.url + "/v1/models?x=1", headers={"host": "api.evil.example:443"}))
+    assert stray.status_code == absolute.status_code == 404  # the fake upstream's answer
+    assert upstream.paths[-2:] == ["/v1/models", "/v1/models?x=1"]
+    assert [h["host"] for h in upstream.headers[-2:]] == [upstream.url.removeprefix("http://")] * 2
     assert len(model.requests) == 2 and before == after
 
 

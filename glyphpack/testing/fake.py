@@ -482,6 +482,7 @@ class FakeUpstream:
 
             def do_GET(self) -> None:
                 upstream.paths.append(self.path)
+                upstream.headers.append({k.lower(): v for k, v in self.headers.items()})
                 self._reply(404, b'{"type":"error","error":{"type":"not_found_error","message":"Not found"}}')
 
             def _reply(self, status: int, body: bytes, content_type: str = "application/json") -> None:
