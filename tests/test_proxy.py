@@ -172,6 +172,39 @@ def test_a_request_that_continues_a_stored_history_is_appended_to_it(tmp_path: P
     assert len(Workspace(tmp_path).load(conversation, AGENT).messages) == 6
 
 
+def test_a_subagent_is_recorded_as_an_agent_of_the_conversation_that_called_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Claude Code's Agent tool: the subagent's requests begin with the call's prompt
+    (after its own system prompt); they go into the caller's conversation as an agent
+    named for the call, and the caller's own history goes on beside it."""
+    workspace = Workspace(tmp_path)
+    recorder = Recorder(workspace)
+    prompt = "Look at the svc logs and report the first failure."
+    call = {"description": "find the failure", "prompt": prompt, "subagent_type": "Explore"}
+    parent = [{"role": "user", "content": TASK}]
+    exchange = recorder.prepare("anthropic", _anthropic_body(parent))
+    answer = answer_body("anthropic", Turn(calls=(("Agent", call),)), 1, 100)
+    recorder.finish(exchange, answer)
+    assert exchange.session is not None
+    conversation, (use,) = exchange.session.conversation, answer["content"]
+    sub = recorder.prepare("anthropic", {**_anthropic_body([{"role": "user", "content": [{"type": "text", "text": "<system-reminder>cwd</system-reminder>"}, {"type": "text", "text": prompt}]}]), "system": "You are an Explore agent."})
+    recorder.finish(sub, _answer("auth failed first"))
+    assert sub.session is not None and (sub.session.conversation, sub.session.agent) == (conversation, f"Explore-{use['id'][-8:]}")
+    back = [*parent, {"role": "assistant", "content": [use]}, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use["id"], "content": "auth failed first"}]}]
+    resumed = recorder.prepare("anthropic", _anthropic_body(back))
+    assert resumed.session is not None and (resumed.session.conversation, resumed.session.agent) == (conversation, AGENT)
+    assert workspace.transcripts() == sorted([(conversation, AGENT), (conversation, f"Explore-{use['id'][-8:]}")])
+    # A history that merely mentions the prompt, with no call waiting on it, is its own.
+    other = recorder.prepare("anthropic", _anthropic_body([{"role": "user", "content": prompt}]))
+    assert other.session is not None and other.session.conversation != conversation
+    # Nor does a prompt argument of another tool's waiting call make one.
+    elsewhere = recorder.prepare("anthropic", _anthropic_body([{"role": "user", "content": "run the checker"}]))
+    recorder.finish(elsewhere, answer_body("anthropic", Turn(calls=(("Bash", {"command": "check", "prompt": "say yes"}),)), 1, 100))
+    asked = recorder.prepare("anthropic", _anthropic_body([{"role": "user", "content": "say yes"}]))
+    assert asked.session is not None and asked.session.agent == AGENT and asked.session.conversation != elsewhere.session.conversation  # type: ignore[union-attr]
+    assert main(["tree", str(tmp_path), conversation]) == 0
+    assert f"(Explore-{use['id'][-8:]})" in capsys.readouterr().out
+
+
 def test_a_retried_request_moves_the_transcript_back_and_the_tree_keeps_the_first_answer(tmp_path: Path) -> None:
     workspace = Workspace(tmp_path)
     recorder = Recorder(workspace)

@@ -22,6 +22,7 @@ import collections
 import dataclasses
 import datetime
 import hashlib
+import re
 import secrets
 import sys
 import threading
@@ -42,6 +43,9 @@ Json = dict[str, Any]
 
 #: The agent name proxied conversations are stored under.
 AGENT = "main"
+#: Tools whose call starts a subagent with its own history (Claude Code's), and the
+#: argument that history begins with.
+SUBAGENT_TOOLS = ("Agent", "Task")
 #: Sessions kept open between requests (the most recently used).
 OPEN_SESSIONS = 64
 #: Anthropic refuses a request with more prompt-cache breakpoints than this.
@@ -115,64 +119,71 @@ class Exchange:
         return self.session is not None and self.session.view is not None
 
 
+#: A stored history: (conversation, agent).
+Key = tuple[str, str]
+
+
 class Recorder:
     """The proxy's side of the workspace: recognizes conversations, records them, builds
-    what is forwarded. Thread-safe: one lock per conversation, none around the upstream
-    call (``server`` runs these methods in worker threads)."""
+    what is forwarded. Thread-safe: one lock per (conversation, agent), none around the
+    upstream call (``server`` runs these methods in worker threads).
+
+    A new history whose first user message carries the prompt of a subagent call
+    (``SUBAGENT_TOOLS``: Claude Code's ``Agent``/``Task``) that an open session is
+    waiting on is that subagent: recorded as an agent of the caller's conversation
+    (``<subagent_type>-<call id end>``), so the tree shows it beside the call."""
 
     def __init__(self, workspace: Workspace, settings: ProxySettings = ProxySettings()):
         self.workspace = workspace
         self.settings = settings
-        # The digest of each conversation's current end (and of that end before its last
-        # answer) -> the conversation; a rolling digest names its length too. Only the
+        # The digest of each history's current end (and of that end before its last
+        # answer) -> the history; a rolling digest names its length too. Only the
         # current ends: a new client that begins like an old conversation's past is a
         # conversation of its own, not a rewrite of that one.
-        self._index: dict[bytes, str] = {}
-        self._ends: dict[str, list[bytes]] = {}
-        # conversation -> (the id of the last message remembered, the digests to it): a
-        # long history is digested once, then one message at a time.
-        self._chains: dict[str, tuple[str, list[bytes]]] = {}
+        self._index: dict[bytes, Key] = {}
+        self._ends: dict[Key, list[bytes]] = {}
+        # history -> (the id of the last message remembered, the digests to it): a long
+        # history is digested once, then one message at a time.
+        self._chains: dict[Key, tuple[str, list[bytes]]] = {}
         self._lock = threading.Lock()  # the index and the session cache, never held for long
-        self._conversation_locks: dict[str, threading.Lock] = collections.defaultdict(threading.Lock)
-        self._sessions: collections.OrderedDict[str, Session] = collections.OrderedDict()
+        self._locks: dict[Key, threading.Lock] = collections.defaultdict(threading.Lock)
+        self._sessions: collections.OrderedDict[Key, Session] = collections.OrderedDict()
 
     # ------------------------------------------------------------------ the index
 
     def index_workspace(self) -> int:
-        """Index every stored conversation's main history; how many."""
-        found = 0
-        for conversation, agent in self.workspace.transcripts():
-            if agent == AGENT:
-                self._remember(conversation, self.workspace.load(conversation, agent).messages)
-                found += 1
-        return found
+        """Index every stored history; how many."""
+        stored = self.workspace.transcripts()
+        for key in stored:
+            self._remember(key, self.workspace.load(*key).messages)
+        return len(stored)
 
-    def _chain(self, conversation: str, messages: Sequence[Message]) -> list[bytes]:
-        """``digests(messages)`` of ``conversation``'s history, from what was remembered."""
+    def _chain(self, key: Key, messages: Sequence[Message]) -> list[bytes]:
+        """``digests(messages)`` of ``key``'s history, from what was remembered."""
         with self._lock:
-            last, chain = self._chains.get(conversation, ("", []))
+            last, chain = self._chains.get(key, ("", []))
         known = len(chain)
         if known and known <= len(messages) and messages[known - 1].id == last:
             return digests(messages[known:], chain)
         return digests(messages)
 
-    def _remember(self, conversation: str, messages: Sequence[Message]) -> None:
+    def _remember(self, key: Key, messages: Sequence[Message]) -> None:
         """Index the end of ``messages``, and the end before a last answer (a client that
         retries the request, or sends the answer back changed, continues from there)."""
-        chain = self._chain(conversation, messages)
+        chain = self._chain(key, messages)
         ends = chain[-2:] if len(chain) > 1 and messages[-1].role == "assistant" else chain[-1:]
         with self._lock:
-            for stale in self._ends.get(conversation, ()):
-                if self._index.get(stale) == conversation:
+            for stale in self._ends.get(key, ()):
+                if self._index.get(stale) == key:
                     del self._index[stale]
-            self._ends[conversation] = ends
-            self._index.update(dict.fromkeys(ends, conversation))
+            self._ends[key] = ends
+            self._index.update(dict.fromkeys(ends, key))
             if messages:
-                self._chains[conversation] = (messages[-1].id, chain)
+                self._chains[key] = (messages[-1].id, chain)
 
-    def match(self, chain: Sequence[bytes]) -> tuple[str | None, int]:
-        """(the conversation a history with the digests ``chain`` continues, how many of
-        its messages are stored there), or (None, 0)."""
+    def match(self, chain: Sequence[bytes]) -> tuple[Key | None, int]:
+        """(the stored history a history with the digests ``chain`` continues, how many
+        of its messages are stored there), or (None, 0)."""
         with self._lock:
             for length, digest in reversed(list(enumerate(chain, 1))):
                 found = self._index.get(digest)
@@ -202,18 +213,18 @@ class Recorder:
     def _prepare(self, api: Api, body: Json, history: list[Message], summarizer: Summarizer | None) -> Exchange:
         chain = digests(history)
         for attempt in range(2):
-            conversation, _ = self.match(chain)
-            if conversation is None:
-                conversation = self._new_conversation()
-            with self._conversation_locks[conversation]:
+            key, _ = self.match(chain)
+            if key is None:
+                key = self._subagent_of(history) or (self._new_conversation(), AGENT)
+            with self._locks[key]:
                 try:
-                    session = self._session(conversation, body, history, chain, summarizer)
+                    session = self._session(key, body, history, chain, summarizer)
                 except ConflictError:
                     if attempt:
                         raise
-                    self._forget(conversation)  # another process wrote it: read it again
+                    self._forget(key)  # another process wrote it: read it again
                     continue
-                self._remember(conversation, session.messages)
+                self._remember(key, session.messages)
                 return self._exchange(api, body, session)
         raise AssertionError("unreachable")
 
@@ -245,7 +256,7 @@ class Recorder:
         rejection = {"status": status, **error}
         if session is None or exchange.retried or parse_overflow(rejection) is None:
             return None
-        with self._conversation_locks[session.conversation]:
+        with self._locks[_key(session)]:
             try:
                 session.recover(rejection)
                 built = session.request(exchange.api)
@@ -261,14 +272,15 @@ class Recorder:
         session = exchange.session
         if session is None:
             return
-        with self._conversation_locks[session.conversation]:
+        key = _key(session)
+        with self._locks[key]:
             try:
                 session.add_response(response, exchange.api)
             except GlyphpackError as exc:
                 print(f"glyphpack proxy: answer not recorded: {exc}", file=sys.stderr)
-                self._forget(session.conversation)
+                self._forget(key)
                 return
-            self._remember(session.conversation, session.messages)
+            self._remember(key, session.messages)
 
     def counted_body(self, api: Api, body: object) -> Json:
         """A token-count request as it would be forwarded (nothing recorded)."""
@@ -276,12 +288,12 @@ class Recorder:
         if isinstance(history, HistoryError):
             return request
         chain = digests(history)
-        conversation, _ = self.match(chain)
-        if conversation is None:
+        key, _ = self.match(chain)
+        if key is None:
             return request
-        with self._conversation_locks[conversation]:
-            session = self._sessions.get(conversation)
-            if session is None or session.view is None or _common(self._chain(conversation, session.messages), chain) < len(session.messages):
+        with self._locks[key]:
+            session = self._sessions.get(key)
+            if session is None or session.view is None or _common(self._chain(key, session.messages), chain) < len(session.messages):
                 return request
             view, prefix = session.request_view()
             build = provider_api(api)
@@ -294,44 +306,55 @@ class Recorder:
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
         return f"proxy-{stamp}-{secrets.token_hex(3)}"
 
-    def _session(
-        self, conversation: str, body: Json, history: Sequence[Message], chain: Sequence[bytes], summarizer: Summarizer | None
-    ) -> Session:
-        """The open session of ``conversation`` for this request's model and with its
-        summarizer, its history made ``history``: the new messages appended and saved (a
-        turn boundary)."""
+    def _subagent_of(self, history: Sequence[Message]) -> Key | None:
+        """The (conversation, agent) of a subagent whose call an open session waits on and
+        whose prompt ``history``'s first user message carries, else None."""
+        first = next((m.text for m in history if m.role == "user"), "")
         with self._lock:
-            session = self._sessions.get(conversation)
+            sessions = list(self._sessions.values())
+        for session in sessions:
+            for call in session.pending_calls:
+                prompt = call.arguments.get("prompt")
+                if call.name in SUBAGENT_TOOLS and isinstance(prompt, str) and prompt.strip() and prompt.strip() in first:
+                    kind = str(call.arguments.get("subagent_type") or "task")
+                    return session.conversation, f"{re.sub(r'[^A-Za-z0-9_.-]+', '-', kind)}-{call.id[-8:]}"
+        return None
+
+    def _session(self, key: Key, body: Json, history: Sequence[Message], chain: Sequence[bytes], summarizer: Summarizer | None) -> Session:
+        """The open session of ``key`` for this request's model and with its summarizer,
+        its history made ``history``: the new messages appended and saved (a turn
+        boundary)."""
+        with self._lock:
+            session = self._sessions.get(key)
             if session is not None:
-                self._sessions.move_to_end(conversation)
+                self._sessions.move_to_end(key)
         if session is not None and session.model != body["model"]:
-            self._forget(conversation)
+            self._forget(key)
             session = None
         if session is None:
-            session = self._open(conversation, body, summarizer)
+            session = self._open(key, body, summarizer)
         session.summarizer = summarizer
-        common = _common(self._chain(conversation, session.messages), chain)
+        common = _common(self._chain(key, session.messages), chain)
         if common < len(session.messages):
             # The client went back (a retry, or the last answer sent back changed): the
             # transcript continues from there; the tree keeps what it left.
-            self._forget(conversation)
+            self._forget(key)
             kept = session.messages[:common]
-            self.workspace.save(conversation, AGENT, kept, revision=session.revision, replace=True)
-            session = self._open(conversation, body, summarizer)
+            self.workspace.save(*key, kept, revision=session.revision, replace=True)
+            session = self._open(key, body, summarizer)
         session.extend(history[common:])
         with self._lock:
-            self._sessions[conversation] = session
+            self._sessions[key] = session
             while len(self._sessions) > OPEN_SESSIONS:
                 self._sessions.popitem(last=False)[1].close()
         return session
 
-    def _open(self, conversation: str, body: Json, summarizer: Summarizer | None) -> Session:
+    def _open(self, key: Key, body: Json, summarizer: Summarizer | None) -> Session:
         settings = self.settings
         tools = body.get("tools")
         return Session(
             self.workspace,
-            conversation,
-            AGENT,
+            *key,
             model=body["model"],
             summarizer=summarizer,
             context_window=settings.context_window,
@@ -340,9 +363,9 @@ class Recorder:
             tools=tools if isinstance(tools, list) and tools else None,
         )
 
-    def _forget(self, conversation: str) -> None:
+    def _forget(self, key: Key) -> None:
         with self._lock:
-            session = self._sessions.pop(conversation, None)
+            session = self._sessions.pop(key, None)
         if session is not None:
             session.close()
 
@@ -351,6 +374,10 @@ class Recorder:
             sessions, self._sessions = list(self._sessions.values()), collections.OrderedDict()
         for session in sessions:
             session.close()
+
+
+def _key(session: Session) -> Key:
+    return session.conversation, session.agent
 
 
 def cap_cache_marks(body: Json) -> None:
