@@ -5,7 +5,9 @@ fake upstream on 127.0.0.1 (``glyphpack.testing.fake.FakeUpstream``)."""
 from __future__ import annotations
 
 import json
+import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -667,3 +669,99 @@ def test_glyphpack_proxy_refuses_what_it_cannot_do_in_one_line(tmp_path: Path, a
     assert main(["proxy", "--workspace", str(tmp_path / "ws"), *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("glyphpack: error: ") and error in err and err.count("\n") == 1
+
+
+# ---------------------------------------------------------------------- Claude Code itself
+
+
+def _claude() -> str:
+    """The Claude Code executable: $GLYPHPACK_CLAUDE, ``claude`` on the PATH, or the one
+    ``.ci/run`` installs under ``.ci/node``; skips the test without one (fails where
+    ``GLYPHPACK_REQUIRE_CLAUDE`` is set, as in CI)."""
+    local = Path(__file__).resolve().parent.parent / ".ci" / "node" / "node_modules" / ".bin" / "claude"
+    found = os.environ.get("GLYPHPACK_CLAUDE") or shutil.which("claude") or (str(local) if local.exists() else None)
+    if found is None:
+        if os.environ.get("GLYPHPACK_REQUIRE_CLAUDE"):
+            pytest.fail("Claude Code is required here (GLYPHPACK_REQUIRE_CLAUDE) but was not found")
+        pytest.skip("Claude Code is not installed (npm install @anthropic-ai/claude-code, or set GLYPHPACK_CLAUDE)")
+    return found
+
+
+def _run_claude(tmp_path: Path, proxy: Running, prompt: str, turns: int) -> Json:
+    """``claude -p prompt`` through ``proxy``, in ``tmp_path / "project"``; its JSON result."""
+    env = {
+        "PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path / "home"),
+        "ANTHROPIC_BASE_URL": proxy.url, "ANTHROPIC_API_KEY": API_KEY,
+        "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
+    }
+    command = [_claude(), "-p", prompt, "--allowedTools", "Bash,Read,Agent,Task", "--output-format", "json", "--max-turns", str(turns)]
+    run = subprocess.run(command, cwd=tmp_path / "project", env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:] + run.stdout[-2000:]
+    result: Json = json.loads(run.stdout)
+    assert not result["is_error"], result
+    return result
+
+
+def _claude_code_route(agent: FakeModel, side: FakeModel, sub: FakeModel | None = None, sub_prompt: str = "") -> Any:
+    """Claude Code's requests by kind: a subagent's (its first message carries the
+    prompt), the agent's (with the Bash tool) and the summaries, and its own side
+    requests (titles, checks), which must not take the script's turns."""
+
+    def route(body: Json) -> FakeModel:
+        if sub is not None and sub_prompt in json.dumps(body["messages"][0]):
+            return sub
+        if summary_prompt(body) is not None or any(t.get("name") == "Bash" for t in body.get("tools") or ()):
+            return agent
+        return side
+
+    return route
+
+
+@pytest.mark.slow  # Claude Code (Node.js) for a 25-call session: about 10 s
+def test_claude_code_through_the_proxy_is_compacted_and_never_sees_an_error(tmp_path: Path) -> None:
+    _claude()
+    work = tmp_path / "project"
+    work.mkdir()
+    calls = 24
+    for i in range(calls):
+        (work / f"svc{i}.log").write_text(_tool_output(f"svc{i}") + "\n")
+    script = [
+        Turn(text=f"Checking log {i}.", calls=((("Bash", {"command": f"cat svc{i}.log", "description": f"show log {i}"}),) if i % 2 else (("Read", {"file_path": str(work / f"svc{i}.log")}),)))
+        for i in range(calls)
+    ] + [Turn(text="DONE: auth failed first.")]
+    agent, side = FakeModel(script), FakeModel([Turn(text="ok")])
+    prompt = "Find which service failed first: read every svc*.log here."
+    settings = ProxySettings(context_window=60_000, threshold=20_000)
+    with FakeUpstream(agent, route=_claude_code_route(agent, side)) as upstream, Workspace(tmp_path / "ws") as workspace, _serve(workspace, upstream, settings) as proxy:
+        result = _run_claude(tmp_path, proxy, prompt, calls + 5)
+        stored = {key: workspace.load(*key).messages for key in workspace.transcripts()}
+    assert result["result"] == "DONE: auth failed first."
+    assert set(agent.statuses) == {200}  # every request Claude Code made (and the summaries) was accepted
+    requests = [body for body in agent.requests if summary_prompt(body) is None]
+    assert len(requests) == calls + 1
+    assert all(prompt in json.dumps(body["messages"][0]) for body in requests)  # the task, verbatim, first
+    tokens = [count_tokens(body) for body in requests]
+    compacted = [i for i in range(1, len(tokens)) if tokens[i] < tokens[i - 1]]
+    assert compacted and max(tokens) < settings.threshold, tokens  # type: ignore[operator]
+    # One conversation holds all of it: the task, every call and result, the answer.
+    (messages,) = [m for m in stored.values() if any(prompt in message.text for message in m)]
+    assert sum(len(m.tool_calls) for m in messages) == calls and messages[-1].text == "DONE: auth failed first."
+
+
+@pytest.mark.slow  # Claude Code (Node.js) with a subagent: about 5 s
+def test_claude_codes_subagent_is_recorded_beside_the_call_that_started_it(tmp_path: Path) -> None:
+    _claude()
+    work = tmp_path / "project"
+    work.mkdir()
+    (work / "svc0.log").write_text("10:00:03 auth failed\n" * 20)
+    sub_prompt = "Read svc0.log and report the first failure."
+    agent = FakeModel([Turn(calls=(("Agent", {"description": "check the log", "prompt": sub_prompt, "subagent_type": "general-purpose"}),)), Turn(text="DONE: auth")])
+    sub = FakeModel([Turn(calls=(("Read", {"file_path": str(work / "svc0.log")}),)), Turn(text="svc0: auth failed at 10:00:03")])
+    side = FakeModel([Turn(text="ok")])
+    with FakeUpstream(agent, route=_claude_code_route(agent, side, sub, sub_prompt)) as upstream, Workspace(tmp_path / "ws") as workspace, _serve(workspace, upstream) as proxy:
+        result = _run_claude(tmp_path, proxy, "Find the failure with a subagent.", 10)
+        transcripts = workspace.transcripts()
+        subagent = [key for key in transcripts if key[1] != AGENT]
+        (call,) = [c for m in workspace.load(transcripts[0][0], AGENT).messages for c in m.tool_calls]
+    assert result["result"] == "DONE: auth" and set(agent.statuses) == set(sub.statuses) == {200}
+    assert len(transcripts) == 2 and subagent == [(transcripts[0][0], f"general-purpose-{call.id[-8:]}")]
