@@ -107,6 +107,11 @@ def test_a_stream_accumulates_to_the_response_it_streams(api: str, turn: Turn, d
     assert streamed.input_tokens == whole.input_tokens == 1234
     if api == "anthropic":
         assert result == answer  # the Messages stream rebuilds the very response
+    elif api == "openai-responses":
+        assert result == answer  # the completed event carries the very response
+    else:  # the Chat stream: the same head, finish and usage
+        assert {k: result[k] for k in ("id", "created", "model", "usage", "object")} == {k: answer[k] for k in ("id", "created", "model", "usage", "object")}
+        assert result["choices"][0]["finish_reason"] == answer["choices"][0]["finish_reason"]
 
 
 @pytest.mark.parametrize("api", sorted(ACCUMULATORS))
