@@ -146,8 +146,14 @@ class Recorder:
         # history is digested once, then one message at a time.
         self._chains: dict[Key, tuple[str, list[bytes]]] = {}
         self._lock = threading.Lock()  # the index and the session cache, never held for long
-        self._locks: dict[Key, threading.Lock] = collections.defaultdict(threading.Lock)
+        self._locks: dict[Key, threading.Lock] = {}
         self._sessions: collections.OrderedDict[Key, Session] = collections.OrderedDict()
+
+    def _lock_of(self, key: Key) -> threading.Lock:
+        """``key``'s own lock (made once, under the index lock: two threads asking at
+        once get the same one)."""
+        with self._lock:
+            return self._locks.setdefault(key, threading.Lock())
 
     # ------------------------------------------------------------------ the index
 
@@ -216,7 +222,7 @@ class Recorder:
             key, _ = self.match(chain)
             if key is None:
                 key = self._subagent_of(history) or (self._new_conversation(), AGENT)
-            with self._locks[key]:
+            with self._lock_of(key):
                 try:
                     session = self._session(key, body, history, chain, summarizer)
                 except ConflictError:
@@ -256,7 +262,7 @@ class Recorder:
         rejection = {"status": status, **error}
         if session is None or exchange.retried or parse_overflow(rejection) is None:
             return None
-        with self._locks[_key(session)]:
+        with self._lock_of(_key(session)):
             try:
                 session.recover(rejection)
                 built = session.request(exchange.api)
@@ -273,7 +279,7 @@ class Recorder:
         if session is None:
             return
         key = _key(session)
-        with self._locks[key]:
+        with self._lock_of(key):
             try:
                 session.add_response(response, exchange.api)
             except GlyphpackError as exc:
@@ -291,7 +297,7 @@ class Recorder:
         key, _ = self.match(chain)
         if key is None:
             return request
-        with self._locks[key]:
+        with self._lock_of(key):
             session = self._sessions.get(key)
             if session is None or session.view is None or _common(self._chain(key, session.messages), chain) < len(session.messages):
                 return request
