@@ -114,6 +114,50 @@ def test_a_stream_accumulates_to_the_response_it_streams(api: str, turn: Turn, d
         assert result["choices"][0]["finish_reason"] == answer["choices"][0]["finish_reason"]
 
 
+def test_an_anthropic_stream_with_thinking_and_citations_rebuilds_them_whole() -> None:
+    """Thinking streams as text and signature deltas, a citation as its own delta: the
+    answer recorded has them whole, in their blocks, in order."""
+
+    def event(kind: str, **fields: Any) -> bytes:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **fields})}\n\n".encode()
+
+    citation = {"type": "char_location", "cited_text": "auth failed", "document_index": 0, "start_char_index": 0, "end_char_index": 11}
+    head = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-opus-4-8", "content": [], "stop_reason": None,
+            "stop_sequence": None, "usage": {"input_tokens": 40, "output_tokens": 1}}
+    events = [
+        event("message_start", message=head),
+        event("content_block_start", index=0, content_block={"type": "thinking", "thinking": "", "signature": ""}),
+        event("content_block_delta", index=0, delta={"type": "thinking_delta", "thinking": "The logs say "}),
+        event("content_block_delta", index=0, delta={"type": "thinking_delta", "thinking": "auth."}),
+        event("content_block_delta", index=0, delta={"type": "signature_delta", "signature": "EqQBCkYI"}),
+        event("content_block_delta", index=0, delta={"type": "signature_delta", "signature": "AhgCIkDp"}),
+        event("content_block_stop", index=0),
+        event("content_block_start", index=1, content_block={"type": "text", "text": ""}),
+        event("content_block_delta", index=1, delta={"type": "citations_delta", "citation": citation}),
+        event("content_block_delta", index=1, delta={"type": "text_delta", "text": "Auth "}),
+        event("content_block_delta", index=1, delta={"type": "text_delta", "text": "failed first."}),
+        event("content_block_stop", index=1),
+        event("message_delta", delta={"stop_reason": "end_turn", "stop_sequence": None}, usage={"output_tokens": 12}),
+        event("message_stop"),
+    ]
+    accumulator = ACCUMULATORS["anthropic"]()
+    for piece in events:
+        accumulator.feed(piece)
+    assert accumulator.result() == {
+        **head,
+        "content": [
+            {"type": "thinking", "thinking": "The logs say auth.", "signature": "EqQBCkYIAhgCIkDp"},
+            {"type": "text", "text": "Auth failed first.", "citations": [citation]},
+        ],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 40, "output_tokens": 12},
+    }
+    stray = ACCUMULATORS["anthropic"]()  # a delta for a block that never started: nothing is recorded
+    for piece in [events[0], events[2], *events[-2:]]:
+        stray.feed(piece)
+    assert stray.result() is None
+
+
 @pytest.mark.parametrize("api", sorted(ACCUMULATORS))
 def test_a_stream_that_ends_early_or_fails_records_nothing(api: str) -> None:
     events = sse_events(api, answer_body(api, Turn(text="half an answer"), 1, 10), usage=True)
