@@ -52,6 +52,7 @@ from glyphpack.testing.fake import (
     summary_prompt,
 )
 from glyphpack.testing.fake import _check_anthropic as fake_check_anthropic
+from glyphpack.testing.fake import http as fake_http
 
 Json = dict[str, Any]
 API_KEY = "sk-test-d0n0tst0re"
@@ -596,6 +597,17 @@ def test_another_error_reaches_the_client_as_the_provider_sent_it(workspace: Wor
         with pytest.raises(anthropic.RateLimitError, match="Rate limit reached"):
             harness.run()
     assert model.statuses == [200, 429]
+
+
+def test_an_error_that_is_not_json_reaches_the_client_byte_for_byte(workspace: Workspace) -> None:
+    """A load balancer's HTML 413 in front of the provider: nothing to recover from, and
+    the client gets the page it sent, not an empty body."""
+    page = b"<html><body><h1>413 Request Entity Too Large</h1></body></html>"
+    model = FakeModel(_script(1))
+    with FakeUpstream(model) as upstream, _serve(workspace, upstream) as proxy:
+        upstream.model._respond = lambda *args: fake_http().Response(413, content=page, headers={"content-type": "text/html"})  # type: ignore[method-assign]
+        response = httpx.post(proxy.url + "/v1/messages", json=_anthropic_body([{"role": "user", "content": TASK}]))
+    assert response.status_code == 413 and response.content == page and response.headers["content-type"].startswith("text/html")
 
 
 MALFORMED = [

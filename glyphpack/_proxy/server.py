@@ -164,10 +164,10 @@ class Proxy:
         try:
             upstream = await self._send(request, exchange, raw)
             if upstream.status_code in (400, 413) and exchange.session is not None:
-                data = await self._json(upstream)
+                content, data = await self._read(upstream)
                 retry = await run_in_threadpool(self.recorder.recover, exchange, upstream.status_code, data) if data else None
-                if retry is None:
-                    return Response(json_bytes(data) if data else b"", upstream.status_code, self._headers(upstream))
+                if retry is None:  # the provider's answer, as it sent it
+                    return Response(content, upstream.status_code, self._headers(upstream))
                 exchange = retry
                 upstream = await self._send(request, exchange, raw)
         except httpx.HTTPError as exc:
@@ -176,10 +176,10 @@ class Proxy:
             return self._streamed(upstream)
         if "text/event-stream" in upstream.headers.get("content-type", ""):
             return self._streamed(upstream, ACCUMULATORS[api](), exchange)
-        data = await self._json(upstream)
+        content, data = await self._read(upstream)
         if data is not None:
             await run_in_threadpool(self.recorder.finish, exchange, data)
-        return Response(upstream.content, upstream.status_code, self._headers(upstream))
+        return Response(content, upstream.status_code, self._headers(upstream))
 
     def _summarizer(self, api: Api, body: object, request: Request) -> Summarizer | None:
         model = body.get("model") if isinstance(body, dict) else None
@@ -190,14 +190,15 @@ class Proxy:
         return Summarizer(UpstreamSummary(self.upstream, api, chosen, request.headers), window=window, output_reserve=SUMMARY_OUTPUT_TOKENS)
 
     @staticmethod
-    async def _json(response: httpx.Response) -> Json | None:
+    async def _read(response: httpx.Response) -> tuple[bytes, Json | None]:
+        """A whole upstream response's bytes, and its JSON object if it is one."""
         content = await response.aread()
         await response.aclose()
         try:
             data = json.loads(content)
         except ValueError:
-            return None
-        return data if isinstance(data, dict) else None
+            return content, None
+        return content, data if isinstance(data, dict) else None
 
     def _streamed(self, upstream: httpx.Response, accumulator: Accumulator | None = None, exchange: Exchange | None = None) -> StreamingResponse:
         """The upstream's bytes as they come; with an ``accumulator``, ``exchange``'s

@@ -527,7 +527,7 @@ class FakeUpstream:
         response = model._respond(api, body, number, path)
         model.statuses.append(response.status_code)
         if response.status_code != 200 or not body.get("stream"):
-            handler._reply(response.status_code, response.content)
+            handler._reply(response.status_code, response.content, response.headers.get("content-type", "application/json"))
             return
         handler.send_response(200)
         handler.send_header("content-type", "text/event-stream")
