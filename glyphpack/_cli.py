@@ -368,7 +368,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
 def _compaction_notes(workspace: str, conversation: str) -> dict[str, str]:
     """Each agent's compaction in force, as a note on the last message it stands for."""
     from ._history.store import Workspace
-    from ._session.view import archive_path, read_archive, read_view, view_path
+    from ._session.view import archived, read_view, view_path
 
     notes: dict[str, list[str]] = {}
     with Workspace(workspace, read_only=True) as store:
@@ -382,7 +382,7 @@ def _compaction_notes(workspace: str, conversation: str) -> dict[str, str]:
             ids = [m.id for m in store.load(conversation, agent).messages]
             if view.covers not in ids:
                 continue
-            before = len(read_archive(path)) - 1 if archive_path(path).is_dir() else 0
+            before = archived(path) - 1  # the archive holds the one in force too
             pages = f", {view.pages} page(s)" if view.pages else ""
             earlier = f"; {before} earlier" if before > 0 else ""
             notes.setdefault(view.covers, []).append(

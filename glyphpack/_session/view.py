@@ -102,13 +102,22 @@ def write_view(path: Path, view: StoredView) -> None:
         raise StoreError(f"could not write {target}: {exc.strerror or exc}; the previous view is intact") from exc
 
 
-def read_archive(path: Path) -> list[StoredView]:
-    """Every compaction kept for the transcript whose view is ``path``, oldest first."""
+def _archive_files(path: Path) -> list[Path]:
     archive = archive_path(path)
     if not archive.is_dir():
         archive = _legacy_paths(path)[1]
-    files = sorted((p for p in archive.glob("[0-9]*.json") if p.stem.isdigit()), key=lambda p: int(p.stem))
-    return [view for view in map(read_view, files) if view is not None]
+    return sorted((p for p in archive.glob("[0-9]*.json") if p.stem.isdigit()), key=lambda p: int(p.stem))
+
+
+def read_archive(path: Path) -> list[StoredView]:
+    """Every compaction kept for the transcript whose view is ``path``, oldest first."""
+    return [view for view in map(read_view, _archive_files(path)) if view is not None]
+
+
+def archived(path: Path) -> int:
+    """How many compactions are kept for the transcript whose view is ``path`` (counted,
+    not read: each holds its pages)."""
+    return len(_archive_files(path))
 
 
 def read_view(path: Path) -> StoredView | None:

@@ -139,16 +139,19 @@ class FakeModel:
 
     def handler(self, api: str) -> Callable[[httpx.Request], httpx.Response]:
         def handle(request: httpx.Request) -> httpx.Response:
-            body = json.loads(request.content)
-            self.requests.append(body)
-            number = len(self.requests)
-            if self.on_request is not None:
-                self.on_request(number)
-            response = self._respond(api, body, number, request.url.path)
-            self.statuses.append(response.status_code)
-            return response
+            return self.answer(api, json.loads(request.content), request.url.path)
 
         return handle
+
+    def answer(self, api: str, body: Json, path: str = "") -> httpx.Response:
+        """The response to one request ``body`` of ``api`` (at ``path``), counted."""
+        self.requests.append(body)
+        number = len(self.requests)
+        if self.on_request is not None:
+            self.on_request(number)
+        response = self._respond(api, body, number, path)
+        self.statuses.append(response.status_code)
+        return response
 
     def _respond(self, api: str, body: Json, number: int, path: str = "") -> httpx.Response:
         fault = self.faults.get(number)
@@ -521,11 +524,7 @@ class FakeUpstream:
         if api is None:
             handler._reply(404, b'{"error":{"message":"no such path"}}')
             return
-        model = self.route(body)
-        model.requests.append(body)
-        number = len(model.requests)
-        response = model._respond(api, body, number, path)
-        model.statuses.append(response.status_code)
+        response = self.route(body).answer(api, body, path)
         if response.status_code != 200 or not body.get("stream"):
             handler._reply(response.status_code, response.content, response.headers.get("content-type", "application/json"))
             return

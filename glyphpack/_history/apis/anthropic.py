@@ -252,6 +252,7 @@ class AnthropicMessages(ProviderApi):
     response_key = "stop_reason"
     sdk_module = "anthropic"
     sdk_package = "anthropic"
+    client_class = "Anthropic"
     output_usage_key = "output_tokens"
     key_variables = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
     overflow_patterns = (
@@ -311,8 +312,6 @@ class AnthropicMessages(ProviderApi):
     def input_tokens(self, data: Json) -> int | None:
         return usage_tokens(data, "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
-    def new_client(self, module: Any, options: Json) -> Any:
-        return module.Anthropic(**options)
 
 
 def _mark(message: Json, end: int | None = None) -> bool:

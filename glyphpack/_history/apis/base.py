@@ -72,6 +72,8 @@ class ProviderApi(abc.ABC):
     #: The module its official SDK's client classes live in, and the package to install.
     sdk_module: ClassVar[str]
     sdk_package: ClassVar[str]
+    #: The SDK module's client class.
+    client_class: ClassVar[str] = ""
     #: The usage key of a response's output tokens.
     output_usage_key: ClassVar[str]
     #: The environment variables its SDK reads the key from (any one will do).
@@ -182,7 +184,7 @@ class ProviderApi(abc.ABC):
         options = {name: value for name, value in (("base_url", base_url), ("api_key", key)) if value is not None}
         return self.new_client(module, options)
 
-    @abc.abstractmethod
     def new_client(self, module: Any, options: Json) -> Any:
         """A client of the imported SDK ``module`` with ``options`` (``base_url``,
         ``api_key``: the keyword arguments of the OpenAI and Anthropic clients)."""
+        return getattr(module, self.client_class)(**options)

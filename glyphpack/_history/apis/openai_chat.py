@@ -192,6 +192,7 @@ class OpenAIChat(ProviderApi):
     response_key = "choices"
     sdk_module = "openai"
     sdk_package = "openai"
+    client_class = "OpenAI"
     output_usage_key = "completion_tokens"
     key_variables = ("OPENAI_API_KEY",)
     overflow_patterns = (
@@ -257,8 +258,6 @@ class OpenAIChat(ProviderApi):
     def input_tokens(self, data: Json) -> int | None:
         return usage_tokens(data, "prompt_tokens")
 
-    def new_client(self, module: Any, options: Json) -> Any:
-        return module.OpenAI(**options)
 
 
 API = OpenAIChat()

@@ -178,6 +178,7 @@ class OpenAIResponses(ProviderApi):
     response_key = "output"
     sdk_module = "openai"
     sdk_package = "openai"
+    client_class = "OpenAI"
     output_usage_key = "output_tokens"
     key_variables = OpenAIChat.key_variables
     overflow_patterns = OpenAIChat.overflow_patterns  # one provider, one wording
@@ -220,8 +221,6 @@ class OpenAIResponses(ProviderApi):
     def input_tokens(self, data: Json) -> int | None:
         return usage_tokens(data, "input_tokens")
 
-    def new_client(self, module: Any, options: Json) -> Any:
-        return module.OpenAI(**options)
 
 
 API = OpenAIResponses()
