@@ -116,8 +116,8 @@ def profile_from_json(data: dict[str, Any]) -> ReadingProfile:
     return ReadingProfile(str(data["name"]), ReadingEvidence(**data["exact"]), ReadingEvidence(**data["gist"]))
 
 
-#: (what, the warning) already given: a damaged file or an unknown model is named once per run.
-_WARNED: set[tuple[str, str]] = set()
+#: Warnings already given: a damaged file or an unknown model is named once per run.
+_WARNED: set[str] = set()
 
 
 def local_profiles(*, strict: bool = False) -> dict[str, ReadingProfile]:
@@ -142,14 +142,14 @@ def local_profiles(*, strict: bool = False) -> dict[str, ReadingProfile]:
         problem = f"is damaged ({exc})"
     if strict:
         raise GlyphpackError(f"{path} {problem}; fix or delete it (it holds glyphpack eval --apply results)")
-    warn_once(str(path), f"{path} {problem}; the published reading profiles are used (fix or delete it: it holds glyphpack eval --apply results)")
+    warn_once(f"{path} {problem}; the published reading profiles are used (fix or delete it: it holds glyphpack eval --apply results)")
     return {}
 
 
-def warn_once(key: str, message: str, stacklevel: int = 3) -> None:
-    """A ``ProfileWarning`` the first time ``(key, message)`` comes up in this run (a
-    long run would otherwise repeat it at every page and request)."""
-    if (key, message) in _WARNED:
+def warn_once(message: str, stacklevel: int = 3) -> None:
+    """A ``ProfileWarning`` the first time ``message`` comes up in this run (a long run
+    would otherwise repeat it at every page and request)."""
+    if message in _WARNED:
         return
-    _WARNED.add((key, message))
+    _WARNED.add(message)
     warnings.warn(message, ProfileWarning, stacklevel=stacklevel)

@@ -88,7 +88,6 @@ def _reader_and_route(model_id: str) -> tuple[Reader, str | None]:
             break
     if reader_name is None:
         warn_once(
-            model_id,
             f"unknown model {model_id!r}: using the most conservative known image limits "
             f"(pages within 1536x768); pass a Profile or overrides to do better",
             stacklevel=4,

@@ -183,7 +183,6 @@ def reading_shape(profile: Profile, fidelity: Fidelity) -> tuple[Shape, ReadingP
     shape = reading.evidence(fidelity).shape
     if shape not in SHAPES:
         warn_once(
-            f"{reading.name}:{shape}",
             f"{local_profiles_path()}: the reading profile of {profile.model} names shape {shape!r}, which glyphpack "
             f"does not have ({', '.join(SHAPES)}); the published profile is used",
         )
