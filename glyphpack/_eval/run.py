@@ -140,7 +140,7 @@ def _results_problem(data: dict[str, Any]) -> str | None:
         return isinstance(value, want) and not isinstance(value, bool)
 
     def number(value: object) -> bool:
-        return isinstance(value, (int, float)) and kind(value, (int, float)) and math.isfinite(value)
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
     for key, want in (("model", str), ("api", str), ("seed", int)):
         if not kind(data.get(key), want):
