@@ -551,7 +551,7 @@ def cmd_context(args: argparse.Namespace) -> int:
     if agent is not None and agent.usage:
         # Measured beats estimated: what the harness's last request carried, as its
         # provider counted it, and the part no message in the file accounts for.
-        start, end, measured = agent.usage[-1]
+        start, end, measured, *_ = agent.usage[-1]
         carried = cost.history(agent.messages[start:end])
         overhead = measured - carried
         print(

@@ -51,7 +51,7 @@ def test_openhands_responses_calls_results_and_usage():
     assert error.text == "[OpenHands error] Parameter 'command' is expected to be one of ['view', 'create']."
     assert finish.tool_calls[0].arguments == {"message": "Fixed the off-by-one in app.py."}
     assert missing.tool_results[0].is_error and session.report.repaired == {"unanswered tool calls given an error result": 1}
-    assert agent.usage == ((0, 2, 5920), (0, 5, 7012))
+    assert agent.usage == ((0, 2, 5920, 0, 0), (0, 5, 7012, 0, 0))
 
 
 def test_openhands_event_lists_and_unknown_events(tmp_path):
@@ -87,7 +87,7 @@ def test_mini_swe_agent_calls_usage_and_the_exit_record():
     assert submitted.call_id == "call_00_b" and not submitted.is_error
     assert submitted.text == '[mini-swe-agent Submitted]\ndiff --git a/compiler.py b/compiler.py\n+    and not (field.primary_key and name == "pk")'
     assert session.report.repaired == {"exit records kept as the result of the call that ended the run": 1}
-    assert session.agents[0].usage == ((0, 2, 1482), (0, 4, 2210))
+    assert session.agents[0].usage == ((0, 2, 1482, 0, 0), (0, 4, 2210, 0, 0))
 
 
 def test_mini_swe_agent_exit_after_an_answered_call_is_a_last_user_message(tmp_path):
@@ -159,7 +159,7 @@ def test_aider_chats_turns_reasoning_output_and_tokens():
     sent = sent_text(messages)
     assert "Tokens:" not in sent and "AuthenticationError" not in sent and "(Y)es" not in sent
     # each call's input counts from the start of its chat; the answer holds two calls
-    assert session.agents[0].usage == ((1, 2, 2400),)
+    assert session.agents[0].usage == ((1, 2, 2400, 0, 0),)
     validate_history(messages, allow_pending=False)
 
 
@@ -201,18 +201,18 @@ def test_a_file_no_format_reads_names_the_file(tmp_path):
 def test_real_openhands_mini_swe_agent_aider_and_gemini_files():
     openhands = import_file(SHARED / "openhands/openhands-multi_swe_bench-output.jsonl")
     assert [len(a.usage) for a in openhands.agents] == [23, 33, 49]
-    assert openhands.agents[0].usage[0] == (0, 2, 5920)
+    assert openhands.agents[0].usage[0] == (0, 2, 5920, 0, 0)  # no cached count recorded
     first_call = openhands.agents[0].messages[2].tool_calls[0]
     assert (first_call.id, first_call.arguments) == ("toolu_01", {"command": "ls -l /workspace/ponylang__ponyc__0.1"})
 
     mini = import_file(SHARED / "mini-swe-agent/miniswe-django__django-12470.traj.json")
-    assert len(mini.agents[0].usage) == 131 and mini.agents[0].usage[0] == (0, 2, 1482)
+    assert len(mini.agents[0].usage) == 131 and mini.agents[0].usage[0] == (0, 2, 1482, 320, 0)  # DeepSeek's cache hits
     assert mini.messages[-1].tool_results[0].text.startswith("[mini-swe-agent Submitted]\ndiff --git a/django/db/models/sql/compiler.py")
 
     aider = import_file(SHARED / "aider/mozgoslav-aider.chat.history.md")
     users = [m.text for m in aider.messages if m.role == "user"]
     assert users[:3] == ["hi", "hi", "Про что проект мозгослав и на каком этапе сейчас RAG?"]
-    assert aider.agents[0].usage[0] == (1, 2, 1800)
+    assert aider.agents[0].usage[0] == (1, 2, 1800, 0, 0)
 
     gemini = import_file(SHARED / "gemini-cli/geminicli-trajectory.json")
     signed = [c for m in gemini.messages for c in m.tool_calls if c.signature]
@@ -224,9 +224,13 @@ def test_real_openhands_mini_swe_agent_aider_and_gemini_files():
 def test_real_codex_token_counts_and_pi_glued_line():
     codex = import_file(SHARED / "codex/neurodata-rollout-2025-09-26T17-01-04-019985ca-7ef7-7580-a921-c20ac619f40b.jsonl")
     usage = codex.agents[0].usage
-    assert len(usage) == 27 and usage[0][2] == 2816 and usage[1][2] == 3908
+    assert len(usage) == 27 and usage[0][2:] == (2816, 2560, 0) and usage[1][2:] == (3908, 2560, 0)
     assert codex.messages[usage[0][1]].role == "assistant"
     pi = import_file(SHARED / "pi/pimono-session.jsonl")
+    # pi records Anthropic's cache reads and writes apart; the total counts both.
+    assert pi.agents[0].usage[:2] == ((0, 1, 4445, 0, 4442), (0, 3, 12515, 4442, 8072))
+    claude = import_file(SHARED / "claude-code/pai-agent-dee347d2.jsonl").agents[0].usage
+    assert claude[:2] == ((0, 0, 27218, 0, 27216), (0, 4, 30032, 27216, 2815))
     assert pi.report.repaired == {"records glued on one line read apart": 1}
     assert "lines that are not JSON" not in pi.report.skipped
 

@@ -106,7 +106,7 @@ def test_claude_code_merges_responses_and_keeps_subagents_apart():
     assistant_messages = [m for m in main_agent.messages if m.role == "assistant"]
     assert len(assistant_messages) <= len(response_ids)
     assert all(m.role != "assistant" or b.tag != "tool_result" for m in main_agent.messages for b in m.content)
-    assert main_agent.usage and all(tokens > 0 and 0 <= start <= end for start, end, tokens in main_agent.usage)
+    assert main_agent.usage and all(u.tokens > 0 and 0 <= u.start <= u.end for u in main_agent.usage)
 
 
 @needs_shared
@@ -374,12 +374,12 @@ def test_estimate_tracks_the_providers_counts_once_calibrated():
             if len(agent.usage) < 5:
                 continue
             prefix = np.cumsum([0] + [cost.message(m) for m in agent.messages])
-            estimate = np.array([prefix[end] - prefix[start] for start, end, _ in agent.usage], dtype=float)
-            measured = np.array([tokens for *_, tokens in agent.usage], dtype=float)
+            estimate = np.array([prefix[u.end] - prefix[u.start] for u in agent.usage], dtype=float)
+            measured = np.array([u.tokens for u in agent.usage], dtype=float)
             each = np.abs(estimate[1:] + measured[:-1] - estimate[:-1] - measured[1:]) / measured[1:]
             assert np.quantile(each, 0.9) <= 0.02, (name, agent.name)
             if name.startswith("pi/"):
-                start, end, first = agent.usage[0]
+                start, end, first, *_ = agent.usage[0]
                 overhead = calibrate(agent.messages[start:end], "claude-sonnet-4-5", first).overhead
                 once = np.abs(estimate + overhead - measured)[1:] / measured[1:]
                 assert np.quantile(once, 0.9) <= 0.05
@@ -465,8 +465,8 @@ def test_codex_encrypted_reasoning_costs_a_request_nothing():
     assert any(isinstance(b, Opaque) and b.kind == "encrypted_reasoning" for m in agent.messages for b in m.content)
     cost = CostModel.for_model("gpt-5.4")
     prefix = np.cumsum([0] + [cost.message(m) for m in agent.messages])
-    estimate = np.array([prefix[end] - prefix[start] for start, end, _ in agent.usage], dtype=float)
-    measured = np.array([tokens for *_, tokens in agent.usage], dtype=float)
+    estimate = np.array([prefix[u.end] - prefix[u.start] for u in agent.usage], dtype=float)
+    measured = np.array([u.tokens for u in agent.usage], dtype=float)
     assert (estimate[-1] - estimate[0]) / (measured[-1] - measured[0]) < 1.35
     each = np.abs(estimate[1:] + measured[:-1] - estimate[:-1] - measured[1:]) / measured[1:]
     assert np.quantile(each, 0.9) < 0.09
@@ -478,7 +478,7 @@ def test_context_shows_what_the_file_measured(capsys):
     measured count now, split into the messages' part and the overhead."""
     path = DATA / "ccl-representative_messages.jsonl"  # a Claude Code file with usage records
     session = import_file(path)
-    start, end, measured = session.agents[0].usage[-1]
+    start, end, measured, *_ = session.agents[0].usage[-1]
     assert main(["context", str(path), "--model", "claude-sonnet-4-5"]) == 0
     out = capsys.readouterr().out
     from glyphpack._compaction.cost import CostModel
@@ -501,7 +501,7 @@ def test_a_session_opened_on_an_import_is_calibrated_before_its_first_request(tm
         ws.import_session(session, "imported")
         agent = ws.transcripts()[0][1]
         kept = ws.measured("imported", agent)
-        assert [(len(messages), tokens) for messages, tokens in kept] == [(end - start, t) for start, end, t in usage]
+        assert [(len(messages), tokens) for messages, tokens in kept] == [(u.end - u.start, u.tokens) for u in usage]
         expected = Calibration(base=CostModel.for_model("claude-sonnet-4-5").estimator)
         for messages, tokens in kept:
             expected = expected.learn(CostModel.for_model("claude-sonnet-4-5", expected.estimator), messages, tokens)

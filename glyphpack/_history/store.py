@@ -389,7 +389,7 @@ class Workspace:
             current = self.load(conversation, name)
             saved.append(self.save(conversation, name, messages, revision=current.revision, replace=True))
             if imported.usage:  # what the harness's last requests measured, for the session's estimate
-                requests = [[messages[start].id, messages[end - 1].id, tokens] for start, end, tokens in imported.usage]
+                requests = [[messages[start].id, messages[end - 1].id, tokens] for start, end, tokens, *_ in imported.usage]
                 record = {"format": MEASURED_FORMAT, "requests": requests[-MEASURED_KEPT:]}
                 measured = self._measured_path(conversation, name)
                 measured.parent.mkdir(exist_ok=True)

@@ -69,11 +69,38 @@ class ImportReport:
 
 class Usage(NamedTuple):
     """What a harness recorded of one request: it carried ``messages[start:end]`` and
-    produced ``messages[end]``, and the provider counted ``tokens`` input tokens."""
+    produced ``messages[end]``, and the provider counted ``tokens`` input tokens, of
+    which ``cache_read`` came from its prompt cache and ``cache_written`` went into it
+    (Anthropic bills writes apart; other providers cache without a write price: 0)."""
 
     start: int
     end: int
     tokens: int
+    cache_read: int = 0
+    cache_written: int = 0
+
+
+#: Where an OpenAI Chat-style usage object counts the cached part of the prompt (DeepSeek
+#: and LiteLLM write it there too).
+CHAT_CACHED = ("prompt_tokens_details", "cached_tokens")
+
+
+def measured_usage(
+    start: int, end: int, usage: object, total: Sequence[str], read: Sequence[str] = (), written: Sequence[str] = ()
+) -> Usage | None:
+    """The record a response's ``usage`` object makes: its input tokens are the sum of
+    the ``total`` keys; ``read`` and ``written`` are paths of keys to the cached counts
+    (``("prompt_tokens_details", "cached_tokens")``). None when it counts nothing."""
+    tokens = input_tokens(usage, *total)
+    if not tokens:
+        return None
+    return Usage(start, end, tokens, _count_at(usage, read), _count_at(usage, written))
+
+
+def _count_at(record: object, path: Sequence[str]) -> int:
+    for key in path:
+        record = record.get(key) if isinstance(record, dict) else None
+    return record if isinstance(record, int) and not isinstance(record, bool) and record > 0 else 0
 
 
 @public
@@ -248,12 +275,13 @@ def usage_in(
     same messages in ``repaired``; one record per message (a response written as several
     lines repeats its usage)."""
     position = {m.id: n for n, m in enumerate(repaired)}
-    moved: dict[int, tuple[int, int]] = {}
-    for start, end, tokens in usage:
+    moved: dict[int, Usage] = {}
+    for record in usage:
+        start, end = record.start, record.end
         if 0 <= start <= end < len(original) and original[end].id in position:
             first = next((position[m.id] for m in original[start:end] if m.id in position), position[original[end].id])
-            moved[position[original[end].id]] = (first, tokens)
-    return tuple(Usage(start, end, tokens) for end, (start, tokens) in sorted(moved.items()))
+            moved[position[original[end].id]] = record._replace(start=first, end=position[original[end].id])
+    return tuple(record for _, record in sorted(moved.items()))
 
 
 def jsonl_records(path: Path, data: bytes, tally: Tally | None = None) -> Iterator[tuple[str, dict[str, Any]]]:

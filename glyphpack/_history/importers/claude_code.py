@@ -23,8 +23,8 @@ from .base import (
     Tally,
     Usage,
     image_or_stub,
-    input_tokens,
     jsonl_records,
+    measured_usage,
     repair,
     safe_block,
     text_of,
@@ -171,9 +171,13 @@ def _history(nodes: list[_Node], path: list[int], tally: Tally) -> tuple[list[Me
             elif blocks:
                 messages.append(Message("assistant", tuple(blocks), id=ids))
             response_id = message.get("id")
-            measured = input_tokens(message.get("usage"), "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+            measured = measured_usage(
+                context_start, len(messages) - 1, message.get("usage"),
+                ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"),
+                ("cache_read_input_tokens",), ("cache_creation_input_tokens",),
+            )
             if measured and messages and messages[-1].role == "assistant":
-                usage.append(Usage(context_start, len(messages) - 1, measured))
+                usage.append(measured)
             continue
         response_id = None
         results = tuple(b for b in blocks if isinstance(b, ToolResult))

@@ -16,8 +16,8 @@ from .base import (
     ImportedSession,
     Tally,
     Usage,
-    input_tokens,
     jsonl_records,
+    measured_usage,
     repair,
     safe_block,
     text_of,
@@ -86,31 +86,34 @@ class _Usage:
         self.start = 0  # the first message requests carry (after a compaction, its summary)
         self.events_first: bool | None = None
         self.unmeasured: int | None = None  # events after: the response read since the last message of another role
-        self.pending = 0  # events first: an event's tokens waiting for its response
+        self.pending: Usage | None = None  # events first: an event's count waiting for its response
 
     def message(self, role: str, index: int) -> None:
         if role != "assistant":
-            self.pending, self.unmeasured = 0, None  # a turn ended without its response or its event
+            self.pending, self.unmeasured = None, None  # a turn ended without its response or its event
         elif self.events_first and self.pending:
-            self.records.append(Usage(self.start, index, self.pending))
-            self.pending = 0
+            self.records.append(self.pending._replace(start=self.start, end=index))
+            self.pending = None
         else:
             self.unmeasured = index
 
-    def measured(self, tokens: int) -> None:
+    def measured(self, counted: Usage | None) -> None:
+        """``counted``: an event's count (its start and end are placed here)."""
         if self.events_first is None:
             self.events_first = self.unmeasured is None
-        if not tokens:
+        if not counted:
             return
         if self.events_first:
-            self.pending = tokens
+            self.pending = counted
         elif self.unmeasured is not None:
-            self.records.append(Usage(self.start, self.unmeasured, tokens))
+            self.records.append(counted._replace(start=self.start, end=self.unmeasured))
             self.unmeasured = None
 
 
-def _last_input(info: object) -> int:
-    return input_tokens(info.get("last_token_usage") if isinstance(info, dict) else None, "input_tokens")
+def _last_input(info: object) -> Usage | None:
+    """The count of a ``token_count`` event's last request (its input tokens include the cached ones)."""
+    last = info.get("last_token_usage") if isinstance(info, dict) else None
+    return measured_usage(0, 0, last, ("input_tokens",), ("cached_input_tokens",))
 
 
 def _item(item: dict[str, Any], tally: Tally) -> tuple[str, list[Block]]:

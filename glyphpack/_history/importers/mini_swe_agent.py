@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import Message, Text, ToolResult
-from .base import ImportedAgent, ImportedSession, Tally, Usage, append_message, input_tokens, repair, usage_in
+from .base import CHAT_CACHED, ImportedAgent, ImportedSession, Tally, Usage, append_message, measured_usage, repair, usage_in
 from .swe_agent import chat_message
 
 FORMAT = "mini-swe-agent"
@@ -44,9 +44,9 @@ def read(path: Path, document: dict[str, Any]) -> ImportedSession:
         if message is None:
             continue
         append_message(messages, message)
-        measured = _prompt_tokens(entry)
+        measured = _measured(entry, len(messages) - 1)
         if message.role == "assistant" and measured:
-            usage.append(Usage(0, len(messages) - 1, measured))
+            usage.append(measured)
     repaired = repair(messages, tally)
     agents = (ImportedAgent("main", tuple(repaired), usage_in(repaired, messages, usage)),)
     title = str(document.get("instance_id") or "")
@@ -69,7 +69,7 @@ def _exit(entry: dict[str, Any], messages: list[Message], message_id: str, tally
         tally.repair("exit records kept as a last user message")
 
 
-def _prompt_tokens(entry: dict[str, Any]) -> int:
+def _measured(entry: dict[str, Any], end: int) -> Usage | None:
     extra = entry.get("extra")
     response = extra.get("response") if isinstance(extra, dict) else None
-    return input_tokens(response.get("usage") if isinstance(response, dict) else None, "prompt_tokens")
+    return measured_usage(0, end, response.get("usage") if isinstance(response, dict) else None, ("prompt_tokens",), CHAT_CACHED)

@@ -22,14 +22,15 @@ from typing import Any
 from ..ids import unique_name
 from ..messages import Block, Message, Opaque, Text, ToolCall, ToolResult
 from .base import (
+    CHAT_CACHED,
     ImportedAgent,
     ImportedSession,
     Tally,
     Usage,
     append_message,
     chat_tool_calls,
-    input_tokens,
     jsonl_records,
+    measured_usage,
     repair,
     safe_block,
     text_of,
@@ -184,6 +185,6 @@ def _add_response(
         return
     responses.add(response_id)
     messages.append(Message("assistant", tuple(blocks), id=message_id))
-    measured = input_tokens(response.get("usage"), "prompt_tokens")
+    measured = measured_usage(0, len(messages) - 1, response.get("usage"), ("prompt_tokens",), CHAT_CACHED)
     if measured:
-        usage.append(Usage(0, len(messages) - 1, measured))
+        usage.append(measured)

@@ -18,8 +18,8 @@ from .base import (
     Usage,
     append_message,
     image_or_stub,
-    input_tokens,
     jsonl_records,
+    measured_usage,
     repair,
     safe_block,
     text_of,
@@ -65,9 +65,11 @@ def read(path: Path, data: bytes) -> ImportedSession:
         if message is None:
             continue
         if message.role == "assistant":
-            measured = input_tokens(record["message"].get("usage"), "input", "cacheRead", "cacheWrite")
+            measured = measured_usage(
+                context_start, len(messages), record["message"].get("usage"), ("input", "cacheRead", "cacheWrite"), ("cacheRead",), ("cacheWrite",)
+            )
             if measured:
-                usage.append(Usage(context_start, len(messages), measured))
+                usage.append(measured)
         if append_message(messages, message):
             numbers.append(number)
     repaired = repair(messages, tally)
