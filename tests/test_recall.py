@@ -150,7 +150,8 @@ APIS = {"anthropic": "claude-sonnet-4-5", "openai-chat": "gpt-5.4", "openai-resp
 
 @pytest.mark.parametrize("api", [*list(APIS)[:1], *(pytest.param(a, marks=pytest.mark.slow) for a in list(APIS)[1:])])
 def test_the_model_recalls_an_elided_result_through_the_sdk(tmp_path, api):
-    """Three large reads in a small window: the session elides the oldest; the fake
+    """Three large reads in a small window: the session elides the oldest (below the
+    threshold, recall being on); the fake
     model reads the stub's ref and calls glyphpack_recall; the session answers it from
     the transcript (the harness's loop never sees the call) and the next request
     carries the original byte for byte."""
@@ -173,7 +174,8 @@ def test_the_model_recalls_an_elided_result_through_the_sdk(tmp_path, api):
             seen += [c.name for c in message.tool_calls]
             session.add_tool_results({c.id: bodies[c.arguments["n"]] for c in message.tool_calls})
         assert seen == ["read_file"] * 4  # the recall never reached the harness
-        assert session.view is not None and session.view.trigger == "proactive"
+        # elided below the threshold, in a batch: recall is on
+        assert session.view is not None and session.view.trigger == "elision"
         recalled = [m for m in session.messages if m.tool_calls and m.tool_calls[0].name == RECALL_TOOL]
         assert len(recalled) == 1
         ref = recalled[0].tool_calls[0].arguments["ref"]
@@ -265,3 +267,69 @@ def test_a_range_of_one_message_and_images_only_with_the_first_page():
     assert first.content[-1] == shot and shot not in second.content and second.content[1].text == "x" * 5
     assert recall(history, "c1", 2).content[0].text == "glyphpack recall: 'c1' has 1 page(s), not a page 2"
     assert recall(history, "c1").content == history[2].content[0].content  # one page: the result's own blocks
+
+
+def _file_text(n: int, chars: int) -> str:
+    """File ``n``: ``chars`` characters, the same cost for every ``n`` under 10,000."""
+    return (f"# file {n:04d}\n" + "x = compute(a, b)\n" * chars)[:chars]
+
+
+def _tool_rounds(session, rounds: int, chars: int, start: int = 0) -> None:
+    """``rounds`` model calls, each reading a file of ``chars`` characters."""
+    for n in range(start, start + rounds):
+        session.request("anthropic")
+        call = {"type": "tool_use", "id": f"toolu_{n:03d}", "name": "read", "input": {"path": f"f{n}.py"}}
+        session.add_response({"role": "assistant", "content": [call]}, "anthropic")
+        session.add_tool_results({f"toolu_{n:03d}": _file_text(n, chars)})
+
+
+@pytest.mark.parametrize("recall_on", [True, False])
+def test_with_recall_old_results_are_elided_below_the_threshold_in_batches(tmp_path, recall_on):
+    """With recall, a result that left the newest protected rounds is elided before the
+    threshold, once those results free a batch's worth of the room; the view then stays
+    the prefix of every later request (cached) until the next batch, and every elided
+    result comes back byte for byte. Without recall nothing is elided below it."""
+    from glyphpack._compaction.rungs import PROTECTED_ROUNDS
+    from glyphpack._session.session import ELISION_BATCH_SHARE
+
+    with glyphpack.open_session(tmp_path, "c", "a", model=MODEL, context_window=400_000, threshold=300_000, recall=recall_on) as s:
+        s.add_user("read every file")
+        room = s.thresholds.threshold - s.estimator.overhead
+        per_result = s.cost().message(Message("tool", (ToolResult("x", (Text(_file_text(0, 10_000)),)),)))
+        needed = int(ELISION_BATCH_SHARE * room / per_result) + 1  # results that free a batch
+        _tool_rounds(s, PROTECTED_ROUNDS + needed - 1, 10_000)
+        s.request("anthropic")  # one short of a batch: nothing elided
+        assert s.last_request.elided == 0 and s.view is None
+        sent = [m for m in s.request_view()[0] if m.tool_results]
+        assert all("elided by glyphpack" not in m.text for m in sent)
+        call = {"type": "tool_use", "id": "toolu_last", "name": "read", "input": {"path": "last.py"}}
+        s.add_response({"role": "assistant", "content": [call]}, "anthropic")
+        s.add_tool_results({"toolu_last": _file_text(999, 10_000)})
+        s.request("anthropic")
+        if not recall_on:
+            assert s.last_request.elided == 0 and s.view is None
+            return
+        assert s.last_request.elided == needed and s.view.trigger == "elision"
+        view, prefix = s.request_view()
+        stubs = [m for m in view if m.tool_results and "elided by glyphpack" in m.text]
+        assert len(stubs) == needed
+        assert sum(1 for m in view if m.tool_results and "elided by glyphpack" not in m.text) == PROTECTED_ROUNDS
+        for ref in _refs(stubs):  # every word comes back
+            original = next(r for m in s.messages for r in m.tool_results if r.call_id == ref)
+            assert s.recall(ref).content == original.content
+        # The next round keeps the whole previous request as its prefix: no new batch yet.
+        _tool_rounds(s, 1, 10_000, start=500)
+        s.request("anthropic")
+        assert s.last_request.elided == 0 and s.last_request.prefix_kept
+        assert s.request_view()[0][:prefix] == view[:prefix]
+        # The next batch leaves the first one as it is and elides the results after it.
+        _tool_rounds(s, needed - 1, 10_000, start=600)
+        assert s.request_view()[1] == prefix  # one short of a batch again
+        s.request("anthropic")
+        assert s.last_request.elided == needed
+        second, _ = s.request_view()
+        assert second[:prefix] == view[:prefix]
+        assert sum(1 for m in second if m.tool_results and "elided by glyphpack" in m.text) == 2 * needed
+    # A restarted process sends the same request: the batch is the stored view.
+    with glyphpack.open_session(tmp_path, "c", "a", model=MODEL, context_window=400_000, threshold=300_000, recall=True) as again:
+        assert again.request_view() == s.request_view()

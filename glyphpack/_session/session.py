@@ -38,6 +38,7 @@ from .._compaction.ladder import LADDER, compact, shake
 from .._compaction.recovery import DEFAULT_MARGIN, overflow_budget, parse_overflow, request_bytes
 from .._compaction.recovery import recover as recover_bytes_or_tokens
 from .._compaction.results import Compaction, CompactionPolicy
+from .._compaction.rungs import elide, protected_from
 from .._compaction.sdk_summary import sdk_summarizer
 from .._compaction.snapshot import page_density, serialize_message
 from .._compaction.summarize import Summarizer
@@ -74,6 +75,10 @@ SESSION_RUNGS: tuple[Rung, ...] = tuple(step.rung for step in LADDER if step.run
 #: Characters per image token from which a reader's pages are cheap enough to keep old
 #: tool results whole (text runs about 3.5-4 per token).
 PAGES_OVER_ELISION = 10.0
+#: With recall on, old tool results are elided below the threshold too, once a batch of
+#: them frees this share of what the threshold leaves after the overhead: each batch
+#: rewrites the prompt cache from its first stub on, so batches come seldom and large.
+ELISION_BATCH_SHARE = 0.1
 #: A second overflow since the last answer compacts to this share of the first target,
 #: with the summarizer required; a third raises.
 ESCALATION_SHARE = 0.5
@@ -139,6 +144,8 @@ class RequestReport:
             previous request, unchanged (with the requests' overhead: system prompt and
             tools), what a prompt cache can read; the other ``tokens - reused_tokens``
             are written to it (all of them on the first request).
+        elided: tool results and call arguments this request elided below the
+            threshold (with recall on: a batch, kept in the view; recall brings each back).
     """
 
     api: Api
@@ -148,6 +155,7 @@ class RequestReport:
     compaction: Compaction | None
     prefix_kept: bool
     reused_tokens: int
+    elided: int = 0
 
 
 @public
@@ -361,14 +369,17 @@ class Session:
         """Keyword arguments for the SDK's create call of ``api`` (``"anthropic"``,
         ``"openai-chat"``, ``"openai-responses"`` or ``"gemini"``), with ``extra``
         (tools, max_tokens, ...) added. Compacts first when the estimate reaches the
-        threshold; the compaction is persisted and reused until the next one."""
+        threshold; the compaction is persisted and reused until the next one. Below
+        it, with recall on, elides a batch of old tool results once one is due."""
         build = provider_api(api)
         self._no_pending("build a request")
         if not any(m.role != "system" for m in self.messages):
             raise UsageError("nothing to send yet: add a user message first")
-        compaction = None
+        compaction, elided = None, 0
         if self.estimate() >= self.thresholds.threshold:
             compaction = self._compact(self.target, "proactive")
+        else:
+            elided = self._elide_batch()
         tokens = self.estimate()
         if tokens > self.thresholds.window:
             raise CompactionError(
@@ -392,6 +403,7 @@ class Session:
             compaction=compaction,
             prefix_kept=previous is not None and shared == len(previous),
             reused_tokens=self.cost().history(view[:shared]) + self.estimator.overhead if shared else 0,
+            elided=elided,
         )
         if self.on_request is not None:
             self.on_request(self.last_request)
@@ -539,6 +551,45 @@ class Session:
             policy = self._policy(self._fallback)
             result = compact(self.messages, self.profile, budget, summarizer=self.summarizer, policy=policy, cost=cost)
         return result
+
+    def _elide_batch(self) -> int:
+        """With recall on (and elision among the rungs): the tool results that left the
+        protected newest rounds since the view in force, elided once together they free
+        ``ELISION_BATCH_SHARE`` of the room the threshold leaves. The view then covers
+        up to those rounds, so what is before them never changes until the next
+        compaction (the prompt cache reads it) and they are elided by a later batch.
+        Returns how many results and arguments it elided (0: no batch yet)."""
+        policy = self._policy()
+        if not self.recall_enabled or "elision" not in policy.rungs:
+            return 0
+        start = 0 if self._view is None else [m.id for m in self.messages].index(self._view.covers) + 1
+        tail = self.messages[start:]
+        # Never the newest round: the model has not read its results yet (a recall's answer
+        # elided as it arrives would be asked for again).
+        newest = max((i for i, m in enumerate(tail) if m.role == "assistant"), default=0)
+        unprotected = min(protected_from(tail, policy.protect_turns), newest)
+        # The view ends before an assistant round, so each result's call is in the tail.
+        result = elide(tail[:unprotected], self.cost(), dataclasses.replace(policy, protect_turns=0))
+        freed = result.report.tokens_before - result.report.tokens_after
+        room = max(1, self.thresholds.threshold - self.estimator.overhead)
+        if freed < ELISION_BATCH_SHARE * room:
+            return 0
+        previous = self._view
+        messages = (previous.messages if previous else ()) + result.view
+        view = StoredView(
+            covers=tail[unprotected - 1].id,
+            messages=messages,
+            source=previous.source if previous else None,
+            shape=previous.shape if previous else None,
+            page_size=previous.page_size if previous else None,
+            pages=previous.pages if previous else 0,
+            tokens=self.cost().history(messages),
+            trigger="elision",
+            report=f"{result.report.changed:,} tool results and arguments elided below the threshold, ~{freed:,} tokens freed; recall brings each back",
+        )
+        write_view(self._view_path, view)
+        self._view = view
+        return result.report.changed
 
     def _compact(self, budget: int, trigger: str) -> Compaction:
         result = self._ladder(budget)
@@ -839,7 +890,9 @@ def open_session(
             counts them from the first request, until a provider's count calibrates it.
         recall: offer the model ``glyphpack_recall`` in every request (added to the
             tools passed to ``request``/``call``), answered by the session from the
-            stored transcript: what compaction put away comes back exactly.
+            stored transcript: what compaction put away comes back exactly. Old tool
+            results are then also elided below the threshold, in batches that keep the
+            cached prefix (``Session._elide_batch``).
     """
     owns = not isinstance(workspace, Workspace)
     ws = Workspace(workspace) if not isinstance(workspace, Workspace) else workspace

@@ -41,7 +41,8 @@ class StoredView:
         shape, page_size: the snapshot pages' geometry (pinned for the next compaction).
         pages: snapshot pages in the view.
         tokens: estimated tokens of the view when it was made.
-        trigger: what made it (``"proactive"``, ``"recovery"``, ``"/compact"``, ``"/shake"``).
+        trigger: what made it (``"proactive"``, ``"recovery"``, ``"/compact"``, ``"/shake"``,
+            ``"elision"``: a batch elided below the threshold, with recall on).
         report: the ladder's one-line outcome.
     """
 
