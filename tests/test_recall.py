@@ -150,8 +150,7 @@ APIS = {"anthropic": "claude-sonnet-4-5", "openai-chat": "gpt-5.4", "openai-resp
 
 @pytest.mark.parametrize("api", [*list(APIS)[:1], *(pytest.param(a, marks=pytest.mark.slow) for a in list(APIS)[1:])])
 def test_the_model_recalls_an_elided_result_through_the_sdk(tmp_path, api):
-    """Three large reads in a small window: the session elides the oldest (below the
-    threshold, recall being on); the fake
+    """Three large reads in a small window: the session elides the oldest; the fake
     model reads the stub's ref and calls glyphpack_recall; the session answers it from
     the transcript (the harness's loop never sees the call) and the next request
     carries the original byte for byte."""
@@ -174,8 +173,7 @@ def test_the_model_recalls_an_elided_result_through_the_sdk(tmp_path, api):
             seen += [c.name for c in message.tool_calls]
             session.add_tool_results({c.id: bodies[c.arguments["n"]] for c in message.tool_calls})
         assert seen == ["read_file"] * 4  # the recall never reached the harness
-        # elided below the threshold, in a batch: recall is on
-        assert session.view is not None and session.view.trigger == "elision"
+        assert session.view is not None and session.view.trigger == "proactive"
         recalled = [m for m in session.messages if m.tool_calls and m.tool_calls[0].name == RECALL_TOOL]
         assert len(recalled) == 1
         ref = recalled[0].tool_calls[0].arguments["ref"]
@@ -274,6 +272,16 @@ def _file_text(n: int, chars: int) -> str:
     return (f"# file {n:04d}\n" + "x = compute(a, b)\n" * chars)[:chars]
 
 
+def _saving(session, chars: int) -> int:
+    """Tokens eliding one result of ``chars`` characters frees."""
+    pair = [
+        Message("assistant", (ToolCall("toolu_000", "read", {"path": "f0.py"}),)),
+        Message("tool", (ToolResult("toolu_000", (Text(_file_text(0, chars)),)),)),
+    ]
+    elided = elide(pair, session.cost(), glyphpack.CompactionPolicy(protect_turns=0))
+    return elided.report.tokens_before - elided.report.tokens_after
+
+
 def _tool_rounds(session, rounds: int, chars: int, start: int = 0) -> None:
     """``rounds`` model calls, each reading a file of ``chars`` characters."""
     for n in range(start, start + rounds):
@@ -286,17 +294,19 @@ def _tool_rounds(session, rounds: int, chars: int, start: int = 0) -> None:
 @pytest.mark.parametrize("recall_on", [True, False])
 def test_with_recall_old_results_are_elided_below_the_threshold_in_batches(tmp_path, recall_on):
     """With recall, a result that left the newest protected rounds is elided before the
-    threshold, once those results free a batch's worth of the room; the view then stays
-    the prefix of every later request (cached) until the next batch, and every elided
-    result comes back byte for byte. Without recall nothing is elided below it."""
+    threshold, once those results free a batch's worth of the room (in a session long
+    enough that the cache rewrite pays back); the view then stays the prefix of every
+    later request (cached) until the next batch, and every elided result comes back
+    byte for byte. Without recall nothing is elided below it."""
     from glyphpack._compaction.rungs import PROTECTED_ROUNDS
     from glyphpack._session.session import ELISION_BATCH_SHARE
 
-    with glyphpack.open_session(tmp_path, "c", "a", model=MODEL, context_window=400_000, threshold=300_000, recall=recall_on) as s:
+    window = {"context_window": 800_000, "threshold": 600_000}
+    with glyphpack.open_session(tmp_path, "c", "a", model=MODEL, recall=recall_on, **window) as s:
         s.add_user("read every file")
+        _tool_rounds(s, 40, 500, start=1000)  # short results, never elided: a long session so far
         room = s.thresholds.threshold - s.estimator.overhead
-        per_result = s.cost().message(Message("tool", (ToolResult("x", (Text(_file_text(0, 10_000)),)),)))
-        needed = int(ELISION_BATCH_SHARE * room / per_result) + 1  # results that free a batch
+        needed = int(ELISION_BATCH_SHARE * room / _saving(s, 10_000)) + 1  # results that free a batch
         _tool_rounds(s, PROTECTED_ROUNDS + needed - 1, 10_000)
         s.request("anthropic")  # one short of a batch: nothing elided
         assert s.last_request.elided == 0 and s.view is None
@@ -313,7 +323,7 @@ def test_with_recall_old_results_are_elided_below_the_threshold_in_batches(tmp_p
         view, prefix = s.request_view()
         stubs = [m for m in view if m.tool_results and "elided by glyphpack" in m.text]
         assert len(stubs) == needed
-        assert sum(1 for m in view if m.tool_results and "elided by glyphpack" not in m.text) == PROTECTED_ROUNDS
+        assert sum(1 for m in view if m.tool_results and len(m.text) == 10_000) == PROTECTED_ROUNDS
         for ref in _refs(stubs):  # every word comes back
             original = next(r for m in s.messages for r in m.tool_results if r.call_id == ref)
             assert s.recall(ref).content == original.content
@@ -331,5 +341,39 @@ def test_with_recall_old_results_are_elided_below_the_threshold_in_batches(tmp_p
         assert second[:prefix] == view[:prefix]
         assert sum(1 for m in second if m.tool_results and "elided by glyphpack" in m.text) == 2 * needed
     # A restarted process sends the same request: the batch is the stored view.
-    with glyphpack.open_session(tmp_path, "c", "a", model=MODEL, context_window=400_000, threshold=300_000, recall=True) as again:
+    with glyphpack.open_session(tmp_path, "c", "a", model=MODEL, recall=True, **window) as again:
         assert again.request_view() == s.request_view()
+
+
+@pytest.mark.parametrize("calls_before", [0, 50])
+def test_a_batch_waits_until_the_session_is_long_enough_to_pay_it_back(tmp_path, calls_before):
+    """A batch rewrites the cache from its first stub on, so it waits until it would pay
+    that back within ``ELISION_PAYBACK_CALLS`` calls; a session that made few calls is
+    taken to have as many left as half of those (a batch that frees enough of the room
+    still waits for them)."""
+    from glyphpack._compaction.rungs import PROTECTED_ROUNDS
+    from glyphpack._session.session import ELISION_BATCH_SHARE, ELISION_PAYBACK_CALLS, REWRITE_PER_READ
+
+    with glyphpack.open_session(tmp_path, "c", "a", model=MODEL, context_window=120_000, threshold=100_000, recall=True) as s:
+        s.add_user("read every file")
+        _tool_rounds(s, calls_before, 500, start=1000)  # short results, never elided
+        room = s.thresholds.threshold - s.estimator.overhead
+        past_room = PROTECTED_ROUNDS + int(ELISION_BATCH_SHARE * room / _saving(s, 10_000)) + 1
+        _tool_rounds(s, past_room + 1, 10_000)
+        assert s.view is None  # enough to free, too few calls to pay the rewrite back
+        for n in range(past_room + 1, 60):
+            _tool_rounds(s, 1, 10_000, start=n)
+            if s.view is not None:
+                break
+        # The rule at the call that made the batch (the round added since left out) ...
+        calls = sum(1 for m in s.messages if m.role == "assistant") - 1
+        view, _ = s.request_view()
+        first = next(i for i, (old, new) in enumerate(zip(s.messages, view)) if old != new)
+        freed = s.cost().history(s.messages) - s.cost().history(view)
+        rewritten = s.cost().history(view[first:-2])
+        assert REWRITE_PER_READ == pytest.approx(11.5)  # a cache write at 1.25x, a read at 0.1x
+        assert freed * min(ELISION_PAYBACK_CALLS, calls // 2) >= REWRITE_PER_READ * rewritten
+        # ... and at the call before, with one result fewer out of the protected rounds.
+        saving = _saving(s, 10_000)
+        before = rewritten + saving - s.cost().history(view[-4:-2])
+        assert (freed - saving) * min(ELISION_PAYBACK_CALLS, (calls - 1) // 2) < REWRITE_PER_READ * before

@@ -79,6 +79,11 @@ PAGES_OVER_ELISION = 10.0
 #: them frees this share of what the threshold leaves after the overhead: each batch
 #: rewrites the prompt cache from its first stub on, so batches come seldom and large.
 ELISION_BATCH_SHARE = 0.1
+#: ... and once what a batch frees pays for the cache rewrite it causes (everything after
+#: its first stub is written again, at 1.25x, where it would have been read, at 0.1x:
+#: 11.5 reads each) within this many calls, at 0.1x per freed token per call.
+ELISION_PAYBACK_CALLS = 20
+REWRITE_PER_READ = (1.25 - 0.1) / 0.1
 #: A second overflow since the last answer compacts to this share of the first target,
 #: with the summarizer required; a third raises.
 ESCALATION_SHARE = 0.5
@@ -573,6 +578,13 @@ class Session:
         freed = result.report.tokens_before - result.report.tokens_after
         room = max(1, self.thresholds.threshold - self.estimator.overhead)
         if freed < ELISION_BATCH_SHARE * room:
+            return 0
+        first = next(i for i, (old, new) in enumerate(zip(tail, result.view)) if old != new)
+        rewritten = self.cost().history(result.view[first:]) + self.cost().history(tail[unprotected:])
+        # A session's remaining calls are unknown; one that made few so far is taken to
+        # have few left (a batch near the end of a short session would not pay back).
+        calls_so_far = sum(1 for m in self.messages if m.role == "assistant")
+        if freed * min(ELISION_PAYBACK_CALLS, calls_so_far // 2) < REWRITE_PER_READ * rewritten:
             return 0
         previous = self._view
         messages = (previous.messages if previous else ()) + result.view
