@@ -170,7 +170,8 @@ def test_the_pages_handed_back_are_the_ones_the_view_carries():
     # the pages too: they are not handed back.
     steps = {step.rung: step for step in LADDER}
     context = Climb(CostModel.for_model(CLAUDE), 20_000, CompactionPolicy(fidelity=None), every_image=True)
-    view, _, pages = climb(history, [steps["snapshot"], steps["image drop"]], context, lambda current: False)
-    assert not any(m.images for m in view) and pages == ()
-    view, _, pages = climb(history, [steps["snapshot"]], context, lambda current: False)
+    view, _, pages, page_text = climb(history, [steps["snapshot"], steps["image drop"]], context, lambda current: False)
+    assert not any(m.images for m in view) and pages == () and page_text == ""  # no pages: no text they draw
+    view, _, pages, page_text = climb(history, [steps["snapshot"]], context, lambda current: False)
     assert pages and all(_carries(view, page) for page in pages)
+    assert page_text and sum(page.chars for page in pages) >= len(page_text.replace("\n", ""))

@@ -154,7 +154,16 @@ def test_in_a_browser(workspace, html_file, tmp_path):
         assert driver.execute_script("return window.__pwned") is None  # nothing the messages held ran
         body = driver.find_element("tag name", "body").text
         assert all(text in body for text in ("<script>window.__pwned = 1</script>", "</textarea><b>bold?</b>"))
-        # the tree: every node, the tip path highlighted and shown
+        # the tree: long linear runs folded to their ends and a count; a click shows a run
+        runs = driver.find_elements("css selector", "#tree .node.run")
+        assert runs and all(re.search(r"… \d+ messages …$", r.text) for r in runs)
+        shown = [i for i in node_ids(driver) if i]
+        folded = sum(int(r.get_attribute("data-count")) for r in runs)
+        assert len(shown) + folded == len(nodes) and folded > 0
+        while runs:
+            runs[0].click()
+            runs = driver.find_elements("css selector", "#tree .node.run")
+        # then every node, the tip path highlighted and shown
         assert sorted(node_ids(driver)) == sorted(nodes)
         assert transcript_ids(driver)[-1] == coder_tip
         assert ids(driver, "#tree .node.on-path") == transcript_ids(driver)
@@ -166,11 +175,23 @@ def test_in_a_browser(workspace, html_file, tmp_path):
         assert len(driver.find_elements("css selector", "#transcript .compaction")) == 1  # the first compaction
         widths = driver.execute_script("return [...document.querySelectorAll('#transcript .compaction img')].map(i => i.naturalWidth)")
         assert widths and all(w > 0 for w in widths)  # the pages decode
-        # expand a tool result
-        result = driver.find_element("css selector", "#transcript details.result")
+        # a call is shown by what it does, its result under it, the tool message folded
+        call = driver.find_element("css selector", "#transcript details.call")
+        assert call.find_element("tag name", "summary").text.startswith("read_file x.py")
+        assert call.get_attribute("open") is None
+        call.find_element("tag name", "summary").click()
+        result = call.find_element("css selector", "details.result")
         assert result.get_attribute("open") is None
         result.find_element("tag name", "summary").click()
-        assert result.get_attribute("open") == "true"
+        assert result.get_attribute("open") == "true" and "def function_" in result.text
+        assert driver.find_elements("css selector", "#transcript .msg.tool.folded")
+        # search opens the collapsed result that holds the hit
+        box = driver.find_element("id", "search")
+        box.send_keys("return 5\n")  # only in the result of module 5 (the Enter goes to the hit)
+        assert driver.find_element("id", "hits").text.startswith("1 in this path")
+        opened = driver.find_element("css selector", "#transcript .msg.hit details.call")
+        assert opened.get_attribute("open") == "true" and opened.find_element("css selector", "details.result").get_attribute("open") == "true"
+        box.clear()
         # search
         box = driver.find_element("id", "search")
         box.send_keys("module 5 returns")
@@ -224,7 +245,19 @@ def test_real_sessions_in_a_browser(tmp_path):
                 "const s = document.getElementById('conversation'); s.value = arguments[0]; s.dispatchEvent(new Event('change'))",
                 conversation,
             )
-            assert len(driver.find_elements("css selector", "#tree .node")) == count, conversation
+            shown = driver.execute_script(
+                "return [...document.querySelectorAll('#tree .node')].map(e => e.dataset.run ? Number(e.dataset.count) : 1)"
+            )
+            assert sum(shown) == count, conversation  # every message, shown or counted in a folded run
+        # Claude Code's subagents nest under the Task call that started them
+        driver.execute_script(
+            "const s = document.getElementById('conversation'); s.value = arguments[0]; s.dispatchEvent(new Event('change'))",
+            "ccv-fe5e1c67-53e7-4862-81ae-d0e013e3270b",
+        )
+        nested = driver.find_elements("css selector", "#transcript details.subagent")
+        assert nested, "no Task call linked to its sidechain"
+        driver.execute_script("arguments[0].closest('details.call').open = true; arguments[0].open = true", nested[0])
+        assert driver.find_elements("css selector", "#transcript details.subagent .submsg")
         assert page_errors(driver) == []
 
 
@@ -235,3 +268,86 @@ def test_an_image_with_a_hostile_media_type_is_not_embedded(tmp_path):
         ws.save("c", "a", history, revision=0)
         data = workspace_data(ws)
     assert data["images"] == {} and data["nodes"][0]["b"][0]["k"] == "image" and "ref" in data["nodes"][0]["b"][0]
+
+
+@pytest.fixture(scope="module")
+def compacted(tmp_path_factory) -> Path:
+    """A session for a 5x8 reader compacted with the whole ladder: ten results elided,
+    then the middle drawn as pages (the stubs with it)."""
+    path = tmp_path_factory.mktemp("compacted") / "ws"
+    with glyphpack.Workspace(path) as ws:
+        s = glyphpack.open_session(ws, "c", "a", model="claude-fable-5", policy=glyphpack.CompactionPolicy())
+        for n in range(12):
+            s.add_user(f"step {n}: read module {n}")
+            s.request("anthropic")
+            call = {"type": "tool_use", "id": f"t{n}", "name": "Read", "input": {"file_path": f"/src/m{n}.py"}}
+            s.add_response({"role": "assistant", "content": [{"type": "text", "text": f"reading {n}"}, call]})
+            s.add_tool_results({f"t{n}": f"def f{n}():\n    return {n}\n" * 200})
+            s.request("anthropic")
+            s.add_response({"role": "assistant", "content": [{"type": "text", "text": f"module {n} returns **{n}**, see `m{n}.py`"}]})
+        s.compact(2500)
+    return path
+
+
+def test_the_compaction_panel_counts_what_the_pages_draw(compacted):
+    """The navigator shows the text the pages draw, and it is exactly that: drawn again
+    with the view's geometry it gives the stored pages byte for byte; the stubs counted
+    are those in it (the ten results outside the protected turns), none sent as text."""
+    from glyphpack._compaction.rungs import ELIDED_MARK
+
+    with glyphpack.Workspace(compacted, read_only=True) as ws:
+        (compaction,) = workspace_data(ws)["compactions"]
+        view = glyphpack.open_session(ws, "c", "a", model="claude-fable-5").view
+    pages = [b.data for m in view.messages for b in m.content if isinstance(b, glyphpack.Image)]
+    drawn = glyphpack.render(compaction["page_text"], model="claude-fable-5", shape=view.shape, page_size=view.page_size)
+    assert pages and [p.png for p in drawn] == pages
+    assert compaction["stubs_on_pages"] == {"elided": 10, "dropped": 0} == {"elided": compaction["page_text"].count(ELIDED_MARK), "dropped": 0}
+    assert compaction["stubs_sent"] == {"elided": 0, "dropped": 0} and compaction["verbatim"] == len(view.messages) - 1
+
+
+@pytest.mark.slow  # Chromium
+def test_calls_markdown_and_the_compaction_panel_in_a_browser(compacted, tmp_path):
+    out = tmp_path / "compacted.html"
+    with glyphpack.Workspace(compacted, read_only=True) as ws:
+        out.write_text(export_html(ws))
+    with browser() as driver:
+        driver.get(out.as_uri())
+        labels = [e.text for e in driver.find_elements("css selector", "#transcript details.call > summary .label")]
+        assert labels == [f"Read /src/m{n}.py" for n in range(12)]
+        strong = [e.text for e in driver.find_elements("css selector", "#transcript .msg.assistant .md strong")]
+        code = [e.text for e in driver.find_elements("css selector", "#transcript .msg.assistant .md code")]
+        assert strong == [str(n) for n in range(12)] and code == [f"m{n}.py" for n in range(12)]
+        panel = driver.find_element("css selector", "#transcript .compaction")
+        assert "drawing" in panel.find_element("css selector", ".counts-pages").text
+        assert panel.find_element("css selector", ".counts-pages").text.endswith(": 10 elision stub(s)")
+        assert panel.find_element("css selector", ".counts-sent").text.endswith(": 0 elision stub(s)")
+        assert page_errors(driver) == []
+        if os.environ.get("GLYPHPACK_WRITE_DOCS"):  # the README's picture of calls with their results
+            driver.execute_script(
+                "const c = document.querySelectorAll('#transcript details.call')[1]; c.open = true;"
+                "c.querySelector('details.result').open = true; c.closest('.msg').scrollIntoView()"
+            )
+            driver.save_screenshot(str(DOCS / "navigator-calls.png"))
+
+
+@pytest.mark.parametrize(
+    ("call", "label"),
+    [
+        (glyphpack.ToolCall("1", "Bash", {"command": "ls -la\n  src", "description": "list"}), "$ ls -la src"),
+        (glyphpack.ToolCall("1", "Read", {"file_path": "/src/a.py", "limit": 10}), "Read /src/a.py"),
+        (glyphpack.ToolCall("1", "exec_command", {"cmd": "pytest -q"}), "$ pytest -q"),
+        (glyphpack.ToolCall("1", "think", {"n": 3}), "think"),
+        (glyphpack.ToolCall("1", "Grep", {"pattern": "x" * 300}), "Grep " + "x" * 154 + "…"),
+    ],
+)
+def test_a_call_is_labelled_by_what_it_does(call, label):
+    from glyphpack._session.navigator import LABEL_CHARS, call_label
+
+    assert call_label(call) == label and len(call_label(call)) <= LABEL_CHARS
+
+
+def test_arguments_read_as_text_with_their_line_breaks():
+    from glyphpack._session.navigator import arguments_text
+
+    text = arguments_text({"file_path": "a.py", "new_string": "def f():\n    return 1\n", "lines": [1, 2], "flag": True})
+    assert text == 'file_path: a.py\nnew_string:\n    def f():\n        return 1\nlines: [\n  1,\n  2\n]\nflag: true'

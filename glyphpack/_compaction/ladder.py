@@ -104,12 +104,13 @@ if tuple(step.rung for step in LADDER) != RUNGS:
 
 def climb(
     view: Sequence[Message], steps: Sequence[Step], context: Climb, done: Callable[[Sequence[Message]], bool]
-) -> tuple[tuple[Message, ...], list[RungReport], tuple[Page, ...]]:
+) -> tuple[tuple[Message, ...], list[RungReport], tuple[Page, ...], str]:
     """Run ``steps`` in order on ``view`` until ``done(view)``; the reader's images per
     request hold before and after each (a snapshot's pages count). Returns the view,
-    the reports, and the snapshot pages the view still carries."""
+    the reports, and the snapshot pages the view still carries with the text they draw."""
     current, reports = tuple(view), []
     made: list[Page] = []
+    page_text = ""
     cost, limit = context.cost, context.cost.profile.max_images
 
     def within_image_limit() -> None:
@@ -127,9 +128,11 @@ def climb(
         reports.append(result.report)
         current = result.view
         made.extend(result.pages)
+        page_text = result.page_text if result.pages else page_text
         within_image_limit()
     # The pages a later step (or the image cap) took out again are not handed back.
-    return current, reports, tuple(page for page in made if _carries(current, page))
+    pages = tuple(page for page in made if _carries(current, page))
+    return current, reports, pages, page_text if pages else ""
 
 
 def _carries(view: Sequence[Message], page: Page) -> bool:
@@ -143,7 +146,7 @@ def shake(history: Sequence[Message], profile: Profile | str, *, policy: Compact
     cost = cost_model(profile, policy)
     before = cost.history(history)
     context = Climb(cost, 0, policy, every_image=not cost.profile.vision)  # a reader without vision takes no image
-    view, reports, _ = climb(history, [step for step in LADDER if step.shake], context, lambda _: False)
+    view, reports, _, _ = climb(history, [step for step in LADDER if step.shake], context, lambda _: False)
     after = cost.history(view)
     report = LadderReport(budget=after, tokens_before=before, tokens_after=after, fits=True, rungs=tuple(reports), message=f"shake: {before:,} -> {after:,} estimated tokens")
     return Compaction(view=view, report=report)
@@ -193,7 +196,7 @@ def compact(
         view = result.view
         rungs.append(result.report)
     steps = [step for step in LADDER if step.rung in policy.rungs and (vision or not step.vision)]
-    view, climbed, pages = climb(
+    view, climbed, pages, page_text = climb(
         view, steps, Climb(cost, budget, policy, summarizer), lambda current: cost.history(current) <= budget
     )
     rungs += climbed
@@ -217,6 +220,7 @@ def compact(
         view=view,
         report=LadderReport(budget=full_budget, tokens_before=before, tokens_after=after, fits=ok, rungs=tuple(rungs), message=message),
         pages=pages,
+        page_text=page_text,
     )
 
 

@@ -172,11 +172,13 @@ class RungReport:
 
 @dataclasses.dataclass(frozen=True)
 class RungResult:
-    """What every rung returns: the new view, its report, and any snapshot pages."""
+    """What every rung returns: the new view, its report, and any snapshot pages (with
+    ``page_text``, the text they draw: stubs and cut results as drawn)."""
 
     view: tuple[Message, ...]
     report: RungReport
     pages: tuple[Page, ...] = ()
+    page_text: str = ""
 
 
 @public
@@ -217,6 +219,7 @@ class Compaction:
     view: tuple[Message, ...]
     report: LadderReport
     pages: tuple[Page, ...] = ()  # snapshot pages, also present in the view as Image blocks
+    page_text: str = ""  # the text the pages draw, exactly ("" without pages)
 
     def keep_geometry(self, policy: CompactionPolicy = CompactionPolicy()) -> CompactionPolicy:
         """``policy`` with this compaction's page geometry (shape and page size) pinned,

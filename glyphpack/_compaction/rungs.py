@@ -15,6 +15,9 @@ from .results import CompactionPolicy, RungReport, RungResult
 
 #: Width of the arguments preview in an elision stub.
 STUB_ARGUMENTS_WIDTH = 60
+#: How every elision stub and dropped-image stub begins (a reader of a view counts them by it).
+ELIDED_MARK = "[elided by glyphpack: "
+DROPPED_MARK = "[image dropped by glyphpack: "
 
 
 #: An agent's loop can run hundreds of model calls on one user message: the protected
@@ -43,9 +46,9 @@ def _short(arguments: dict[str, Any], width: int = STUB_ARGUMENTS_WIDTH) -> str:
 
 def _image_stub(block: Image, ref: str) -> Text:
     if block.data is None:
-        return Text(f"[image dropped by glyphpack: {block.media_type}, {block.ref}; {recall_hint(ref)}]")
+        return Text(f"{DROPPED_MARK}{block.media_type}, {block.ref}; {recall_hint(ref)}]")
     width, height = image_size(block.data)
-    return Text(f"[image dropped by glyphpack: {block.media_type}, {width}x{height}, {len(block.data):,} bytes; {recall_hint(ref)}]")
+    return Text(f"{DROPPED_MARK}{block.media_type}, {width}x{height}, {len(block.data):,} bytes; {recall_hint(ref)}]")
 
 
 def elide(messages: Sequence[Message], cost: CostModel, policy: CompactionPolicy = CompactionPolicy()) -> RungResult:
@@ -89,7 +92,7 @@ def _elided(result: ToolResult, call: ToolCall | None) -> ToolResult:
     text = result.text
     described = f"{call.name}({_short(call.arguments)})" if call else "a tool call"
     lines = text.count("\n") + 1
-    stub = Text(f"[elided by glyphpack: result of {described}, {len(text):,} chars, {lines:,} lines; {recall_hint(result_ref(result.call_id))}]")
+    stub = Text(f"{ELIDED_MARK}result of {described}, {len(text):,} chars, {lines:,} lines; {recall_hint(result_ref(result.call_id))}]")
     return dataclasses.replace(result, content=(stub, *result.images()))
 
 
@@ -98,7 +101,7 @@ def _elided_call(call: ToolCall) -> ToolCall:
     stays paired)."""
     text = call.arguments_json
     hint = recall_hint(arguments_ref(call.id))
-    stub = f"[elided by glyphpack: {len(text):,} chars of arguments; {hint}] {_short(call.arguments, 2 * STUB_ARGUMENTS_WIDTH)}"
+    stub = f"{ELIDED_MARK}{len(text):,} chars of arguments; {hint}] {_short(call.arguments, 2 * STUB_ARGUMENTS_WIDTH)}"
     return dataclasses.replace(call, arguments={"elided_by_glyphpack": stub})
 
 

@@ -269,7 +269,7 @@ def snapshot(
         replaced_scripts=pages.report.replaced_scripts,
         note=note,
     )
-    return RungResult(view, report, tuple(pages))
+    return RungResult(view, report, tuple(pages), middle_text)
 
 
 class _Search:

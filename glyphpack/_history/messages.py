@@ -244,11 +244,17 @@ class ToolCall(Block):
     def outline(self) -> str:
         """The call by what it does: its name and its key argument (a path, a command,
         a pattern, a URL; else its first text argument), as a tree line shows it."""
-        value = next((self.arguments[k] for k in KEY_ARGUMENTS if isinstance(self.arguments.get(k), str)), None)
-        if value is None:
-            value = next((v for v in self.arguments.values() if isinstance(v, str)), "")
-        value = " ".join(value.split())
+        value = " ".join(self.key_argument()[1].split())
         return f"{self.name}({value[:40] + '...' if len(value) > 40 else value})"
+
+    def key_argument(self) -> tuple[str, str]:
+        """(name, value) of the argument that says what the call does: the first of
+        ``KEY_ARGUMENTS`` it has as text, else its first text argument; ("", "") when
+        it has none."""
+        key = next((k for k in KEY_ARGUMENTS if isinstance(self.arguments.get(k), str)), None)
+        if key is None:
+            key = next((k for k, v in self.arguments.items() if isinstance(v, str)), "")
+        return key, self.arguments.get(key, "") if key else ""
 
 
 #: The arguments that say what a call does, in the order ``ToolCall.outline`` looks for

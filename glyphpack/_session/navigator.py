@@ -14,9 +14,12 @@ import base64
 import hashlib
 import json
 import re
+import textwrap
+from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
+from .._compaction.rungs import DROPPED_MARK, ELIDED_MARK
 from .._errors import StoreError
 from .._history.messages import Block, Image, Message, Opaque, RedactedThinking, Text, Thinking, ToolCall, ToolResult
 from .._history.store import Workspace
@@ -51,7 +54,11 @@ def _block(block: Block, images: _Images) -> Json:
         key = images.key(block)
         return {"k": "image", "i": key} if key else {"k": "image", "ref": str(block.ref or block.media_type)}
     if isinstance(block, ToolCall):
-        return {"k": "call", "n": block.name, "id": block.id, "a": json.dumps(block.arguments, indent=1, ensure_ascii=False)}
+        out = {"k": "call", "n": block.name, "id": block.id, "label": call_label(block), "a": arguments_text(block.arguments)}
+        prompt = block.arguments.get("prompt")
+        if isinstance(prompt, str):  # a subagent's task (Claude Code's Task and Agent calls): its transcript nests here
+            out["p"] = prompt
+        return out
     if isinstance(block, ToolResult):
         keys = [k for k in (images.key(i) for i in block.images()) if k]
         return {"k": "result", "id": block.call_id, "e": block.is_error, "x": block.text, "imgs": keys}
@@ -64,10 +71,44 @@ def _block(block: Block, images: _Images) -> Json:
     return {"k": "opaque", "n": type(block).__name__}
 
 
+#: Longest call label shown (a command can run to pages).
+LABEL_CHARS = 160
+
+
+def call_label(call: ToolCall) -> str:
+    """The call by what it does, on one line: ``$ ls -la`` for a command, else the tool's
+    name and its key argument (``Read /src/a.py``, ``Grep TODO``, ``WebFetch https://…``)."""
+    key, value = call.key_argument()
+    value = " ".join(value.split())
+    label = f"$ {value}" if key in ("command", "cmd") else f"{call.name} {value}".strip()
+    return label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…"
+
+
+def arguments_text(arguments: Mapping[str, Any]) -> str:
+    """A call's arguments as a person reads them: one ``name: value`` per argument, text
+    as it is (an edit's new text with its real line breaks, not ``\\n``), anything else
+    as indented JSON."""
+    lines = []
+    for name, value in arguments.items():
+        if isinstance(value, str):
+            lines.append(f"{name}: {value}" if "\n" not in value else f"{name}:\n" + textwrap.indent(value.rstrip("\n"), "    ", lambda _: True))
+        else:
+            lines.append(f"{name}: " + json.dumps(value, indent=2, ensure_ascii=False))
+    return "\n".join(lines)
+
+
+def _stub_counts(texts: list[str]) -> Json:
+    return {"elided": sum(t.count(ELIDED_MARK) for t in texts), "dropped": sum(t.count(DROPPED_MARK) for t in texts)}
+
+
 def _compaction(number: int, conversation: str, agent: str, view: StoredView, originals: dict[str, Message], images: _Images) -> Json:
+    """One compaction as the navigator shows it: what the view sends as text (verbatim
+    messages, and messages with stubs in them), the pages with the exact text they draw
+    and the stubs in it, the notes sent with them, and the stored range they stand for."""
     pages: list[str] = []
     notes: list[str] = []
     elided: list[str] = []
+    sent: list[str] = []
     for message in view.messages:
         original = originals.get(message.id)
         if original is None:  # made by the compaction: a snapshot's pages, a summary
@@ -75,10 +116,13 @@ def _compaction(number: int, conversation: str, agent: str, view: StoredView, or
             notes.append(message.text)
         elif original != message:
             elided.append(message.id)
+            sent += [message.text, *(c.arguments_json for c in message.tool_calls)]
     return {
         "n": number, "conv": conversation, "agent": agent, "covers": view.covers, "trigger": view.trigger,
         "report": view.report, "shape": view.shape, "pages": pages, "notes": notes, "elided": elided,
-        "source": list(view.source) if view.source else None,
+        "source": list(view.source) if view.source else None, "page_text": view.page_text,
+        "stubs_sent": _stub_counts(sent), "stubs_on_pages": _stub_counts([view.page_text]),
+        "verbatim": sum(1 for m in view.messages if originals.get(m.id) == m),
     }
 
 

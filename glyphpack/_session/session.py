@@ -596,6 +596,7 @@ class Session:
             page_size=previous.page_size if previous else None,
             pages=previous.pages if previous else 0,
             tokens=self.cost().history(messages),
+            page_text=previous.page_text if previous else "",
             trigger="elision",
             report=f"{result.report.changed:,} tool results and arguments elided below the threshold, ~{freed:,} tokens freed; recall brings each back",
         )
@@ -631,6 +632,7 @@ class Session:
             tokens=result.report.tokens_after,
             trigger=trigger,
             report=result.report.message,
+            page_text=result.page_text,
         )
         write_view(self._view_path, view)
         self._view = view

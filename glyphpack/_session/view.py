@@ -44,6 +44,8 @@ class StoredView:
         trigger: what made it (``"proactive"``, ``"recovery"``, ``"/compact"``, ``"/shake"``,
             ``"elision"``: a batch elided below the threshold, with recall on).
         report: the ladder's one-line outcome.
+        page_text: the text the snapshot pages draw, exactly (stubs and cut results as
+            drawn; "" without pages), for a person checking what the model was shown.
     """
 
     covers: str
@@ -55,6 +57,7 @@ class StoredView:
     tokens: int = 0
     trigger: str = ""
     report: str = ""
+    page_text: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -68,6 +71,7 @@ class StoredView:
             "tokens": self.tokens,
             "trigger": self.trigger,
             "report": self.report,
+            "page_text": self.page_text,
             "messages": history_to_json(self.messages),
         }
 
@@ -148,6 +152,7 @@ def read_view(path: Path) -> StoredView | None:
             tokens=int(data.get("tokens", 0)),
             trigger=str(data.get("trigger", "")),
             report=str(data.get("report", "")),
+            page_text=str(data.get("page_text", "")),
         )
     except (ValueError, KeyError, TypeError, IndexError, HistoryError, RecursionError) as exc:
         raise StoreError(f"{path} is damaged ({exc}); delete it to send the full transcript again") from None

@@ -23,7 +23,9 @@
   };
   const shortId = (id) => id.split("/").pop().slice(0, 8);
   const callId = (id) => id.length > 12 ? "…" + id.slice(-8) : id;  // provider call ids share long prefixes
-  const state = { conv: null, agent: null, end: null, path: [], focus: -1, hits: [], hit: -1 };
+  const state = { conv: null, agent: null, end: null, path: [], focus: -1, hits: [], hit: -1, open: new Set() };
+  //: A run of single-child messages longer than this shows its ends and a count.
+  const RUN = 6, RUN_ENDS = 2;
 
   function childrenOf(id, conv) { return kids.get(id === null ? "root:" + conv : id) || []; }
   function pathTo(id) {
@@ -37,7 +39,7 @@
   }
   function leaves(conv) { return D.nodes.filter((n) => n.c === conv && !childrenOf(n.id, conv).length).map((n) => n.id); }
   function summary(n) {
-    const parts = n.b.map((b) => b.k === "text" ? b.x : b.k === "call" ? b.n + "(...)" : b.k === "result" ? "[result]" :
+    const parts = n.b.map((b) => b.k === "text" ? b.x : b.k === "call" ? b.label : b.k === "result" ? "[result]" :
       b.k === "image" ? "[image]" : b.k === "thinking" ? "[thinking]" : "[" + (b.n || b.k) + "]");
     const text = parts.join(" ").replace(/\s+/g, " ").trim();
     return text.length > 70 ? text.slice(0, 67) + "..." : text;
@@ -88,22 +90,51 @@
     const onPath = new Set(state.path);
     const tips = new Map();
     for (const [agent, tip] of Object.entries(c.agents)) { if (!tips.has(tip)) tips.set(tip, []); tips.get(tip).push(agent); }
+    const covers = new Set(compactions.filter((x) => x.conv === conv).map((x) => x.covers));
+    // Marked: never folded into a run (a tip, the message shown last, a compaction's end).
+    const marked = (id) => tips.has(id) || id === state.end || covers.has(id);
     const stack = childrenOf(null, conv).map((id, i, all) => [id, branchPrefix("", i, all.length)]).reverse();
     if (!stack.length) nav.appendChild(el("div", "empty", "(empty)"));
     while (stack.length) {  // depth first without recursion: paths run to thousands of messages
-      const [id, [linePrefix, childPrefix]] = stack.pop();
-      const n = byId.get(id);
-      const row = el("div", "node" + (onPath.has(id) ? " on-path" : "") + (id === state.end ? " current" : ""));
-      row.dataset.id = id;
-      row.appendChild(document.createTextNode(linePrefix));
-      row.appendChild(el("span", "dot", "* "));
-      row.appendChild(document.createTextNode(n.r + ": " + summary(n) + " [" + shortId(id) + "]"));
-      if (tips.has(id)) row.appendChild(el("span", "mark", "  <- " + (id === c.tip ? "tip" : "") + (Object.keys(c.agents).length > 1 ? " (" + tips.get(id).join(", ") + ")" : "")));
-      row.addEventListener("click", () => { showPath(leafBelow(id)); scrollToMessage(id); });
-      nav.appendChild(row);
-      const k = childrenOf(id, conv);
+      const [first, [linePrefix, childPrefix]] = stack.pop();
+      const chain = [first];  // a linear run: each message the only child of the one before
+      for (let k = childrenOf(first, conv); k.length === 1; k = childrenOf(chain[chain.length - 1], conv)) chain.push(k[0]);
+      let prefix = linePrefix;
+      for (let i = 0; i < chain.length; i++) {
+        let j = i;
+        while (j < chain.length && !marked(chain[j])) j++;
+        if (j - i > RUN && !state.open.has(chain[i + RUN_ENDS])) {  // fold the middle of an unmarked stretch
+          for (const id of chain.slice(i, i + RUN_ENDS)) { nav.appendChild(nodeRow(id, prefix, onPath, tips, c)); prefix = childPrefix; }
+          nav.appendChild(runRow(chain.slice(i + RUN_ENDS, j - RUN_ENDS), prefix, onPath));
+          i = j - RUN_ENDS - 1;
+          continue;
+        }
+        nav.appendChild(nodeRow(chain[i], prefix, onPath, tips, c));
+        prefix = childPrefix;
+      }
+      const k = childrenOf(chain[chain.length - 1], conv);
       for (let i = k.length - 1; i >= 0; i--) stack.push([k[i], branchPrefix(childPrefix, i, k.length)]);
     }
+  }
+  function nodeRow(id, prefix, onPath, tips, c) {
+    const n = byId.get(id);
+    const row = el("div", "node" + (onPath.has(id) ? " on-path" : "") + (id === state.end ? " current" : ""));
+    row.dataset.id = id;
+    row.title = n.r + ": " + summary(n);
+    row.appendChild(document.createTextNode(prefix));
+    row.appendChild(el("span", "dot", "* "));
+    row.appendChild(document.createTextNode(n.r + ": " + summary(n) + " [" + shortId(id) + "]"));
+    if (tips.has(id)) row.appendChild(el("span", "mark", "  <- " + (id === c.tip ? "tip" : "") + (Object.keys(c.agents).length > 1 ? " (" + tips.get(id).join(", ") + ")" : "")));
+    row.addEventListener("click", () => { showPath(leafBelow(id)); scrollToMessage(id); });
+    return row;
+  }
+  function runRow(ids, prefix, onPath) {  // click: show them
+    const row = el("div", "node run" + (ids.some((id) => onPath.has(id)) ? " on-path" : ""));
+    row.dataset.run = ids[0];
+    row.dataset.count = String(ids.length);
+    row.appendChild(document.createTextNode(prefix + "  … " + ids.length + " messages …"));
+    row.addEventListener("click", () => { state.open.add(ids[0]); renderTree(); });
+    return row;
   }
   function branchPrefix(prefix, i, count) {
     if (count === 1) return [prefix, prefix];
@@ -127,16 +158,27 @@
     const here = compactions.filter((c) => c.conv === state.conv && (!state.agent || c.agent === state.agent));
     const elidedAt = new Map();
     for (const c of here) for (const id of c.elided) elidedAt.set(id, c.n);
+    const results = resultsOf(state.path);
     for (const id of state.path) {
-      box.appendChild(messageElement(byId.get(id), elidedAt.get(id)));
+      box.appendChild(messageElement(byId.get(id), elidedAt.get(id), results, "msg"));
       for (const c of here) if (c.covers === id) box.appendChild(compactionElement(c));
     }
     if (!state.path.length) box.appendChild(el("div", "empty", "(no messages)"));
   }
 
-  function messageElement(n, elided) {
-    const m = el("article", "msg " + n.r);
-    m.id = "m-" + n.id;
+  // Each call's result on a path, by call id: shown under its call, not apart.
+  function resultsOf(path) {
+    const calls = new Set(), out = new Map();
+    for (const id of path) for (const b of byId.get(id).b) {
+      if (b.k === "call") calls.add(b.id);
+      else if (b.k === "result" && calls.has(b.id)) out.set(b.id, b);
+    }
+    return out;
+  }
+
+  function messageElement(n, elided, results, cls) {
+    const m = el("article", cls + " " + n.r);
+    if (cls === "msg") m.id = "m-" + n.id;
     const head = el("div", "head");
     head.appendChild(el("span", "role", n.r));
     const link = el("a", "", "#" + shortId(n.id));
@@ -147,8 +189,115 @@
     if (siblings.length > 1) head.appendChild(el("span", "", "branch " + (siblings.indexOf(n.id) + 1) + " of " + siblings.length));
     if (elided) head.appendChild(el("span", "badge", "elided or dropped in compaction " + elided));
     m.appendChild(head);
-    for (const b of n.b) m.appendChild(blockElement(b));
+    let shown = 0;
+    for (const b of n.b) {
+      if (b.k === "result" && results.has(b.id)) continue;  // under its call
+      m.appendChild(b.k === "call" ? callElement(b, results.get(b.id), n.c) : blockElement(b, n.r));
+      shown++;
+    }
+    if (!shown) { m.classList.add("folded"); m.appendChild(el("div", "dim", "results shown under their calls above")); }
     return m;
+  }
+
+  function lineCount(text) { return text ? text.split("\n").length : 0; }
+
+  function callElement(b, result, conv) {
+    const body = el("div");
+    body.appendChild(el("pre", "args", b.a));
+    if (result) body.appendChild(resultElement(result, true));
+    const sub = b.p !== undefined ? subagentOf(b, conv) : null;
+    if (sub) body.appendChild(subagentElement(sub));
+    const status = !result ? "no result" : (result.e ? "error, " : "") + lineCount(result.x) + " lines" +
+      (result.imgs.length ? ", " + result.imgs.length + " image(s)" : "");
+    const d = collapsible("", body, false, "call" + (result && result.e ? " error" : ""));
+    const title = d.querySelector("summary");
+    title.appendChild(el("span", "label", b.label || b.n));
+    title.appendChild(el("span", "dim", "  " + status + (sub ? " · subagent " + sub.agent : "")));
+    title.title = "call " + b.id;
+    return d;
+  }
+
+  // The subagent a call started: the agent of this conversation whose name ends with the
+  // call's id (the proxy names them so) or whose first message is the call's prompt.
+  function subagentOf(b, conv) {
+    const c = conversations.get(conv);
+    const prompt = b.p.trim();
+    for (const [agent, tip] of Object.entries(c.agents)) {
+      if (agent === state.agent) continue;
+      const path = pathTo(tip);
+      if (agent.endsWith(b.id.slice(-8))) return { agent, path };
+      const first = path.map((id) => byId.get(id)).find((n) => n.r === "user");
+      if (first && first.b.map((x) => x.x || "").join("\n").trim() === prompt) return { agent, path };
+    }
+    return null;
+  }
+
+  function subagentElement(sub) {  // drawn when opened: a subagent can run to thousands of messages
+    const body = el("div", "subagent-body");
+    const d = collapsible("subagent " + sub.agent + " (" + sub.path.length + " messages)", body, false, "subagent");
+    d.addEventListener("toggle", () => {
+      if (!d.open || body.childElementCount) return;
+      const results = resultsOf(sub.path);
+      for (const id of sub.path) body.appendChild(messageElement(byId.get(id), undefined, results, "submsg"));
+    });
+    return d;
+  }
+
+  function resultElement(b, under) {
+    const body = el("div");
+    body.appendChild(el("pre", "", b.x));
+    for (const key of b.imgs) body.appendChild(image(key));
+    const what = (b.e ? "error result" : under ? "result" : "tool result") + (under ? "" : " (" + callId(b.id) + ")");
+    return collapsible(what + ", " + lineCount(b.x) + " lines" + (b.imgs.length ? ", " + b.imgs.length + " image(s)" : ""),
+      body, false, "result" + (b.e ? " error" : ""));
+  }
+
+  // Markdown as elements whose text is set with textContent: fences, headings, lists,
+  // paragraphs; inline code, bold, italic, http(s) links. No HTML in the text is parsed.
+  const LIST_ITEM = /^\s*([-*+]|\d+[.)])\s+(.*)$/;
+  function markdown(text) {
+    const box = el("div", "text md");
+    const lines = text.split("\n");
+    let para = [];
+    const flush = () => { if (para.length) { const p = el("p"); inline(p, para.join("\n")); box.appendChild(p); para = []; } };
+    for (let i = 0; i < lines.length;) {
+      const line = lines[i];
+      const fence = line.match(/^\s*(```|~~~)/);
+      if (fence) {
+        flush();
+        const code = [];
+        for (i++; i < lines.length && !lines[i].trim().startsWith(fence[1]); i++) code.push(lines[i]);
+        box.appendChild(el("pre", "code", code.join("\n")));
+        i++;
+        continue;
+      }
+      const heading = line.match(/^(#{1,6})\s+(.*)$/);
+      if (heading) { flush(); const h = el("h" + Math.min(6, heading[1].length + 2)); inline(h, heading[2]); box.appendChild(h); i++; continue; }
+      if (LIST_ITEM.test(line)) {
+        flush();
+        const list = el(/\d/.test(line.match(LIST_ITEM)[1]) ? "ol" : "ul");
+        for (let m; i < lines.length && (m = lines[i].match(LIST_ITEM)); i++) { const item = el("li"); inline(item, m[2]); list.appendChild(item); }
+        box.appendChild(list);
+        continue;
+      }
+      if (!line.trim()) flush(); else para.push(line);
+      i++;
+    }
+    flush();
+    return box;
+  }
+  const INLINE = /(`[^`\n]+`)|(\*\*[^*\n]+\*\*)|(\*[^*\s][^*\n]*\*)|(\[([^\]\n]+)\]\((https?:\/\/[^)\s]+)\))/g;
+  function inline(parent, text) {
+    let last = 0;
+    for (const m of text.matchAll(INLINE)) {
+      if (m.index > last) parent.appendChild(document.createTextNode(text.slice(last, m.index)));
+      if (m[1]) parent.appendChild(el("code", "", m[1].slice(1, -1)));
+      else if (m[2]) parent.appendChild(el("strong", "", m[2].slice(2, -2)));
+      else if (m[3]) parent.appendChild(el("em", "", m[3].slice(1, -1)));
+      else { const a = el("a", "", m[5]); a.href = m[6]; a.rel = "noopener noreferrer"; a.target = "_blank"; parent.appendChild(a); }
+      last = m.index + m[0].length;
+    }
+    if (last < text.length) parent.appendChild(document.createTextNode(text.slice(last)));
   }
 
   function collapsible(title, body, open, cls) {
@@ -159,20 +308,10 @@
     return d;
   }
 
-  function blockElement(b) {
-    if (b.k === "text") return el("div", "text", b.x);
+  function blockElement(b, role) {
+    if (b.k === "text") return role === "user" || role === "assistant" ? markdown(b.x) : el("div", "text", b.x);
     if (b.k === "image") return b.i ? image(b.i) : el("div", "text", "[image: " + b.ref + "]");
-    if (b.k === "call") {
-      return collapsible("tool call " + b.n + " (" + callId(b.id) + ")", el("pre", "", b.a), false, "call");
-    }
-    if (b.k === "result") {
-      const body = el("div");
-      body.appendChild(el("pre", "", b.x));
-      for (const key of b.imgs) body.appendChild(image(key));
-      const lines = b.x ? b.x.split("\n").length : 0;
-      return collapsible((b.e ? "error result" : "tool result") + " (" + callId(b.id) + ", " + lines + " lines" +
-        (b.imgs.length ? ", " + b.imgs.length + " image(s)" : "") + ")", body, false, "result" + (b.e ? " error" : ""));
-    }
+    if (b.k === "result") return resultElement(b, false);
     if (b.k === "thinking") return collapsible("thinking", el("pre", "", b.x), false, "thinking");
     return el("div", "text", "[" + (b.n || b.k) + ": kept, not shown]");
   }
@@ -182,11 +321,16 @@
     box.id = "compaction-" + c.conv + "-" + c.agent + "-" + c.n;
     box.appendChild(el("div", "title", "compaction " + c.n + " (" + c.trigger + ")" + (c.shape ? ": pages in " + c.shape : "")));
     box.appendChild(el("div", "text", c.report));
-    if (c.elided.length) box.appendChild(el("div", "text", c.elided.length + " message(s) elided or with images dropped (marked above)"));
+    const stubs = (s) => s.elided + " elision stub(s)" + (s.dropped ? ", " + s.dropped + " dropped image(s)" : "");
+    box.appendChild(el("div", "text counts-sent", "sent as text: " + c.verbatim + " message(s) verbatim, " + c.elided.length +
+      " with stubs (marked above): " + stubs(c.stubs_sent)));
     if (c.pages.length) {
+      box.appendChild(el("div", "text counts-pages", c.pages.length + " page(s) drawing " + c.page_text.length.toLocaleString("en") +
+        " characters: " + stubs(c.stubs_on_pages)));
       const pages = el("div");
       for (const key of c.pages) pages.appendChild(image(key));
       box.appendChild(collapsible(c.pages.length + " snapshot page(s)", pages, true, "pages"));
+      if (c.page_text) box.appendChild(collapsible("the text the pages draw, exactly", el("pre", "", c.page_text), false, "page-text"));
     }
     for (const note of c.notes) if (note) box.appendChild(collapsible("text sent with them", el("pre", "", note), false, "note"));
     if (c.source) {
@@ -198,7 +342,7 @@
         const text = n.b.map((b) => b.x !== undefined ? b.x : b.k === "call" ? b.n + " " + b.a : "").join("\n");
         source.appendChild(el("pre", "", n.r + " [" + shortId(id) + "]\n" + text));
       }
-      box.appendChild(collapsible("source text (" + ids.slice(Math.max(0, from)).length + " messages)", source, false, "source"));
+      box.appendChild(collapsible("the stored messages they stand for (" + ids.slice(Math.max(0, from)).length + ", in full: recall brings each back)", source, false, "source"));
     }
     return box;
   }
@@ -220,13 +364,22 @@
     document.querySelectorAll(".hit").forEach((e) => e.classList.remove("hit"));
     if (!q) { $("hits").textContent = ""; return; }
     for (const m of document.querySelectorAll("#transcript .msg")) {
-      if (m.textContent.toLowerCase().includes(q)) { m.classList.add("hit"); state.hits.push(m); }
+      if (!m.textContent.toLowerCase().includes(q)) continue;
+      m.classList.add("hit");
+      state.hits.push(m);
+      // open what holds it: a collapsed call, result or thinking
+      for (const d of m.querySelectorAll("details")) if (!d.open && d.textContent.toLowerCase().includes(q)) d.open = true;
     }
     let inTree = 0;
+    const matches = (id) => byId.get(id).b.map((b) => (b.x || "") + " " + (b.a || "") + " " + (b.n || "")).join(" ").toLowerCase().includes(q);
     for (const row of document.querySelectorAll("#tree .node")) {
-      const n = byId.get(row.dataset.id);
-      const text = n.b.map((b) => (b.x || "") + " " + (b.a || "") + " " + (b.n || "")).join(" ").toLowerCase();
-      if (text.includes(q)) { row.classList.add("hit"); inTree++; }
+      if (row.dataset.id && matches(row.dataset.id)) { row.classList.add("hit"); inTree++; }
+      if (row.dataset.run) {  // a folded run: its hits counted on its row
+        const start = byId.get(row.dataset.run);
+        let n = 0, id = start.id;
+        for (let i = 0; i < Number(row.dataset.count); i++, id = childrenOf(id, start.c)[0]) if (matches(id)) n++;
+        if (n) { row.classList.add("hit"); row.title = n + " hit(s) inside"; inTree += n; }
+      }
     }
     $("hits").textContent = state.hits.length + " in this path, " + inTree + " in the tree";
   }
