@@ -24,7 +24,8 @@ Then each strategy replays the session's messages (the model's answers as record
 - recall:     the same with ``recall=True``: old tool results are elided below the
               threshold too, in batches, each recallable.
 - 5x8 reader: ``Session``'s defaults for a Claude reader known to read 5x8 (Fable 5):
-              dense pages, no elision. Same prices.
+              dense pages, no elision at the threshold. Same prices.
+- 5x8 + recall: the same with ``recall=True`` (batches below the threshold).
 
 The provider is simulated from the file: its count of a request is a least-squares fit
 of the recorded counts on glyphpack's estimate (``scale * estimate + overhead``: the
@@ -91,7 +92,7 @@ SESSIONS = (
     ("Gemini CLI, 52 calls", "gemini-cli/geminicli-trajectory.json", "none recorded"),
 )
 WINDOWS = (200_000, 100_000)
-STRATEGIES = ("none", "summary", "clearing", "masking", "session", "recall", "5x8 reader")
+STRATEGIES = ("none", "summary", "clearing", "masking", "session", "recall", "5x8 reader", "5x8 + recall")
 
 
 @dataclasses.dataclass
@@ -290,7 +291,7 @@ def response_with_count(message: Message, tokens: int) -> dict:
 def replay(history: Sequence[Message], strategy: str, provider: Provider, workspace: Path, window: int) -> dict:
     """One strategy over ``history`` (see the module's note)."""
     bill = Bill()
-    model = DENSE_READER if strategy == "5x8 reader" else MODEL
+    model = DENSE_READER if strategy.startswith("5x8") else MODEL
     transform = TRANSFORMS.get(strategy)
     priced = provider.cost()
     options: dict = {"context_window": window}
@@ -301,7 +302,7 @@ def replay(history: Sequence[Message], strategy: str, provider: Provider, worksp
         options["summarizer"] = stub_summarizer(bill, priced, window, CACHE_READ)  # continues the cached conversation
     else:
         options["summarizer"] = stub_summarizer(bill, priced, window, 1.0)
-        options["recall"] = strategy == "recall"
+        options["recall"] = strategy in ("recall", "5x8 + recall")
     cache = PromptCache()
     compactions, covers, calls, stopped = 0, None, 0, ""
     started = time.perf_counter()
@@ -361,7 +362,7 @@ def replay(history: Sequence[Message], strategy: str, provider: Provider, worksp
     rest = 1 - held["verbatim"] - held["pixels"]
     # glyphpack's notes name a ref for everything they put away (tests/test_recall.py);
     # a summary, a placeholder or a cleared result stands for what is gone.
-    recallable = rest if strategy in ("session", "recall", "5x8 reader") else 0.0
+    recallable = rest if strategy in ("session", "recall", "5x8 reader", "5x8 + recall") else 0.0
     return {
         "strategy": strategy, "calls": calls, "compactions": compactions, "bill": bill,
         **held, "recallable": recallable, "lost": rest - recallable,

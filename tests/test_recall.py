@@ -21,6 +21,7 @@ from glyphpack._compaction.rungs import cap_images, drop_images, elide
 from glyphpack._compaction.snapshot import serialize_message
 from glyphpack._history.apis import REGISTRY
 from glyphpack._history.recall import RECALL_PAGE_CHARS, RECALL_TOOL, recall, recall_tool
+from glyphpack._session.session import SESSION_RUNGS
 from glyphpack.testing.fake import NEWEST_REF, FakeModel, Turn
 
 MODEL = "claude-sonnet-4-5"
@@ -377,3 +378,21 @@ def test_a_batch_waits_until_the_session_is_long_enough_to_pay_it_back(tmp_path,
         saving = _saving(s, 10_000)
         before = rewritten + saving - s.cost().history(view[-4:-2])
         assert (freed - saving) * min(ELISION_PAYBACK_CALLS, (calls - 1) // 2) < REWRITE_PER_READ * before
+
+
+@pytest.mark.parametrize("recall_on", [True, False])
+def test_with_recall_the_pages_are_drawn_at_the_readers_gist_shape(tmp_path, monkeypatch, recall_on):
+    """A reader measured to follow the gist at 5x8 but to read exactly only at 9x15: with
+    recall the far past goes to 5x8 pages (every word of it comes back on request),
+    without it to 9x15 pages."""
+    exact = {"shape": "9x15-loose", "source": "a test", "note": "", "recorded": "2026-12-03"}
+    gist = {**exact, "shape": "5x8"}
+    profiles = tmp_path / "profiles.json"
+    profiles.write_text(json.dumps({MODEL: {"name": "measured", "exact": exact, "gist": gist}}))
+    monkeypatch.setenv("GLYPHPACK_READING_PROFILES", str(profiles))
+    from glyphpack._compaction.snapshot import snapshot_shape
+
+    with glyphpack.open_session(tmp_path / "ws", "c", "a", model=MODEL, recall=recall_on) as s:
+        assert snapshot_shape(s.profile, s.policy).name == ("5x8" if recall_on else "9x15-loose")
+        if recall_on:  # 5x8 pages are cheap: old results go to pages whole, falling back to the whole ladder
+            assert s.policy.rungs == SESSION_RUNGS and s._fallback.fidelity == "gist"

@@ -217,9 +217,12 @@ class Session:
         # ladder (elision first) rather than fail.
         self._fallback: CompactionPolicy | None = None
         if policy is None:
-            policy = CompactionPolicy()
+            # With recall, every word the pages stand for comes back exactly on request, so
+            # the pages need only carry the gist: the reader's gist shape (denser where a
+            # measured profile says the reader follows it there).
+            policy = CompactionPolicy(fidelity="gist" if recall else "exact")
             if self.profile.vision and page_density(self.profile, policy) >= PAGES_OVER_ELISION:
-                policy, self._fallback = CompactionPolicy(rungs=SESSION_RUNGS), policy
+                policy, self._fallback = dataclasses.replace(policy, rungs=SESSION_RUNGS), policy
         self.policy = policy
         window = context_window if context_window is not None else CONTEXT_WINDOWS[self.profile.reader.provider]
         self.thresholds = Thresholds.for_window(window, threshold, target)
@@ -565,7 +568,10 @@ class Session:
         compaction (the prompt cache reads it) and they are elided by a later batch.
         Returns how many results and arguments it elided (0: no batch yet)."""
         policy = self._policy()
-        if not self.recall_enabled or "elision" not in policy.rungs:
+        # The default rungs for a reader with cheap pages skip elision at the threshold
+        # (pages hold old results whole there); below it pages play no part, so batches
+        # run unless the caller's own policy leaves elision out.
+        if not self.recall_enabled or "elision" not in (self._fallback or policy).rungs:
             return 0
         start = 0 if self._view is None else [m.id for m in self.messages].index(self._view.covers) + 1
         tail = self.messages[start:]
