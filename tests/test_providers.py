@@ -402,3 +402,23 @@ def test_a_provider_familys_rate_multiple_reaches_every_estimate(monkeypatch, tm
     assert CostModel(gpt).estimator == CostModel.for_model(gpt).estimator  # built directly: the same default
     with glyphpack.open_session(tmp_path / "ws", "c", "a", model="gpt-5.4") as s:
         assert s.cost().estimator.latin == 0.125
+
+
+@pytest.mark.parametrize("route_edge", [None, 1000, 600])
+def test_a_routes_edge_limit_bounds_the_page(route_edge):
+    """The page-size search is shared by profiles with the same rules; a route's own edge
+    limit is one of them (a page over it would be refused or resized on that route)."""
+    import dataclasses
+
+    from glyphpack._providers.resolve import resolve
+    from glyphpack._render.shapes import SHAPES
+
+    base = resolve("claude-sonnet-4-5")
+    profile = dataclasses.replace(base, route=dataclasses.replace(base.route, max_edge=route_edge))
+    cells = SHAPES["5x8"]  # a Shape has the cell geometry page_size takes
+    width, height = profile.page_size(cells)
+    assert bool(profile.fits(width, height))
+    if route_edge is None:
+        assert (width, height) == base.page_size(cells) and max(width, height) > 1000
+    else:
+        assert max(width, height) <= route_edge and max(width + cells.advance, height + cells.pitch) > route_edge * 0.9

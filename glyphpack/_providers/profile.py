@@ -178,24 +178,33 @@ class Profile:
         resize, for a rendering of ``pages`` pages of ``cells.advance`` x ``cells.pitch``
         px cells (Anthropic's many-image rule shrinks pages when there are more than
         20). Ties go to the larger page."""
-        self._vision()
+        resize, billing = self._vision()
         max_edge = None
         if self.reader.many_images is not None and pages > self.reader.many_images[0]:
             max_edge = self.reader.many_images[1]
-        return _best_page_size(self, cells.advance, cells.pitch, max_edge)
+        if self.route.max_edge is not None:
+            max_edge = min(max_edge or self.route.max_edge, self.route.max_edge)
+        size = _best_page_size(resize, billing, self.max_image_bytes, cells.advance, cells.pitch, max_edge)
+        if size is None:
+            raise LimitError(f"no page of {cells.advance}x{cells.pitch} cells fits {self.name} without a resize")
+        return size
 
 
 @functools.lru_cache(maxsize=256)
-def _best_page_size(profile: Profile, advance: int, pitch: int, max_edge: int | None) -> tuple[int, int]:
-    resize, billing = profile._vision()
+def _best_page_size(
+    resize: Resize, billing: Billing, max_bytes: int | None, advance: int, pitch: int, max_edge: int | None
+) -> tuple[int, int] | None:
+    """The search behind ``Profile.page_size``, on what decides it alone (the resize
+    rule, the billing, the byte and edge limits: many profiles share them, and a
+    listing of every profile searches each set once). None: no page fits."""
     edge_cap = min(resize.max_edge, max_edge or LARGEST_PAGE_EDGE, LARGEST_PAGE_EDGE)
     cols = np.arange(MIN_COLUMNS, edge_cap // advance + 1)
     rows = np.arange(1, edge_cap // pitch + 1)
     w, h = np.broadcast_arrays((cols * advance)[:, None], (rows * pitch)[None, :])
-    ok = profile.fits(w, h) & (np.maximum(w, h) <= edge_cap)
-    ok &= worst_case_png_bytes(w, h) <= (profile.max_image_bytes or np.iinfo(np.int64).max)
+    ok = resize.fits(w, h) & (np.maximum(w, h) <= edge_cap)
+    ok &= worst_case_png_bytes(w, h) <= (max_bytes or np.iinfo(np.int64).max)
     if not ok.any():
-        raise LimitError(f"no page of {advance}x{pitch} cells fits {profile.name} without a resize")
+        return None
     cells = (w // advance) * (h // pitch)
     # Density counts context tokens: on a per-request route image area is free to pay
     # for, but it still fills the context window.
