@@ -267,7 +267,8 @@ def test_an_image_with_a_hostile_media_type_is_not_embedded(tmp_path):
         history = [glyphpack.Message("user", (glyphpack.Image('image/png" onerror="x', png),)), glyphpack.Message("assistant", "ok")]
         ws.save("c", "a", history, revision=0)
         data = workspace_data(ws)
-    assert data["images"] == {} and data["nodes"][0]["b"][0]["k"] == "image" and "ref" in data["nodes"][0]["b"][0]
+    # shown as its media type, as text (the page sets it with textContent)
+    assert data["images"] == {} and data["nodes"][0]["b"][0] == {"k": "image", "ref": 'image/png" onerror="x'}
 
 
 @pytest.fixture(scope="module")
@@ -338,6 +339,7 @@ def test_calls_markdown_and_the_compaction_panel_in_a_browser(compacted, tmp_pat
         (glyphpack.ToolCall("1", "exec_command", {"cmd": "pytest -q"}), "$ pytest -q"),
         (glyphpack.ToolCall("1", "think", {"n": 3}), "think"),
         (glyphpack.ToolCall("1", "Grep", {"pattern": "x" * 300}), "Grep " + "x" * 154 + "…"),
+        (glyphpack.ToolCall("1", "Grep", {"pattern": "x" * 155}), "Grep " + "x" * 155),  # exactly LABEL_CHARS: whole
     ],
 )
 def test_a_call_is_labelled_by_what_it_does(call, label):
@@ -351,3 +353,5 @@ def test_arguments_read_as_text_with_their_line_breaks():
 
     text = arguments_text({"file_path": "a.py", "new_string": "def f():\n    return 1\n", "lines": [1, 2], "flag": True})
     assert text == 'file_path: a.py\nnew_string:\n    def f():\n        return 1\nlines: [\n  1,\n  2\n]\nflag: true'
+    # every line of a text value indented, blank ones too; other values' text as it is
+    assert arguments_text({"body": "a\n\nb", "names": ["é"]}) == 'body:\n    a\n    \n    b\nnames: [\n  "é"\n]'
