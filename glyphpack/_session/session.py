@@ -563,10 +563,12 @@ class Session:
     def _elide_batch(self) -> int:
         """With recall on (and elision among the rungs): the tool results that left the
         protected newest rounds since the view in force, elided once together they free
-        ``ELISION_BATCH_SHARE`` of the room the threshold leaves. The view then covers
-        up to those rounds, so what is before them never changes until the next
-        compaction (the prompt cache reads it) and they are elided by a later batch.
-        Returns how many results and arguments it elided (0: no batch yet)."""
+        ``ELISION_BATCH_SHARE`` of the room the threshold leaves and pay back the cache
+        rewrite they cause within ``ELISION_PAYBACK_CALLS`` calls (or half the calls
+        made so far, when fewer). The view then covers up to those rounds, so what is
+        before them never changes until the next compaction (the prompt cache reads it)
+        and the protected rounds are elided by a later batch. Returns how many results
+        and arguments it elided (0: no batch yet)."""
         policy = self._policy()
         # The default rungs for a reader with cheap pages skip elision at the threshold
         # (pages hold old results whole there); below it pages play no part, so batches
