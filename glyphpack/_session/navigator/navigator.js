@@ -219,12 +219,14 @@
 
   // The subagent a call started: the agent of this conversation whose name ends with the
   // call's id (the proxy names them so) or whose first message is the call's prompt.
+  const agentPaths = new Map();
   function subagentOf(b, conv) {
     const c = conversations.get(conv);
     const prompt = b.p.trim();
     for (const [agent, tip] of Object.entries(c.agents)) {
       if (agent === state.agent) continue;
-      const path = pathTo(tip);
+      if (!agentPaths.has(tip)) agentPaths.set(tip, pathTo(tip));  // once per tip, not per call
+      const path = agentPaths.get(tip);
       if (agent.endsWith(b.id.slice(-8))) return { agent, path };
       const first = path.map((id) => byId.get(id)).find((n) => n.r === "user");
       if (first && first.b.map((x) => x.x || "").join("\n").trim() === prompt) return { agent, path };
