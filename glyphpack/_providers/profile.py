@@ -179,12 +179,9 @@ class Profile:
         px cells (Anthropic's many-image rule shrinks pages when there are more than
         20). Ties go to the larger page."""
         resize, billing = self._vision()
-        max_edge = None
-        if self.reader.many_images is not None and pages > self.reader.many_images[0]:
-            max_edge = self.reader.many_images[1]
-        if self.route.max_edge is not None:
-            max_edge = min(max_edge or self.route.max_edge, self.route.max_edge)
-        size = _best_page_size(resize, billing, self.max_image_bytes, cells.advance, cells.pitch, max_edge)
+        many = self.reader.many_images
+        edges = [e for e in (many[1] if many is not None and pages > many[0] else None, self.route.max_edge) if e is not None]
+        size = _best_page_size(resize, billing, self.max_image_bytes, cells.advance, cells.pitch, min(edges, default=None))
         if size is None:
             raise LimitError(f"no page of {cells.advance}x{cells.pitch} cells fits {self.name} without a resize")
         return size

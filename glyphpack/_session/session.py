@@ -334,9 +334,11 @@ class Session:
         compaction (the stable prefix)."""
         if self._view is None:
             return self.messages, 0
-        ids = [m.id for m in self.messages]
-        after = ids.index(self._view.covers) + 1
-        return self._view.messages + self.messages[after:], len(self._view.messages)
+        return self._view.messages + self.messages[self._after_view() :], len(self._view.messages)
+
+    def _after_view(self) -> int:
+        """Index of the first stored message the view in force does not stand for (0: no view)."""
+        return 0 if self._view is None else [m.id for m in self.messages].index(self._view.covers) + 1
 
     def estimate(self) -> int:
         """Estimated tokens of the next request (with the calibrated overhead)."""
@@ -575,20 +577,20 @@ class Session:
         # run unless the caller's own policy leaves elision out.
         if not self.recall_enabled or "elision" not in (self._fallback or policy).rungs:
             return 0
-        start = 0 if self._view is None else [m.id for m in self.messages].index(self._view.covers) + 1
-        tail = self.messages[start:]
+        tail = self.messages[self._after_view() :]
         # Never the newest round: the model has not read its results yet (a recall's answer
         # elided as it arrives would be asked for again).
         newest = max((i for i, m in enumerate(tail) if m.role == "assistant"), default=0)
         unprotected = min(protected_from(tail, policy.protect_turns), newest)
+        cost = self.cost()
         # The view ends before an assistant round, so each result's call is in the tail.
-        result = elide(tail[:unprotected], self.cost(), dataclasses.replace(policy, protect_turns=0))
+        result = elide(tail[:unprotected], cost, dataclasses.replace(policy, protect_turns=0))
         freed = result.report.tokens_before - result.report.tokens_after
         room = max(1, self.thresholds.threshold - self.estimator.overhead)
         if freed < ELISION_BATCH_SHARE * room:
             return 0
         first = next(i for i, (old, new) in enumerate(zip(tail, result.view)) if old != new)
-        rewritten = self.cost().history(result.view[first:]) + self.cost().history(tail[unprotected:])
+        rewritten = cost.history(result.view[first:]) + cost.history(tail[unprotected:])
         # A session's remaining calls are unknown; one that made few so far is taken to
         # have few left (a batch near the end of a short session would not pay back).
         calls_so_far = sum(1 for m in self.messages if m.role == "assistant")
@@ -603,7 +605,7 @@ class Session:
             shape=previous.shape if previous else None,
             page_size=previous.page_size if previous else None,
             pages=previous.pages if previous else 0,
-            tokens=self.cost().history(messages),
+            tokens=cost.history(messages),
             page_text=previous.page_text if previous else "",
             trigger="elision",
             report=f"{result.report.changed:,} tool results and arguments elided below the threshold, ~{freed:,} tokens freed; recall brings each back",

@@ -100,7 +100,12 @@ def measured_usage(
 def _count_at(record: object, path: Sequence[str]) -> int:
     for key in path:
         record = record.get(key) if isinstance(record, dict) else None
-    return record if isinstance(record, int) and not isinstance(record, bool) and record > 0 else 0
+    return _count(record)
+
+
+def _count(value: object) -> int:
+    """``value`` when it is a count of tokens (a positive int), else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 @public
@@ -366,8 +371,7 @@ def input_tokens(usage: object, *keys: str) -> int:
     ...) that are counts; 0 when ``usage`` is not a record."""
     if not isinstance(usage, dict):
         return 0
-    values = [usage.get(key) for key in keys]
-    return sum(v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0)
+    return sum(_count(usage.get(key)) for key in keys)
 
 
 def tool_call_arguments(raw: object, call_id: object) -> dict[str, Any]:
