@@ -396,3 +396,24 @@ def test_with_recall_the_pages_are_drawn_at_the_readers_gist_shape(tmp_path, mon
         assert snapshot_shape(s.profile, s.policy).name == ("5x8" if recall_on else "9x15-loose")
         if recall_on:  # 5x8 pages are cheap: old results go to pages whole, falling back to the whole ladder
             assert s.policy.rungs == SESSION_RUNGS and s._fallback.fidelity == "gist"
+
+
+def test_a_batch_after_a_compaction_keeps_its_pages_and_their_geometry(tmp_path):
+    """A batch adds to the view in force: the compaction's pages, the text they draw,
+    the range they stand for and their pinned geometry stay, so the next compaction
+    draws unchanged text to the same pages."""
+    with glyphpack.open_session(tmp_path, "c", "a", model="claude-fable-5", recall=True, context_window=60_000) as s:
+        s.add_user("read every file")
+        _tool_rounds(s, 12, 6_000)
+        s.compact(8_000)
+        compacted = s.view
+        assert compacted.pages and compacted.page_text and compacted.source and compacted.shape == "5x8"
+        for n in range(100, 200):
+            _tool_rounds(s, 1, 6_000, start=n)
+            if s.view.trigger == "elision":
+                break
+        batch = s.view
+        assert batch.trigger == "elision" and batch.messages[: len(compacted.messages)] == compacted.messages
+        kept = ("source", "shape", "page_size", "pages", "page_text")
+        assert [getattr(batch, k) for k in kept] == [getattr(compacted, k) for k in kept]
+        assert batch.tokens == s.cost().history(batch.messages) and "elided below the threshold" in batch.report

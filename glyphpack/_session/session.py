@@ -596,17 +596,14 @@ class Session:
         calls_so_far = sum(1 for m in self.messages if m.role == "assistant")
         if freed * min(ELISION_PAYBACK_CALLS, calls_so_far // 2) < REWRITE_PER_READ * rewritten:
             return 0
-        previous = self._view
-        messages = (previous.messages if previous else ()) + result.view
-        view = StoredView(
+        # The view in force grows by the batch; its pages, their text, range and geometry stay.
+        previous = self._view or StoredView(covers="", messages=())
+        messages = previous.messages + result.view
+        view = dataclasses.replace(
+            previous,
             covers=tail[unprotected - 1].id,
             messages=messages,
-            source=previous.source if previous else None,
-            shape=previous.shape if previous else None,
-            page_size=previous.page_size if previous else None,
-            pages=previous.pages if previous else 0,
             tokens=cost.history(messages),
-            page_text=previous.page_text if previous else "",
             trigger="elision",
             report=f"{result.report.changed:,} tool results and arguments elided below the threshold, ~{freed:,} tokens freed; recall brings each back",
         )
