@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 #: Shape names, for argument choices without loading any font (a test checks them
 #: against ``SHAPES``).
+WORKSPACE_HELP = "the workspace: a folder, or a PostgreSQL URL (postgresql://user:password@host/db) for a fleet"
 SHAPE_NAMES = ("5x8", "6x13", "8x13", "8x13-loose", "7x14", "9x15", "9x15-loose", "9x18", "10x20", "8x13-tall", "unifont")
 #: Session formats, for argument choices (a test checks them against the registry).
 FORMAT_NAMES = (
@@ -335,8 +336,13 @@ def cmd_profiles(args: argparse.Namespace) -> int:
 def _tree(path: str, *, write: bool) -> SessionTree:
     """A workspace's session tree: read-only (nothing is written, not even a schema),
     or checked for damage before anything is written to it."""
+    from ._history.store import is_database_location
     from ._history.tree import SessionTree
 
+    if is_database_location(path):  # PostgreSQL checks its own pages; the schema is checked on opening
+        from ._history.postgres import PostgresDatabase
+
+        return SessionTree(PostgresDatabase(path, read_only=not write, pool_size=1))
     database = Path(path, "tree.sqlite3")
     if not database.is_file():
         raise StoreError(f"{path} is not a glyphpack workspace (no tree.sqlite3 in it)")
@@ -350,13 +356,20 @@ def _tree(path: str, *, write: bool) -> SessionTree:
     return tree
 
 
+def _shown(location: str) -> str:
+    """A workspace location as it may be printed: a database URL without its password."""
+    from ._history.postgres import redacted
+
+    return redacted(location)
+
+
 def cmd_tree(args: argparse.Namespace) -> int:
     from ._history.export import draw_tree
 
     with _tree(args.workspace, write=False) as tree:
         stored = [c.id for c in tree.conversations()]
         if args.conversation and args.conversation not in stored:
-            raise StoreError(f"no conversation {args.conversation!r} in {args.workspace} (stored: {', '.join(stored) or 'none'})")
+            raise StoreError(f"no conversation {args.conversation!r} in {_shown(args.workspace)} (stored: {', '.join(stored) or 'none'})")
         conversations = [args.conversation] if args.conversation else stored
         if not conversations:
             print("(no conversations)")
@@ -368,21 +381,20 @@ def cmd_tree(args: argparse.Namespace) -> int:
 def _compaction_notes(workspace: str, conversation: str) -> dict[str, str]:
     """Each agent's compaction in force, as a note on the last message it stands for."""
     from ._history.store import Workspace
-    from ._session.view import archived, read_view, view_path
+    from ._session.view import archived, read_view
 
     notes: dict[str, list[str]] = {}
     with Workspace(workspace, read_only=True) as store:
         for stored_conversation, agent in store.transcripts():
             if stored_conversation != conversation:
                 continue
-            path = view_path(store.transcript_path(conversation, agent))
-            view = read_view(path)
+            view = read_view(store, conversation, agent)
             if view is None:
                 continue
             ids = [m.id for m in store.load(conversation, agent).messages]
             if view.covers not in ids:
                 continue
-            before = archived(path) - 1  # the archive holds the one in force too
+            before = archived(store, conversation, agent) - 1  # the archive holds the one in force too
             pages = f", {view.pages} page(s)" if view.pages else ""
             earlier = f"; {before} earlier" if before > 0 else ""
             notes.setdefault(view.covers, []).append(
@@ -530,9 +542,10 @@ def cmd_context(args: argparse.Namespace) -> int:
     compaction in force, the calibration). A session file: its messages as they are, and
     what its last request measured where the file recorded it."""
     from ._compaction.cost import CostModel, token_bars
+    from ._history.store import is_database_location
     from ._providers.catalog import CONTEXT_WINDOWS
 
-    if Path(args.transcript, "tree.sqlite3").is_file():
+    if is_database_location(args.transcript) or Path(args.transcript, "tree.sqlite3").is_file():
         return _context_of_workspace(args)
     if args.conversation:
         raise UsageError(f"{args.transcript} is a session file, not a workspace: it takes no conversation id")
@@ -581,6 +594,20 @@ def _context_of_workspace(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_workspace_copy(args: argparse.Namespace) -> int:
+    from ._history.copy import copy_workspace
+    from ._history.store import Workspace
+
+    with Workspace(args.source, read_only=True) as source, Workspace(args.destination) as destination:
+        report = copy_workspace(source, destination, progress=lambda line: print(f"  {line}", file=sys.stderr))
+        print(
+            f"copied {source.location} -> {destination.location}: {report.conversations:,} conversations, "
+            f"{report.messages:,} messages, {report.transcripts:,} transcripts, {report.views:,} compaction views; "
+            f"both hold the same (compared)"
+        )
+    return 0
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     from ._history.importers.registry import import_file
     from ._history.store import Workspace
@@ -592,7 +619,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     with Workspace(args.workspace) as workspace:
         for name, conversation, session in sessions:
             saved = workspace.import_session(session, conversation)
-            print(f"{name} -> {args.workspace}: conversation {conversation}" + (f" ({session.title})" if session.title else ""))
+            print(f"{name} -> {workspace.location}: conversation {conversation}" + (f" ({session.title})" if session.title else ""))
             for line in session.report.lines():
                 print(f"  {line}")
             print(f"  transcripts: {', '.join(f'{t.agent} ({len(t.messages):,} messages)' for t in saved)}")
@@ -747,7 +774,7 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         known = recorder.index_workspace()
 
         def announce(url: str) -> None:
-            print(f"glyphpack proxy on {url} -> {upstream}; workspace {args.workspace} ({known} conversations known)", file=sys.stderr)
+            print(f"glyphpack proxy on {url} -> {upstream}; workspace {workspace.location} ({known} conversations known)", file=sys.stderr)
             print(f"  Claude Code: ANTHROPIC_BASE_URL={url} claude    OpenAI SDKs: OPENAI_BASE_URL={url}/v1", file=sys.stderr, flush=True)
 
         serve(Proxy(recorder, upstream, summarizer=summarizer), args.host, args.port, announce=announce)
@@ -799,7 +826,7 @@ def build_parser() -> argparse.ArgumentParser:
     ) -> argparse.ArgumentParser:
         """A subcommand over a workspace and one of its conversations."""
         command = sub.add_parser(name, help=helptext)
-        command.add_argument("workspace")
+        command.add_argument("workspace", help=WORKSPACE_HELP)
         command.add_argument("conversation", nargs=conversation_nargs)
         command.set_defaults(run=run)
         return command
@@ -847,13 +874,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("import", help="import session files (Claude Code, pi, Codex, OpenHands, SWE-agent, mini-swe-agent, aider, Gemini CLI, provider lists) into a workspace")
     p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("--workspace", required=True, metavar="WS", help="the workspace folder (created if missing)")
+    p.add_argument("--workspace", required=True, metavar="WS", help=WORKSPACE_HELP + " (created if missing)")
     p.add_argument("--format", choices=FORMAT_NAMES, help="the files' format (default: detected from each file's content)")
     p.add_argument("--conversation", metavar="ID", help="the conversation id, for one file (default: the file name)")
     p.set_defaults(run=cmd_import)
 
+    p = sub.add_parser("workspace", help="move a workspace between a folder and PostgreSQL")
+    workspace_commands = p.add_subparsers(dest="workspace_command", required=True, metavar="COMMAND")
+    p = workspace_commands.add_parser("copy", help="copy every conversation, transcript and view into an empty workspace, then compare both")
+    p.add_argument("source", help=WORKSPACE_HELP)
+    p.add_argument("destination", help=WORKSPACE_HELP + " (new or empty)")
+    p.set_defaults(run=cmd_workspace_copy)
+
     p = sub.add_parser("session", help="a shell of slash commands (/context, /tree, /compact, ...) over a stored session")
-    p.add_argument("workspace")
+    p.add_argument("workspace", help=WORKSPACE_HELP)
     p.add_argument("conversation")
     p.add_argument("agent")
     p.add_argument("--model", required=True, help="the reader's model id (page geometry and prices)")
@@ -877,7 +911,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("proxy", help="an Anthropic- and OpenAI-compatible endpoint that records and compacts any harness's requests")
     p.add_argument("--upstream", required=True, metavar="anthropic|openai|URL", help="where requests go (the only place they go)")
-    p.add_argument("--workspace", required=True, metavar="WS", help="the workspace folder conversations are recorded in")
+    p.add_argument("--workspace", required=True, metavar="WS", help=WORKSPACE_HELP + ", where conversations are recorded")
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1, this machine only)")
     p.add_argument("--port", type=int, default=8787, help="the port (default 8787; 0: any free one, printed)")
     p.add_argument("--context-window", type=int, metavar="TOKENS", help="the models' window (default: each provider family's)")

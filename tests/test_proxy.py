@@ -40,7 +40,7 @@ from glyphpack._proxy.conversations import (
 )
 from glyphpack._proxy.server import Proxy, Running
 from glyphpack._proxy.streams import ACCUMULATORS, SseParser
-from glyphpack._session.view import read_view, view_path
+from glyphpack._session.view import read_view
 from glyphpack.testing.fake import (
     FakeModel,
     FakeUpstream,
@@ -542,7 +542,7 @@ def test_an_sdk_loop_through_the_proxy_is_compacted_at_the_threshold_and_every_r
     assert digests(stored) == digests(theirs)
     assert stored[-1].role == "assistant" and stored[-1].text.endswith("auth failed first, at 10:00:03.")
     # glyphpack tree shows where the compaction in force ends and what it stands for.
-    view = read_view(view_path(workspace.transcript_path(conversation, agent_name)))
+    view = read_view(workspace, conversation, agent_name)
     assert view is not None and view.trigger == "proactive"
     covered = [m.id for m in stored].index(view.covers) + 1
     assert main(["tree", str(workspace.path)]) == 0

@@ -314,7 +314,7 @@ def test_an_imports_measured_requests_read_back_and_a_damaged_record_is_named(tm
     history = [Message("user", f"q{n}", id=f"u{n}") if n % 2 == 0 else Message("assistant", f"a{n}", id=f"a{n}") for n in range(6)]
     with Workspace(tmp_path / "ws") as ws:
         ws.save("c", "main", history, revision=0)
-        path = ws._measured_path("c", "main")
+        path = ws.backend._measured_path("c", "main")
         path.parent.mkdir(parents=True, exist_ok=True)
         requests = [["u0", "u0", 100], ["u0", "u2", 300], ["u2", "u0", 50], ["u0", "gone", 70], ["u0", "a3", 0]]
         path.write_text(json.dumps({"format": "glyphpack-measured", "requests": requests}))

@@ -33,9 +33,9 @@ def test_append_path_children(tree):
 def test_branch_moves_only_the_tip(tree, tmp_path):
     c = tree.create("c1")
     ids = chat(tree, c, ["a", "b", "c", "d"])
-    before = tree._db.execute("SELECT id, parent, body FROM messages ORDER BY id").fetchall()
+    before = tree._db.query("SELECT id, parent, body FROM messages ORDER BY id")
     tree.branch(c, ids[1])
-    assert tree._db.execute("SELECT id, parent, body FROM messages ORDER BY id").fetchall() == before
+    assert tree._db.query("SELECT id, parent, body FROM messages ORDER BY id") == before
     assert [m.id for m in tree.path(c)] == ids[:2]
     new = tree.append(c, Message("user", "c'"))
     assert sorted(m.id for m in tree.children(ids[1])) == sorted([ids[2], new])

@@ -94,7 +94,7 @@ def test_find_takes_an_id_a_scoped_id_or_a_unique_prefix(tree):
 
 
 def test_lookups_name_what_is_missing_and_where(tree):
-    where = re.escape(str(tree.db_path))
+    where = re.escape(str(tree.name))
     with pytest.raises(StoreError, match=rf"^no message 'nope' in {where}$"):
         tree.node("nope")
     with pytest.raises(StoreError, match=rf"^no message 'nope' in {where}$"):
@@ -116,18 +116,18 @@ def test_a_tip_that_moved_underneath_is_a_conflict_that_writes_nothing(tree):
         tree.append("c", Message("user", "late"), expected_tip="t1")
     assert [n.message.id for n in tree.nodes("c")] == ["t1", "t2"]
     with pytest.raises(ConflictError, match=r"^conversation 'c': the tip moved underneath this write$"):
-        with tree._write():
-            tree._move_tip("c", "t1", None)
+        with tree._write("c") as db:
+            tree._move_tip(db, "c", "t1", None)
     assert tree.tip("c") == "t2"
 
 
 def test_a_busy_database_and_a_damaged_one_are_told_apart(tree):
-    busy = tree._damaged(sqlite3.OperationalError("database is locked"))
-    assert str(busy) == f"{tree.db_path} is busy: another process holds it (database is locked); try again"
-    assert "is busy" in str(tree._damaged(sqlite3.OperationalError("database busy")))
-    damaged = tree._damaged(sqlite3.OperationalError("disk I/O error"))
-    assert str(damaged) == f"{tree.db_path} is damaged (disk I/O error); it was left as it is: restore it from a copy"
-    assert "is damaged" in str(tree._damaged("locked out"))  # only SQLite's own busy errors are "busy"
+    busy = tree._db.damaged(sqlite3.OperationalError("database is locked"))
+    assert str(busy) == f"{tree.name} is busy: another process holds it (database is locked); try again"
+    assert "is busy" in str(tree._db.damaged(sqlite3.OperationalError("database busy")))
+    damaged = tree._db.damaged(sqlite3.OperationalError("disk I/O error"))
+    assert str(damaged) == f"{tree.name} is damaged (disk I/O error); it was left as it is: restore it from a copy"
+    assert "is damaged" in str(tree._db.damaged("locked out"))  # only SQLite's own busy errors are "busy"
 
 
 def test_a_long_plain_run_is_counted_on_one_line_and_what_is_marked_stays(tree):

@@ -15,7 +15,7 @@ import dataclasses
 import json
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from .._errors import ConflictError, HistoryError, StoreError
 from .._files import atomic_write, read_stored, stale_temporaries
 from .._providers.text_tokens import DEFAULT_ESTIMATOR, TextEstimator
 from .._types import LoadState, public
+from .backend import StoreBackend, StoredTranscript
 from .codec import history_from_json, history_to_json, json_bytes
 from .ids import check_id, unique_name
 from .importers.base import ImportedSession
@@ -70,7 +71,7 @@ def is_legacy_view(path: Path) -> bool:
 
 
 def _loaded(
-    stored: _Stored | None, conversation: str, agent: str, keep: int | None, budget: int | None, estimator: TextEstimator
+    stored: StoredTranscript | None, conversation: str, agent: str, keep: int | None, budget: int | None, estimator: TextEstimator
 ) -> Transcript:
     """The ``Transcript`` of what a store holds, trimmed to its newest messages when
     ``keep`` (messages) or ``budget`` (estimated tokens) is given."""
@@ -117,8 +118,8 @@ def _validated(messages: Sequence[Message]) -> tuple[Message, ...]:
 
 
 def _compare_and_swap(
-    where: str, stored: _Stored | None, revision: int, messages: tuple[Message, ...], replace: bool
-) -> _Stored | None:
+    where: str, stored: StoredTranscript | None, revision: int, messages: tuple[Message, ...], replace: bool
+) -> StoredTranscript | None:
     """``stored`` (the transcript at ``where``), if ``revision`` is still its revision
     (else ``ConflictError``) and ``messages`` extend it (unless ``replace``)."""
     stored_revision = stored.revision if stored else 0
@@ -133,7 +134,7 @@ def _compare_and_swap(
 
 
 def _kept_checkpoints(
-    stored: _Stored | None, messages: tuple[Message, ...], checkpoints: Mapping[str, str | None] | None
+    stored: StoredTranscript | None, messages: tuple[Message, ...], checkpoints: Mapping[str, str | None] | None
 ) -> dict[str, str | None]:
     """The checkpoints to store: those given (each must point into ``messages``), or
     by default the stored ones whose target is still in ``messages``."""
@@ -167,17 +168,7 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
-@dataclasses.dataclass(frozen=True)
-class _Stored:
-    """What a transcript file holds, checked."""
-
-    revision: int
-    messages: tuple[Message, ...]
-    checkpoints: dict[str, str | None]
-    error: str | None
-
-
-def _clean_prefix(stored: _Stored) -> tuple[Message, ...]:
+def _clean_prefix(stored: StoredTranscript) -> tuple[Message, ...]:
     """The stored messages a save must keep: all of them, except that a failed turn
     (one that did not end with the assistant's answer) may be retried from its start."""
     if _state(stored.messages, stored.error) != "unanswered":
@@ -208,7 +199,7 @@ def _parse_json(path: Path, raw: bytes) -> object:
         raise StoreError(f"{path} is corrupted or truncated: {reason}; it was left untouched") from None
 
 
-def read_transcript(path: Path) -> _Stored | None:
+def read_transcript(path: Path) -> StoredTranscript | None:
     """The stored transcript at ``path`` (None: nothing stored), checked through:
     a damaged file raises ``StoreError`` naming it and is never written over."""
     raw = read_stored(path)
@@ -231,7 +222,7 @@ def read_transcript(path: Path) -> _Stored | None:
         validate_history(messages, allow_pending=False)
     except HistoryError as exc:
         raise StoreError(f"{path} is damaged: {exc}; it was left untouched") from None
-    return _Stored(revision, tuple(messages), checkpoints, error)
+    return StoredTranscript(revision, tuple(messages), checkpoints, error)
 
 
 @public
@@ -315,15 +306,19 @@ def trim_start(
     return starts[-1]
 
 
-@public
-class Workspace:
-    """One directory: ``tree.sqlite3`` (the session tree) and
-    ``transcripts/<conversation>/<agent>.json``."""
+def _refuse_read_only(backend: StoreBackend) -> None:
+    if backend.read_only:
+        raise StoreError(f"{backend.location} was opened read-only")
 
-    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False):
-        """Open (creating it, unless ``read_only``) the workspace at ``path``.
-        ``read_only`` writes nothing: the tree is opened read-only and saves raise."""
-        self.path = Path(path)
+
+class FolderStore:
+    """The embedded default: ``tree.sqlite3`` (the session tree) and
+    ``transcripts/<conversation>/<agent>.json``, each written atomically, with views
+    in ``_views/`` and ``_archive/`` and measured records in ``_measured/`` beside them."""
+
+    def __init__(self, path: Path, *, read_only: bool = False):
+        self.path = path
+        self.location = str(path)
         self.read_only = read_only
         if read_only and not (self.path / "tree.sqlite3").is_file():
             raise StoreError(f"{self.path} is not a glyphpack workspace (no tree.sqlite3 in it)")
@@ -335,14 +330,10 @@ class Workspace:
         # path -> (the file's identity when this workspace last read or wrote it, what it
         # holds): a save reads the stored transcript to check its revision, and a long
         # session's transcript is megabytes; re-parsed only when the file changed.
-        self._known: dict[Path, tuple[tuple[int, int, int, int], _Stored]] = {}
-
-    def __repr__(self) -> str:
-        return f"Workspace({str(self.path)!r})"
+        self._known: dict[Path, tuple[tuple[int, int, int, int], StoredTranscript]] = {}
 
     @property
     def tree(self) -> SessionTree:
-        """The session tree (``SessionTree``) in ``tree.sqlite3``."""
         if self._tree is None:
             self._tree = SessionTree(self.path / "tree.sqlite3", read_only=self.read_only)
         return self._tree
@@ -352,6 +343,200 @@ class Workspace:
             self._tree.close()
             self._tree = None
 
+    def transcript_path(self, conversation: str, agent: str) -> Path:
+        return self.path / "transcripts" / check_id(conversation, "conversation") / f"{check_id(agent, 'agent')}.json"
+
+    def where(self, conversation: str, agent: str) -> str:
+        return str(self.transcript_path(conversation, agent))
+
+    def transcripts(self) -> list[tuple[str, str]]:
+        root = self.path / "transcripts"
+        if not root.is_dir():
+            return []
+        return sorted((p.parent.name, p.stem) for p in root.glob("*/*.json") if not is_legacy_view(p))
+
+    # ---------------------------------------------------------------- transcripts
+
+    @staticmethod
+    def _identity(path: Path) -> tuple[int, int, int, int] | None:
+        try:
+            stat = path.stat()
+        except OSError:
+            return None
+        return (stat.st_ino, stat.st_dev, stat.st_size, stat.st_mtime_ns)
+
+    def read(self, conversation: str, agent: str) -> StoredTranscript | None:
+        path = self.transcript_path(conversation, agent)
+        identity = self._identity(path)
+        known = self._known.get(path)
+        if identity is not None and known is not None and known[0] == identity:
+            return known[1]  # an atomic rename gives every new version a new inode
+        stored = read_transcript(path)
+        if stored is not None and identity is not None:
+            self._known[path] = (identity, stored)
+        return stored
+
+    def save(self, conversation: str, agent: str, prepare: Callable[[StoredTranscript | None], StoredTranscript]) -> StoredTranscript:
+        _refuse_read_only(self)
+        path = self.transcript_path(conversation, agent)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create {path.parent}: {exc.strerror}") from None
+        with _locked(path):
+            stored = prepare(self.read(conversation, agent))
+            self.tree.stored_prefix(conversation, stored.messages)  # what the tree would refuse, refused before writing
+            self._write(path, stored, conversation, agent)
+            # The transcript first, then the tree: a crash between the two leaves the tree
+            # a turn behind, and ``reconcile`` (run when a session opens) brings it forward.
+            # The transcript is what a run resumes from, so it is the one that wins.
+            self.tree.record(conversation, agent, stored.messages)
+        return stored
+
+    def _write(self, path: Path, stored: StoredTranscript, conversation: str, agent: str) -> None:
+        """The transcript file, atomically (a crashed writer's temporaries removed first)."""
+        document = {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "conversation": conversation,
+            "agent": agent,
+            "revision": stored.revision,
+            "error": stored.error,
+            "checkpoints": dict(stored.checkpoints),
+            "messages": history_to_json(stored.messages),
+        }
+        # Under the lock every temporary file of this transcript is a crashed writer's.
+        for stale in stale_temporaries(path):
+            with contextlib.suppress(OSError):
+                stale.unlink()
+        _write(path, json_bytes(document))
+        identity = self._identity(path)
+        if identity is not None:
+            self._known[path] = (identity, stored)
+
+    # ---------------------------------------------------------------- measured records
+
+    def _measured_path(self, conversation: str, agent: str) -> Path:
+        path = self.transcript_path(conversation, agent)
+        return path.parent / "_measured" / path.name
+
+    def measured(self, conversation: str, agent: str) -> bytes | None:
+        return read_stored(self._measured_path(conversation, agent))
+
+    def put_measured(self, conversation: str, agent: str, record: bytes) -> None:
+        _refuse_read_only(self)
+        path = self._measured_path(conversation, agent)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create {path.parent}: {exc.strerror}") from None
+        _write(path, record)
+
+    # ---------------------------------------------------------------- compaction views
+    # ``_views/<agent>.json`` is the view in force; every view is also kept, numbered,
+    # in ``_archive/<agent>/``. Agent ids start with a letter or digit, so these folders
+    # can never be an agent's transcript, and no agent name can reach another agent's
+    # view (``coder.view.json`` was both agent ``coder``'s view and agent
+    # ``coder.view``'s transcript once; that layout is still read).
+
+    def _view_path(self, conversation: str, agent: str) -> Path:
+        transcript = self.transcript_path(conversation, agent)
+        return transcript.parent / "_views" / transcript.name
+
+    def _archive_files(self, conversation: str, agent: str) -> list[Path]:
+        transcript = self.transcript_path(conversation, agent)
+        archive = transcript.parent / "_archive" / agent
+        if not archive.is_dir():
+            archive = transcript.parent / f"{agent}.views"  # the layout before _views
+        return sorted((p for p in archive.glob("[0-9]*.json") if p.stem.isdigit()), key=lambda p: int(p.stem))
+
+    def views(self, conversation: str, agent: str) -> list[tuple[str, bytes]]:
+        found = ((str(path), read_stored(path)) for path in self._archive_files(conversation, agent))
+        return [(where, data) for where, data in found if data is not None]
+
+    def count_views(self, conversation: str, agent: str) -> int:
+        return len(self._archive_files(conversation, agent))
+
+    def view(self, conversation: str, agent: str) -> tuple[str, bytes] | None:
+        path = self._view_path(conversation, agent)
+        raw = read_stored(path)
+        if raw is None:
+            path = self.transcript_path(conversation, agent).with_suffix(".view.json")  # the layout before _views
+            if not is_legacy_view(path):
+                return None
+            raw = read_stored(path)
+        return None if raw is None else (str(path), raw)
+
+    def put_view(self, conversation: str, agent: str, document: bytes) -> None:
+        _refuse_read_only(self)
+        target = self._view_path(conversation, agent)
+        archive = target.parent.parent / "_archive" / agent
+        try:
+            archive.mkdir(parents=True, exist_ok=True)
+            target.parent.mkdir(exist_ok=True)
+            number = 1 + max((int(p.stem) for p in archive.glob("[0-9]*.json") if p.stem.isdigit()), default=0)
+            atomic_write(archive / f"{number:04d}.json", document)
+            atomic_write(target, document)
+        except OSError as exc:
+            raise StoreError(f"could not write {target}: {exc.strerror or exc}; the previous view is intact") from exc
+
+
+def is_database_location(location: str | os.PathLike[str]) -> bool:
+    """Whether a workspace location names a database (``postgresql://...``), not a folder."""
+    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
+
+
+@public
+class Workspace:
+    """Where sessions are kept: a folder (``tree.sqlite3``, the session tree, and
+    ``transcripts/<conversation>/<agent>.json``), or a PostgreSQL database for a fleet
+    of hosts (``Workspace("postgresql://user:password@host/db")``, with
+    ``pip install 'glyphpack[postgres]'``). Both keep the same things with the same
+    guarantees."""
+
+    def __init__(self, location: str | os.PathLike[str], *, read_only: bool = False, pool_size: int = 4):
+        """Open (creating it, unless ``read_only``) the workspace at ``location``.
+        ``read_only`` writes nothing: the tree is opened read-only and saves raise.
+        ``pool_size``: the most connections a PostgreSQL workspace holds open at once."""
+        self.read_only = read_only
+        self._store: StoreBackend
+        if is_database_location(location):
+            from .postgres import PostgresStore
+
+            self._store = PostgresStore(str(location), read_only=read_only, pool_size=pool_size)
+        else:
+            self._store = FolderStore(Path(location), read_only=read_only)
+        self.location = self._store.location
+
+    def __repr__(self) -> str:
+        return f"Workspace({self.location!r})"
+
+    @property
+    def path(self) -> Path:
+        """The folder of a folder workspace (a PostgreSQL workspace has none)."""
+        if not isinstance(self._store, FolderStore):
+            raise StoreError(f"{self.location} is a database, not a folder")
+        return self._store.path
+
+    @property
+    def name(self) -> str:
+        """A short name for the workspace: its folder's, or its database's."""
+        if isinstance(self._store, FolderStore):
+            return self._store.path.name
+        return self.location.rsplit("/", 1)[-1].split("?", 1)[0] or self.location
+
+    @property
+    def backend(self) -> StoreBackend:
+        return self._store
+
+    @property
+    def tree(self) -> SessionTree:
+        """The session tree (``SessionTree``)."""
+        return self._store.tree
+
+    def close(self) -> None:
+        self._store.close()
+
     def __enter__(self) -> Workspace:
         return self
 
@@ -359,7 +544,10 @@ class Workspace:
         self.close()
 
     def transcript_path(self, conversation: str, agent: str) -> Path:
-        return self.path / "transcripts" / check_id(conversation, "conversation") / f"{check_id(agent, 'agent')}.json"
+        """The file of a folder workspace's transcript."""
+        if not isinstance(self._store, FolderStore):
+            raise StoreError(f"{self.location} is a database: its transcripts are rows, not files")
+        return self._store.transcript_path(conversation, agent)
 
     def import_session(self, session: ImportedSession, conversation: str, *, replace: bool = False) -> list[Transcript]:
         """Store an imported session as conversation ``conversation``: every path of its
@@ -378,7 +566,7 @@ class Workspace:
             names.append(check_id(unique_name(_agent_id(name), set(names)), "agent"))
         existing = {c.id for c in self.tree.conversations()}
         if conversation in existing and not replace:
-            raise StoreError(f"conversation {conversation!r} is already in {self.path}; import it under another name")
+            raise StoreError(f"conversation {conversation!r} is already in {self.location}; import it under another name")
         if conversation not in existing:
             self.tree.create(conversation, title=session.title)
         main = agents[0][1] if agents else ()
@@ -391,14 +579,8 @@ class Workspace:
             if imported.usage:  # what the harness's last requests measured, for the session's estimate
                 requests = [[messages[start].id, messages[end - 1].id, tokens] for start, end, tokens, *_ in imported.usage]
                 record = {"format": MEASURED_FORMAT, "requests": requests[-MEASURED_KEPT:]}
-                measured = self._measured_path(conversation, name)
-                measured.parent.mkdir(exist_ok=True)
-                _write(measured, json_bytes(record))
+                self._store.put_measured(conversation, name, json_bytes(record))
         return saved
-
-    def _measured_path(self, conversation: str, agent: str) -> Path:
-        path = self.transcript_path(conversation, agent)
-        return path.parent / "_measured" / path.name
 
     def calibration(self, conversation: str, agent: str) -> dict[str, Any] | None:
         """What a session learned from its provider's counts (``save_calibration``; None:
@@ -411,15 +593,13 @@ class Workspace:
     def save_calibration(self, conversation: str, agent: str, learned: Mapping[str, Any]) -> None:
         """Keep ``learned`` (a JSON object: ``Calibration.to_record``) beside the
         transcript, with the import's record."""
-        path = self._measured_path(conversation, agent)
         record = self._measured_record(conversation, agent) or {"format": MEASURED_FORMAT}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _write(path, json_bytes(record | {"calibration": dict(learned)}))
+        self._store.put_measured(conversation, agent, json_bytes(record | {"calibration": dict(learned)}))
 
     def _measured_record(self, conversation: str, agent: str) -> dict[str, Any]:
-        """The measured-tokens file as a JSON object ({} when absent or not one: it only
+        """The measured-tokens record as a JSON object ({} when absent or not one: it only
         ever holds what can be learned again)."""
-        raw = read_stored(self._measured_path(conversation, agent))
+        raw = self._store.measured(conversation, agent)
         try:
             record = json.loads(raw) if raw is not None else {}
         except ValueError:
@@ -430,7 +610,6 @@ class Workspace:
         """The messages each of an imported session's last requests carried (up to
         ``MEASURED_KEPT``, oldest first) with the input tokens its provider counted for
         it (the file's usage records), those whose messages are still in the transcript."""
-        path = self._measured_path(conversation, agent)
         record = self._measured_record(conversation, agent)
         requests = record.get(
             "requests", [[record["first"], record.get("last"), record.get("tokens")]] if "first" in record else []
@@ -438,7 +617,8 @@ class Workspace:
         try:
             spans = [(str(first), str(last), int(tokens)) for first, last, tokens in requests]
         except (ValueError, TypeError) as exc:
-            raise StoreError(f"{path} is damaged ({exc}); delete it") from None
+            place = self._store.where(conversation, agent)
+            raise StoreError(f"the measured record of {place} is damaged ({exc}); delete it") from None
         messages = self.load(conversation, agent).messages
         where = {m.id: n for n, m in enumerate(messages)}
         return [
@@ -450,7 +630,7 @@ class Workspace:
     def reconcile(self, conversation: str, agent: str) -> int:
         """Bring the tree to the stored transcript (after a crash between the two
         writes of a save); returns the messages it added. Writes nothing when they agree."""
-        stored = self._read(self.transcript_path(conversation, agent))
+        stored = self._store.read(conversation, agent)
         if stored is None:
             return 0
         tip = stored.messages[-1].id if stored.messages else None
@@ -460,30 +640,9 @@ class Workspace:
 
     def transcripts(self) -> list[tuple[str, str]]:
         """Every stored (conversation, agent) pair (compaction views are not agents)."""
-        root = self.path / "transcripts"
-        if not root.is_dir():
-            return []
-        return sorted((p.parent.name, p.stem) for p in root.glob("*/*.json") if not is_legacy_view(p))
+        return self._store.transcripts()
 
     # ---------------------------------------------------------------- reading
-
-    @staticmethod
-    def _identity(path: Path) -> tuple[int, int, int, int] | None:
-        try:
-            stat = path.stat()
-        except OSError:
-            return None
-        return (stat.st_ino, stat.st_dev, stat.st_size, stat.st_mtime_ns)
-
-    def _read(self, path: Path) -> _Stored | None:
-        identity = self._identity(path)
-        known = self._known.get(path)
-        if identity is not None and known is not None and known[0] == identity:
-            return known[1]  # an atomic rename gives every new version a new inode
-        stored = read_transcript(path)
-        if stored is not None and identity is not None:
-            self._known[path] = (identity, stored)
-        return stored
 
     def load(
         self,
@@ -496,7 +655,7 @@ class Workspace:
     ) -> Transcript:
         """The stored transcript, trimmed to its newest messages when ``keep``
         (messages) or ``budget`` (estimated tokens) is given. Never writes."""
-        return _loaded(self._read(self.transcript_path(conversation, agent)), conversation, agent, keep, budget, estimator)
+        return _loaded(self._store.read(conversation, agent), conversation, agent, keep, budget, estimator)
 
     # ---------------------------------------------------------------- writing
 
@@ -528,45 +687,16 @@ class Workspace:
         Returns:
             the transcript as stored, at ``revision + 1``.
         """
-        if self.read_only:
-            raise StoreError(f"{self.path} was opened read-only")
+        _refuse_read_only(self._store)
         messages = _validated(messages)
-        path = self.transcript_path(conversation, agent)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create {path.parent}: {exc.strerror}") from None
-        with _locked(path):
-            stored = _compare_and_swap(str(path), self._read(path), revision, messages, replace)
-            marks = _kept_checkpoints(stored, messages, checkpoints)
-            self.tree.stored_prefix(conversation, messages)  # what the tree would refuse, refused before writing
-            self._write(path, _Stored(revision + 1, messages, marks, error), conversation, agent)
-            # The transcript first, then the tree: a crash between the two leaves the tree
-            # a turn behind, and ``reconcile`` (run when a session opens) brings it forward.
-            # The transcript is what a run resumes from, so it is the one that wins.
-            self.tree.record(conversation, agent, messages)
-        return Transcript(conversation, agent, messages, revision + 1, _state(messages, error), error, dict(marks))
+        where = self._store.where(conversation, agent)
 
-    def _write(self, path: Path, stored: _Stored, conversation: str, agent: str) -> None:
-        """The transcript file, atomically (a crashed writer's temporaries removed first)."""
-        document = {
-            "format": FORMAT,
-            "version": FORMAT_VERSION,
-            "conversation": conversation,
-            "agent": agent,
-            "revision": stored.revision,
-            "error": stored.error,
-            "checkpoints": dict(stored.checkpoints),
-            "messages": history_to_json(stored.messages),
-        }
-        # Under the lock every temporary file of this transcript is a crashed writer's.
-        for stale in stale_temporaries(path):
-            with contextlib.suppress(OSError):
-                stale.unlink()
-        _write(path, json_bytes(document))
-        identity = self._identity(path)
-        if identity is not None:
-            self._known[path] = (identity, stored)
+        def prepare(stored: StoredTranscript | None) -> StoredTranscript:
+            stored = _compare_and_swap(where, stored, revision, messages, replace)
+            return StoredTranscript(revision + 1, messages, _kept_checkpoints(stored, messages, checkpoints), error)
+
+        saved = self._store.save(conversation, agent, prepare)
+        return Transcript(conversation, agent, messages, saved.revision, _state(messages, error), error, dict(saved.checkpoints))
 
     def checkpoint(self, conversation: str, agent: str, name: str) -> Transcript:
         """Mark the transcript's current end as checkpoint ``name`` (a clean turn boundary only)."""
@@ -643,7 +773,7 @@ class MemoryStore:
     while their message is. For tests, and for a run that needs nothing to outlive it."""
 
     def __init__(self) -> None:
-        self._stored: dict[tuple[str, str], _Stored] = {}
+        self._stored: dict[tuple[str, str], StoredTranscript] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -686,5 +816,5 @@ class MemoryStore:
         with self._lock:
             stored = _compare_and_swap(f"{conversation}/{agent}", self._stored.get(key), revision, messages, replace)
             marks = _kept_checkpoints(stored, messages, checkpoints)
-            self._stored[key] = _Stored(revision + 1, messages, marks, error)
+            self._stored[key] = StoredTranscript(revision + 1, messages, marks, error)
         return Transcript(conversation, agent, messages, revision + 1, _state(messages, error), error, dict(marks))

@@ -15,8 +15,9 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .._errors import ConflictError, HistoryError, StoreError
 from .._types import public
@@ -100,17 +101,61 @@ class Node:
     conversation: str
 
 
-@public
-class SessionTree:
-    """Messages with parent pointers and a tip per conversation, in one SQLite file."""
+class Executor(Protocol):
+    """A statement runner inside a write transaction (``sqlite3.Connection`` is one)."""
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Any: ...
+
+
+class TreeDatabase(Protocol):
+    """What the tree needs of a database, so one tree serves SQLite (the folder
+    workspace) and PostgreSQL (a fleet's): statements with ``?`` parameters, and a
+    write transaction that keeps other writers of the same conversations out."""
+
+    #: Where the database is, for messages (a file, or a URL without its password).
+    name: str
+    read_only: bool
+    #: The column that orders a table's rows as they were inserted.
+    order: str
+    #: The comparison that treats NULL as a value (``tip IS ?`` on SQLite).
+    same: str
+    #: What a duplicate key raises.
+    integrity_errors: tuple[type[Exception], ...]
+    #: Whether the schema has the tables later versions added (an old tree opened read-only lacks them).
+    has_agent_tips: bool
+    has_labels: bool
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+
+    def write(self, *conversations: str) -> AbstractContextManager[Executor]: ...
+
+    def encode(self, message: Message) -> str: ...
+
+    def decode(self, body: str) -> Message: ...
+
+    def damaged(self, reason: object) -> StoreError: ...
+
+    def problems(self) -> str | None: ...
+
+    def close(self) -> None: ...
+
+
+class SqliteDatabase:
+    """The folder workspace's tree: one SQLite file, WAL mode, ``BEGIN IMMEDIATE`` for
+    writes (one writer at a time across processes), ``PRAGMA user_version`` for the schema."""
+
+    order = "rowid"
+    same = "IS"
+    integrity_errors: tuple[type[Exception], ...] = (sqlite3.IntegrityError,)
 
     def __init__(self, path: str | Path, *, read_only: bool = False):
-        """Open (and, unless ``read_only``, create or migrate) the tree at ``path``.
+        """Open (and, unless ``read_only``, create or migrate) the database at ``path``.
 
         ``read_only`` writes nothing, not even a schema, and checks the database's
         integrity first: a damaged or empty file raises ``StoreError`` naming it.
         """
         self.db_path = Path(path)
+        self.name = str(self.db_path)
         self.read_only = read_only
         # One connection shared by the threads of this process: sqlite3 connections
         # are not safe to use from two threads at once, so every statement and
@@ -121,7 +166,7 @@ class SessionTree:
         try:
             self._db = sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None, check_same_thread=False)
         except sqlite3.DatabaseError as exc:
-            raise self._damaged(exc) from None
+            raise self.damaged(exc) from None
         try:
             self._db.execute("PRAGMA busy_timeout=30000")
             if read_only:
@@ -132,17 +177,95 @@ class SessionTree:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA foreign_keys=ON")
                 self._migrate()
-            # A version-1 database opened read-only is not migrated: it has no agent tips.
             tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             # A tree of an older schema opened read-only is not migrated: what it lacks reads as empty.
-            self._has_agent_tips = "agent_tips" in tables
-            self._has_labels = "labels" in tables
+            self.has_agent_tips = "agent_tips" in tables
+            self.has_labels = "labels" in tables
         except sqlite3.DatabaseError as exc:
             self._db.close()
-            raise self._damaged(exc) from None
+            raise self.damaged(exc) from None
         except StoreError:
             self._db.close()
             raise
+
+    def close(self) -> None:
+        self._db.close()
+
+    def damaged(self, reason: object) -> StoreError:
+        if isinstance(reason, sqlite3.OperationalError) and ("locked" in str(reason) or "busy" in str(reason)):
+            return StoreError(f"{self.db_path} is busy: another process holds it ({reason}); try again")
+        return StoreError(f"{self.db_path} is damaged ({reason}); it was left as it is: restore it from a copy")
+
+    def _check_read_only(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0:
+            raise StoreError(f"{self.db_path} is empty: not a session tree (it holds no schema)")
+        check_schema_version(self.name, version, SCHEMA_VERSION)
+        problems = self.problems()
+        if problems:
+            raise self.damaged(problems)
+
+    def problems(self) -> str | None:
+        """SQLite's quick check: None when the database is sound."""
+        with self._lock:
+            try:
+                rows = [r[0] for r in self._db.execute("PRAGMA quick_check").fetchall()]
+            except sqlite3.DatabaseError as exc:
+                return str(exc)
+        return None if rows == ["ok"] else "; ".join(rows[:3])
+
+    def _migrate(self) -> None:
+        with self.write():
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            check_schema_version(self.name, version, SCHEMA_VERSION)
+            for step in range(version, SCHEMA_VERSION):
+                for statement in MIGRATIONS[step].split(";"):
+                    if statement.strip():
+                        self._db.execute(statement)
+                self._db.execute(f"PRAGMA user_version={step + 1}")
+
+    def write(self, *conversations: str) -> _Transaction:
+        if self.read_only:
+            raise StoreError(f"{self.db_path} was opened read-only")
+        return _Transaction(self._db, self._lock, self.damaged)
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            try:
+                return self._db.execute(sql, tuple(params)).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise self.damaged(exc) from None
+
+    def encode(self, message: Message) -> str:
+        return json_text(message_to_json(message))
+
+    def decode(self, body: str) -> Message:
+        try:
+            return message_from_json(json.loads(body))
+        except (json.JSONDecodeError, HistoryError) as exc:
+            raise self.damaged(f"a stored message does not decode: {exc}") from None
+
+
+def check_schema_version(name: str, version: int, supported: int) -> None:
+    """Refuse a database whose schema a newer glyphpack wrote (before anything is written)."""
+    if version > supported:
+        raise StoreError(f"{name} has schema version {version}, newer than this glyphpack's {supported}; upgrade glyphpack")
+
+
+@public
+class SessionTree:
+    """Messages with parent pointers and a tip per conversation, in one SQLite file
+    (or a PostgreSQL database: ``Workspace("postgresql://...").tree``)."""
+
+    def __init__(self, path: str | Path | TreeDatabase, *, read_only: bool = False):
+        """Open (and, unless ``read_only``, create or migrate) the tree at ``path``.
+
+        ``read_only`` writes nothing, not even a schema, and checks the database's
+        integrity first: a damaged or empty file raises ``StoreError`` naming it.
+        """
+        self._db: TreeDatabase = path if not isinstance(path, (str, Path)) else SqliteDatabase(path, read_only=read_only)
+        self.name = self._db.name
+        self.read_only = self._db.read_only
 
     def close(self) -> None:
         self._db.close()
@@ -153,74 +276,25 @@ class SessionTree:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _damaged(self, reason: object) -> StoreError:
-        if isinstance(reason, sqlite3.OperationalError) and ("locked" in str(reason) or "busy" in str(reason)):
-            return StoreError(f"{self.db_path} is busy: another process holds it ({reason}); try again")
-        return StoreError(f"{self.db_path} is damaged ({reason}); it was left as it is: restore it from a copy")
-
-    def _check_read_only(self) -> None:
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version == 0:
-            raise StoreError(f"{self.db_path} is empty: not a session tree (it holds no schema)")
-        if version > SCHEMA_VERSION:
-            raise StoreError(
-                f"{self.db_path} has schema version {version}, newer than this glyphpack's {SCHEMA_VERSION}; upgrade glyphpack"
-            )
-        problems = self._integrity_problems()
-        if problems:
-            raise self._damaged(problems)
-
     def verify(self) -> None:
-        """Raise ``StoreError`` naming the file if SQLite's quick check finds damage."""
-        with self._lock:
-            problems = self._integrity_problems()
+        """Raise ``StoreError`` naming the database if its integrity check finds damage."""
+        problems = self._db.problems()
         if problems:
-            raise self._damaged(problems)
-
-    def _integrity_problems(self) -> str | None:
-        """SQLite's quick check: None when the database is sound."""
-        try:
-            rows = [r[0] for r in self._db.execute("PRAGMA quick_check").fetchall()]
-        except sqlite3.DatabaseError as exc:
-            return str(exc)
-        return None if rows == ["ok"] else "; ".join(rows[:3])
+            raise self._db.damaged(problems)
 
     def _not_found(self, message: str) -> StoreError:
         """``message`` as the error, unless the thing is missing because the database is damaged."""
-        with self._lock:
-            problems = self._integrity_problems()
-        return self._damaged(problems) if problems else StoreError(message)
+        problems = self._db.problems()
+        return self._db.damaged(problems) if problems else StoreError(message)
 
     def _message(self, body: str) -> Message:
-        try:
-            return message_from_json(json.loads(body))
-        except (json.JSONDecodeError, HistoryError) as exc:
-            raise self._damaged(f"a stored message does not decode: {exc}") from None
+        return self._db.decode(body)
 
-    def _migrate(self) -> None:
-        with self._write():
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.db_path} has schema version {version}, newer than this glyphpack's {SCHEMA_VERSION}; upgrade glyphpack"
-                )
-            for step in range(version, SCHEMA_VERSION):
-                for statement in MIGRATIONS[step].split(";"):
-                    if statement.strip():
-                        self._db.execute(statement)
-                self._db.execute(f"PRAGMA user_version={step + 1}")
-
-    def _write(self) -> _Transaction:
-        if self.read_only:
-            raise StoreError(f"{self.db_path} was opened read-only")
-        return _Transaction(self._db, self._lock, self._damaged)
+    def _write(self, *conversations: str) -> AbstractContextManager[Executor]:
+        return self._db.write(*conversations)
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-        with self._lock:
-            try:
-                return self._db.execute(sql, params).fetchall()
-            except sqlite3.DatabaseError as exc:
-                raise self._damaged(exc) from None
+        return self._db.query(sql, params)
 
     # ------------------------------------------------------------------ reading
 
@@ -234,7 +308,7 @@ class SessionTree:
         )
         row = found[0] if found else None
         if row is None:
-            raise self._not_found(f"no conversation {conversation!r} in {self.db_path}")
+            raise self._not_found(f"no conversation {conversation!r} in {self.name}")
         return Conversation(*row)
 
     def tip(self, conversation: str) -> str | None:
@@ -244,7 +318,7 @@ class SessionTree:
         found = self._query("SELECT body, parent, conversation FROM messages WHERE id = ?", (message_id,))
         row = found[0] if found else None
         if row is None:
-            raise self._not_found(f"no message {message_id!r} in {self.db_path}")
+            raise self._not_found(f"no message {message_id!r} in {self.name}")
         return Node(self._message(row[0]), row[1], row[2])
 
     def path_to(self, message_id: str | None) -> list[Message]:
@@ -263,7 +337,7 @@ class SessionTree:
             (message_id,),
         )
         if not rows:
-            raise self._not_found(f"no message {message_id!r} in {self.db_path}")
+            raise self._not_found(f"no message {message_id!r} in {self.name}")
         return [self._message(body) for (body,) in rows]
 
     def path(self, conversation: str) -> list[Message]:
@@ -287,14 +361,14 @@ class SessionTree:
 
     def children(self, message_id: str) -> list[Message]:
         """The messages stored directly under ``message_id`` (branches, oldest first)."""
-        rows = self._query("SELECT body FROM messages WHERE parent = ? ORDER BY created, rowid", (message_id,))
+        rows = self._query(f"SELECT body FROM messages WHERE parent = ? ORDER BY created, {self._db.order}", (message_id,))
         return [self._message(body) for (body,) in rows]
 
     def nodes(self, conversation: str) -> list[Node]:
         """Every message stored for a conversation, in insertion order (the whole tree)."""
         self.conversation(conversation)
         rows = self._query(
-            "SELECT body, parent FROM messages WHERE conversation = ? ORDER BY created, rowid", (conversation,)
+            f"SELECT body, parent FROM messages WHERE conversation = ? ORDER BY created, {self._db.order}", (conversation,)
         )
         return [Node(self._message(body), parent, conversation) for body, parent in rows]
 
@@ -303,13 +377,13 @@ class SessionTree:
     def create(self, conversation: str | None = None, title: str = "") -> str:
         """A new, empty conversation; returns its id."""
         conversation = check_id(conversation if conversation is not None else new_id(), "conversation")
-        with self._write():
+        with self._write(conversation) as db:
             try:
-                self._db.execute(
+                db.execute(
                     "INSERT INTO conversations (id, title, tip, created) VALUES (?, ?, NULL, ?)",
                     (conversation, title, time.time()),
                 )
-            except sqlite3.IntegrityError:
+            except self._db.integrity_errors:
                 raise StoreError(f"conversation {conversation!r} already exists") from None
         return conversation
 
@@ -320,26 +394,26 @@ class SessionTree:
         moved since, raises ``ConflictError`` and writes nothing. Omitted, the message
         goes under whatever the tip is now (appends from several writers chain up).
         """
-        body = json_text(message_to_json(message))
-        with self._write():
+        with self._write(conversation) as db:
+            body = self._db.encode(message)
             tip = self.tip(conversation)
             if not isinstance(expected_tip, _Unset) and expected_tip != tip:
                 raise ConflictError(
                     f"conversation {conversation!r} has moved to tip {tip!r}, not {expected_tip!r}: reload it and retry"
                 )
             try:
-                self._db.execute(
+                db.execute(
                     "INSERT INTO messages (id, conversation, parent, role, body, created) VALUES (?, ?, ?, ?, ?, ?)",
                     (message.id, conversation, tip, message.role, body, time.time()),
                 )
-            except sqlite3.IntegrityError:
+            except self._db.integrity_errors:
                 raise StoreError(f"message id {message.id!r} is already in the tree; messages are stored once") from None
-            self._move_tip(conversation, tip, message.id)
+            self._move_tip(db, conversation, tip, message.id)
         return message.id
 
-    def _move_tip(self, conversation: str, old: str | None, new: str | None) -> None:
-        moved = self._db.execute(
-            "UPDATE conversations SET tip = ? WHERE id = ? AND tip IS ?", (new, conversation, old)
+    def _move_tip(self, db: Executor, conversation: str, old: str | None, new: str | None) -> None:
+        moved = db.execute(
+            f"UPDATE conversations SET tip = ? WHERE id = ? AND tip {self._db.same} ?", (new, conversation, old)
         ).rowcount
         if moved != 1:
             raise ConflictError(f"conversation {conversation!r}: the tip moved underneath this write")
@@ -347,41 +421,41 @@ class SessionTree:
     def branch(self, conversation: str, message_id: str | None) -> None:
         """Move the conversation's tip to ``message_id`` (one of its messages, or None
         for the empty start). Writes nothing but the tip."""
-        with self._write():
+        with self._write(conversation) as db:
             current = self.tip(conversation)
             if message_id is not None:
                 node = self.node(message_id)
                 if node.conversation != conversation:
                     raise StoreError(f"message {message_id!r} belongs to {node.conversation!r}, not {conversation!r}")
-            self._move_tip(conversation, current, message_id)
+            self._move_tip(db, conversation, current, message_id)
 
     def add_paths(self, conversation: str, paths: Sequence[Sequence[Message]], *, tip: str | None) -> int:
         """Store whole paths (root first) in one transaction: each message under the one
         before it, a message already stored (a prefix two paths share) stored once; then
         move the tip to ``tip``. Returns how many messages were added."""
         added = 0
-        with self._write():
+        with self._write(conversation) as db:
             self.conversation(conversation)
             for path in paths:
                 parent = None
                 for message in path:
-                    exists = self._db.execute("SELECT conversation FROM messages WHERE id = ?", (message.id,)).fetchone()
+                    exists = db.execute("SELECT conversation FROM messages WHERE id = ?", (message.id,)).fetchone()
                     if exists is None:
-                        self._db.execute(
+                        db.execute(
                             "INSERT INTO messages (id, conversation, parent, role, body, created) VALUES (?, ?, ?, ?, ?, ?)",
-                            (message.id, conversation, parent, message.role, json_text(message_to_json(message)), time.time()),
+                            (message.id, conversation, parent, message.role, self._db.encode(message), time.time()),
                         )
                         added += 1
                     elif exists[0] != conversation:
                         raise StoreError(f"message id {message.id!r} is already in conversation {exists[0]!r}")
                     parent = message.id
-            self._move_tip(conversation, self.tip(conversation), tip)
+            self._move_tip(db, conversation, self.tip(conversation), tip)
         return added
 
     def agent_tips(self, conversation: str) -> dict[str, str | None]:
         """Each agent's tip in ``conversation`` (agents recorded with ``record``), main agent first."""
         self.conversation(conversation)
-        if not self._has_agent_tips:
+        if not self._db.has_agent_tips:
             return {}
         rows = self._query(
             "SELECT agent, tip FROM agent_tips WHERE conversation = ? ORDER BY main DESC, agent", (conversation,)
@@ -390,7 +464,7 @@ class SessionTree:
 
     def agent_tip(self, conversation: str, agent: str) -> str | None:
         """``agent``'s tip in ``conversation`` (None: nothing recorded for it)."""
-        if not self._has_agent_tips:
+        if not self._db.has_agent_tips:
             return None
         rows = self._query("SELECT tip FROM agent_tips WHERE conversation = ? AND agent = ?", (conversation, agent))
         return rows[0][0] if rows else None
@@ -421,36 +495,36 @@ class SessionTree:
         first recorded agent is its main agent, whose tip is the conversation's tip.
         """
         check_id(agent, "agent")
-        with self._write():
-            self._db.execute(
-                "INSERT OR IGNORE INTO conversations (id, title, tip, created) VALUES (?, ?, NULL, ?)",
+        with self._write(conversation) as db:
+            db.execute(
+                "INSERT INTO conversations (id, title, tip, created) VALUES (?, ?, NULL, ?) ON CONFLICT (id) DO NOTHING",
                 (check_id(conversation, "conversation"), title, time.time()),
             )
             known = self.stored_prefix(conversation, history)
             parent = history[known - 1].id if known else None
             for message in history[known:]:
-                self._db.execute(
+                db.execute(
                     "INSERT INTO messages (id, conversation, parent, role, body, created) VALUES (?, ?, ?, ?, ?, ?)",
-                    (message.id, conversation, parent, message.role, json_text(message_to_json(message)), time.time()),
+                    (message.id, conversation, parent, message.role, self._db.encode(message), time.time()),
                 )
                 parent = message.id
             tip = history[-1].id if history else None
-            row = self._db.execute(
+            row = db.execute(
                 "SELECT main FROM agent_tips WHERE conversation = ? AND agent = ?", (conversation, agent)
             ).fetchone()
             if row is not None:
                 main = bool(row[0])
             else:  # a new agent is the main one only where the conversation has none yet
-                main = self._db.execute(
+                main = db.execute(
                     "SELECT 1 FROM agent_tips WHERE conversation = ? AND main = 1", (conversation,)
                 ).fetchone() is None
-            self._db.execute(
+            db.execute(
                 "INSERT INTO agent_tips (conversation, agent, tip, main) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (conversation, agent) DO UPDATE SET tip = excluded.tip",
                 (conversation, agent, tip, int(main)),
             )
             if main:
-                self._db.execute("UPDATE conversations SET tip = ? WHERE id = ?", (tip, conversation))
+                db.execute("UPDATE conversations SET tip = ? WHERE id = ?", (tip, conversation))
         return len(history) - known
 
     def label(self, conversation: str, name: str, message_id: str | None) -> None:
@@ -459,8 +533,8 @@ class SessionTree:
         self.conversation(conversation)
         if message_id is not None and self.node(message_id).conversation != conversation:
             raise StoreError(f"message {message_id!r} is not in conversation {conversation!r}")
-        with self._write():
-            self._db.execute(
+        with self._write(conversation) as db:
+            db.execute(
                 "INSERT INTO labels (conversation, name, message) VALUES (?, ?, ?) "
                 "ON CONFLICT (conversation, name) DO UPDATE SET message = excluded.message",
                 (conversation, name, message_id),
@@ -468,7 +542,7 @@ class SessionTree:
 
     def labels(self, conversation: str) -> dict[str, str | None]:
         """Every label of a conversation: name -> the message it marks (None: the start)."""
-        if not self._has_labels:
+        if not self._db.has_labels:
             return {}
         return {name: message for name, message in self._query(
             "SELECT name, message FROM labels WHERE conversation = ? ORDER BY name", (conversation,)
@@ -483,30 +557,68 @@ class SessionTree:
             raise StoreError(f"message {at!r} is not in conversation {conversation!r}")
         path = self.path_to(at)
         new = check_id(new_conversation if new_conversation is not None else new_id(), "conversation")
-        with self._write():
+        with self._write(new) as db:
             try:
-                self._db.execute(
+                db.execute(
                     "INSERT INTO conversations (id, title, tip, created, forked_from, forked_at) VALUES (?, ?, NULL, ?, ?, ?)",
                     (new, title or source.title, time.time(), conversation, at),
                 )
-            except sqlite3.IntegrityError:
+            except self._db.integrity_errors:
                 raise StoreError(f"conversation {new!r} already exists") from None
             parent = None
             renamed: dict[str | None, str | None] = {None: None}
             for message in path:
                 copy = dataclasses.replace(message, id=new_id())
                 renamed[message.id] = copy.id
-                self._db.execute(
+                db.execute(
                     "INSERT INTO messages (id, conversation, parent, role, body, created) VALUES (?, ?, ?, ?, ?, ?)",
-                    (copy.id, new, parent, copy.role, json_text(message_to_json(copy)), time.time()),
+                    (copy.id, new, parent, copy.role, self._db.encode(copy), time.time()),
                 )
                 parent = copy.id
-            self._move_tip(new, None, parent)
+            self._move_tip(db, new, None, parent)
             # The labels on the copied path come along, on the copies.
             for name, message in self._query("SELECT name, message FROM labels WHERE conversation = ?", (conversation,)):
                 if message in renamed:
-                    self._db.execute("INSERT INTO labels (conversation, name, message) VALUES (?, ?, ?)", (new, name, renamed[message]))
+                    db.execute("INSERT INTO labels (conversation, name, message) VALUES (?, ?, ?)", (new, name, renamed[message]))
         return new
+
+    def copy_conversation(self, source: SessionTree, conversation: str) -> int:
+        """Copy ``conversation`` from ``source`` (another workspace's tree) as it is: each
+        message with its id, parent, role and time, the tips of the conversation and of
+        each agent, the labels, where it was forked from. Returns the messages copied."""
+        info = source.conversation(conversation)
+        rows = source._query(
+            f"SELECT id, parent, role, body, created FROM messages WHERE conversation = ? ORDER BY created, {source._db.order}",
+            (conversation,),
+        )
+        agents = source._query("SELECT agent, tip, main FROM agent_tips WHERE conversation = ?", (conversation,)) if source._db.has_agent_tips else []
+        with self._write(conversation) as db:
+            try:
+                db.execute(
+                    "INSERT INTO conversations (id, title, tip, created, forked_from, forked_at) VALUES (?, ?, NULL, ?, ?, ?)",
+                    (info.id, info.title, info.created, info.forked_from, info.forked_at),
+                )
+            except self._db.integrity_errors:
+                raise StoreError(f"conversation {conversation!r} already exists in {self.name}") from None
+            for message_id, parent, role, body, created in rows:
+                message = source._message(body)
+                db.execute(
+                    "INSERT INTO messages (id, conversation, parent, role, body, created) VALUES (?, ?, ?, ?, ?, ?)",
+                    (message_id, conversation, parent, role, self._db.encode(message), created),
+                )
+            for agent, tip, main in agents:
+                db.execute("INSERT INTO agent_tips (conversation, agent, tip, main) VALUES (?, ?, ?, ?)", (conversation, agent, tip, main))
+            for name, message_id in source.labels(conversation).items():
+                db.execute("INSERT INTO labels (conversation, name, message) VALUES (?, ?, ?)", (conversation, name, message_id))
+            db.execute("UPDATE conversations SET tip = ? WHERE id = ?", (info.tip, conversation))
+        return len(rows)
+
+    def set_tips(self, conversation: str, tip: str | None, agent_tips: dict[str, str | None]) -> None:
+        """Put the conversation's tip and its agents' tips where they were in a copy's source."""
+        with self._write(conversation) as db:
+            db.execute("UPDATE conversations SET tip = ? WHERE id = ?", (tip, conversation))
+            for agent, agent_tip in agent_tips.items():
+                db.execute("UPDATE agent_tips SET tip = ? WHERE conversation = ? AND agent = ?", (agent_tip, conversation, agent))
 
 
 class _Transaction:

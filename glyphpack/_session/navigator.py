@@ -24,7 +24,7 @@ from .._errors import StoreError
 from .._history.messages import Block, Image, Message, Opaque, RedactedThinking, Text, Thinking, ToolCall, ToolResult
 from .._history.store import Workspace
 from .._types import public
-from .view import StoredView, read_archive, view_path
+from .view import StoredView, read_archive
 
 Json = dict[str, Any]
 
@@ -133,7 +133,7 @@ def workspace_data(workspace: Workspace, conversation: str | None = None) -> Jso
     if conversation is not None:
         if conversation not in {c.id for c in conversations}:
             known = ", ".join(c.id for c in conversations) or "none"
-            raise StoreError(f"no conversation {conversation!r} in {workspace.path} (conversations: {known})")
+            raise StoreError(f"no conversation {conversation!r} in {workspace.location} (conversations: {known})")
         chosen = {conversation} | {c.id for c in conversations if c.forked_from == conversation}
         conversations = [c for c in conversations if c.id in chosen]
     images = _Images()
@@ -152,10 +152,9 @@ def workspace_data(workspace: Workspace, conversation: str | None = None) -> Jso
             "forked_from": info.forked_from, "forked_at": info.forked_at,
         })
         for agent in agents:
-            path = view_path(workspace.transcript_path(info.id, agent))
-            for number, view in enumerate(read_archive(path), 1):
+            for number, view in enumerate(read_archive(workspace, info.id, agent), 1):
                 compactions.append(_compaction(number, info.id, agent, view, originals, images))
-    return {"workspace": workspace.path.name, "conversations": out_conversations, "nodes": nodes,
+    return {"workspace": workspace.name, "conversations": out_conversations, "nodes": nodes,
             "images": images.table, "compactions": compactions}
 
 
@@ -173,7 +172,7 @@ def export_html(workspace: Workspace, conversation: str | None = None) -> str:
     style = (assets / "navigator.css").read_text(encoding="utf-8")
     script = (assets / "navigator.js").read_text(encoding="utf-8")
     data = _script_json(workspace_data(workspace, conversation))
-    title = f"glyphpack: {workspace.path.name}" + (f" / {conversation}" if conversation else "")
+    title = f"glyphpack: {workspace.name}" + (f" / {conversation}" if conversation else "")
     escaped_title = title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     values = {"@@STYLE@@": style, "@@TITLE@@": escaped_title, "@@DATA@@": data, "@@SCRIPT@@": script}
     # One pass: what is put in is never scanned for markers again.

@@ -55,7 +55,7 @@ from .._providers.resolve import resolve, text_estimator
 from .._providers.text_tokens import TextEstimator
 from .._types import Api, LoadState, Rung, public
 from .commands import CommandResult, run_command
-from .view import StoredView, read_view, view_path, write_view
+from .view import StoredView, read_view, write_view
 
 #: Tokens kept free for the reply: this share of the window, at most REPLY_RESERVE_MAX.
 REPLY_RESERVE_SHARE = 0.125
@@ -266,8 +266,7 @@ class Session:
         transcript = self.workspace.load(self.conversation, self.agent)
         self.messages = transcript.messages
         self.revision = transcript.revision
-        self._view_path = view_path(self.workspace.transcript_path(self.conversation, self.agent))
-        self._view = self._applicable(read_view(self._view_path))
+        self._view = self._applicable(read_view(self.workspace, self.conversation, self.agent))
         return transcript.state
 
     def _applicable(self, view: StoredView | None) -> StoredView | None:
@@ -607,7 +606,7 @@ class Session:
             trigger="elision",
             report=f"{result.report.changed:,} tool results and arguments elided below the threshold, ~{freed:,} tokens freed; recall brings each back",
         )
-        write_view(self._view_path, view)
+        write_view(self.workspace, self.conversation, self.agent, view)
         self._view = view
         return result.report.changed
 
@@ -641,7 +640,7 @@ class Session:
             report=result.report.message,
             page_text=result.page_text,
         )
-        write_view(self._view_path, view)
+        write_view(self.workspace, self.conversation, self.agent, view)
         self._view = view
 
     def compact(self, budget: int | None = None) -> Compaction:
@@ -758,7 +757,7 @@ class Session:
                     messages=tuple(renamed.get(m.id, m) for m in old_view.messages),
                     source=None if source is None else (new_id(source[0]), new_id(source[1])),
                 )
-                write_view(self._view_path, carried)
+                write_view(self.workspace, self.conversation, self.agent, carried)
                 self._view = carried
         return self.conversation
 

@@ -1,0 +1,462 @@
+"""The workspace on PostgreSQL, for fleets: many hosts, one database.
+
+``Workspace("postgresql://user:password@host/db")`` keeps what the folder workspace
+keeps, with the same guarantees, in one database through psycopg 3 and a connection
+pool:
+
+- the session tree: the tables of the SQLite tree (``SessionTree`` runs the same
+  statements on both), with a ``seq`` column for insertion order;
+- transcripts: a row per (conversation, agent) with its revision, checkpoints and the
+  digests of its messages, in order; each message's JSON is stored once in ``bodies``
+  by its digest, so saving a turn writes that turn and one row;
+- images, stored once by digest in ``images`` (a message's JSON names the digest);
+- compaction views, numbered per agent (the one in force is the newest), and the
+  measured record of an import.
+
+A save is one transaction: the transcript's row and the tree's messages and tip
+commit together, so a crash leaves the old or the new state of both. Writers of one
+conversation take a transaction-scoped advisory lock on it (released by the server if
+the writer dies), so the revision check and the write cannot interleave across hosts;
+writers of different conversations run in parallel.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import threading
+import urllib.parse
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from .._errors import HistoryError, StoreError
+from .backend import StoredTranscript
+from .codec import json_text, message_from_json, message_to_json
+from .ids import check_id
+from .messages import Message, validate_history
+from .tree import Executor, SessionTree, check_schema_version
+
+SCHEMES = ("postgresql://", "postgres://")
+
+# Each entry moves the schema from version i to i + 1 (``glyphpack_schema.version``).
+MIGRATIONS = (
+    """
+    CREATE TABLE conversations (
+        id TEXT PRIMARY KEY,
+        title TEXT NOT NULL DEFAULT '',
+        tip TEXT,
+        created DOUBLE PRECISION NOT NULL,
+        forked_from TEXT,
+        forked_at TEXT
+    );
+    CREATE TABLE messages (
+        seq BIGSERIAL UNIQUE,
+        id TEXT PRIMARY KEY,
+        conversation TEXT NOT NULL REFERENCES conversations(id),
+        parent TEXT REFERENCES messages(id),
+        role TEXT NOT NULL,
+        body TEXT NOT NULL,
+        created DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX messages_parent ON messages(parent);
+    CREATE INDEX messages_conversation ON messages(conversation);
+    CREATE TABLE agent_tips (
+        conversation TEXT NOT NULL REFERENCES conversations(id),
+        agent TEXT NOT NULL,
+        tip TEXT REFERENCES messages(id),
+        main INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (conversation, agent)
+    );
+    CREATE TABLE labels (
+        conversation TEXT NOT NULL REFERENCES conversations(id),
+        name TEXT NOT NULL,
+        message TEXT REFERENCES messages(id),
+        PRIMARY KEY (conversation, name)
+    );
+    CREATE TABLE images (
+        digest TEXT PRIMARY KEY,
+        data BYTEA NOT NULL
+    );
+    CREATE TABLE bodies (
+        digest TEXT PRIMARY KEY,
+        body TEXT NOT NULL
+    );
+    CREATE TABLE transcripts (
+        conversation TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        revision BIGINT NOT NULL,
+        error TEXT,
+        checkpoints TEXT NOT NULL,
+        bodies TEXT[] NOT NULL,
+        PRIMARY KEY (conversation, agent)
+    );
+    CREATE TABLE views (
+        conversation TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        document BYTEA NOT NULL,
+        PRIMARY KEY (conversation, agent, number)
+    );
+    CREATE TABLE measured (
+        conversation TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        record BYTEA NOT NULL,
+        PRIMARY KEY (conversation, agent)
+    )
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+#: The advisory lock key migrations take, so two hosts opening a new database at once
+#: do not both create the schema.
+_MIGRATION_LOCK = "glyphpack:schema"
+
+
+def is_location(location: str) -> bool:
+    """Whether a workspace location names a PostgreSQL database."""
+    return location.startswith(SCHEMES)
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password, for messages and ``Workspace.location``."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class _Statements:
+    """A connection inside a transaction, taking the tree's ``?`` parameters."""
+
+    def __init__(self, connection: Any):
+        self.connection = connection
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Any:
+        return self.connection.execute(sql.replace("?", "%s"), tuple(parameters))
+
+
+class PostgresDatabase:
+    """A PostgreSQL database through a psycopg connection pool: the ``TreeDatabase``
+    of a fleet's tree, and the statements the workspace's transcripts need."""
+
+    order = "seq"
+    same = "IS NOT DISTINCT FROM"
+    has_agent_tips = True
+    has_labels = True
+
+    def __init__(self, url: str, *, read_only: bool = False, pool_size: int = 4):
+        try:
+            import psycopg
+            import psycopg_pool
+        except ImportError:
+            raise StoreError(
+                "a PostgreSQL workspace needs psycopg 3 and its pool: pip install 'glyphpack[postgres]'"
+            ) from None
+        self._psycopg = psycopg
+        self.name = redacted(url)
+        self.read_only = read_only
+        self.integrity_errors: tuple[type[Exception], ...] = (psycopg.IntegrityError,)
+        self._local = threading.local()
+        # One connection first, to say clearly why the server cannot be used (a pool
+        # only retries in the background) and to bring the schema up to date.
+        try:
+            first = psycopg.connect(url, autocommit=True, connect_timeout=10)
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"cannot connect to the PostgreSQL workspace {self.name}: {_first_line(exc)} "
+                f"(check that the server runs and the URL's host, port, user, password and database)"
+            ) from None
+        try:
+            self._prepare(first)
+        except psycopg.Error as exc:
+            raise self.damaged(exc) from None
+        finally:
+            first.close()
+        self._pool = psycopg_pool.ConnectionPool(
+            url, min_size=1, max_size=pool_size, kwargs={"autocommit": True}, open=False, name="glyphpack"
+        )
+        try:
+            self._pool.open(wait=True, timeout=30)
+        except psycopg_pool.PoolTimeout as exc:
+            self._pool.close()
+            raise StoreError(f"cannot open connections to {self.name}: {exc}") from None
+
+    def _prepare(self, connection: Any) -> None:
+        """Check the server takes writes and the schema is one this glyphpack reads;
+        create or migrate it (not when read-only). Nothing is written when it refuses."""
+        version = self._schema_version(connection)
+        if self.read_only:
+            if version is None:
+                raise StoreError(f"{self.name} is not a glyphpack workspace (no glyphpack schema in it)")
+            check_schema_version(self.name, version, SCHEMA_VERSION)
+            return
+        standby, read_only = connection.execute("SELECT pg_is_in_recovery(), current_setting('transaction_read_only')").fetchone()
+        if standby or read_only == "on":
+            what = "a standby (read-only replica)" if standby else "read-only (default_transaction_read_only)"
+            raise StoreError(
+                f"{self.name} is {what}: nothing was written; point the workspace at the primary, or open it read_only"
+            )
+        if version is not None:
+            check_schema_version(self.name, version, SCHEMA_VERSION)
+            if version == SCHEMA_VERSION:
+                return
+        with connection.transaction():
+            connection.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (_MIGRATION_LOCK,))
+            connection.execute("CREATE TABLE IF NOT EXISTS glyphpack_schema (version INTEGER NOT NULL)")
+            row = connection.execute("SELECT version FROM glyphpack_schema").fetchone()
+            current = row[0] if row else 0
+            check_schema_version(self.name, current, SCHEMA_VERSION)
+            if row is None:
+                connection.execute("INSERT INTO glyphpack_schema (version) VALUES (0)")
+            for step in range(current, SCHEMA_VERSION):
+                for statement in MIGRATIONS[step].split(";"):
+                    if statement.strip():
+                        connection.execute(statement)
+                connection.execute("UPDATE glyphpack_schema SET version = %s", (step + 1,))
+
+    @staticmethod
+    def _schema_version(connection: Any) -> int | None:
+        if connection.execute("SELECT to_regclass('glyphpack_schema')").fetchone()[0] is None:
+            return None
+        row = connection.execute("SELECT version FROM glyphpack_schema").fetchone()
+        return int(row[0]) if row else 0
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def damaged(self, reason: object) -> StoreError:
+        errors = self._psycopg.errors
+        if isinstance(reason, errors.ReadOnlySqlTransaction):
+            return StoreError(f"{self.name} refused a write: it is read-only ({_first_line(reason)}); nothing was written")
+        if isinstance(reason, self._psycopg.OperationalError):
+            return StoreError(f"lost the PostgreSQL workspace {self.name}: {_first_line(reason)}; nothing of this write was kept")
+        if isinstance(reason, BaseException):
+            reason = _first_line(reason)
+        return StoreError(f"{self.name}: {reason}")
+
+    def problems(self) -> str | None:
+        """PostgreSQL keeps its own pages sound; what can be wrong is a row the schema
+        cannot express: a message pointing at a missing parent is caught by its key."""
+        return None
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except self._psycopg.Error as exc:
+            raise self.damaged(exc) from None
+
+    @contextlib.contextmanager
+    def write(self, *conversations: str) -> Iterator[Executor]:
+        """A transaction holding the advisory lock of each of ``conversations``; a write
+        already open in this thread is joined (a save records its tree in its own
+        transaction)."""
+        if self.read_only:
+            raise StoreError(f"{self.name} was opened read-only")
+        current: _Statements | None = getattr(self._local, "statements", None)
+        if current is not None:
+            self._lock(current, conversations)
+            yield current
+            return
+        with self._errors(), self._pool.connection() as connection, connection.transaction():
+            statements = _Statements(connection)
+            self._lock(statements, conversations)
+            self._local.statements = statements
+            try:
+                yield statements
+            finally:
+                self._local.statements = None
+
+    @staticmethod
+    def _lock(statements: _Statements, conversations: Sequence[str]) -> None:
+        # Sorted: two writers locking the same pair take them in one order (no deadlock).
+        for conversation in sorted(set(conversations)):
+            statements.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (f"glyphpack:{conversation}",))
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        current: _Statements | None = getattr(self._local, "statements", None)
+        if current is not None:
+            return list(current.execute(sql, params).fetchall())
+        with self._errors(), self._pool.connection() as connection:
+            return list(_Statements(connection).execute(sql, params).fetchall())
+
+    # ------------------------------------------------------------ message bodies
+
+    def encode(self, message: Message) -> str:
+        """The message's JSON with each image's bytes stored once in ``images`` and
+        named by digest (inside a write only)."""
+        document = message_to_json(message)
+        images: list[tuple[str, bytes]] = []
+        for block in _image_blocks(document):
+            data = base64.b64decode(block.pop("data"))
+            digest = hashlib.sha256(data).hexdigest()
+            block["sha256"] = digest
+            images.append((digest, data))
+        if images:
+            with self.write() as statements:
+                for digest, data in dict(images).items():
+                    statements.execute("INSERT INTO images (digest, data) VALUES (?, ?) ON CONFLICT DO NOTHING", (digest, data))
+        return json_text(document)
+
+    def decode(self, body: str) -> Message:
+        return self.decode_all([body])[0]
+
+    def decode_all(self, bodies: Sequence[str]) -> list[Message]:
+        """Messages from stored bodies, their images fetched in one query."""
+        try:
+            documents = [json.loads(body) for body in bodies]
+            blocks = [block for document in documents for block in _image_blocks(document, stored=True)]
+            wanted = sorted({block["sha256"] for block in blocks})
+            found = dict(self.query("SELECT digest, data FROM images WHERE digest = ANY(?)", (wanted,))) if wanted else {}
+            for block in blocks:
+                block["data"] = base64.b64encode(bytes(found[block.pop("sha256")])).decode("ascii")
+            return [message_from_json(document) for document in documents]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise StoreError(f"{self.name} is damaged: a stored message does not decode ({exc})") from None
+
+
+def _image_blocks(document: Any, *, stored: bool = False) -> Iterator[dict[str, Any]]:
+    """The image blocks of a message's JSON that carry bytes (``stored``: that name a
+    digest instead), in its content and in its tool results' content."""
+    key = "sha256" if stored else "data"
+    for block in document.get("content", ()):
+        if block.get("type") == "image" and key in block:
+            yield block
+        elif block.get("type") == "tool_result":
+            yield from (b for b in block.get("content", ()) if b.get("type") == "image" and key in b)
+
+
+class PostgresStore:
+    """A workspace's transcripts, views and measured records in PostgreSQL beside its
+    session tree (``StoreBackend``)."""
+
+    def __init__(self, url: str, *, read_only: bool = False, pool_size: int = 4):
+        self.database = PostgresDatabase(url, read_only=read_only, pool_size=pool_size)
+        self.location = self.database.name
+        self.read_only = read_only
+        self.tree = SessionTree(self.database)
+        # (conversation, agent) -> (revision, what it holds, its bodies' digests): a save
+        # checks the stored revision, and reading a long transcript back is megabytes;
+        # fetched again only when the revision moved.
+        self._known: dict[tuple[str, str], tuple[int, StoredTranscript, tuple[str, ...]]] = {}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self.database.close()
+
+    def where(self, conversation: str, agent: str) -> str:
+        return f"{self.location} transcript {conversation}/{agent}"
+
+    def transcripts(self) -> list[tuple[str, str]]:
+        return [(c, a) for c, a in self.database.query("SELECT conversation, agent FROM transcripts ORDER BY conversation, agent")]
+
+    # ---------------------------------------------------------------- transcripts
+
+    def read(self, conversation: str, agent: str) -> StoredTranscript | None:
+        found = self._read(conversation, agent)
+        return found[0] if found else None
+
+    def _read(self, conversation: str, agent: str) -> tuple[StoredTranscript, tuple[str, ...]] | None:
+        key = (check_id(conversation, "conversation"), check_id(agent, "agent"))
+        rows = self.database.query(
+            "SELECT revision, error, checkpoints, bodies FROM transcripts WHERE conversation = ? AND agent = ?", key
+        )
+        if not rows:
+            return None
+        revision, error, checkpoints, digests = rows[0]
+        with self._lock:
+            known = self._known.get(key)
+        if known is not None and known[0] == revision:
+            return known[1], known[2]
+        where = self.where(conversation, agent)
+        bodies = dict(self.database.query("SELECT digest, body FROM bodies WHERE digest = ANY(?)", (list(set(digests)),)))
+        missing = [d for d in digests if d not in bodies]
+        if missing:
+            raise StoreError(f"{where} is damaged: {len(missing)} of its messages are missing; it was left untouched")
+        try:
+            marks = json.loads(checkpoints)
+            messages = tuple(self.database.decode_all([bodies[d] for d in digests]))
+            validate_history(messages, allow_pending=False)
+        except (ValueError, HistoryError, StoreError) as exc:
+            raise StoreError(f"{where} is damaged: {exc}; it was left untouched") from None
+        stored = StoredTranscript(revision, messages, marks, error)
+        with self._lock:
+            self._known[key] = (revision, stored, tuple(digests))
+        return stored, tuple(digests)
+
+    def save(self, conversation: str, agent: str, prepare: Callable[[StoredTranscript | None], StoredTranscript]) -> StoredTranscript:
+        key = (check_id(conversation, "conversation"), check_id(agent, "agent"))
+        with self.database.write(conversation) as statements:
+            found = self._read(conversation, agent)
+            previous, previous_digests = found if found else (None, ())
+            stored = prepare(previous)
+            self.tree.stored_prefix(conversation, stored.messages)
+            digests = []
+            for n, message in enumerate(stored.messages):
+                if previous is not None and n < len(previous.messages) and previous.messages[n] == message:
+                    digests.append(previous_digests[n])  # stored already, byte for byte
+                    continue
+                body = self.database.encode(message)
+                digest = hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+                statements.execute("INSERT INTO bodies (digest, body) VALUES (?, ?) ON CONFLICT DO NOTHING", (digest, body))
+                digests.append(digest)
+            statements.execute(
+                "INSERT INTO transcripts (conversation, agent, revision, error, checkpoints, bodies) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (conversation, agent) DO UPDATE SET revision = excluded.revision, error = excluded.error, "
+                "checkpoints = excluded.checkpoints, bodies = excluded.bodies",
+                (*key, stored.revision, stored.error, json_text(dict(stored.checkpoints)), digests),
+            )
+            # The tree in the same transaction: both commit, or neither does.
+            self.tree.record(conversation, agent, stored.messages)
+        with self._lock:
+            self._known[key] = (stored.revision, stored, tuple(digests))
+        return stored
+
+    # ---------------------------------------------------------------- measured records, views
+
+    def measured(self, conversation: str, agent: str) -> bytes | None:
+        rows = self.database.query("SELECT record FROM measured WHERE conversation = ? AND agent = ?", (conversation, agent))
+        return bytes(rows[0][0]) if rows else None
+
+    def put_measured(self, conversation: str, agent: str, record: bytes) -> None:
+        with self.database.write(conversation) as statements:
+            statements.execute(
+                "INSERT INTO measured (conversation, agent, record) VALUES (?, ?, ?) "
+                "ON CONFLICT (conversation, agent) DO UPDATE SET record = excluded.record",
+                (check_id(conversation, "conversation"), check_id(agent, "agent"), record),
+            )
+
+    def views(self, conversation: str, agent: str) -> list[tuple[str, bytes]]:
+        rows = self.database.query(
+            "SELECT number, document FROM views WHERE conversation = ? AND agent = ? ORDER BY number", (conversation, agent)
+        )
+        return [(self._view_name(conversation, agent, number), bytes(document)) for number, document in rows]
+
+    def view(self, conversation: str, agent: str) -> tuple[str, bytes] | None:
+        rows = self.database.query(
+            "SELECT number, document FROM views WHERE conversation = ? AND agent = ? ORDER BY number DESC LIMIT 1",
+            (conversation, agent),
+        )
+        return (self._view_name(conversation, agent, rows[0][0]), bytes(rows[0][1])) if rows else None
+
+    def count_views(self, conversation: str, agent: str) -> int:
+        return int(self.database.query("SELECT count(*) FROM views WHERE conversation = ? AND agent = ?", (conversation, agent))[0][0])
+
+    def put_view(self, conversation: str, agent: str, document: bytes) -> None:
+        with self.database.write(conversation) as statements:
+            statements.execute(
+                "INSERT INTO views (conversation, agent, number, document) SELECT ?, ?, coalesce(max(number), 0) + 1, ? "
+                "FROM views WHERE conversation = ? AND agent = ?",
+                (check_id(conversation, "conversation"), check_id(agent, "agent"), document, conversation, agent),
+            )
+
+    def _view_name(self, conversation: str, agent: str, number: int) -> str:
+        return f"{self.location} view {number} of {conversation}/{agent}"
