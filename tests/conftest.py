@@ -32,3 +32,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A PostgreSQL server for the workspace tests' second store (``tests/postgres_server.py``).
+    Skipped, saying why, only where none can be started; ``GLYPHPACK_REQUIRE_POSTGRES``
+    (set by ``.ci/run``) makes that a failure."""
+    try:
+        from postgres_server import Server, Unavailable
+
+        server = Server()
+    except (ImportError, Unavailable) as exc:
+        reason = f"no PostgreSQL server could be started here: {exc}"
+        if os.environ.get("GLYPHPACK_REQUIRE_POSTGRES"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server):
+    """The URL of a new, empty PostgreSQL workspace, dropped after the test."""
+    url = postgres_server.create()
+    yield url
+    postgres_server.drop(url)
+
+
+@pytest.fixture(params=["folder", "postgres"])
+def workspace_location(request, tmp_path):
+    """Where a workspace test keeps its workspace: a folder, then a PostgreSQL database."""
+    if request.param == "folder":
+        return str(tmp_path / "ws")
+    return request.getfixturevalue("postgres_url")

@@ -21,7 +21,14 @@ TESTS = Path(__file__).parent
 
 
 @pytest.fixture
-def workspace(tmp_path):
+def workspace(workspace_location):
+    with Workspace(workspace_location) as ws:
+        yield ws
+
+
+@pytest.fixture
+def folder_workspace(tmp_path):
+    """For what only a folder has: files to damage, writes to fail (PostgreSQL's are in test_postgres.py)."""
     with Workspace(tmp_path / "ws") as ws:
         yield ws
 
@@ -89,13 +96,13 @@ def test_ids_cannot_leave_the_workspace(workspace, bad):
         (lambda raw: raw.replace(b'"role":"user"', b'"role":"robot"', 1), "role must be one of"),
     ],
 )
-def test_damaged_files_are_named_and_never_overwritten_by_load(workspace, damage, message):
-    workspace.save("c", "a", history(1), revision=0)
-    path = workspace.transcript_path("c", "a")
+def test_damaged_files_are_named_and_never_overwritten_by_load(folder_workspace, damage, message):
+    folder_workspace.save("c", "a", history(1), revision=0)
+    path = folder_workspace.transcript_path("c", "a")
     damaged = damage(path.read_bytes())
     path.write_bytes(damaged)
     with pytest.raises(StoreError, match=message) as info:
-        workspace.load("c", "a")
+        folder_workspace.load("c", "a")
     assert str(path) in str(info.value)
     assert path.read_bytes() == damaged
 
@@ -156,9 +163,9 @@ def test_a_trimmed_away_checkpoint_is_dropped_not_moved(workspace):
 
 
 @pytest.mark.parametrize("fail_at", ["write", "fsync", "replace"])
-def test_write_failure_leaves_the_previous_file_intact(workspace, monkeypatch, fail_at):
-    workspace.save("c", "a", history(1), revision=0)
-    path = workspace.transcript_path("c", "a")
+def test_write_failure_leaves_the_previous_file_intact(folder_workspace, monkeypatch, fail_at):
+    folder_workspace.save("c", "a", history(1), revision=0)
+    path = folder_workspace.transcript_path("c", "a")
     before = path.read_bytes()
     import glyphpack._history.store as store
 
@@ -191,11 +198,11 @@ def test_write_failure_leaves_the_previous_file_intact(workspace, monkeypatch, f
     else:
         monkeypatch.setattr(store.os, "replace", denied)
     with pytest.raises(StoreError, match="previous file is intact"):
-        workspace.save("c", "a", history(3), revision=1)
+        folder_workspace.save("c", "a", history(3), revision=1)
     monkeypatch.undo()
     assert path.read_bytes() == before
     assert not list(path.parent.glob(".*.tmp"))
-    assert workspace.load("c", "a").revision == 1
+    assert folder_workspace.load("c", "a").revision == 1
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
 """One contract, every transcript store: the folder ``Workspace`` and the in-memory
-``MemoryStore`` (and the PostgreSQL store, when it exists, by one more fixture param).
+``MemoryStore`` and the PostgreSQL workspace.
 Each test is the store's promise to a harness: nothing saved is lost, no concurrent
 save is silently overwritten, nothing is saved mid-turn."""
 
@@ -13,13 +13,14 @@ import pytest
 from glyphpack import ConflictError, HistoryError, MemoryStore, Message, StoreError, Text, ToolCall, ToolResult, Workspace
 
 
-@pytest.fixture(params=["folder", "memory"])
+@pytest.fixture(params=["folder", "postgres", "memory"])
 def store(request, tmp_path):
-    if request.param == "folder":
-        with Workspace(tmp_path / "ws") as workspace:
-            yield workspace
-    else:
+    if request.param == "memory":
         yield MemoryStore()
+        return
+    location = str(tmp_path / "ws") if request.param == "folder" else request.getfixturevalue("postgres_url")
+    with Workspace(location) as workspace:
+        yield workspace
 
 
 def turn(n: int) -> list[Message]:

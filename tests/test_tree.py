@@ -9,8 +9,8 @@ from glyphpack._history.tree import SCHEMA_VERSION, SessionTree
 
 
 @pytest.fixture
-def tree(tmp_path):
-    with Workspace(tmp_path / "ws") as ws:
+def tree(workspace_location):
+    with Workspace(workspace_location) as ws:
         yield ws.tree
 
 

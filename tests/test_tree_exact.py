@@ -9,14 +9,14 @@ import sqlite3
 
 import pytest
 
-from glyphpack import ConflictError, Message, StoreError
+from glyphpack import ConflictError, Message, StoreError, Workspace
 from glyphpack._history.tree import SessionTree
 
 
 @pytest.fixture
-def tree(tmp_path):
-    with SessionTree(tmp_path / "tree.sqlite") as opened:
-        yield opened
+def tree(workspace_location):
+    with Workspace(workspace_location) as workspace:
+        yield workspace.tree
 
 
 def _messages(*names: str) -> list[Message]:
@@ -121,13 +121,14 @@ def test_a_tip_that_moved_underneath_is_a_conflict_that_writes_nothing(tree):
     assert tree.tip("c") == "t2"
 
 
-def test_a_busy_database_and_a_damaged_one_are_told_apart(tree):
-    busy = tree._db.damaged(sqlite3.OperationalError("database is locked"))
-    assert str(busy) == f"{tree.name} is busy: another process holds it (database is locked); try again"
-    assert "is busy" in str(tree._db.damaged(sqlite3.OperationalError("database busy")))
-    damaged = tree._db.damaged(sqlite3.OperationalError("disk I/O error"))
-    assert str(damaged) == f"{tree.name} is damaged (disk I/O error); it was left as it is: restore it from a copy"
-    assert "is damaged" in str(tree._db.damaged("locked out"))  # only SQLite's own busy errors are "busy"
+def test_a_busy_database_and_a_damaged_one_are_told_apart(tmp_path):
+    with SessionTree(tmp_path / "tree.sqlite") as tree:
+        busy = tree._db.damaged(sqlite3.OperationalError("database is locked"))
+        assert str(busy) == f"{tree.name} is busy: another process holds it (database is locked); try again"
+        assert "is busy" in str(tree._db.damaged(sqlite3.OperationalError("database busy")))
+        damaged = tree._db.damaged(sqlite3.OperationalError("disk I/O error"))
+        assert str(damaged) == f"{tree.name} is damaged (disk I/O error); it was left as it is: restore it from a copy"
+        assert "is damaged" in str(tree._db.damaged("locked out"))  # only SQLite's own busy errors are "busy"
 
 
 def test_a_long_plain_run_is_counted_on_one_line_and_what_is_marked_stays(tree):

@@ -51,7 +51,7 @@ def workspace_record(workspace: Workspace) -> dict[str, Any]:
             "checkpoints": dict(stored.checkpoints) if stored else {},
             "messages": history_to_json(stored.messages) if stored else [],
             "views": [json.loads(raw) for _, raw in backend.views(conversation, agent)],
-            "measured": json.loads(measured) if measured is not None else None,
+            "measured": json.loads(measured[1]) if measured is not None else None,
         }
     return {"conversations": conversations, "transcripts": transcripts}
 
@@ -81,7 +81,7 @@ def copy_workspace(
             views += 1
         measured = source.backend.measured(conversation, agent)
         if measured is not None:
-            destination.backend.put_measured(conversation, agent, measured)
+            destination.backend.put_measured(conversation, agent, measured[1])
     # A save moves its agent's tip to the transcript's end; the tips are the source's.
     for info in conversations:
         target_tree.set_tips(info.id, info.tip, source.tree.agent_tips(info.id))

@@ -422,9 +422,9 @@ class PostgresStore:
 
     # ---------------------------------------------------------------- measured records, views
 
-    def measured(self, conversation: str, agent: str) -> bytes | None:
+    def measured(self, conversation: str, agent: str) -> tuple[str, bytes] | None:
         rows = self.database.query("SELECT record FROM measured WHERE conversation = ? AND agent = ?", (conversation, agent))
-        return bytes(rows[0][0]) if rows else None
+        return (f"{self.location} measured record of {conversation}/{agent}", bytes(rows[0][0])) if rows else None
 
     def put_measured(self, conversation: str, agent: str, record: bytes) -> None:
         with self.database.write(conversation) as statements:

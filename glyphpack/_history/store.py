@@ -420,8 +420,10 @@ class FolderStore:
         path = self.transcript_path(conversation, agent)
         return path.parent / "_measured" / path.name
 
-    def measured(self, conversation: str, agent: str) -> bytes | None:
-        return read_stored(self._measured_path(conversation, agent))
+    def measured(self, conversation: str, agent: str) -> tuple[str, bytes] | None:
+        path = self._measured_path(conversation, agent)
+        raw = read_stored(path)
+        return None if raw is None else (str(path), raw)
 
     def put_measured(self, conversation: str, agent: str, record: bytes) -> None:
         _refuse_read_only(self)
@@ -585,7 +587,7 @@ class Workspace:
     def calibration(self, conversation: str, agent: str) -> dict[str, Any] | None:
         """What a session learned from its provider's counts (``save_calibration``; None:
         nothing yet), so a new process prices the next request as the old one would."""
-        record = self._measured_record(conversation, agent)
+        record = self._measured_record(conversation, agent)[1]
         if isinstance(record.get("calibration"), dict):
             return record["calibration"]
         return {"overhead": record["overhead"]} if "overhead" in record else None  # before the scale was learned
@@ -593,32 +595,33 @@ class Workspace:
     def save_calibration(self, conversation: str, agent: str, learned: Mapping[str, Any]) -> None:
         """Keep ``learned`` (a JSON object: ``Calibration.to_record``) beside the
         transcript, with the import's record."""
-        record = self._measured_record(conversation, agent) or {"format": MEASURED_FORMAT}
+        record = self._measured_record(conversation, agent)[1] or {"format": MEASURED_FORMAT}
         self._store.put_measured(conversation, agent, json_bytes(record | {"calibration": dict(learned)}))
 
-    def _measured_record(self, conversation: str, agent: str) -> dict[str, Any]:
-        """The measured-tokens record as a JSON object ({} when absent or not one: it only
-        ever holds what can be learned again)."""
-        raw = self._store.measured(conversation, agent)
+    def _measured_record(self, conversation: str, agent: str) -> tuple[str, dict[str, Any]]:
+        """Where the measured-tokens record is kept, and the record as a JSON object ({}
+        when absent or not one: it only ever holds what can be learned again)."""
+        found = self._store.measured(conversation, agent)
+        if found is None:
+            return "", {}
         try:
-            record = json.loads(raw) if raw is not None else {}
+            record = json.loads(found[1])
         except ValueError:
-            return {}
-        return record if isinstance(record, dict) else {}
+            return found[0], {}
+        return found[0], record if isinstance(record, dict) else {}
 
     def measured(self, conversation: str, agent: str) -> list[tuple[tuple[Message, ...], int]]:
         """The messages each of an imported session's last requests carried (up to
         ``MEASURED_KEPT``, oldest first) with the input tokens its provider counted for
         it (the file's usage records), those whose messages are still in the transcript."""
-        record = self._measured_record(conversation, agent)
+        place, record = self._measured_record(conversation, agent)
         requests = record.get(
             "requests", [[record["first"], record.get("last"), record.get("tokens")]] if "first" in record else []
         )
         try:
             spans = [(str(first), str(last), int(tokens)) for first, last, tokens in requests]
         except (ValueError, TypeError) as exc:
-            place = self._store.where(conversation, agent)
-            raise StoreError(f"the measured record of {place} is damaged ({exc}); delete it") from None
+            raise StoreError(f"{place} is damaged ({exc}); delete it") from None
         messages = self.load(conversation, agent).messages
         where = {m.id: n for n, m in enumerate(messages)}
         return [
