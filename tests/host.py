@@ -1,0 +1,44 @@
+"""A host of a fleet, for the PostgreSQL tests: a separate process on the same database.
+
+Usage:
+    python host.py race URL NAME GO_FILE   load c/a, print "loaded REVISION", wait for
+        GO_FILE, append a turn and save; print "saved NAME" or "conflict NAME".
+    python host.py request URL             open task/coder and print the next request
+        (Anthropic's body, as JSON) without sending it.
+"""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from test_session_sdk import DENSE_SESSION
+
+import glyphpack
+from glyphpack import ConflictError, Message, Workspace
+
+
+def race(url: str, name: str, go: Path) -> None:
+    with Workspace(url) as workspace:
+        loaded = workspace.load("c", "a")
+        print("loaded", loaded.revision, flush=True)
+        while not go.exists():
+            time.sleep(0.005)
+        mine = (Message("user", f"{name} asks", id=f"{name}-q"), Message("assistant", f"{name} answers", id=f"{name}-a"))
+        try:
+            workspace.save("c", "a", loaded.messages + mine, revision=loaded.revision)
+            print("saved", name, flush=True)
+        except ConflictError:
+            print("conflict", name, flush=True)
+
+
+def request(url: str) -> None:
+    with glyphpack.open_session(url, "task", "coder", model="claude-sonnet-4-5", context_window=30_000, policy=DENSE_SESSION) as s:
+        print(json.dumps(s.request("anthropic")))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "race":
+        race(sys.argv[2], sys.argv[3], Path(sys.argv[4]))
+    else:
+        request(sys.argv[2])

@@ -1,0 +1,297 @@
+"""What only the PostgreSQL workspace has to prove (the contract, workspace and tree
+tests run on it too, by the ``workspace_location`` fixture): clear errors before
+anything is written, rows that cannot be read named and left alone, a save that fails
+midway leaving nothing behind, images stored once, a lossless copy both ways, and
+several processes (hosts) on one database."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+from test_session_sdk import DENSE_SESSION, drive, project, reading_script
+
+import glyphpack
+from glyphpack import ConflictError, Image, Message, StoreError, Text, ToolCall, ToolResult, Workspace
+from glyphpack._cli import main as cli_main
+from glyphpack._history.copy import copy_workspace, workspace_record
+from glyphpack._history.importers.registry import import_file
+from glyphpack._history.postgres import SCHEMA_VERSION, redacted
+from glyphpack.testing.fake import FakeModel
+
+TESTS = Path(__file__).resolve().parent
+SESSIONS = TESTS / "data" / "sessions"
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(TESTS.parent)]))
+
+
+def turn(n: int) -> list[Message]:
+    return [Message("user", f"question {n}", id=f"u{n}"), Message("assistant", f"answer {n}", id=f"a{n}")]
+
+
+def rows(url: str, sql: str) -> list[tuple]:
+    with psycopg.connect(url, autocommit=True) as connection:
+        return connection.execute(sql).fetchall()
+
+
+def tables(url: str) -> list[str]:
+    return [name for (name,) in rows(url, "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1")]
+
+
+# ------------------------------------------------------------------ clear errors, nothing written
+
+
+def test_an_unreachable_server_and_a_wrong_password_are_told_apart(postgres_server):
+    with psycopg.connect(postgres_server.admin_url) as probe:
+        port = probe.info.port
+    closed = postgres_server.admin_url.replace(f":{port}/", ":1/")
+    with pytest.raises(StoreError, match=r"^cannot connect to the PostgreSQL workspace postgresql://glyphpack:\*\*\*@127\.0\.0\.1:1/") as refused:
+        Workspace(closed)
+    assert "refused" in str(refused.value) or "connect" in str(refused.value)
+    wrong = postgres_server.admin_url.replace(postgres_server.cluster.password, "not-the-password") if postgres_server.cluster else None
+    if wrong is None:
+        pytest.skip("the server is GLYPHPACK_POSTGRES_URL's: its password rules are its own")
+    with pytest.raises(StoreError, match="password authentication failed") as denied:
+        Workspace(wrong)
+    assert "not-the-password" not in str(denied.value)  # a password never reaches a message
+
+
+def test_a_read_only_server_is_refused_before_anything_is_written(postgres_url):
+    read_only = postgres_url + "%20-cdefault_transaction_read_only%3Don"
+    with pytest.raises(StoreError, match=r"is read-only \(default_transaction_read_only\): nothing was written; point the workspace at the primary"):
+        Workspace(read_only)
+    assert tables(postgres_url) == []
+
+
+def test_a_schema_from_a_newer_glyphpack_is_refused_and_left_as_it_is(postgres_url):
+    with Workspace(postgres_url) as workspace:
+        workspace.save("c", "a", turn(0), revision=0)
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute("UPDATE glyphpack_schema SET version = %s", (SCHEMA_VERSION + 1,))
+    before = rows(postgres_url, "SELECT * FROM transcripts")
+    for read_only in (False, True):
+        with pytest.raises(StoreError, match=f"has schema version {SCHEMA_VERSION + 1}, newer than this glyphpack's {SCHEMA_VERSION}; upgrade glyphpack"):
+            Workspace(postgres_url, read_only=read_only)
+    assert rows(postgres_url, "SELECT * FROM transcripts") == before
+    assert rows(postgres_url, "SELECT version FROM glyphpack_schema") == [(SCHEMA_VERSION + 1,)]
+
+
+def test_read_only_opens_only_a_workspace_and_writes_nothing(postgres_url):
+    with pytest.raises(StoreError, match=r"is not a glyphpack workspace \(no glyphpack schema in it\)"):
+        Workspace(postgres_url, read_only=True)
+    assert tables(postgres_url) == []  # not even a schema
+    with Workspace(postgres_url) as workspace:
+        workspace.save("c", "a", turn(0), revision=0)
+    with Workspace(postgres_url, read_only=True) as workspace:
+        assert workspace.load("c", "a").revision == 1
+        with pytest.raises(StoreError, match="was opened read-only"):
+            workspace.save("c", "a", turn(0) + turn(1), revision=1)
+        with pytest.raises(StoreError, match="was opened read-only"):
+            workspace.tree.create("other")
+    assert rows(postgres_url, "SELECT revision FROM transcripts") == [(1,)]
+
+
+def test_the_location_never_shows_the_password(postgres_url):
+    with Workspace(postgres_url) as workspace:
+        assert "***" in workspace.location and postgres_url.split(":")[2].split("@")[0] not in workspace.location
+        assert repr(workspace) == f"Workspace({workspace.location!r})"
+    assert redacted("postgresql://u@h/db") == "postgresql://u@h/db"
+
+
+# ------------------------------------------------------------------ damage and failed writes
+
+
+def test_a_damaged_row_is_named_and_left_as_it_is(postgres_url):
+    with Workspace(postgres_url) as workspace:
+        workspace.save("c", "a", turn(0), revision=0)
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute("UPDATE bodies SET body = '{not json'")
+    with Workspace(postgres_url) as workspace:
+        with pytest.raises(StoreError, match=r"transcript c/a is damaged: .*; it was left untouched"):
+            workspace.load("c", "a")
+        with pytest.raises(StoreError, match="is damaged"):
+            workspace.save("c", "a", turn(0) + turn(1), revision=1)
+    assert rows(postgres_url, "SELECT body FROM bodies") == [("{not json",), ("{not json",)]
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute("DELETE FROM bodies")
+    with Workspace(postgres_url) as workspace, pytest.raises(StoreError, match="2 of its messages are missing"):
+        workspace.load("c", "a")
+
+
+@pytest.mark.parametrize("fail_at", ["before the tree", "in the tree", "connection lost"])
+def test_a_save_that_fails_midway_leaves_the_transcript_and_the_tree_as_they_were(postgres_url, monkeypatch, fail_at):
+    from glyphpack._history.tree import SessionTree
+
+    with Workspace(postgres_url) as workspace:
+        workspace.save("c", "a", turn(0), revision=0)
+        before = workspace_record(workspace)
+        real_record = SessionTree.record
+
+        def failing(tree, conversation, agent, history, **options):
+            if fail_at == "before the tree":
+                raise OSError("the host died")
+            if fail_at == "connection lost":  # the server ends this connection mid-transaction
+                tree._db.query("SELECT pg_terminate_backend(pg_backend_pid())")
+            added = real_record(tree, conversation, agent, history, **options)
+            raise OSError(f"the host died after adding {added}")
+
+        monkeypatch.setattr(SessionTree, "record", failing)
+        with pytest.raises((OSError, StoreError)) as failed:
+            workspace.save("c", "a", turn(0) + turn(1), revision=1)
+        if fail_at == "connection lost":
+            assert "nothing of this write was kept" in str(failed.value)
+        monkeypatch.setattr(SessionTree, "record", real_record)
+    with Workspace(postgres_url) as workspace:
+        assert workspace_record(workspace) == before
+        assert workspace.save("c", "a", turn(0) + turn(1), revision=1).revision == 2  # and the store takes the next save
+
+
+def test_images_are_stored_once_by_digest_and_come_back_byte_for_byte(postgres_url):
+    png, other = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40, b"\x89PNG second"
+    history = [
+        Message("user", (Text("look"), Image(data=png)), id="u0"),
+        Message("assistant", (ToolCall("t1", "screenshot", {}),), id="a0"),
+        Message("user", (ToolResult("t1", (Text("again"), Image(data=png), Image(data=other, media_type="image/jpeg"))),), id="u1"),
+        Message("assistant", "the same picture twice", id="a1"),
+    ]
+    with Workspace(postgres_url) as workspace:
+        workspace.save("c", "a", history, revision=0)
+        workspace.save("d", "b", [Message("user", (Image(data=png),), id="u9"), Message("assistant", "ok", id="a9")], revision=0)
+    assert sorted(len(data) for (data,) in rows(postgres_url, "SELECT data FROM images")) == sorted([len(png), len(other)])
+    assert all("data" not in block for (body,) in rows(postgres_url, "SELECT body FROM bodies") for block in json.loads(body)["content"])
+    with Workspace(postgres_url) as workspace:
+        assert workspace.load("c", "a").messages == tuple(history)
+        assert [n.message for n in workspace.tree.nodes("c")][:4] == history
+
+
+# ------------------------------------------------------------------ moving a workspace
+
+
+def _a_lived_in_workspace(location: str, tmp_path: Path) -> None:
+    """Two imported real sessions (a subagent, branches, measured requests), a fork, a
+    checkpoint, a rewind, and a compaction with pages."""
+    with Workspace(location) as workspace:
+        workspace.import_session(import_file(SESSIONS / "ccl-session_b.jsonl"), "claude")
+        workspace.import_session(import_file(SESSIONS / "simonw-sample_codex_session.jsonl"), "codex")
+        main = workspace.tree.agent_tips("claude")
+        agent = next(iter(main))
+        workspace.checkpoint("claude", agent, "before")
+        workspace.fork("claude", agent, new_conversation="claude-fork")
+    root = project(tmp_path)
+    with glyphpack.open_session(location, "task", "coder", model="claude-sonnet-4-5", context_window=30_000, policy=DENSE_SESSION) as s:
+        s.add_user("Read every module.")
+        drive(s, FakeModel(reading_script(14)), "anthropic", root)
+        assert s.view is not None and s.view.pages > 0
+
+
+def test_a_workspace_copies_to_postgres_and_back_losslessly(tmp_path, postgres_url, capsys):
+    folder, back = str(tmp_path / "ws"), str(tmp_path / "back")
+    _a_lived_in_workspace(folder, tmp_path)
+    assert cli_main(["workspace", "copy", folder, postgres_url]) == 0
+    out = capsys.readouterr()
+    assert "both hold the same (compared)" in out.out and "conversation 1/" in out.err
+    assert postgres_url.split(":")[2].split("@")[0] not in out.out  # the password stays out of the output
+    assert cli_main(["workspace", "copy", postgres_url, back]) == 0
+    with Workspace(folder) as a, Workspace(postgres_url) as b, Workspace(back) as c:
+        original = workspace_record(a)
+        assert workspace_record(b) == original == workspace_record(c)
+        assert len(original["conversations"]) == 4 and any(t["views"] for t in original["transcripts"].values())
+        # the files of the copy back are the files of the original, byte for byte
+        for conversation, agent in a.transcripts():
+            assert a.transcript_path(conversation, agent).read_bytes() == c.transcript_path(conversation, agent).read_bytes()
+    # into a workspace that holds something: refused, nothing written
+    assert cli_main(["workspace", "copy", folder, postgres_url]) == 2
+    assert "is not empty: copy a workspace only into a new one (nothing was written)" in capsys.readouterr().err
+    with Workspace(postgres_url) as b:
+        assert workspace_record(b) == original
+
+
+def test_a_copy_that_does_not_compare_equal_is_an_error(tmp_path, postgres_url, monkeypatch):
+    from glyphpack._history import copy as copy_module
+
+    with Workspace(tmp_path / "ws") as source:
+        source.save("c", "a", turn(0), revision=0)
+        real = copy_module.workspace_record
+
+        def changed(workspace):
+            record = real(workspace)
+            if workspace is not source:
+                record["transcripts"]["c/a"]["revision"] += 1
+            return record
+
+        monkeypatch.setattr(copy_module, "workspace_record", changed)
+        with Workspace(postgres_url) as destination, pytest.raises(StoreError, match=r"differs from .* in: c/a$"):
+            copy_workspace(source, destination)
+
+
+def test_the_cli_and_the_navigator_read_a_workspace_that_lives_in_postgres(tmp_path, postgres_url, capsys):
+    folder = str(tmp_path / "ws")
+    _a_lived_in_workspace(folder, tmp_path)
+    assert cli_main(["workspace", "copy", folder, postgres_url]) == 0
+    capsys.readouterr()
+    drawn = []
+    for location in (folder, postgres_url):
+        assert cli_main(["tree", location, "claude"]) == 0
+        assert cli_main(["export", location, "codex", "--format", "json"]) == 0
+        drawn.append(capsys.readouterr().out)
+    assert drawn[0] == drawn[1] and "claude" in drawn[0]  # the same tree and export from either store
+    pages = []
+    for n, location in enumerate((folder, postgres_url)):
+        out = tmp_path / f"nav{n}.html"
+        assert cli_main(["export", location, "--format", "html", "--out", str(out)]) == 0
+        pages.append(out.read_text())
+    data = [page.split('id="data"', 1)[1] for page in pages]
+    assert data[0].replace('"workspace":"ws"', "") == data[1].replace(f'"workspace":"{Workspace(postgres_url).name}"', "")
+    assert '"trigger":"proactive"' in data[1] or '"trigger":"recovery"' in data[1]  # the compaction, from the database
+
+
+# ------------------------------------------------------------------ hosts: processes on one database
+
+
+def test_two_hosts_saving_one_transcript_from_one_revision_one_wins_nothing_lost(postgres_url, tmp_path):
+    with Workspace(postgres_url) as workspace:
+        workspace.save("c", "a", turn(0), revision=0)
+    go = tmp_path / "go"
+    hosts = [
+        subprocess.Popen([sys.executable, str(TESTS / "host.py"), "race", postgres_url, name, str(go)], stdout=subprocess.PIPE, env=ENV, text=True)
+        for name in ("east", "west")
+    ]
+    for host in hosts:  # both have loaded revision 1
+        assert host.stdout is not None and host.stdout.readline().strip() == "loaded 1"
+    go.write_text("")
+    outcomes = sorted(host.communicate(timeout=60)[0].strip() for host in hosts)
+    assert [o.split()[0] for o in outcomes] == ["conflict", "saved"], outcomes
+    winner = outcomes[1].split()[1]
+    with Workspace(postgres_url) as workspace:
+        stored = workspace.load("c", "a")
+        assert stored.revision == 2 and [m.id for m in stored.messages] == ["u0", "a0", f"{winner}-q", f"{winner}-a"]
+        assert workspace.tree.path_to(workspace.tree.agent_tip("c", "a")) == list(stored.messages)
+
+
+def test_a_session_resumed_on_another_host_sends_the_same_next_request_byte_for_byte(postgres_url, tmp_path):
+    root = project(tmp_path)
+    with glyphpack.open_session(postgres_url, "task", "coder", model="claude-sonnet-4-5", context_window=30_000, policy=DENSE_SESSION) as s:
+        s.add_user("Read every module.")
+        drive(s, FakeModel(reading_script(20)), "anthropic", root)
+        assert s.view is not None and s.view.pages > 0  # a compaction with pages, kept in the database
+        s.add_user("and now?")
+        expected = json.dumps(s.request("anthropic"))
+    resumed = subprocess.run(
+        [sys.executable, str(TESTS / "host.py"), "request", postgres_url], capture_output=True, text=True, env=ENV, timeout=120
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.strip() == expected
+
+
+def test_conflicting_saves_raise_conflict_error_not_a_database_error(postgres_url):
+    with Workspace(postgres_url) as first, Workspace(postgres_url) as second:
+        first.save("c", "a", turn(0), revision=0)
+        assert second.load("c", "a").revision == 1
+        first.save("c", "a", turn(0) + turn(1), revision=1)
+        with pytest.raises(ConflictError, match="is at revision 2, not 1"):
+            second.save("c", "a", turn(0) + turn(2), revision=1)
+        assert second.load("c", "a").messages == tuple(turn(0) + turn(1))  # the cache sees the other host's save
