@@ -181,6 +181,8 @@ def _a_lived_in_workspace(location: str, tmp_path: Path) -> None:
         agent = next(iter(main))
         workspace.checkpoint("claude", agent, "before")
         workspace.fork("claude", agent, new_conversation="claude-fork")
+        earlier = workspace.tree.path("codex")[1].id
+        workspace.tree.branch("codex", earlier)  # the tree's tip apart from the transcript's end
     root = project(tmp_path)
     with glyphpack.open_session(location, "task", "coder", model="claude-sonnet-4-5", context_window=30_000, policy=DENSE_SESSION) as s:
         s.add_user("Read every module.")

@@ -19,6 +19,7 @@ def store(request, tmp_path):
         yield MemoryStore()
         return
     location = str(tmp_path / "ws") if request.param == "folder" else request.getfixturevalue("postgres_url")
+    request.node.glyphpack_location = location  # where another process would open it
     with Workspace(location) as workspace:
         yield workspace
 
@@ -89,6 +90,16 @@ def test_a_history_that_drops_stored_messages_needs_replace(store):
         store.save("c", "a", turn(1), revision=1)
     assert len(store.load("c", "a").messages) == 4
     assert store.save("c", "a", turn(1), revision=1, replace=True).messages == tuple(turn(1))
+
+
+def test_a_replace_that_edits_a_message_in_place_keeps_the_edit(store, request):
+    store.save("c", "a", turn(0) + turn(1), revision=0)
+    edited = [turn(0)[0], Message("assistant", "answer 0, corrected", id="a0"), *turn(1)]
+    store.save("c", "a", edited, revision=1, replace=True)
+    assert store.load("c", "a").messages == tuple(edited)
+    if isinstance(store, Workspace):  # and another process reads the edit too
+        with Workspace(request.node.glyphpack_location) as fresh:
+            assert fresh.load("c", "a").messages[1].text == "answer 0, corrected"
 
 
 def test_checkpoints_follow_their_messages(store):
