@@ -6,9 +6,9 @@ pool:
 
 - the session tree: the tables of the SQLite tree (``SessionTree`` runs the same
   statements on both), with a ``seq`` column for insertion order;
-- transcripts: a row per (conversation, agent) with its revision, checkpoints and the
-  digests of its messages, in order; each message's JSON is stored once in ``bodies``
-  by its digest, so saving a turn writes that turn and one row;
+- transcripts: a row per (conversation, agent) with its revision and checkpoints, and
+  a row per message position naming the message's JSON by digest; each JSON is stored
+  once in ``bodies``, so saving a turn writes that turn's rows and nothing before it;
 - images, stored once by digest in ``images`` (a message's JSON names the digest);
 - compaction views, numbered per agent (the one in force is the newest), and the
   measured record of an import.
@@ -28,7 +28,7 @@ import hashlib
 import json
 import threading
 import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from .._errors import HistoryError, StoreError
@@ -89,8 +89,15 @@ MIGRATIONS = (
         revision BIGINT NOT NULL,
         error TEXT,
         checkpoints TEXT NOT NULL,
-        bodies TEXT[] NOT NULL,
+        length INTEGER NOT NULL,
         PRIMARY KEY (conversation, agent)
+    );
+    CREATE TABLE transcript_messages (
+        conversation TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        digest TEXT NOT NULL,
+        PRIMARY KEY (conversation, agent, position)
     );
     CREATE TABLE views (
         conversation TEXT NOT NULL,
@@ -138,9 +145,16 @@ class _Statements:
 
     def __init__(self, connection: Any):
         self.connection = connection
+        #: The conversations whose advisory lock this transaction holds.
+        self.locked: set[str] = set()
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Any:
         return self.connection.execute(sql.replace("?", "%s"), tuple(parameters))
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> None:
+        rows = [tuple(row) for row in parameters]
+        if rows:  # in one round trip (psycopg pipelines executemany)
+            self.connection.cursor().executemany(sql.replace("?", "%s"), rows)
 
 
 class PostgresDatabase:
@@ -278,8 +292,9 @@ class PostgresDatabase:
     @staticmethod
     def _lock(statements: _Statements, conversations: Sequence[str]) -> None:
         # Sorted: two writers locking the same pair take them in one order (no deadlock).
-        for conversation in sorted(set(conversations)):
+        for conversation in sorted(set(conversations) - statements.locked):
             statements.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (f"glyphpack:{conversation}",))
+            statements.locked.add(conversation)
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         current: _Statements | None = getattr(self._local, "statements", None)
@@ -365,32 +380,39 @@ class PostgresStore:
         return found[0] if found else None
 
     def _read(self, conversation: str, agent: str) -> tuple[StoredTranscript, tuple[str, ...]] | None:
+        """The stored transcript and its messages' digests (from this store's cache when
+        the stored revision is the one it last read or wrote)."""
         key = (check_id(conversation, "conversation"), check_id(agent, "agent"))
         rows = self.database.query(
-            "SELECT revision, error, checkpoints, bodies FROM transcripts WHERE conversation = ? AND agent = ?", key
+            "SELECT revision, error, checkpoints, length FROM transcripts WHERE conversation = ? AND agent = ?", key
         )
         if not rows:
             return None
-        revision, error, checkpoints, digests = rows[0]
+        revision, error, checkpoints, length = rows[0]
         with self._lock:
             known = self._known.get(key)
         if known is not None and known[0] == revision:
             return known[1], known[2]
         where = self.where(conversation, agent)
-        bodies = dict(self.database.query("SELECT digest, body FROM bodies WHERE digest = ANY(?)", (list(set(digests)),)))
-        missing = [d for d in digests if d not in bodies]
+        found = self.database.query(
+            "SELECT t.digest, b.body FROM transcript_messages t LEFT JOIN bodies b ON b.digest = t.digest "
+            "WHERE t.conversation = ? AND t.agent = ? ORDER BY t.position",
+            key,
+        )
+        missing = sum(1 for _, body in found if body is None) + length - len(found)
         if missing:
-            raise StoreError(f"{where} is damaged: {len(missing)} of its messages are missing; it was left untouched")
+            raise StoreError(f"{where} is damaged: {missing} of its messages are missing; it was left untouched")
         try:
             marks = json.loads(checkpoints)
-            messages = tuple(self.database.decode_all([bodies[d] for d in digests]))
+            messages = tuple(self.database.decode_all([body for _, body in found]))
             validate_history(messages, allow_pending=False)
         except (ValueError, HistoryError, StoreError) as exc:
             raise StoreError(f"{where} is damaged: {exc}; it was left untouched") from None
+        digests = tuple(digest for digest, _ in found)
         stored = StoredTranscript(revision, messages, marks, error)
         with self._lock:
-            self._known[key] = (revision, stored, tuple(digests))
-        return stored, tuple(digests)
+            self._known[key] = (revision, stored, digests)
+        return stored, digests
 
     def save(self, conversation: str, agent: str, prepare: Callable[[StoredTranscript | None], StoredTranscript]) -> StoredTranscript:
         key = (check_id(conversation, "conversation"), check_id(agent, "agent"))
@@ -398,21 +420,28 @@ class PostgresStore:
             found = self._read(conversation, agent)
             previous, previous_digests = found if found else (None, ())
             stored = prepare(previous)
-            self.tree.stored_prefix(conversation, stored.messages)
-            digests = []
-            for n, message in enumerate(stored.messages):
-                if previous is not None and n < len(previous.messages) and previous.messages[n] == message:
-                    digests.append(previous_digests[n])  # stored already, byte for byte
-                    continue
-                body = self.database.encode(message)
-                digest = hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
-                statements.execute("INSERT INTO bodies (digest, body) VALUES (?, ?) ON CONFLICT DO NOTHING", (digest, body))
-                digests.append(digest)
+            # The messages the save keeps as they are (compared, not re-encoded), then the rest.
+            kept = 0
+            old = previous.messages if previous is not None else ()
+            while kept < min(len(old), len(stored.messages)) and old[kept] == stored.messages[kept]:
+                kept += 1
+            bodies = [self.database.encode(message) for message in stored.messages[kept:]]
+            added = [hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest() for body in bodies]
+            digests = [*previous_digests[:kept], *added]
+            statements.executemany("INSERT INTO bodies (digest, body) VALUES (?, ?) ON CONFLICT DO NOTHING", zip(added, bodies))
+            if kept < len(previous_digests):
+                statements.execute(
+                    "DELETE FROM transcript_messages WHERE conversation = ? AND agent = ? AND position >= ?", (*key, kept)
+                )
+            statements.executemany(
+                "INSERT INTO transcript_messages (conversation, agent, position, digest) VALUES (?, ?, ?, ?)",
+                ((*key, position, digest) for position, digest in enumerate(added, kept)),
+            )
             statements.execute(
-                "INSERT INTO transcripts (conversation, agent, revision, error, checkpoints, bodies) VALUES (?, ?, ?, ?, ?, ?) "
+                "INSERT INTO transcripts (conversation, agent, revision, error, checkpoints, length) VALUES (?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (conversation, agent) DO UPDATE SET revision = excluded.revision, error = excluded.error, "
-                "checkpoints = excluded.checkpoints, bodies = excluded.bodies",
-                (*key, stored.revision, stored.error, json_text(dict(stored.checkpoints)), digests),
+                "checkpoints = excluded.checkpoints, length = excluded.length",
+                (*key, stored.revision, stored.error, json_text(dict(stored.checkpoints)), len(digests)),
             )
             # The tree in the same transaction: both commit, or neither does.
             self.tree.record(conversation, agent, stored.messages)

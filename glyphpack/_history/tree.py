@@ -14,7 +14,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
@@ -105,6 +105,8 @@ class Executor(Protocol):
     """A statement runner inside a write transaction (``sqlite3.Connection`` is one)."""
 
     def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Any: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Any: ...
 
 
 class TreeDatabase(Protocol):
@@ -473,15 +475,24 @@ class SessionTree:
         """How many of ``history``'s first messages the conversation already stores (the
         rest would be added by ``record``). Raises ``StoreError`` if one of the others is
         stored in another conversation: ids are stored once. Writes nothing."""
-        for index in range(len(history) - 1, -1, -1):
-            found = self._query("SELECT conversation FROM messages WHERE id = ?", (history[index].id,))
-            if found:
-                if found[0][0] != conversation:
+        # The newest first, in growing windows: a save that adds a turn finds the
+        # stored end in its first window, one statement however long the history.
+        end, window = len(history), 8
+        while end > 0:
+            start = max(0, end - window)
+            ids = [m.id for m in history[start:end]]
+            found = dict(self._query(f"SELECT id, conversation FROM messages WHERE id IN ({', '.join('?' * len(ids))})", tuple(ids)))
+            for index in range(end - 1, start - 1, -1):
+                stored_in = found.get(history[index].id)
+                if stored_in is None:
+                    continue
+                if stored_in != conversation:
                     raise StoreError(
-                        f"message id {history[index].id!r} is already in conversation {found[0][0]!r}; "
+                        f"message id {history[index].id!r} is already in conversation {stored_in!r}; "
                         f"a copy needs new ids (fork does that)"
                     )
                 return index + 1
+            end, window = start, min(window * 8, 512)
         return 0
 
     def record(self, conversation: str, agent: str, history: Sequence[Message], *, title: str = "") -> int:
@@ -501,13 +512,11 @@ class SessionTree:
                 (check_id(conversation, "conversation"), title, time.time()),
             )
             known = self.stored_prefix(conversation, history)
-            parent = history[known - 1].id if known else None
-            for message in history[known:]:
-                db.execute(
-                    "INSERT INTO messages (id, conversation, parent, role, body, created) VALUES (?, ?, ?, ?, ?, ?)",
-                    (message.id, conversation, parent, message.role, self._db.encode(message), time.time()),
-                )
-                parent = message.id
+            parents = [history[known - 1].id if known else None] + [m.id for m in history[known:-1]]
+            db.executemany(
+                "INSERT INTO messages (id, conversation, parent, role, body, created) VALUES (?, ?, ?, ?, ?, ?)",
+                [(m.id, conversation, parent, m.role, self._db.encode(m), time.time()) for m, parent in zip(history[known:], parents)],
+            )
             tip = history[-1].id if history else None
             row = db.execute(
                 "SELECT main FROM agent_tips WHERE conversation = ? AND agent = ?", (conversation, agent)
