@@ -100,6 +100,10 @@ def test_the_location_never_shows_the_password(postgres_url):
         assert "***" in workspace.location and postgres_url.split(":")[2].split("@")[0] not in workspace.location
         assert repr(workspace) == f"Workspace({workspace.location!r})"
     assert redacted("postgresql://u@h/db") == "postgresql://u@h/db"
+    assert redacted("postgresql://u:secret@h:notaport/db") == "postgresql://u:***@h:notaport/db"
+    assert redacted("postgresql://h/db?user=u&password=secret&sslmode=off") == "postgresql://h/db?user=u&password=***&sslmode=off"
+    with pytest.raises(StoreError, match=r"^cannot connect to the PostgreSQL workspace postgresql://u:\*\*\*@h:notaport/db: "):
+        Workspace("postgresql://u:secret@h:notaport/db")
 
 
 # ------------------------------------------------------------------ damage and failed writes

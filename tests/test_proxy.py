@@ -662,10 +662,19 @@ def test_count_tokens_answers_for_the_request_as_it_would_be_forwarded(workspace
     assert through == count_tokens(model.requests[-1]) < whole * 0.6  # what went upstream next, compaction in force
 
 
+@pytest.fixture
+def any_workspace(workspace_location: str) -> Iterator[Workspace]:
+    """A folder, then a PostgreSQL workspace."""
+    with Workspace(workspace_location) as ws:
+        yield ws
+
+
 @pytest.mark.slow  # eight loops at once (1-2 s)
-def test_conversations_run_side_by_side(workspace: Workspace) -> None:
+def test_conversations_run_side_by_side(any_workspace: Workspace) -> None:
     """Eight clients, each its own conversation, at once: every one finishes, each
-    transcript holds its own history only."""
+    transcript holds its own history only (on PostgreSQL, eight threads share four
+    pooled connections)."""
+    workspace = any_workspace
     models = {f"task {n}": FakeModel(_script(4)) for n in range(8)}
 
     def route(body: Json) -> FakeModel:

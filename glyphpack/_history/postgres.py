@@ -26,8 +26,8 @@ import base64
 import contextlib
 import hashlib
 import json
+import re
 import threading
-import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -37,8 +37,6 @@ from .codec import json_text, message_from_json, message_to_json
 from .ids import check_id
 from .messages import Message, validate_history
 from .tree import Executor, SessionTree, check_schema_version
-
-SCHEMES = ("postgresql://", "postgres://")
 
 # Each entry moves the schema from version i to i + 1 (``glyphpack_schema.version``).
 MIGRATIONS = (
@@ -120,19 +118,12 @@ SCHEMA_VERSION = len(MIGRATIONS)
 _MIGRATION_LOCK = "glyphpack:schema"
 
 
-def is_location(location: str) -> bool:
-    """Whether a workspace location names a PostgreSQL database."""
-    return location.startswith(SCHEMES)
-
-
 def redacted(url: str) -> str:
-    """``url`` without its password, for messages and ``Workspace.location``."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    """``url`` without its password (in the authority or as a ``password=`` parameter),
+    for messages and ``Workspace.location``. Works on any text: a URL too broken to
+    parse still reaches an error message without its password."""
+    url = re.sub(r"^([a-z]+://[^/@:]*:)[^/@]*@", r"\1***@", url)
+    return re.sub(r"([?&]password=)[^&]*", r"\1***", url)
 
 
 def _first_line(exc: BaseException) -> str:
