@@ -518,22 +518,19 @@ class SessionTree:
                 [(m.id, conversation, parent, m.role, self._db.encode(m), time.time()) for m, parent in zip(history[known:], parents)],
             )
             tip = history[-1].id if history else None
-            row = db.execute(
-                "SELECT main FROM agent_tips WHERE conversation = ? AND agent = ?", (conversation, agent)
-            ).fetchone()
-            if row is not None:
-                main = bool(row[0])
-            else:  # a new agent is the main one only where the conversation has none yet
-                main = db.execute(
-                    "SELECT 1 FROM agent_tips WHERE conversation = ? AND main = 1", (conversation,)
-                ).fetchone() is None
+            # A new agent is the main one only where the conversation has none yet; the
+            # main agent's tip is the conversation's. Two statements, whatever the case.
             db.execute(
-                "INSERT INTO agent_tips (conversation, agent, tip, main) VALUES (?, ?, ?, ?) "
+                "INSERT INTO agent_tips (conversation, agent, tip, main) VALUES (?, ?, ?, "
+                "CASE WHEN EXISTS (SELECT 1 FROM agent_tips WHERE conversation = ? AND main = 1) THEN 0 ELSE 1 END) "
                 "ON CONFLICT (conversation, agent) DO UPDATE SET tip = excluded.tip",
-                (conversation, agent, tip, int(main)),
+                (conversation, agent, tip, conversation),
             )
-            if main:
-                db.execute("UPDATE conversations SET tip = ? WHERE id = ?", (tip, conversation))
+            db.execute(
+                "UPDATE conversations SET tip = ? WHERE id = ? AND EXISTS "
+                "(SELECT 1 FROM agent_tips WHERE conversation = ? AND agent = ? AND main = 1)",
+                (tip, conversation, conversation, agent),
+            )
         return len(history) - known
 
     def label(self, conversation: str, name: str, message_id: str | None) -> None:
