@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,9 +53,10 @@ def test_an_unreachable_server_and_a_wrong_password_are_told_apart(postgres_serv
     with pytest.raises(StoreError, match=r"^cannot connect to the PostgreSQL workspace postgresql://glyphpack:\*\*\*@127\.0\.0\.1:1/") as refused:
         Workspace(closed)
     assert "refused" in str(refused.value) or "connect" in str(refused.value)
-    wrong = postgres_server.admin_url.replace(postgres_server.cluster.password, "not-the-password") if postgres_server.cluster else None
-    if wrong is None:
-        pytest.skip("the server is GLYPHPACK_POSTGRES_URL's: its password rules are its own")
+    password = re.search(r"://[^:/@]+:([^@]+)@", postgres_server.admin_url)
+    if password is None:
+        pytest.skip("GLYPHPACK_POSTGRES_URL has no password to get wrong")
+    wrong = postgres_server.admin_url.replace(password.group(1), "not-the-password")
     with pytest.raises(StoreError, match="password authentication failed") as denied:
         Workspace(wrong)
     assert "not-the-password" not in str(denied.value)  # a password never reaches a message
@@ -253,6 +255,32 @@ def test_the_cli_and_the_navigator_read_a_workspace_that_lives_in_postgres(tmp_p
     data = [page.split('id="data"', 1)[1] for page in pages]
     assert data[0].replace('"workspace":"ws"', "") == data[1].replace(f'"workspace":"{Workspace(postgres_url).name}"', "")
     assert '"trigger":"proactive"' in data[1] or '"trigger":"recovery"' in data[1]  # the compaction, from the database
+
+
+def test_every_workspace_command_takes_a_database(postgres_url, capsys):
+    session_file = str(SESSIONS / "ccl-session_b.jsonl")
+    assert cli_main(["import", session_file, "--workspace", postgres_url, "--conversation", "imported"]) == 0
+    out = capsys.readouterr().out
+    assert "conversation imported" in out and "***" in out and postgres_url.split(":")[2].split("@")[0] not in out
+    with Workspace(postgres_url) as workspace:
+        agent = next(iter(workspace.tree.agent_tips("imported")))
+        first_answer = next(m for m in workspace.load("imported", agent).messages if m.role == "assistant" and not m.tool_calls)
+        length = len(workspace.load("imported", agent).messages)
+    assert cli_main(["context", postgres_url, "imported", "--model", "claude-sonnet-4-5"]) == 0
+    assert "tokens" in capsys.readouterr().out
+    assert cli_main(["session", postgres_url, "imported", agent, "--model", "claude-sonnet-4-5", "-c", "/checkpoint here"]) == 0
+    assert cli_main(["branch", postgres_url, "imported", first_answer.id]) == 0
+    assert f"tip is now {first_answer.id}" in capsys.readouterr().out
+    assert cli_main(["fork", postgres_url, "imported", "--new", "copied"]) == 0
+    assert cli_main(["tree", postgres_url]) == 0
+    drawn = capsys.readouterr().out
+    assert "imported" in drawn and "copied" in drawn
+    with Workspace(postgres_url) as workspace:
+        assert len(workspace.load("imported", agent).messages) < length  # the transcript moved with the tip
+        assert list(workspace.tree.labels("imported")) == ["here"]  # the session's checkpoint, in the database's tree
+        assert [m.text for m in workspace.load("copied", agent).messages] == [m.text for m in workspace.load("imported", agent).messages]
+    assert cli_main(["tree", postgres_url, "nowhere"]) == 2
+    assert "no conversation 'nowhere' in postgresql://glyphpack:***@" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ hosts: processes on one database
