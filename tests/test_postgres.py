@@ -97,6 +97,27 @@ def test_read_only_opens_only_a_workspace_and_writes_nothing(postgres_url):
     assert rows(postgres_url, "SELECT revision FROM transcripts") == [(1,)]
 
 
+def test_the_tree_has_the_same_tables_and_columns_on_both_stores(tmp_path, postgres_url):
+    """The tree's statements run on both databases: a column added to one schema and not
+    the other would fail only where that statement runs."""
+    import sqlite3
+
+    with Workspace(tmp_path / "ws") as folder, Workspace(postgres_url):
+        folder.tree.conversations()
+        database = sqlite3.connect(tmp_path / "ws" / "tree.sqlite3")
+        on_sqlite = {
+            table: [row[1] for row in database.execute(f"PRAGMA table_info({table})")]
+            for (table,) in database.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        database.close()
+    on_postgres = {
+        table: [c for (c,) in rows(postgres_url, f"SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = '{table}' ORDER BY ordinal_position")]
+        for table in on_sqlite
+    }
+    on_postgres["messages"].remove("seq")  # PostgreSQL's insertion order; SQLite has its rowid
+    assert on_postgres == on_sqlite and set(on_sqlite) == {"conversations", "messages", "agent_tips", "labels"}
+
+
 def test_the_location_never_shows_the_password(postgres_url):
     with Workspace(postgres_url) as workspace:
         assert "***" in workspace.location and postgres_url.split(":")[2].split("@")[0] not in workspace.location

@@ -39,6 +39,9 @@ from .messages import Message, validate_history
 from .tree import Executor, SessionTree, check_schema_version
 
 # Each entry moves the schema from version i to i + 1 (``glyphpack_schema.version``).
+# The tree's four tables are SQLite's (``tree.MIGRATIONS``, reached there in three
+# versions) with PostgreSQL's types and a ``seq`` column for insertion order;
+# tests/test_postgres.py checks both schemas have the same columns.
 MIGRATIONS = (
     """
     CREATE TABLE conversations (

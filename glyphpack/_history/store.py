@@ -306,6 +306,13 @@ def trim_start(
     return starts[-1]
 
 
+def _make_folder(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create {folder}: {exc.strerror}") from None
+
+
 def _refuse_read_only(backend: StoreBackend) -> None:
     if backend.read_only:
         raise StoreError(f"{backend.location} was opened read-only")
@@ -379,10 +386,7 @@ class FolderStore:
     def save(self, conversation: str, agent: str, prepare: Callable[[StoredTranscript | None], StoredTranscript]) -> StoredTranscript:
         _refuse_read_only(self)
         path = self.transcript_path(conversation, agent)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create {path.parent}: {exc.strerror}") from None
+        _make_folder(path.parent)
         with _locked(path):
             stored = prepare(self.read(conversation, agent))
             self.tree.stored_prefix(conversation, stored.messages)  # what the tree would refuse, refused before writing
@@ -428,10 +432,7 @@ class FolderStore:
     def put_measured(self, conversation: str, agent: str, record: bytes) -> None:
         _refuse_read_only(self)
         path = self._measured_path(conversation, agent)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create {path.parent}: {exc.strerror}") from None
+        _make_folder(path.parent)
         _write(path, record)
 
     # ---------------------------------------------------------------- compaction views
