@@ -88,6 +88,29 @@ def postgres_bytes(url: str) -> int:
         ).fetchone()[0])
 
 
+def plot(figures: dict[str, list[dict[str, float]]], out: Path) -> None:
+    """Turns saved per second and the p99 save latency, per store and fleet size."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (rate, tail) = plt.subplots(1, 2, figsize=(9, 3.4))
+    width = 0.38
+    for offset, (store, runs) in zip((-width / 2, width / 2), figures.items()):
+        positions = [n + offset for n in range(len(AGENTS))]
+        rate.bar(positions, [r["turns_per_second"] for r in runs], width, label=store)
+        tail.bar(positions, [r["p99"] * 1000 for r in runs], width, label=store)
+    for axis, title in ((rate, "turns saved per second"), (tail, "save latency p99 (ms)")):
+        axis.set_xticks(range(len(AGENTS)), [f"{n} agent{'s' if n > 1 else ''}" for n in AGENTS])
+        axis.set_title(title, fontsize=10)
+        axis.legend(fontsize=8)
+    fig.suptitle("processes saving at once, each its own conversation; one machine, 2 cores", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
 def resume(location: str, conversation: str) -> dict[str, float]:
     runs = []
     for _ in range(RESUME_RUNS):
@@ -106,10 +129,12 @@ def test_a_fleet_on_one_store(server, tmp_path):
     ]
     sizes: dict[str, float] = {}
     baseline: dict[int, float] = {}
+    figures: dict[str, list[dict[str, float]]] = {store: [] for store in stores}
     for store, location_for in stores.items():
         for agents in AGENTS:
             location = location_for(agents)
             measured = run_fleet(location, agents, tmp_path)
+            figures[store].append(measured)
             if store == "folder":
                 baseline[agents] = measured["turns_per_second"]
             ratio = measured["turns_per_second"] / baseline[agents]
@@ -121,6 +146,7 @@ def test_a_fleet_on_one_store(server, tmp_path):
                 used = folder_bytes(Path(location)) if store == "folder" else postgres_bytes(location)
                 sizes[store] = used / TURNS * 1000
     TABLES["A fleet on one store: saves (benchmarks/test_bench_fleet.py)"] = rows
+    plot(figures, HERE.parent / "docs" / "fleet.png")
     TABLES["Size on disk per 1,000 turns"] = [
         "| store | MB per 1,000 turns | against the folder |",
         "|---|---|---|",

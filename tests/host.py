@@ -5,6 +5,9 @@ Usage:
         GO_FILE, append a turn and save; print "saved NAME" or "conflict NAME".
     python host.py request URL             open task/coder and print the next request
         (Anthropic's body, as JSON) without sending it.
+    python host.py stall URL               save a turn to c/a, but stop inside the save's
+        transaction (after the transcript's rows, before the tree's), print "inside" and
+        wait there to be killed.
 """
 
 import json
@@ -37,8 +40,20 @@ def request(url: str) -> None:
         print(json.dumps(s.request("anthropic")))
 
 
+def stall(url: str) -> None:
+    from glyphpack._history.tree import SessionTree
+
+    def stalled(*args: object, **options: object) -> None:
+        print("inside", flush=True)
+        time.sleep(600)
+
+    SessionTree.record = stalled  # type: ignore[method-assign]
+    with Workspace(url) as workspace:
+        loaded = workspace.load("c", "a")
+        more = (Message("user", "stalled asks", id="stall-q"), Message("assistant", "never saved", id="stall-a"))
+        workspace.save("c", "a", loaded.messages + more, revision=loaded.revision)
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "race":
-        race(sys.argv[2], sys.argv[3], Path(sys.argv[4]))
-    else:
-        request(sys.argv[2])
+    {"race": lambda: race(sys.argv[2], sys.argv[3], Path(sys.argv[4])), "request": lambda: request(sys.argv[2]),
+     "stall": lambda: stall(sys.argv[2])}[sys.argv[1]]()

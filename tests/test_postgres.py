@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psycopg
@@ -325,6 +327,32 @@ def test_two_hosts_saving_one_transcript_from_one_revision_one_wins_nothing_lost
         stored = workspace.load("c", "a")
         assert stored.revision == 2 and [m.id for m in stored.messages] == ["u0", "a0", f"{winner}-q", f"{winner}-a"]
         assert workspace.tree.path_to(workspace.tree.agent_tip("c", "a")) == list(stored.messages)
+
+
+def test_a_host_killed_inside_a_save_leaves_nothing_and_holds_no_lock(postgres_url):
+    """SIGKILL while the save's transaction is open (its transcript rows written, the
+    tree's not): the server rolls it back and frees the conversation's lock, so the
+    next host saves at once from the same revision."""
+    with Workspace(postgres_url) as workspace:
+        workspace.save("c", "a", turn(0), revision=0)
+        before = workspace_record(workspace)
+    host = subprocess.Popen([sys.executable, str(TESTS / "host.py"), "stall", postgres_url], stdout=subprocess.PIPE, env=ENV, text=True)
+    assert host.stdout is not None and host.stdout.readline().strip() == "inside"
+    advisory = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+    assert rows(postgres_url, advisory) == [(1,)]  # the stalled host holds the conversation's lock
+    with Workspace(postgres_url) as workspace:
+        assert workspace.load("c", "a").revision == 1  # the open transaction is invisible to other hosts
+    host.send_signal(signal.SIGKILL)
+    host.wait()
+    host.stdout.close()
+    deadline = time.monotonic() + 10
+    while rows(postgres_url, advisory) != [(0,)] and time.monotonic() < deadline:  # the server sees the socket close
+        time.sleep(0.05)
+    assert rows(postgres_url, advisory) == [(0,)]
+    with Workspace(postgres_url) as workspace:
+        assert workspace_record(workspace) == before
+        saved = workspace.save("c", "a", turn(0) + turn(1), revision=1)
+        assert saved.revision == 2 and workspace.tree.path_to(workspace.tree.agent_tip("c", "a")) == list(saved.messages)
 
 
 def test_a_session_resumed_on_another_host_sends_the_same_next_request_byte_for_byte(postgres_url, tmp_path):
