@@ -338,7 +338,10 @@ def test_a_host_killed_inside_a_save_leaves_nothing_and_holds_no_lock(postgres_u
         before = workspace_record(workspace)
     host = subprocess.Popen([sys.executable, str(TESTS / "host.py"), "stall", postgres_url], stdout=subprocess.PIPE, env=ENV, text=True)
     assert host.stdout is not None and host.stdout.readline().strip() == "inside"
-    advisory = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+    advisory = (  # the conversation's lock: its 64-bit key is split over classid and objid
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+        "AND ((classid::bigint << 32) | objid::bigint) = hashtextextended('glyphpack:c', 0)"
+    )
     assert rows(postgres_url, advisory) == [(1,)]  # the stalled host holds the conversation's lock
     with Workspace(postgres_url) as workspace:
         assert workspace.load("c", "a").revision == 1  # the open transaction is invisible to other hosts

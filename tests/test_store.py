@@ -375,3 +375,13 @@ def test_a_workspace_fork_at_a_message_copies_the_path_to_it(tmp_path):
         assert ws.load("early", "main").messages == forked.messages and ws.load("c", "main").messages == tuple(history)
         whole = ws.fork("c", "main", new_conversation="all")
         assert [m.text for m in whole.messages] == ["q0", "a0", "q1", "a1"]
+
+
+def test_a_database_workspace_without_its_driver_says_how_to_install_it(monkeypatch, capsys):
+    from glyphpack._cli import main
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if the postgres extra were not installed
+    with pytest.raises(StoreError, match=r"^a PostgreSQL workspace needs psycopg 3 and its pool: pip install 'glyphpack\[postgres\]'$"):
+        Workspace("postgresql://u:p@127.0.0.1:1/db")
+    assert main(["tree", "postgresql://u:p@127.0.0.1:1/db"]) == 2
+    assert "pip install 'glyphpack[postgres]'" in capsys.readouterr().err
