@@ -329,6 +329,30 @@ def test_two_hosts_saving_one_transcript_from_one_revision_one_wins_nothing_lost
         assert workspace.tree.path_to(workspace.tree.agent_tip("c", "a")) == list(stored.messages)
 
 
+def test_a_reader_on_another_host_sees_whole_saves_while_a_writer_saves(postgres_url):
+    """Loads while another process saves as fast as it can: each load is one save's
+    state, its messages the ones that revision holds (a read in two statements once
+    paired a revision with the next save's messages)."""
+    import saver
+    from histories import history
+
+    host = subprocess.Popen([sys.executable, str(TESTS / "saver.py"), postgres_url], stdout=subprocess.PIPE, env=ENV)
+    try:
+        assert host.stdout is not None and host.stdout.readline().strip() == b"ready"
+        host.stdout.readline()  # a first save is in
+        seen = set()
+        with Workspace(postgres_url) as workspace:
+            while len(seen) < 40:
+                loaded = workspace.load("conv", "agent")
+                assert list(loaded.messages) == history((loaded.revision - 1) % saver.CYCLE + 1, 1)
+                seen.add(loaded.revision)
+    finally:
+        host.kill()
+        host.wait()
+        if host.stdout:
+            host.stdout.close()
+
+
 def test_a_host_killed_inside_a_save_leaves_nothing_and_holds_no_lock(postgres_url):
     """SIGKILL while the save's transaction is open (its transcript rows written, the
     tree's not): the server rolls it back and frees the conversation's lock, so the

@@ -377,22 +377,28 @@ class PostgresStore:
         """The stored transcript and its messages' digests (from this store's cache when
         the stored revision is the one it last read or wrote)."""
         key = (check_id(conversation, "conversation"), check_id(agent, "agent"))
-        rows = self.database.query(
-            "SELECT revision, error, checkpoints, length FROM transcripts WHERE conversation = ? AND agent = ?", key
-        )
+        rows = self.database.query("SELECT revision FROM transcripts WHERE conversation = ? AND agent = ?", key)
         if not rows:
             return None
-        revision, error, checkpoints, length = rows[0]
         with self._lock:
             known = self._known.get(key)
-        if known is not None and known[0] == revision:
+        if known is not None and known[0] == rows[0][0]:
             return known[1], known[2]
-        where = self.where(conversation, agent)
+        # One statement, so one snapshot: the row and its messages as one save left them,
+        # even while another host saves (two statements could pair a revision with the
+        # next save's messages).
         found = self.database.query(
-            "SELECT t.digest, b.body FROM transcript_messages t LEFT JOIN bodies b ON b.digest = t.digest "
-            "WHERE t.conversation = ? AND t.agent = ? ORDER BY t.position",
+            "SELECT t.revision, t.error, t.checkpoints, t.length, m.digest, b.body FROM transcripts t "
+            "LEFT JOIN transcript_messages m ON m.conversation = t.conversation AND m.agent = t.agent "
+            "LEFT JOIN bodies b ON b.digest = m.digest "
+            "WHERE t.conversation = ? AND t.agent = ? ORDER BY m.position",
             key,
         )
+        if not found:
+            return None
+        revision, error, checkpoints, length = found[0][:4]
+        found = [(digest, body) for *_, digest, body in found if digest is not None]
+        where = self.where(conversation, agent)
         missing = sum(1 for _, body in found if body is None) + length - len(found)
         if missing:
             raise StoreError(f"{where} is damaged: {missing} of its messages are missing; it was left untouched")
