@@ -385,3 +385,27 @@ def test_a_database_workspace_without_its_driver_says_how_to_install_it(monkeypa
         Workspace("postgresql://u:p@127.0.0.1:1/db")
     assert main(["tree", "postgresql://u:p@127.0.0.1:1/db"]) == 2
     assert "pip install 'glyphpack[postgres]'" in capsys.readouterr().err
+
+
+def test_reconcile_never_moves_the_tree_back_past_a_save_made_meanwhile(workspace, monkeypatch):
+    """Reconcile reads the transcript, finds the tree behind, and records: a save by
+    another process in between was undone in the tree. It checks again under the lock."""
+    from glyphpack._history.tree import SessionTree
+
+    workspace.save("c", "a", turn(0, 1), revision=0)
+    real_record = SessionTree.record
+    monkeypatch.setattr(SessionTree, "record", lambda *args, **kwargs: 0)
+    workspace.save("c", "a", turn(0, 1) + turn(1, 1), revision=1)  # a crash between the transcript and the tree
+    monkeypatch.setattr(SessionTree, "record", real_record)
+    assert workspace.tree.agent_tip("c", "a") == turn(0, 1)[-1].id  # the tree is a turn behind
+    real_exclusive = type(workspace.backend).exclusive
+    newest = turn(0, 1) + turn(1, 1) + turn(2, 1)
+
+    def another_host_saves_first(backend, conversation, agent):
+        monkeypatch.setattr(type(backend), "exclusive", real_exclusive)
+        workspace.save("c", "a", newest, revision=2)  # lands between the check and the lock
+        return real_exclusive(backend, conversation, agent)
+
+    monkeypatch.setattr(type(workspace.backend), "exclusive", another_host_saves_first)
+    assert workspace.reconcile("c", "a") == 0
+    assert workspace.tree.path_to(workspace.tree.agent_tip("c", "a")) == newest

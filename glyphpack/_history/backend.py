@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 from .messages import Message
@@ -44,6 +45,10 @@ class StoreBackend(Protocol):
     def save(self, conversation: str, agent: str, prepare: Callable[[StoredTranscript | None], StoredTranscript]) -> StoredTranscript:
         """Under the transcript's lock: ``prepare`` the new transcript from the stored one
         (it raises to write nothing), write it, and record its messages in the tree."""
+        ...
+
+    def exclusive(self, conversation: str, agent: str) -> AbstractContextManager[object]:
+        """The lock a save of the transcript holds, for work that must not interleave with one."""
         ...
 
     def transcripts(self) -> list[tuple[str, str]]: ...

@@ -29,6 +29,7 @@ import json
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from .._errors import HistoryError, StoreError
@@ -413,6 +414,9 @@ class PostgresStore:
         with self._lock:
             self._known[key] = (revision, stored, digests)
         return stored, digests
+
+    def exclusive(self, conversation: str, agent: str) -> AbstractContextManager[object]:
+        return self.database.write(conversation)
 
     def save(self, conversation: str, agent: str, prepare: Callable[[StoredTranscript | None], StoredTranscript]) -> StoredTranscript:
         key = (check_id(conversation, "conversation"), check_id(agent, "agent"))

@@ -386,8 +386,7 @@ class FolderStore:
     def save(self, conversation: str, agent: str, prepare: Callable[[StoredTranscript | None], StoredTranscript]) -> StoredTranscript:
         _refuse_read_only(self)
         path = self.transcript_path(conversation, agent)
-        _make_folder(path.parent)
-        with _locked(path):
+        with self.exclusive(conversation, agent):
             stored = prepare(self.read(conversation, agent))
             self.tree.stored_prefix(conversation, stored.messages)  # what the tree would refuse, refused before writing
             self._write(path, stored, conversation, agent)
@@ -396,6 +395,13 @@ class FolderStore:
             # The transcript is what a run resumes from, so it is the one that wins.
             self.tree.record(conversation, agent, stored.messages)
         return stored
+
+    @contextlib.contextmanager
+    def exclusive(self, conversation: str, agent: str) -> Iterator[None]:
+        path = self.transcript_path(conversation, agent)
+        _make_folder(path.parent)
+        with _locked(path):
+            yield
 
     def _write(self, path: Path, stored: StoredTranscript, conversation: str, agent: str) -> None:
         """The transcript file, atomically (a crashed writer's temporaries removed first)."""
@@ -633,14 +639,22 @@ class Workspace:
 
     def reconcile(self, conversation: str, agent: str) -> int:
         """Bring the tree to the stored transcript (after a crash between the two
-        writes of a save); returns the messages it added. Writes nothing when they agree."""
-        stored = self._store.read(conversation, agent)
-        if stored is None:
+        writes of a save); returns the messages it added. Writes nothing when they agree.
+        Under the save's lock: a save by another process between reading the transcript
+        and moving the tree would otherwise be undone in the tree."""
+
+        def behind() -> StoredTranscript | None:
+            stored = self._store.read(conversation, agent)
+            if stored is None:
+                return None
+            tip = stored.messages[-1].id if stored.messages else None
+            return None if self.tree.agent_tip(conversation, agent) == tip else stored
+
+        if behind() is None:  # the usual case, checked without a lock (a read-only workspace takes none)
             return 0
-        tip = stored.messages[-1].id if stored.messages else None
-        if self.tree.agent_tip(conversation, agent) == tip:
-            return 0
-        return self.tree.record(conversation, agent, stored.messages)
+        with self._store.exclusive(conversation, agent):
+            stored = behind()
+            return 0 if stored is None else self.tree.record(conversation, agent, stored.messages)
 
     def transcripts(self) -> list[tuple[str, str]]:
         """Every stored (conversation, agent) pair (compaction views are not agents)."""
