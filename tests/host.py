@@ -3,8 +3,9 @@
 Usage:
     python host.py race URL NAME GO_FILE   load c/a, print "loaded REVISION", wait for
         GO_FILE, append a turn and save; print "saved NAME" or "conflict NAME".
-    python host.py request URL             open task/coder and print the next request
-        (Anthropic's body, as JSON) without sending it.
+    python host.py request URL             open task/coder and print, as JSON, the
+        compaction it found in force, whether building the next request compacted
+        again, and that request (Anthropic's body), without sending it.
     python host.py stall URL               save a turn to c/a, but stop inside the save's
         transaction (after the transcript's rows, before the tree's), print "inside" and
         wait there to be killed.
@@ -37,7 +38,10 @@ def race(url: str, name: str, go: Path) -> None:
 
 def request(url: str) -> None:
     with glyphpack.open_session(url, "task", "coder", model="claude-sonnet-4-5", context_window=30_000, policy=DENSE_SESSION) as s:
-        print(json.dumps(s.request("anthropic")))
+        in_force = s.view.covers if s.view else None
+        body = s.request("anthropic")
+        compacted = s.last_request is not None and s.last_request.compaction is not None
+        print(json.dumps({"covers": in_force, "compacted_again": compacted, "request": body}))
 
 
 def stall(url: str) -> None:

@@ -25,6 +25,7 @@ from glyphpack._cli import main as cli_main
 from glyphpack._history.copy import copy_workspace, workspace_record
 from glyphpack._history.importers.registry import import_file
 from glyphpack._history.postgres import SCHEMA_VERSION, redacted
+from glyphpack._session.view import read_archive, read_view
 from glyphpack.testing.fake import FakeModel
 
 TESTS = Path(__file__).resolve().parent
@@ -172,7 +173,7 @@ def test_a_save_that_fails_midway_leaves_the_transcript_and_the_tree_as_they_wer
         with pytest.raises((OSError, StoreError)) as failed:
             workspace.save("c", "a", turn(0) + turn(1), revision=1)
         if fail_at == "connection lost":
-            assert "nothing of this write was kept" in str(failed.value)
+            assert "nothing of this write was kept" in str(failed.value) and "terminating connection" in str(failed.value)
         monkeypatch.setattr(SessionTree, "record", real_record)
     with Workspace(postgres_url) as workspace:
         assert workspace_record(workspace) == before
@@ -389,12 +390,20 @@ def test_a_session_resumed_on_another_host_sends_the_same_next_request_byte_for_
         drive(s, FakeModel(reading_script(20)), "anthropic", root)
         assert s.view is not None and s.view.pages > 0  # a compaction with pages, kept in the database
         s.add_user("and now?")
-        expected = json.dumps(s.request("anthropic"))
+        expected = json.loads(json.dumps(s.request("anthropic")))
+        view = s.view
+        compactions = s.workspace.backend.count_views("task", "coder")
+    with Workspace(postgres_url) as workspace:
+        assert read_view(workspace, "task", "coder") == view
+        assert [v.covers for v in read_archive(workspace, "task", "coder")][-1] == view.covers and compactions >= 1
     resumed = subprocess.run(
         [sys.executable, str(TESTS / "host.py"), "request", postgres_url], capture_output=True, text=True, env=ENV, timeout=120
     )
     assert resumed.returncode == 0, resumed.stderr
-    assert resumed.stdout.strip() == expected
+    found = json.loads(resumed.stdout)
+    # the stored compaction is the one in force there (not one made again), and the request is the same
+    assert found["covers"] == view.covers and found["compacted_again"] is False
+    assert json.dumps(found["request"]) == json.dumps(expected)
 
 
 def test_conflicting_saves_raise_conflict_error_not_a_database_error(postgres_url):
