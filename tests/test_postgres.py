@@ -152,6 +152,25 @@ def test_a_damaged_row_is_named_and_left_as_it_is(postgres_url):
         workspace.load("c", "a")
 
 
+def test_a_damaged_view_or_measured_record_is_named_by_agent_and_number(postgres_url):
+    from glyphpack._session.view import StoredView, write_view
+
+    with Workspace(postgres_url) as workspace:
+        workspace.save("c", "a", turn(0), revision=0)
+        for covers in ("u0", "a0"):
+            write_view(workspace, "c", "a", StoredView(covers=covers, messages=tuple(turn(0)[:1])))
+        assert [v.covers for v in read_archive(workspace, "c", "a")] == ["u0", "a0"] and read_view(workspace, "c", "a").covers == "a0"
+        workspace.backend.put_measured("c", "a", json.dumps({"requests": [["u0", "a0"]]}).encode())
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute("UPDATE views SET document = 'not json' WHERE number = 2")
+    with Workspace(postgres_url) as workspace:
+        location = re.escape(workspace.location)
+        with pytest.raises(StoreError, match=f"^{location} view 2 of c/a is damaged"):
+            read_view(workspace, "c", "a")
+        with pytest.raises(StoreError, match=f"^{location} measured record of c/a is damaged"):
+            workspace.measured("c", "a")
+
+
 @pytest.mark.parametrize("fail_at", ["before the tree", "in the tree", "connection lost"])
 def test_a_save_that_fails_midway_leaves_the_transcript_and_the_tree_as_they_were(postgres_url, monkeypatch, fail_at):
     from glyphpack._history.tree import SessionTree
@@ -365,7 +384,7 @@ def test_a_host_killed_inside_a_save_leaves_nothing_and_holds_no_lock(postgres_u
     assert host.stdout is not None and host.stdout.readline().strip() == "inside"
     advisory = (  # the conversation's lock: its 64-bit key is split over classid and objid
         "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-        "AND ((classid::bigint << 32) | objid::bigint) = hashtextextended('glyphpack:c', 0)"
+        "AND ((classid::bigint << 32) | objid::bigint) = hashtextextended(current_schema() || ':glyphpack:c', 0)"
     )
     assert rows(postgres_url, advisory) == [(1,)]  # the stalled host holds the conversation's lock
     with Workspace(postgres_url) as workspace:
@@ -381,6 +400,33 @@ def test_a_host_killed_inside_a_save_leaves_nothing_and_holds_no_lock(postgres_u
         assert workspace_record(workspace) == before
         saved = workspace.save("c", "a", turn(0) + turn(1), revision=1)
         assert saved.revision == 2 and workspace.tree.path_to(workspace.tree.agent_tip("c", "a")) == list(saved.messages)
+
+
+def test_workspaces_in_two_schemas_of_one_database_never_wait_on_each_other(postgres_server, postgres_url):
+    import threading
+
+    other = postgres_server.create()
+    try:
+        with Workspace(postgres_url) as workspace:
+            workspace.save("c", "a", turn(0), revision=0)
+        host = subprocess.Popen([sys.executable, str(TESTS / "host.py"), "stall", postgres_url], stdout=subprocess.PIPE, env=ENV, text=True)
+        done: list[int] = []
+        in_time: list[int] = []
+        with Workspace(other) as workspace:
+            saving = threading.Thread(target=lambda: done.append(workspace.save("c", "a", turn(0), revision=0).revision), daemon=True)
+            try:
+                assert host.stdout is not None and host.stdout.readline().strip() == "inside"  # holds conversation c's lock there
+                saving.start()
+                saving.join(timeout=10)
+                in_time = list(done)
+            finally:  # the stalled host goes before the workspace closes: a save waiting on it then ends
+                host.kill()
+                host.wait()
+                host.stdout.close()
+                saving.join(timeout=20)
+        assert in_time == [1]  # the same conversation id in another workspace saved at once, not after the kill
+    finally:
+        postgres_server.drop(other)
 
 
 def test_a_session_resumed_on_another_host_sends_the_same_next_request_byte_for_byte(postgres_url, tmp_path):

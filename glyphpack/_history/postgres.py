@@ -119,7 +119,7 @@ MIGRATIONS = (
 SCHEMA_VERSION = len(MIGRATIONS)
 #: The advisory lock key migrations take, so two hosts opening a new database at once
 #: do not both create the schema.
-_MIGRATION_LOCK = "glyphpack:schema"
+_MIGRATION_LOCK = ":glyphpack-schema"
 
 
 def redacted(url: str) -> str:
@@ -218,7 +218,7 @@ class PostgresDatabase:
             if version == SCHEMA_VERSION:
                 return
         with connection.transaction():
-            connection.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (_MIGRATION_LOCK,))
+            connection.execute("SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || %s, 0))", (_MIGRATION_LOCK,))
             connection.execute("CREATE TABLE IF NOT EXISTS glyphpack_schema (version INTEGER NOT NULL)")
             row = connection.execute("SELECT version FROM glyphpack_schema").fetchone()
             current = row[0] if row else 0
@@ -288,7 +288,8 @@ class PostgresDatabase:
     def _lock(statements: _Statements, conversations: Sequence[str]) -> None:
         # Sorted: two writers locking the same pair take them in one order (no deadlock).
         for conversation in sorted(set(conversations) - statements.locked):
-            statements.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (f"glyphpack:{conversation}",))
+            # Keyed by the schema too: workspaces in schemas of one database never wait on each other.
+            statements.execute("SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ?, 0))", (f":glyphpack:{conversation}",))
             statements.locked.add(conversation)
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
