@@ -261,6 +261,42 @@ def test_a_workspace_copies_to_postgres_and_back_losslessly(tmp_path, postgres_u
         assert workspace_record(b) == original
 
 
+def test_the_record_a_copy_is_compared_by_sees_every_part_of_a_workspace(tmp_path, postgres_url):
+    """Each change below, made to one side after a copy, must make the two records
+    differ: the comparison is only as good as what the record holds."""
+    folder = str(tmp_path / "ws")
+    _a_lived_in_workspace(folder, tmp_path)
+    with Workspace(folder) as source, Workspace(postgres_url) as copy:
+        report = copy_workspace(source, copy)
+        record = workspace_record(source)
+        assert report.conversations == 4 and report.transcripts == len(source.transcripts())
+        assert report.messages == sum(len(c["messages"]) for c in record["conversations"].values())
+        assert report.views == sum(len(t["views"]) for t in record["transcripts"].values()) >= 1
+        assert workspace_record(copy) == record
+        claude_agent = next(iter(copy.tree.agent_tips("claude")))
+        changes = {
+            "a side branch": lambda: copy.tree.append("claude", Message("user", "a message off the path", id="off-path"))
+            and copy.tree.branch("claude", record["conversations"]["claude"]["tip"]),
+            "a label": lambda: copy.tree.label("claude", "before", None),
+            "an agent's tip": lambda: copy.tree.set_tips("claude", record["conversations"]["claude"]["tip"], {claude_agent: None}),
+            "when it was made": lambda: rows(postgres_url, "UPDATE conversations SET created = created + 1 WHERE id = 'codex' RETURNING id"),
+            "a measured record": lambda: copy.backend.put_measured("claude", claude_agent, b'{"requests": []}'),
+        }
+        for what, change in changes.items():
+            change()
+            assert workspace_record(copy) != record, what
+            record = workspace_record(copy)
+
+
+def test_a_copy_into_a_workspace_with_a_tree_alone_is_refused(tmp_path, postgres_url):
+    with Workspace(tmp_path / "ws") as source, Workspace(postgres_url) as destination:
+        source.save("c", "a", turn(0), revision=0)
+        destination.tree.create("already-here")  # a conversation, no transcript
+        with pytest.raises(StoreError, match="is not empty"):
+            copy_workspace(source, destination)
+        assert destination.transcripts() == []
+
+
 def test_a_copy_that_does_not_compare_equal_is_an_error(tmp_path, postgres_url, monkeypatch):
     from glyphpack._history import copy as copy_module
 
@@ -272,10 +308,11 @@ def test_a_copy_that_does_not_compare_equal_is_an_error(tmp_path, postgres_url, 
             record = real(workspace)
             if workspace is not source:
                 record["transcripts"]["c/a"]["revision"] += 1
+                del record["conversations"]["c"]  # and one part missing on one side
             return record
 
         monkeypatch.setattr(copy_module, "workspace_record", changed)
-        with Workspace(postgres_url) as destination, pytest.raises(StoreError, match=r"differs from .* in: c/a$"):
+        with Workspace(postgres_url) as destination, pytest.raises(StoreError, match=r"differs from .* in: c, c/a$"):
             copy_workspace(source, destination)
 
 
