@@ -85,6 +85,23 @@ def test_a_schema_from_a_newer_glyphpack_is_refused_and_left_as_it_is(postgres_u
     assert rows(postgres_url, "SELECT version FROM glyphpack_schema") == [(SCHEMA_VERSION + 1,)]
 
 
+def test_a_user_who_may_not_create_tables_is_told_so_before_anything_is_written(postgres_url):
+    schema = postgres_url.rsplit("%3D", 1)[-1]
+    role = f"reader_{schema}"
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'pw'")
+        admin.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+    try:
+        limited = re.sub(r"://[^@]+@", f"://{role}:pw@", postgres_url)
+        with pytest.raises(StoreError, match=f"^postgresql://{role}:\\*\\*\\*@.*: permission denied for schema {schema}"):
+            Workspace(limited)
+        assert tables(postgres_url) == []
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(f"DROP OWNED BY {role}")
+            admin.execute(f"DROP ROLE {role}")
+
+
 def test_read_only_opens_only_a_workspace_and_writes_nothing(postgres_url):
     with pytest.raises(StoreError, match=r"is not a glyphpack workspace \(no glyphpack schema in it\)"):
         Workspace(postgres_url, read_only=True)

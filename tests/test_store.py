@@ -51,14 +51,18 @@ def test_two_agents_keep_two_transcripts(workspace):
     assert workspace.transcripts() == [("c1", "coder"), ("c1", "planner")]
 
 
-def test_failed_turns_are_told_apart(workspace):
-    messages = history(1) + [Message("user", "next question")]
-    assert workspace.save("c", "a", messages, revision=0).state == "unanswered"  # no answer yet
-    done = workspace.save("c", "a", history(2), revision=1, error=None)
-    assert done.state == "answered"
-    failed = workspace.save("c", "a", history(2), revision=2, error="529 overloaded")
-    assert workspace.load("c", "a").state == "unanswered" and workspace.load("c", "a").error == "529 overloaded"
-    assert failed.revision == 3
+def test_failed_turns_are_told_apart(workspace_location):
+    with Workspace(workspace_location) as workspace:
+        messages = history(1) + [Message("user", "next question")]
+        assert workspace.save("c", "a", messages, revision=0).state == "unanswered"  # no answer yet
+        done = workspace.save("c", "a", history(2), revision=1, error=None)
+        assert done.state == "answered"
+        failed = workspace.save("c", "a", history(2), revision=2, error="529 overloaded", checkpoints={"start": None})
+        assert workspace.load("c", "a").state == "unanswered" and workspace.load("c", "a").error == "529 overloaded"
+        assert failed.revision == 3
+    with Workspace(workspace_location) as another_process:  # read from the store, not from what this one wrote
+        loaded = another_process.load("c", "a")
+        assert (loaded.state, loaded.error, loaded.revision, dict(loaded.checkpoints)) == ("unanswered", "529 overloaded", 3, {"start": None})
 
 
 def test_mid_turn_save_is_refused_and_writes_nothing(workspace):
