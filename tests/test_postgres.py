@@ -403,6 +403,7 @@ def test_two_hosts_saving_one_transcript_from_one_revision_one_wins_nothing_lost
         assert workspace.tree.path_to(workspace.tree.agent_tip("c", "a")) == list(stored.messages)
 
 
+@pytest.mark.slow  # a writer process saving as fast as it can (about 1 s)
 def test_a_reader_on_another_host_sees_whole_saves_while_a_writer_saves(postgres_url):
     """Loads while another process saves as fast as it can: each load is one save's
     state, its messages the ones that revision holds (a read in two statements once
@@ -427,6 +428,7 @@ def test_a_reader_on_another_host_sees_whole_saves_while_a_writer_saves(postgres
             host.stdout.close()
 
 
+@pytest.mark.slow  # a host process to kill (about 1 s)
 def test_a_host_killed_inside_a_save_leaves_nothing_and_holds_no_lock(postgres_url):
     """SIGKILL while the save's transaction is open (its transcript rows written, the
     tree's not): the server rolls it back and frees the conversation's lock, so the
@@ -456,6 +458,7 @@ def test_a_host_killed_inside_a_save_leaves_nothing_and_holds_no_lock(postgres_u
         assert saved.revision == 2 and workspace.tree.path_to(workspace.tree.agent_tip("c", "a")) == list(saved.messages)
 
 
+@pytest.mark.slow  # a stalled host process (about 1 s)
 def test_workspaces_in_two_schemas_of_one_database_never_wait_on_each_other(postgres_server, postgres_url):
     import threading
 
