@@ -1,7 +1,10 @@
-"""The workspace: one directory holding the session tree (SQLite) and one JSON
-transcript per (conversation, agent), with checkpoints.
+"""The workspace: ``Workspace`` holds the rules of a save (turn boundaries, the
+revision compared and swapped, a history that extends the stored one, checkpoints)
+over a ``StoreBackend`` chosen by the location: ``FolderStore`` here, or
+``glyphpack._history.postgres.PostgresStore`` for a ``postgresql://`` URL.
 
-Writes are atomic: a temporary file in the same directory, fsync, rename, fsync of
+The folder: one directory holding the session tree (SQLite) and one JSON transcript
+per (conversation, agent), with checkpoints. Writes are atomic: a temporary file in the same directory, fsync, rename, fsync of
 the directory, so a crash at any instant leaves the previous or the new complete
 file. Savers of one transcript take an exclusive lock on a sidecar lock file (released
 by the kernel if the holder dies) and compare revisions: a save based on an older
