@@ -21,6 +21,10 @@ import time
 from pathlib import Path
 
 
+#: Enough for the fleet benchmark's 32 processes and their pools; a standby needs the same.
+MAX_CONNECTIONS = 200
+
+
 class Unavailable(Exception):
     """No PostgreSQL server can be started here (the reason says why)."""
 
@@ -70,28 +74,45 @@ class Cluster:
         if run_as:
             os.chown(self.base / "pw", pwd.getpwnam(run_as).pw_uid, -1)
         data = self.base / "data"
+        self._bindir = bindir
+        self._standbys: list[Path] = []
         self._pg_ctl = [str(bindir / "pg_ctl"), "-D", str(data)]
         self._call([str(bindir / "initdb"), "-D", str(data), "-U", self.user, "--auth=scram-sha-256",
                     f"--pwfile={self.base / 'pw'}", "-E", "UTF8", "--locale=C", "--no-sync"])
-        options = f"-h 127.0.0.1 -p {self.port} -k {self.base} -c max_connections=200"
+        options = f"-h 127.0.0.1 -p {self.port} -k {self.base} -c max_connections={MAX_CONNECTIONS}"
         if not durable:
             options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         self._call([*self._pg_ctl, "-w", "-t", "60", "-l", str(self.base / "log"), "-o", options, "start"])
 
-    def _call(self, command: list[str]) -> None:
+    def _call(self, command: list[str], env: dict[str, str] | None = None) -> None:
         try:
-            done = subprocess.run(command, capture_output=True, text=True, user=self._run_as, cwd=self.base, timeout=120)
+            done = subprocess.run(command, capture_output=True, text=True, user=self._run_as, cwd=self.base, timeout=120, env=env)
         except (OSError, subprocess.SubprocessError) as exc:
             raise Unavailable(f"{Path(command[0]).name} failed to run: {exc}") from None
         if done.returncode != 0:
             log = (self.base / "log").read_text(errors="replace")[-2000:] if (self.base / "log").exists() else ""
             raise Unavailable(f"{Path(command[0]).name} failed: {done.stderr.strip()[-2000:]} {log}")
 
-    def url(self, database: str = "postgres", *, password: str | None = None) -> str:
-        return f"postgresql://{self.user}:{password or self.password}@127.0.0.1:{self.port}/{database}"
+    def url(self, database: str = "postgres", *, password: str | None = None, port: int | None = None) -> str:
+        return f"postgresql://{self.user}:{password or self.password}@127.0.0.1:{port or self.port}/{database}"
+
+    def start_standby(self) -> int:
+        """A hot standby of this cluster (a read-only replica, streaming from it), on a
+        port of its own; returns the port."""
+        data = self.base / f"standby{len(self._standbys)}"
+        port = _free_port()
+        env = dict(os.environ, PGPASSWORD=self.password)
+        self._call([str(self._bindir / "pg_basebackup"), "-D", str(data), "-R", "-X", "stream", "-c", "fast",
+                    "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user], env=env)
+        self._standbys.append(data)
+        self._call([str(self._bindir / "pg_ctl"), "-D", str(data), "-w", "-t", "60", "-l", str(data) + ".log",
+                    "-o", f"-h 127.0.0.1 -p {port} -k {self.base} -c max_connections={MAX_CONNECTIONS}", "start"])
+        return port
 
     def stop(self) -> None:
         try:
+            for standby in self._standbys:
+                self._call([str(self._bindir / "pg_ctl"), "-D", str(standby), "-m", "immediate", "stop"])
             self._call([*self._pg_ctl, "-m", "immediate", "stop"])
         finally:
             shutil.rmtree(self.base, ignore_errors=True)

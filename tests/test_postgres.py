@@ -72,6 +72,26 @@ def test_a_read_only_server_is_refused_before_anything_is_written(postgres_url):
     assert tables(postgres_url) == []
 
 
+@pytest.mark.slow  # a base backup and a second server (about 2 s)
+def test_a_standby_is_refused_for_writing_and_reads_what_the_primary_saved(postgres_server, postgres_url):
+    if postgres_server.cluster is None:
+        pytest.skip("the server is GLYPHPACK_POSTGRES_URL's: the tests start no standby of it")
+    with Workspace(postgres_url) as primary:
+        primary.save("c", "a", turn(0), revision=0)
+    port = postgres_server.cluster.start_standby()
+    replica = postgres_url.replace(f":{postgres_server.cluster.port}/", f":{port}/")
+    with pytest.raises(StoreError, match=r"is a standby \(read-only replica\): nothing was written; point the workspace at the primary, or open it read_only"):
+        Workspace(replica)
+    with Workspace(postgres_url) as primary:
+        primary.save("c", "a", turn(0) + turn(1), revision=1)
+    deadline = time.monotonic() + 30
+    with Workspace(replica, read_only=True) as reader:  # a replica serves readers: the navigator, an export
+        while reader.load("c", "a").revision < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert reader.load("c", "a").messages == tuple(turn(0) + turn(1))
+        assert reader.tree.path_to(reader.tree.agent_tip("c", "a")) == turn(0) + turn(1)
+
+
 def test_a_schema_from_a_newer_glyphpack_is_refused_and_left_as_it_is(postgres_url):
     with Workspace(postgres_url) as workspace:
         workspace.save("c", "a", turn(0), revision=0)
