@@ -208,7 +208,7 @@ class PostgresDatabase:
             check_schema_version(self.name, version, SCHEMA_VERSION)
             return
         standby, read_only = connection.execute("SELECT pg_is_in_recovery(), current_setting('transaction_read_only')").fetchone()
-        if standby or read_only == "on":
+        if read_only == "on":  # a standby's sessions are read-only too; it is named apart
             what = "a standby (read-only replica)" if standby else "read-only (default_transaction_read_only)"
             raise StoreError(
                 f"{self.name} is {what}: nothing was written; point the workspace at the primary, or open it read_only"
