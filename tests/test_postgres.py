@@ -236,6 +236,20 @@ def test_a_save_that_fails_midway_leaves_the_transcript_and_the_tree_as_they_wer
         assert workspace.save("c", "a", turn(0) + turn(1), revision=1).revision == 2  # and the store takes the next save
 
 
+def test_a_workspace_outlives_its_connections_being_cut(postgres_url):
+    """A server restart or a failover ends every pooled connection; the next load and
+    save get new ones instead of failing."""
+    with Workspace(postgres_url, pool_size=2) as workspace:
+        workspace.save("c", "a", turn(0), revision=0)
+        cut = rows(postgres_url, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                 "WHERE application_name = '' AND pid <> pg_backend_pid() AND datname = current_database() "
+                                 "AND backend_type = 'client backend' AND state = 'idle'")
+        assert cut[0][0] >= 1
+        time.sleep(0.1)
+        assert workspace.load("c", "a").revision == 1
+        assert workspace.save("c", "a", turn(0) + turn(1), revision=1).revision == 2
+
+
 def test_images_are_stored_once_by_digest_and_come_back_byte_for_byte(postgres_url):
     png, other = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40, b"\x89PNG second"
     history = [

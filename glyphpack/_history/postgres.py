@@ -189,8 +189,12 @@ class PostgresDatabase:
             raise self.damaged(exc) from None
         finally:
             first.close()
+        # Each connection is checked as it leaves the pool (one round trip): after a
+        # server restart or a failover, pooled connections are dead, and without the
+        # check the next load or save would fail once on each of them.
         self._pool = psycopg_pool.ConnectionPool(
-            url, min_size=1, max_size=pool_size, kwargs={"autocommit": True}, open=False, name="glyphpack"
+            url, min_size=1, max_size=pool_size, kwargs={"autocommit": True}, open=False, name="glyphpack",
+            check=psycopg_pool.ConnectionPool.check_connection,
         )
         try:
             self._pool.open(wait=True, timeout=30)
