@@ -20,7 +20,6 @@ import tempfile
 import time
 from pathlib import Path
 
-
 #: Enough for the fleet benchmark's 32 processes and their pools; a standby needs the same.
 MAX_CONNECTIONS = 200
 

@@ -2,6 +2,7 @@ import errno
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -413,3 +414,14 @@ def test_reconcile_never_moves_the_tree_back_past_a_save_made_meanwhile(workspac
     monkeypatch.setattr(type(workspace.backend), "exclusive", another_host_saves_first)
     assert workspace.reconcile("c", "a") == 0
     assert workspace.tree.path_to(workspace.tree.agent_tip("c", "a")) == newest
+
+
+@pytest.mark.parametrize("pool_size", [0, -1, 1.5, True, "4"])
+def test_a_pool_size_that_is_not_a_count_of_connections_is_refused_before_anything_opens(tmp_path, pool_size):
+    from glyphpack import UsageError
+
+    with pytest.raises(UsageError, match=f"^pool_size must be a whole number of connections, at least 1, not {re.escape(repr(pool_size))}$"):
+        Workspace(tmp_path / "ws", pool_size=pool_size)
+    assert not (tmp_path / "ws").exists()
+    with Workspace(tmp_path / "ws", pool_size=1):
+        pass

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._errors import ConflictError, HistoryError, StoreError
+from .._errors import ConflictError, HistoryError, StoreError, UsageError
 from .._files import atomic_write, read_stored, stale_temporaries
 from .._providers.text_tokens import DEFAULT_ESTIMATOR, TextEstimator
 from .._types import LoadState, public
@@ -510,6 +510,8 @@ class Workspace:
         """Open (creating it, unless ``read_only``) the workspace at ``location``.
         ``read_only`` writes nothing: the tree is opened read-only and saves raise.
         ``pool_size``: the most connections a PostgreSQL workspace holds open at once."""
+        if not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size < 1:
+            raise UsageError(f"pool_size must be a whole number of connections, at least 1, not {pool_size!r}")
         self.read_only = read_only
         self._store: StoreBackend
         if is_database_location(location):
