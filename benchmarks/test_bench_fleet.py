@@ -52,7 +52,7 @@ def run_fleet(location: str, agents: int, tmp: Path) -> dict[str, float]:
     children = [
         subprocess.Popen(
             [sys.executable, str(HERE / "fleet_agent.py"), location, f"agent{agents}x{n}", str(per_agent), str(go)],
-            stdout=subprocess.PIPE, env=ENV, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, text=True,
         )
         for n in range(agents)
     ]
@@ -62,7 +62,7 @@ def run_fleet(location: str, agents: int, tmp: Path) -> dict[str, float]:
     reports = []
     for child in children:
         out = child.stdout.read()  # not communicate(timeout=...): it would skip what readline buffered
-        assert child.wait(timeout=900) == 0
+        assert child.wait(timeout=900) == 0, child.stderr.read()
         reports.append(json.loads(out))
     latencies = sorted(x for report in reports for x in report["latencies"])
     wall = max(r["end"] for r in reports) - min(r["start"] for r in reports)
