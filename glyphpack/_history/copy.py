@@ -37,9 +37,10 @@ def workspace_record(workspace: Workspace) -> dict[str, Any]:
     conversations = {}
     for info in tree.conversations():
         exported = export_json(tree, info.id, whole_tree=True)
+        agent_tips = tree.agent_tips(info.id)  # the main agent first
         conversations[info.id] = exported | {
-            "created": info.created, "agent_tips": tree.agent_tips(info.id), "labels": tree.labels(info.id),
-            "main": next(iter(tree.agent_tips(info.id)), None),
+            "created": info.created, "agent_tips": agent_tips, "labels": tree.labels(info.id),
+            "main": next(iter(agent_tips), None),
         }
     transcripts = {}
     for conversation, agent in workspace.transcripts():

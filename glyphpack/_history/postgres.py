@@ -37,7 +37,7 @@ from .backend import StoredTranscript
 from .codec import json_text, message_from_json, message_to_json
 from .ids import check_id
 from .messages import Message, validate_history
-from .tree import Executor, SessionTree, check_schema_version
+from .tree import SessionTree, check_schema_version
 
 # Each entry moves the schema from version i to i + 1 (``glyphpack_schema.version``).
 # The tree's four tables are SQLite's (``tree.MIGRATIONS``, reached there in three
@@ -142,6 +142,9 @@ class _Statements:
         self.connection = connection
         #: The conversations whose advisory lock this transaction holds.
         self.locked: set[str] = set()
+        #: message id -> (the message, its stored JSON): a save stores a new message's
+        #: JSON in ``bodies`` and the tree stores it again, encoded once.
+        self.encoded: dict[str, tuple[Message, str]] = {}
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Any:
         return self.connection.execute(sql.replace("?", "%s"), tuple(parameters))
@@ -268,7 +271,7 @@ class PostgresDatabase:
             raise self.damaged(exc) from None
 
     @contextlib.contextmanager
-    def write(self, *conversations: str) -> Iterator[Executor]:
+    def write(self, *conversations: str) -> Iterator[_Statements]:
         """A transaction holding the advisory lock of each of ``conversations``; a write
         already open in this thread is joined (a save records its tree in its own
         transaction)."""
@@ -308,6 +311,16 @@ class PostgresDatabase:
     def encode(self, message: Message) -> str:
         """The message's JSON with each image's bytes stored once in ``images`` and
         named by digest (inside a write only)."""
+        with self.write() as statements:
+            known = statements.encoded.get(message.id)
+            if known is not None and known[0] is message:
+                return known[1]
+            body = self._encoded(message, statements)
+            statements.encoded[message.id] = (message, body)
+            return body
+
+    @staticmethod
+    def _encoded(message: Message, statements: _Statements) -> str:
         document = message_to_json(message)
         images: list[tuple[str, bytes]] = []
         for block in _image_blocks(document):
@@ -315,10 +328,7 @@ class PostgresDatabase:
             digest = hashlib.sha256(data).hexdigest()
             block["sha256"] = digest
             images.append((digest, data))
-        if images:
-            with self.write() as statements:
-                for digest, data in dict(images).items():
-                    statements.execute("INSERT INTO images (digest, data) VALUES (?, ?) ON CONFLICT DO NOTHING", (digest, data))
+        statements.executemany("INSERT INTO images (digest, data) VALUES (?, ?) ON CONFLICT DO NOTHING", dict(images).items())
         return json_text(document)
 
     def decode(self, body: str) -> Message:
