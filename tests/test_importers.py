@@ -39,16 +39,19 @@ def session_path(name: str) -> Path:
 # other branches, compaction points, skipped, repaired, call ids made unique
 EXPECTED = [
     ("aider/mozgoslav-aider.chat.history.md", "aider", 21, 0, 0, 0, 16, 1, 0, 0, 0, 0, 0),
-    ("claude-code/as-claude-small-schemadrift.jsonl", "claude-code", 8, 1, 1, 0, 4, 2, 11, 2, 56, 2, 0),
+    ("claude-code/as-claude-small-schemadrift.jsonl", "claude-code", 8, 1, 1, 0, 4, 2, 11, 2, 54, 2, 0),
     ("claude-code/ccl-edge_cases.jsonl", "claude-code", 13, 3, 3, 0, 0, 1, 0, 0, 7, 2, 0),
     ("claude-code/ccl-representative_messages.jsonl", "claude-code", 11, 2, 2, 0, 0, 1, 0, 0, 0, 0, 0),
     ("claude-code/ccl-session_b.jsonl", "claude-code", 3, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0),
     ("claude-code/ccl-todowrite_examples.jsonl", "claude-code", 11, 3, 3, 0, 0, 1, 0, 0, 0, 0, 0),
     ("claude-code/ccv-fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl", "claude-code", 341, 167, 167, 0, 0, 6, 0, 0, 0, 0, 0),
+    ("claude-code/ohmyposh-6beb436f6cd8-0.jsonl", "claude-code", 71, 28, 28, 0, 17, 1, 0, 0, 72, 0, 0),
     ("claude-code/pai-agent-dee347d2.jsonl", "claude-code", 41, 30, 30, 0, 0, 1, 0, 0, 0, 0, 0),
     ("codex/as-codex-small-schemadrift.jsonl", "codex", 22, 4, 4, 0, 1, 1, 0, 6, 82, 3, 1),
     ("codex/neurodata-rollout-2025-09-26T17-01-04-019985ca-7ef7-7580-a921-c20ac619f40b.jsonl", "codex", 60, 17, 17, 0, 27, 1, 0, 0, 87, 0, 0),
     ("codex/simonw-sample_codex_session.jsonl", "codex", 4, 0, 0, 0, 0, 1, 0, 0, 7, 0, 0),
+    ("copilot-cli/agentv-269e1b9e5502-0.jsonl", "copilot-cli", 110, 68, 68, 0, 22, 1, 0, 0, 426, 0, 0),
+    ("gemini-cli/entirecli-gemini-9c53780d06b7-0.json", "gemini-cli", 10, 4, 4, 0, 5, 1, 0, 0, 1, 0, 0),
     ("gemini-cli/geminicli-trajectory.json", "gemini", 105, 45, 45, 0, 41, 1, 0, 0, 0, 1, 0),
     ("mini-swe-agent/miniswe-django__django-12470.traj.json", "mini-swe-agent", 264, 131, 131, 0, 0, 1, 0, 0, 0, 1, 0),
     ("openhands/openhands-multi_swe_bench-output.jsonl", "openhands", 218, 105, 105, 0, 0, 3, 0, 0, 0, 2, 0),
@@ -92,6 +95,91 @@ def test_every_file_in_shared_is_covered():
         pytest.skip("shared/sessions is not beside the repository")
     files = {str(p.relative_to(SHARED)) for p in SHARED.glob("*/*") if p.parent.name != "licenses"}
     assert files == {e[0] for e in EXPECTED}
+
+
+def _raw_calls_and_results(path: Path) -> tuple[dict[str, str], dict[str, tuple[str, bool]]]:
+    """Each tool call's name and each real result's (text, is_error), by call id, read
+    straight from the raw file with no importer code: the counts an import must keep."""
+    calls: dict[str, str] = {}
+    results: dict[str, tuple[str, bool]] = {}
+    if path.suffix == ".json":  # Gemini CLI chat recording: results ride inside their calls
+        for message in json.loads(path.read_text())["messages"]:
+            for call in message.get("toolCalls") or []:
+                calls[call["id"]] = call["name"]
+                output = call["result"][0]["functionResponse"]["response"]["output"]
+                results[call["id"]] = (output, call["status"] != "success")
+        return calls, results
+    for line in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record.get("type") == "assistant" and not record.get("isSidechain"):  # Claude Code
+            for block in record["message"]["content"]:
+                if block.get("type") == "tool_use":
+                    calls[block["id"]] = block["name"]
+        elif record.get("type") == "user" and isinstance(record["message"]["content"], list):
+            for block in record["message"]["content"]:
+                if block.get("type") == "tool_result":
+                    content = block["content"]
+                    text = content if isinstance(content, str) else "\n".join(part["text"] for part in content)
+                    results[block["tool_use_id"]] = (text, bool(block.get("is_error")))
+        elif record.get("type") == "assistant.message":  # Copilot CLI
+            for request in record["data"]["toolRequests"]:
+                calls[request["toolCallId"]] = request["name"]
+        elif record.get("type") == "tool.execution_complete":
+            data = record["data"]
+            text = data["result"]["content"] if data["success"] else data["error"]["message"]
+            results[data["toolCallId"]] = (text, not data["success"])
+    return calls, results
+
+
+@pytest.mark.parametrize("name", ["claude-code/ohmyposh-6beb436f6cd8-0.jsonl", "gemini-cli/entirecli-gemini-9c53780d06b7-0.json",
+                                  "copilot-cli/agentv-269e1b9e5502-0.jsonl"])
+def test_current_harness_files_keep_every_call_with_its_real_result(name):
+    """Claude Code 2.1.219 writes parallel calls one line per call, each result hanging
+    off its own call; Gemini CLI keeps results inside calls; Copilot CLI in events. Every
+    call must come back once, answered by its real result, never the stand-in error."""
+    path = session_path(name)
+    raw_calls, raw_results = _raw_calls_and_results(path)
+    session = import_file(path)
+    calls = {c.id: c.name for m in session.messages for c in m.tool_calls}
+    results = {r.call_id: (r.text, r.is_error) for m in session.messages for r in m.tool_results}
+    assert calls == raw_calls and len(raw_calls) > 0
+    assert results == raw_results
+    assert session.report.repaired == {} and session.branches == ()
+    # each call's result comes before the next assistant message (one turn's results together)
+    for index, message in enumerate(session.messages):
+        if message.tool_calls:
+            answered = {r.call_id for r in session.messages[index + 1].tool_results}
+            assert {c.id for c in message.tool_calls} <= answered
+
+
+def test_claude_code_parallel_calls_are_one_response_followed_by_both_results():
+    session = import_file(session_path("claude-code/ohmyposh-6beb436f6cd8-0.jsonl"))
+    assert session.title == "Security advisories analysis and fixes"
+    parallel = [m for m in session.messages if len(m.tool_calls) > 1]
+    assert [[c.id[-6:] for c in m.tool_calls] for m in parallel] == [["euHjxw", "aTtaro"], ["Y1KDAM", "SbUWxN"]]
+
+
+def test_gemini_cli_recording_keeps_usage_thoughts_and_drops_what_only_the_user_saw():
+    session = import_file(session_path("gemini-cli/entirecli-gemini-9c53780d06b7-0.json"))
+    assert session.title == "run an agent that creates a color file inside docs, choose your color"
+    assert session.report.skipped == {"info lines shown to the user, never sent to the model": 1}
+    assert not any("update available" in m.text for m in session.messages)
+    usage = session.agents[0].usage
+    assert [(u.tokens, u.cache_read) for u in usage] == [(12207, 2558), (12350, 11820), (12499, 11785), (12849, 11804), (12990, 12504)]
+    assert all(session.messages[u.end].role == "assistant" for u in usage)
+    thinking = [b for m in session.messages for b in m.content if isinstance(b, Thinking)]
+    assert thinking[0].text.startswith("Considering Color Documentation Format: I'm leaning towards")
+
+
+def test_copilot_cli_keeps_the_system_prompt_notifications_and_failed_calls():
+    session = import_file(session_path("copilot-cli/agentv-269e1b9e5502-0.jsonl"))
+    first, second = session.messages[:2]
+    assert first.role == "system" and first.text.startswith("You are the GitHub Copilot CLI")
+    assert second.role == "user" and second.text.startswith("investigate why i get")
+    assert any(m.role == "user" and "<system_notification>" in m.text for m in session.messages)
+    failed = [r for m in session.messages for r in m.tool_results if r.is_error]
+    assert len(failed) == 1 and failed[0].text.startswith("shellId: 30 was already stopped")
+    assert session.messages[-1].role == "assistant" and session.messages[-1].text.startswith("**Root cause & fix summary:**")
 
 
 @needs_shared

@@ -343,6 +343,12 @@ def _records_on_line(raw: bytes) -> list[Any] | None:
     return values if len(values) > 1 else None
 
 
+def title_from(text: str, limit: int = 120) -> str:
+    """A one-line title from a task's text: white space folded, at most ``limit`` characters."""
+    folded = " ".join(text.split())
+    return folded if len(folded) <= limit else folded[: limit - 1] + "…"
+
+
 def text_of(value: object) -> str:
     """Text from a string, or from a list of text parts (any of the formats' shapes)."""
     if isinstance(value, str):

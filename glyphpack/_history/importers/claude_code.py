@@ -5,8 +5,11 @@ Every line with a ``uuid`` is a node whose parent is ``parentUuid`` (a compactio
 is the parent walk from a leaf. One API response is written as one line per content
 block sharing ``message.id``: those lines merge into one assistant message. Each tool
 result is its own user line: consecutive results gather into one ``tool`` message.
-Subagent chains (``isSidechain``) are their own agents. ``summary`` lines give the
-title; lines that carry no message (progress, attachments, snapshots) are counted.
+Subagent chains (``isSidechain``) are their own agents. The title is the
+newest ``custom-title`` (the user's), else ``ai-title``, else the first ``summary``; lines that carry no message
+(progress, attachments, snapshots) are counted. Parallel tool calls, written one line per
+call with each result hanging off its own call, are gathered back into one response
+followed by all of its results.
 """
 
 from __future__ import annotations
@@ -63,10 +66,16 @@ def read(path: Path, data: bytes, leaf: str | None = None) -> ImportedSession:
     tally = Tally()
     nodes: list[_Node] = []
     by_uuid: dict[str, list[int]] = {}
-    title = ""
+    title = custom_title = ai_title = ""
     for _, record in jsonl_records(path, data, tally):
         if record.get("type") == "summary":
             title = title or str(record.get("summary") or "")
+            continue
+        if record.get("type") == "custom-title" and isinstance(record.get("customTitle"), str):
+            custom_title = record["customTitle"]  # the user's own name for it, the newest written
+            continue
+        if record.get("type") == "ai-title" and isinstance(record.get("aiTitle"), str):
+            ai_title = record["aiTitle"]
             continue
         uuid = record.get("uuid")
         if not isinstance(uuid, str):
@@ -120,10 +129,19 @@ def read(path: Path, data: bytes, leaf: str | None = None) -> ImportedSession:
     else:
         main = max(main_leaves, default=-1)
     agents: list[ImportedAgent] = []
+    main_path = _with_parallel_results(nodes, _walk(nodes, main)) if main >= 0 else []
     if main >= 0:
-        messages, usage = _history(nodes, _walk(nodes, main), tally)
+        messages, usage = _history(nodes, main_path, tally)
         agents.append(ImportedAgent("main", tuple(messages), usage))
-    branches = tuple(tuple(_history(nodes, _walk(nodes, other), Tally())[0]) for other in main_leaves if other != main)
+    # A leaf is another branch only when it holds a message the main path does not: a
+    # hook's attachment hanging off a call, or a parallel call's result taken in above,
+    # is not a branch.
+    kept = set(main_path)
+    branches = tuple(
+        tuple(_history(nodes, _with_parallel_results(nodes, _walk(nodes, other)), Tally())[0])
+        for other in main_leaves
+        if other != main and any(nodes[i].carries_message and i not in kept for i in _walk(nodes, other))
+    )
     # Subagents: each sidechain root's newest leaf is one agent's history.
     roots: dict[int, int] = {}
     for index in leaves(True):
@@ -131,10 +149,10 @@ def read(path: Path, data: bytes, leaf: str | None = None) -> ImportedSession:
         roots[root] = max(roots.get(root, -1), index)
     for number, (_, sub_leaf) in enumerate(sorted(roots.items()), start=1):
         name = str(nodes[sub_leaf].record.get("agentId") or f"sidechain-{number}")
-        messages, usage = _history(nodes, _walk(nodes, sub_leaf), tally)
+        messages, usage = _history(nodes, _with_parallel_results(nodes, _walk(nodes, sub_leaf)), tally)
         if messages:
             agents.append(ImportedAgent(unique_name(name, {a.name for a in agents}), tuple(messages), usage))
-    return ImportedSession(title, tuple(agents), branches, tally.report(FORMAT, agents, len(branches)))
+    return ImportedSession(custom_title or ai_title or title, tuple(agents), branches, tally.report(FORMAT, agents, len(branches)))
 
 
 def _walk(nodes: list[_Node], leaf: int) -> list[int]:
@@ -146,6 +164,79 @@ def _walk(nodes: list[_Node], leaf: int) -> list[int]:
         path.append(current)
         current = nodes[current].parent
     return path[::-1]
+
+
+def _with_parallel_results(nodes: list[_Node], path: list[int]) -> list[int]:
+    """``path`` with parallel tool calls and their results taken in. Claude Code writes
+    one assistant line per ``tool_use`` of a response, each the parent of the next, and
+    hangs each call's result off the call's own line; the next turn goes on from one of
+    those results. The walk back from the leaf passes through one chain only: the other
+    calls of the response and the other results are side leaves. A side part holding
+    nothing but lines of the same response and results of its calls is taken in: its
+    calls where the response is, its results right after the response's last line, where
+    the API had them."""
+    on_path = set(path)
+    calls_of: dict[object, set[str]] = {}
+    for node in nodes:
+        if node.record.get("type") == "assistant" and node.carries_message and node.record["message"].get("id") is not None:
+            calls_of.setdefault(node.record["message"]["id"], set()).update(_call_ids(node))
+    answered = {call_id for i in path for call_id in _result_ids(nodes[i])}
+    out: list[int] = []
+    pending: list[int] = []
+    response: object = None
+    for index in path:
+        node = nodes[index]
+        is_assistant = node.record.get("type") == "assistant" and node.carries_message
+        same_response = is_assistant and response is not None and node.record["message"].get("id") == response
+        if node.carries_message and not same_response:
+            out.extend(pending)
+            pending = []
+            response = node.record["message"].get("id") if is_assistant else None
+        out.append(index)
+        if not is_assistant or response is None:
+            continue
+        for child in node.children:
+            if child in on_path:
+                continue
+            part = sorted([child, *_below(nodes, child)])
+            carriers = [i for i in part if nodes[i].carries_message]
+            lines = [i for i in carriers if nodes[i].record.get("type") == "assistant" and nodes[i].record["message"].get("id") == response]
+            results = [i for i in carriers if i not in lines and _result_ids(nodes[i])]
+            answers = [call_id for i in results for call_id in _result_ids(nodes[i])]
+            if (carriers and len(lines) + len(results) == len(carriers) and set(answers) <= calls_of[response]
+                    and len(answers) == len(set(answers)) and not set(answers) & answered):
+                out.extend(lines)
+                pending.extend(results)
+                answered.update(answers)
+                on_path.update(part)
+    return out + pending
+
+
+def _call_ids(node: _Node) -> set[str]:
+    content = node.record["message"].get("content")
+    return {b["id"] for b in content if isinstance(b, dict) and b.get("type") == "tool_use" and isinstance(b.get("id"), str)} if isinstance(content, list) else set()
+
+
+def _result_ids(node: _Node) -> set[str]:
+    """The call ids a user line answers (empty unless it holds only results)."""
+    if node.record.get("type") != "user" or not node.carries_message:
+        return set()
+    content = node.record["message"].get("content")
+    if not isinstance(content, list) or not content:
+        return set()
+    if not all(isinstance(b, dict) and b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str) for b in content):
+        return set()
+    return {b["tool_use_id"] for b in content}
+
+
+def _below(nodes: list[_Node], index: int) -> list[int]:
+    """Every node under ``index`` (not itself)."""
+    found, stack = [], list(nodes[index].children)
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        stack.extend(nodes[current].children)
+    return found
 
 
 def _history(nodes: list[_Node], path: list[int], tally: Tally) -> tuple[list[Message], tuple[Usage, ...]]:

@@ -1,0 +1,111 @@
+"""GitHub Copilot CLI session events JSONL (``~/.copilot/session-state/<id>/events.jsonl``).
+
+Each line is ``{type, data, id, timestamp, parentId}``. The conversation is in
+``system.message`` (the system prompt), ``user.message`` (``content`` as typed;
+``transformedContent`` is what the model was sent, with the date prepended),
+``assistant.message`` (``content``, ``reasoningText``, and ``toolRequests`` with
+``toolCallId``, ``name`` and ``arguments``), ``tool.execution_complete`` (the call's
+``result.content``, or ``error.message`` when ``success`` is false) and
+``system.notification`` (text the CLI hands the model between turns, such as a
+background shell finishing). Hooks, permissions, turn markers and model changes are
+the CLI's own bookkeeping: counted and left out. The file records output tokens only,
+so there is no measured input to keep.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..messages import Block, Message, Text, Thinking, ToolCall, ToolResult
+from .base import (
+    ImportedAgent,
+    ImportedSession,
+    Tally,
+    append_message,
+    jsonl_records,
+    repair,
+    safe_block,
+    title_from,
+    tool_call_arguments,
+)
+
+FORMAT = "copilot-cli"
+_CONVERSATION = ("user.message", "assistant.message", "tool.execution_complete", "system.message", "system.notification")
+
+
+def detect(records: list[dict[str, Any]]) -> bool:
+    def is_event(record: dict[str, Any]) -> bool:
+        return isinstance(record.get("data"), dict) and isinstance(record.get("type"), str)
+
+    return any(
+        is_event(r) and (r["type"] in _CONVERSATION or (r["type"] == "session.start" and r["data"].get("producer") == "copilot-agent"))
+        for r in records
+    )
+
+
+def read(path: Path, data: bytes) -> ImportedSession:
+    tally = Tally()
+    messages: list[Message] = []
+    title = ""
+    for number, record in jsonl_records(path, data, tally):
+        kind, event = record.get("type"), record.get("data")
+        message_id = str(record.get("id") or f"copilot-{number}")
+        if not isinstance(event, dict) or kind not in _CONVERSATION:
+            tally.skip(f"{kind or 'untyped'} events (no message)")
+            continue
+        content = event.get("content")
+        text = content if isinstance(content, str) else ""
+        if kind == "system.message":
+            if text and not any(m.role == "system" for m in messages):
+                messages.insert(0, Message("system", (Text(text),), id=message_id))
+            continue
+        if kind in ("user.message", "system.notification"):
+            if text:
+                title = title or (text if kind == "user.message" else "")
+                messages.append(Message("user", (Text(text),), id=message_id))
+            continue
+        if kind == "assistant.message":
+            blocks = _assistant_blocks(event, text, tally)
+            if blocks:
+                messages.append(Message("assistant", tuple(blocks), id=message_id))
+            continue
+        result = _result(event)
+        if result is None:
+            tally.skip("tool results without a call id")
+            continue
+        append_message(messages, Message("tool", (result,), id=message_id))
+    repaired = repair(messages, tally)
+    agents = (ImportedAgent("main", tuple(repaired)),)
+    return ImportedSession(title_from(title), agents, (), tally.report(FORMAT, agents, 0))
+
+
+def _assistant_blocks(event: dict[str, Any], text: str, tally: Tally) -> list[Block]:
+    blocks: list[Block] = []
+    reasoning = event.get("reasoningText")
+    if isinstance(reasoning, str) and reasoning:
+        blocks.append(Thinking(reasoning))
+    if text:
+        blocks.append(Text(text))
+    requests = event.get("toolRequests")
+    for request in requests if isinstance(requests, list) else []:
+        if not isinstance(request, dict):
+            tally.skip("malformed tool calls")
+            continue
+        call = safe_block(
+            lambda: ToolCall(request["toolCallId"], str(request["name"]), tool_call_arguments(request.get("arguments"), request["toolCallId"])),
+            tally, "malformed tool calls",
+        )
+        if call is not None:
+            blocks.append(call)
+    return blocks
+
+
+def _result(event: dict[str, Any]) -> ToolResult | None:
+    call_id = event.get("toolCallId")
+    if not isinstance(call_id, str) or not call_id:
+        return None
+    failed = event.get("success") is False
+    source = event.get("error") if failed else event.get("result")
+    body = source.get("message" if failed else "content") if isinstance(source, dict) else source
+    return ToolResult(call_id, (Text(body if isinstance(body, str) else "" if body is None else str(body)),), failed)
