@@ -55,6 +55,8 @@ def _agent_id(name: str) -> str:
 MEASURED_FORMAT = "glyphpack-measured"
 #: Requests of an imported file whose counts are kept for calibration (the newest).
 MEASURED_KEPT = 32
+#: The agent whose record beside it holds who owns a conversation (``Workspace.owner``).
+OWNER_AGENT = "main"
 
 #: How the file of a compaction view begins (``glyphpack._session.view`` writes them):
 #: before views had a folder of their own, agent X's view was ``X.view.json`` beside
@@ -609,6 +611,21 @@ class Workspace:
         transcript, with the import's record."""
         record = self._measured_record(conversation, agent)[1] or {"format": MEASURED_FORMAT}
         self._store.put_measured(conversation, agent, json_bytes(record | {"calibration": dict(learned)}))
+
+    def owner(self, conversation: str) -> dict[str, str] | None:
+        """Who holds ``conversation``, as ``set_owner`` kept it (a salted, keyed digest of a
+        client's credentials; never the credentials), or None when no one does."""
+        record = self._measured_record(conversation, OWNER_AGENT)[1].get("owner")
+        if isinstance(record, dict) and all(isinstance(record.get(k), str) for k in ("salt", "digest")):
+            return {"salt": record["salt"], "digest": record["digest"]}
+        return None
+
+    def set_owner(self, conversation: str, owner: Mapping[str, str]) -> None:
+        """Keep who holds ``conversation`` beside its main transcript (``owner``: the
+        ``salt`` and ``digest`` a proxy compares a client's credentials by)."""
+        check_id(conversation, "conversation")
+        record = self._measured_record(conversation, OWNER_AGENT)[1] or {"format": MEASURED_FORMAT}
+        self._store.put_measured(conversation, OWNER_AGENT, json_bytes(record | {"owner": dict(owner)}))
 
     def _measured_record(self, conversation: str, agent: str) -> tuple[str, dict[str, Any]]:
         """Where the measured-tokens record is kept, and the record as a JSON object ({}

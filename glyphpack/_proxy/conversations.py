@@ -1,12 +1,20 @@
 """Which stored conversation a proxied request continues, and what it becomes upstream.
 
-A client behind the proxy sends its whole history with every request and names no
-conversation. The proxy recognizes the conversation by content: a rolling digest over
-the history's messages (role and blocks; thinking and blocks no API sends back are left
-out, since clients drop them), one digest per stored history's end. The longest stored
-history that the request begins with is the one it continues; its new messages are
-appended and saved (a turn boundary: the request ends on the user's message or the tool
-results). A request that continues nothing starts a new conversation.
+A client behind the proxy sends its whole history with every request and usually
+names no conversation. The proxy recognizes the conversation by content: a rolling
+digest over the history's messages (role and blocks; thinking and blocks no API sends
+back are left out, since clients drop them), one digest per stored history's end. The
+longest stored history that the request begins with, among those the same client holds,
+is the one it continues; its new messages are appended and saved (a turn boundary: the
+request ends on the user's message or the tool results). A request that continues
+nothing starts a new conversation.
+
+A conversation belongs to the client that started it: a ``Client`` is a digest of the
+request's credentials (API key headers, a ``key`` query parameter), kept in memory; the
+workspace keeps a salted, keyed digest of it per conversation (``Workspace.owner``),
+never the credentials. Two clients with the same opening, or whose histories differ only
+in thinking, never share a conversation, a session, a retry or a subagent. A client may
+also name its conversation (``CONVERSATION_HEADER``).
 
 What goes upstream is the client's own body, untouched, until a compaction is in force;
 from then on its history is the session's view (the persisted compaction, then the
@@ -22,18 +30,20 @@ import collections
 import dataclasses
 import datetime
 import hashlib
+import hmac
 import re
 import secrets
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._compaction.recovery import parse_overflow
 from .._compaction.summarize import Summarizer
-from .._errors import CompactionError, ConflictError, GlyphpackError, HistoryError
+from .._errors import CompactionError, ConflictError, GlyphpackError, HistoryError, StoreError
 from .._history.apis import provider_api
 from .._history.codec import json_text
+from .._history.ids import check_id, unique_name
 from .._history.messages import Message, Opaque, RedactedThinking, Thinking
 from .._history.store import Workspace
 from .._session.session import Session
@@ -55,8 +65,68 @@ _UNKEYED = (Thinking, RedactedThinking, Opaque)
 _SEED = hashlib.sha256(b"glyphpack proxy history").digest()
 
 
+#: The header a client names its conversation with (optional): the request then
+#: continues that conversation (when the same client holds it) or starts it.
+CONVERSATION_HEADER = "x-glyphpack-conversation"
+#: Request headers that carry a client's credentials, and the query parameter (Gemini's).
+CREDENTIAL_HEADERS = ("x-api-key", "authorization", "api-key", "x-goog-api-key")
+CREDENTIAL_QUERY = "key"
+
+
 class BadRequest(GlyphpackError):
-    """A request body the proxy cannot read: answered in the API's error shape, never forwarded."""
+    """A request the proxy cannot take: answered in the API's error shape with ``status``
+    (400: unreadable; 403: a conversation another client holds), never forwarded."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclasses.dataclass(frozen=True)
+class Client:
+    """Who sent a request: a digest of its credentials (in memory only, never shown) and
+    the conversation it names, if any. Requests without credentials are one anonymous
+    client."""
+
+    secret: bytes = dataclasses.field(repr=False)
+    conversation: str | None = None
+
+    @classmethod
+    def of(cls, headers: Mapping[str, str], query: Mapping[str, str] | None = None, conversation: str | None = None) -> Client:
+        """The client of a request with these headers and query parameters;
+        ``BadRequest`` when the named conversation is not a valid id."""
+        lowered = {k.lower(): v for k, v in headers.items()}
+        material = [f"{name}\0{lowered[name]}" for name in CREDENTIAL_HEADERS if name in lowered]
+        if query and CREDENTIAL_QUERY in query:
+            material.append(f"?{CREDENTIAL_QUERY}\0{query[CREDENTIAL_QUERY]}")
+        named = conversation if conversation is not None else lowered.get(CONVERSATION_HEADER)
+        if named is not None:
+            try:
+                check_id(named, "conversation")
+            except StoreError as exc:
+                raise BadRequest(f"{CONVERSATION_HEADER}: {exc}") from None
+        secret = hashlib.sha256(b"glyphpack proxy client\0" + "\n".join(material).encode("utf-8", "surrogatepass")).digest()
+        return cls(secret, named or None)
+
+    def owner_record(self) -> dict[str, str]:
+        """What the workspace keeps of this client for a conversation it starts: a fresh
+        salt and the keyed digest of the client's secret under it."""
+        salt = secrets.token_bytes(16)
+        return {"salt": salt.hex(), "digest": hmac.new(salt, self.secret, hashlib.sha256).hexdigest()}
+
+    def owns(self, record: Mapping[str, str] | None) -> bool:
+        """Whether ``record`` (``owner_record`` of some client) is this client's."""
+        if record is None:
+            return False
+        try:
+            salt = bytes.fromhex(record["salt"])
+        except (KeyError, ValueError):
+            return False
+        return hmac.compare_digest(hmac.new(salt, self.secret, hashlib.sha256).hexdigest(), str(record.get("digest", "")))
+
+
+#: The client of requests that carry no credentials (and of calls that name none).
+ANONYMOUS = Client.of({})
 
 
 def digests(messages: Sequence[Message], after: Sequence[bytes] = ()) -> list[bytes]:
@@ -72,6 +142,17 @@ def digests(messages: Sequence[Message], after: Sequence[bytes] = ()) -> list[by
         digest = hashlib.sha256(digest + json_text([message.role, blocks]).encode("utf-8")).digest()
         out.append(digest)
     return out
+
+
+def thinking_marks(messages: Sequence[Message]) -> list[bytes | None]:
+    """Per message, a digest of its thinking blocks (None: it carries none). Digests
+    leave thinking out, since clients drop it; where both histories still carry it, it
+    must be the same for them to be one history."""
+    marks: list[bytes | None] = []
+    for message in messages:
+        thinking = [b.to_json() for b in message.content if isinstance(b, (Thinking, RedactedThinking))]
+        marks.append(hashlib.sha256(json_text(thinking).encode("utf-8")).digest() if thinking else None)
+    return marks
 
 
 def history_of(api: Api, body: Json) -> list[Message]:
@@ -105,7 +186,10 @@ class ProxySettings:
 @dataclasses.dataclass
 class Exchange:
     """One request on its way through: what the client sent, what goes upstream, and
-    the session that records it (None: passed through unrecorded, ``note`` says why)."""
+    the session that records it (None: passed through unrecorded, ``note`` says why).
+    ``messages`` and ``report`` are the session's history and request report as this
+    request left them: a retry or an answer is taken only while they are still the
+    session's (no other request moved it since)."""
 
     api: Api
     body: Json
@@ -113,10 +197,17 @@ class Exchange:
     session: Session | None = None
     note: str | None = None
     retried: bool = False
+    messages: tuple[Message, ...] = ()
+    report: object = None
 
     @property
     def compacted(self) -> bool:
         return self.session is not None and self.session.view is not None
+
+    def still_current(self) -> bool:
+        """Whether the session is where this request left it (call under its lock)."""
+        session = self.session
+        return session is not None and session.messages is self.messages and session.last_request is self.report
 
 
 #: A stored history: (conversation, agent).
@@ -129,22 +220,26 @@ class Recorder:
     upstream call (``server`` runs these methods in worker threads).
 
     A new history whose first user message carries the prompt of a subagent call
-    (``SUBAGENT_TOOLS``: Claude Code's ``Agent``/``Task``) that an open session is
-    waiting on is that subagent: recorded as an agent of the caller's conversation
-    (``<subagent_type>-<call id end>``), so the tree shows it beside the call."""
+    (``SUBAGENT_TOOLS``: Claude Code's ``Agent``/``Task``) that an open session of the
+    same client is waiting on is that subagent: recorded as an agent of the caller's
+    conversation (``<subagent_type>-<call id end>``), so the tree shows it beside the call."""
 
     def __init__(self, workspace: Workspace, settings: ProxySettings = ProxySettings()):
         self.workspace = workspace
         self.settings = settings
         # The digest of each history's current end (and of that end before its last
-        # answer) -> the history; a rolling digest names its length too. Only the
-        # current ends: a new client that begins like an old conversation's past is a
-        # conversation of its own, not a rewrite of that one.
-        self._index: dict[bytes, Key] = {}
+        # answer) -> the histories that end so (several clients may begin alike); a
+        # rolling digest names its length too. Only the current ends: a new client that
+        # begins like an old conversation's past is a conversation of its own.
+        self._index: dict[bytes, set[Key]] = {}
         self._ends: dict[Key, list[bytes]] = {}
-        # history -> (the id of the last message remembered, the digests to it): a long
-        # history is digested once, then one message at a time.
-        self._chains: dict[Key, tuple[str, list[bytes]]] = {}
+        # history -> (the id of the last message remembered, the digests to it, each
+        # message's thinking fingerprint): a long history is digested once, then one
+        # message at a time.
+        self._chains: dict[Key, tuple[str, list[bytes], list[bytes | None]]] = {}
+        # conversation -> its owner record (None: no one's); (conversation, client) -> owns.
+        self._owners: dict[str, dict[str, str] | None] = {}
+        self._owned: dict[tuple[str, bytes], bool] = {}
         self._lock = threading.Lock()  # the index and the session cache, never held for long
         self._locks: dict[Key, threading.Lock] = {}
         self._sessions: collections.OrderedDict[Key, Session] = collections.OrderedDict()
@@ -155,6 +250,33 @@ class Recorder:
         with self._lock:
             return self._locks.setdefault(key, threading.Lock())
 
+    # ------------------------------------------------------------------ owners
+
+    def _owns(self, client: Client, conversation: str) -> bool:
+        """Whether ``client`` holds ``conversation`` (a conversation no one holds, stored
+        before owners were kept, is continued by no one: a new one starts)."""
+        with self._lock:
+            known = self._owned.get((conversation, client.secret))
+            if known is not None:
+                return known
+            cached = conversation in self._owners
+            record = self._owners.get(conversation)
+        if not cached:
+            record = self.workspace.owner(conversation)
+        owns = client.owns(record)
+        with self._lock:
+            self._owners[conversation] = record
+            self._owned[(conversation, client.secret)] = owns
+        return owns
+
+    def _claim(self, client: Client, conversation: str) -> None:
+        """Make ``client`` the owner of the new ``conversation``."""
+        record = client.owner_record()
+        self.workspace.set_owner(conversation, record)
+        with self._lock:
+            self._owners[conversation] = record
+            self._owned[(conversation, client.secret)] = True
+
     # ------------------------------------------------------------------ the index
 
     def index_workspace(self) -> int:
@@ -164,67 +286,84 @@ class Recorder:
             self._remember(key, self.workspace.load(*key).messages)
         return len(stored)
 
-    def _chain(self, key: Key, messages: Sequence[Message]) -> list[bytes]:
-        """``digests(messages)`` of ``key``'s history, from what was remembered."""
+    def _chain(self, key: Key, messages: Sequence[Message]) -> tuple[list[bytes], list[bytes | None]]:
+        """``digests(messages)`` and ``thinking_marks(messages)`` of ``key``'s history,
+        from what was remembered."""
         with self._lock:
-            last, chain = self._chains.get(key, ("", []))
+            last, chain, marks = self._chains.get(key, ("", [], []))
         known = len(chain)
         if known and known <= len(messages) and messages[known - 1].id == last:
-            return digests(messages[known:], chain)
-        return digests(messages)
+            return digests(messages[known:], chain), [*marks, *thinking_marks(messages[known:])]
+        return digests(messages), thinking_marks(messages)
 
     def _remember(self, key: Key, messages: Sequence[Message]) -> None:
         """Index the end of ``messages``, and the end before a last answer (a client that
         retries the request, or sends the answer back changed, continues from there)."""
-        chain = self._chain(key, messages)
+        chain, marks = self._chain(key, messages)
         ends = chain[-2:] if len(chain) > 1 and messages[-1].role == "assistant" else chain[-1:]
         with self._lock:
             for stale in self._ends.get(key, ()):
-                if self._index.get(stale) == key:
+                self._index.get(stale, set()).discard(key)
+                if not self._index.get(stale, True):
                     del self._index[stale]
             self._ends[key] = ends
-            self._index.update(dict.fromkeys(ends, key))
+            for end in ends:
+                self._index.setdefault(end, set()).add(key)
             if messages:
-                self._chains[key] = (messages[-1].id, chain)
+                self._chains[key] = (messages[-1].id, chain, marks)
 
-    def match(self, chain: Sequence[bytes]) -> tuple[Key | None, int]:
-        """(the stored history a history with the digests ``chain`` continues, how many
-        of its messages are stored there), or (None, 0)."""
-        with self._lock:
-            for length, digest in reversed(list(enumerate(chain, 1))):
-                found = self._index.get(digest)
-                if found is not None:
-                    return found, length
+    def match(self, chain: Sequence[bytes], client: Client = ANONYMOUS, marks: Sequence[bytes | None] = ()) -> tuple[Key | None, int]:
+        """(the stored history of ``client``'s that a history with the digests ``chain``
+        (and thinking ``marks``) continues, how many of its messages are stored there),
+        or (None, 0). With a conversation named, only that conversation's histories."""
+        for length in range(len(chain), 0, -1):
+            with self._lock:
+                candidates = sorted(self._index.get(chain[length - 1], ()))
+            for key in candidates:
+                if client.conversation is not None and key[0] != client.conversation:
+                    continue
+                if self._owns(client, key[0]) and self._same_thinking(key, marks, length):
+                    return key, length
         return None, 0
+
+    def _same_thinking(self, key: Key, marks: Sequence[bytes | None], length: int) -> bool:
+        """Whether no message of the first ``length`` carries thinking other than the
+        stored history's (a client may drop thinking, never change it)."""
+        with self._lock:
+            stored = self._chains.get(key, ("", [], []))[2]
+        return all(mine is None or theirs is None or mine == theirs for mine, theirs in zip(stored[:length], marks[:length]))
 
     # ------------------------------------------------------------------ requests
 
-    def prepare(self, api: Api, body: object, summarizer: Summarizer | None = None) -> Exchange:
+    def prepare(self, api: Api, body: object, summarizer: Summarizer | None = None, client: Client = ANONYMOUS) -> Exchange:
         """Record the request's history and build what goes upstream (compacting first
         when the session's threshold is reached). A body without a history list or a
-        model is a ``BadRequest``; a history the proxy cannot record (one the provider
-        may still take: it is the provider's to judge) passes through as it came, with a
-        note on stderr. ``summarizer`` (this request's: it carries the caller's key) is
-        the session's last rung."""
+        model is a ``BadRequest``, and so is a named conversation another client holds
+        (403); a history the proxy cannot record (one the provider may still take: it is
+        the provider's to judge) passes through as it came, with a note on stderr.
+        ``summarizer`` (this request's: it carries the caller's key) is the session's
+        last rung."""
         request, history = _read_request(api, body)
         try:
             if isinstance(history, HistoryError):
                 raise history
-            return self._prepare(api, request, history, summarizer)
+            return self._prepare(api, request, history, summarizer, client)
+        except BadRequest:
+            raise
         except GlyphpackError as exc:
             note = f"not recorded: {exc}"
             print(f"glyphpack proxy: {note}", file=sys.stderr)
             return Exchange(api, request, request, note=note)
 
-    def _prepare(self, api: Api, body: Json, history: list[Message], summarizer: Summarizer | None) -> Exchange:
-        chain = digests(history)
+    def _prepare(self, api: Api, body: Json, history: list[Message], summarizer: Summarizer | None, client: Client) -> Exchange:
+        chain, marks = digests(history), thinking_marks(history)
         for attempt in range(2):
-            key, _ = self.match(chain)
+            key, _ = self.match(chain, client, marks)
             if key is None:
-                key = self._subagent_of(history) or (self._new_conversation(), AGENT)
+                key = self._subagent_of(history, client) or self._new_key(client, history)
             with self._lock_of(key):
                 try:
-                    session = self._session(key, body, history, chain, summarizer)
+                    session = self._session(key, body, history, (chain, marks), summarizer)
                 except ConflictError:
                     if attempt:
                         raise
@@ -234,6 +373,27 @@ class Recorder:
                 return self._exchange(api, body, session)
         raise AssertionError("unreachable")
 
+    def _new_key(self, client: Client, history: Sequence[Message]) -> Key:
+        """Where a history that continues nothing stored goes: a new conversation the
+        client then holds, or, in a conversation it named, the main agent (when that is
+        empty or the history starts the same task) or a new agent beside it."""
+        conversation = client.conversation
+        if conversation is None:
+            conversation = self._new_conversation()
+            self._claim(client, conversation)
+            return conversation, AGENT
+        known = {c.id for c in self.workspace.tree.conversations()}
+        if conversation not in known and self.workspace.owner(conversation) is None:
+            self._claim(client, conversation)
+            return conversation, AGENT
+        if not self._owns(client, conversation):
+            raise BadRequest(f"conversation {conversation!r} is held by another client", status=403)
+        stored = self.workspace.load(conversation, AGENT).messages
+        if not stored or _first_task(stored) == _first_task(history):
+            return conversation, AGENT
+        agents = {agent for conv, agent in self.workspace.transcripts() if conv == conversation}
+        return conversation, unique_name("agent", agents | {AGENT})
+
     def _exchange(self, api: Api, body: Json, session: Session) -> Exchange:
         try:
             built = session.request(api)
@@ -241,8 +401,9 @@ class Recorder:
             # Recorded, but the ladder could not bring it under the window: the provider
             # gets it whole and says so to the client; the answer, if any, is recorded.
             print(f"glyphpack proxy: not compacted: {exc}", file=sys.stderr)
-            return Exchange(api, body, body, session, note=f"not compacted: {exc}")
-        return Exchange(api, body, self._forwarded(api, body, built, session), session)
+            return Exchange(api, body, body, session, note=f"not compacted: {exc}", messages=session.messages, report=session.last_request)
+        forwarded = self._forwarded(api, body, built, session)
+        return Exchange(api, body, forwarded, session, messages=session.messages, report=session.last_request)
 
     def _forwarded(self, api: Api, body: Json, built: Json, session: Session) -> Json:
         """The client's body, with the session's history where a compaction is in force."""
@@ -257,49 +418,61 @@ class Recorder:
     def recover(self, exchange: Exchange, status: int, error: Json) -> Exchange | None:
         """After the provider rejected ``exchange``'s request as too long: compact to fit
         and the body to send once more; None when it is another error, was already
-        retried, or nothing can be freed (the client then gets the provider's error)."""
+        retried, nothing can be freed, or another request moved the session since this
+        one was built (the retry is built from this request's own history only; the
+        client then gets the provider's error)."""
         session = exchange.session
         rejection = {"status": status, **error}
         if session is None or exchange.retried or parse_overflow(rejection) is None:
             return None
         with self._lock_of(_key(session)):
+            if not exchange.still_current():
+                print("glyphpack proxy: not retried: another request moved this conversation since", file=sys.stderr)
+                return None
             try:
                 session.recover(rejection)
                 built = session.request(exchange.api)
             except GlyphpackError as exc:
                 print(f"glyphpack proxy: could not recover from 'too long': {exc}", file=sys.stderr)
                 return None
-        forwarded = self._forwarded(exchange.api, exchange.body, built, session)
-        return Exchange(exchange.api, exchange.body, forwarded, session, retried=True)
+            forwarded = self._forwarded(exchange.api, exchange.body, built, session)
+            return Exchange(exchange.api, exchange.body, forwarded, session, retried=True, messages=session.messages, report=session.last_request)
 
     def finish(self, exchange: Exchange, response: Json) -> None:
         """Record the provider's answer (saved when it has no tool calls; the provider's
-        input count calibrates the session)."""
+        input count calibrates the session). An answer to a request whose session another
+        request moved since is not recorded here: the client sends it back with its next
+        request, which records it in its place."""
         session = exchange.session
         if session is None:
             return
         key = _key(session)
         with self._lock_of(key):
+            if not exchange.still_current():
+                print("glyphpack proxy: answer recorded with the next request: another request moved this conversation since", file=sys.stderr)
+                return
             try:
                 session.add_response(response, exchange.api)
-            except GlyphpackError as exc:
+            except (GlyphpackError, ValueError, TypeError, KeyError, AttributeError) as exc:
+                # An answer the provider shaped oddly (a usage that is not a count...)
+                # still reaches the client whole; the next request records it.
                 print(f"glyphpack proxy: answer not recorded: {exc}", file=sys.stderr)
                 self._forget(key)
                 return
             self._remember(key, session.messages)
 
-    def counted_body(self, api: Api, body: object) -> Json:
+    def counted_body(self, api: Api, body: object, client: Client = ANONYMOUS) -> Json:
         """A token-count request as it would be forwarded (nothing recorded)."""
         request, history = _read_request(api, body)
         if isinstance(history, HistoryError):
             return request
         chain = digests(history)
-        key, _ = self.match(chain)
+        key, _ = self.match(chain, client, thinking_marks(history))
         if key is None:
             return request
         with self._lock_of(key):
             session = self._sessions.get(key)
-            if session is None or session.view is None or _common(self._chain(key, session.messages), chain) < len(session.messages):
+            if session is None or session.view is None or _common(self._chain(key, session.messages), (chain, thinking_marks(history))) < len(session.messages):
                 return request
             view, prefix = session.request_view()
             build = provider_api(api)
@@ -312,13 +485,18 @@ class Recorder:
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
         return f"proxy-{stamp}-{secrets.token_hex(3)}"
 
-    def _subagent_of(self, history: Sequence[Message]) -> Key | None:
-        """The (conversation, agent) of a subagent whose call an open session waits on and
-        whose prompt ``history``'s first user message carries, else None."""
+    def _subagent_of(self, history: Sequence[Message], client: Client) -> Key | None:
+        """The (conversation, agent) of a subagent whose call an open session of
+        ``client``'s waits on and whose prompt ``history``'s first user message carries,
+        else None."""
         first = next((m.text for m in history if m.role == "user"), "")
         with self._lock:
             sessions = list(self._sessions.values())
         for session in sessions:
+            if client.conversation is not None and session.conversation != client.conversation:
+                continue
+            if not self._owns(client, session.conversation):
+                continue
             for call in session.pending_calls:
                 prompt = call.arguments.get("prompt")
                 if call.name in SUBAGENT_TOOLS and isinstance(prompt, str) and prompt.strip() and prompt.strip() in first:
@@ -326,7 +504,9 @@ class Recorder:
                     return session.conversation, f"{re.sub(r'[^A-Za-z0-9_.-]+', '-', kind)}-{call.id[-8:]}"
         return None
 
-    def _session(self, key: Key, body: Json, history: Sequence[Message], chain: Sequence[bytes], summarizer: Summarizer | None) -> Session:
+    def _session(
+        self, key: Key, body: Json, history: Sequence[Message], chain: tuple[Sequence[bytes], Sequence[bytes | None]], summarizer: Summarizer | None
+    ) -> Session:
         """The open session of ``key`` for this request's model and with its summarizer,
         its history made ``history``: the new messages appended and saved (a turn
         boundary)."""
@@ -382,6 +562,11 @@ class Recorder:
             session.close()
 
 
+def _first_task(messages: Sequence[Message]) -> tuple[Any, ...] | None:
+    """The content of the first user message (ids never count), None when there is none."""
+    return next((m.content for m in messages if m.role == "user"), None)
+
+
 def _key(session: Session) -> Key:
     return session.conversation, session.agent
 
@@ -398,11 +583,12 @@ def cap_cache_marks(body: Json) -> None:
         del block["cache_control"]
 
 
-def _common(stored: Sequence[bytes], history: Sequence[bytes]) -> int:
-    """How many leading messages two histories share, by their digests."""
+def _common(stored: tuple[Sequence[bytes], Sequence[bytes | None]], history: tuple[Sequence[bytes], Sequence[bytes | None]]) -> int:
+    """How many leading messages two histories share, by their (digests, thinking
+    marks): a message whose thinking both carry and differ in is where they part."""
     common = 0
-    for mine, theirs in zip(stored, history):
-        if mine != theirs:
+    for mine, my_mark, theirs, their_mark in zip(*stored, *history):
+        if mine != theirs or (my_mark is not None and their_mark is not None and my_mark != their_mark):
             break
         common += 1
     return common

@@ -33,7 +33,7 @@ from .._history.codec import json_bytes
 from .._providers.catalog import CONTEXT_WINDOWS
 from .._providers.resolve import resolve
 from .._types import Api
-from .conversations import BadRequest, Exchange, Recorder
+from .conversations import BadRequest, Client, Exchange, Recorder
 from .streams import ACCUMULATORS, Accumulator
 
 Json = dict[str, Any]
@@ -91,9 +91,10 @@ def upstream_url(name: str) -> str:
 def error_body(api: Api, status: int, message: str) -> Json:
     """An error in the shape the API's clients parse."""
     if api == "anthropic":
-        kind = {400: "invalid_request_error", 502: "api_error"}.get(status, "api_error")
+        kind = {400: "invalid_request_error", 403: "permission_error", 502: "api_error"}.get(status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": message}}
-    return {"error": {"message": message, "type": "invalid_request_error" if status == 400 else "server_error", "param": None, "code": None}}
+    kind = {400: "invalid_request_error", 403: "permission_error"}.get(status, "server_error")
+    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
 
 class Proxy:
@@ -158,9 +159,10 @@ class Proxy:
         raw = await request.body()
         try:
             body = _parsed(raw)
-            exchange = await run_in_threadpool(self.recorder.prepare, api, body, self._summarizer(api, body, request))
+            client = Client.of(request.headers, request.query_params)
+            exchange = await run_in_threadpool(self.recorder.prepare, api, body, self._summarizer(api, body, request), client)
         except BadRequest as exc:
-            return JSONResponse(error_body(api, 400, f"glyphpack proxy: {exc}"), status_code=400)
+            return JSONResponse(error_body(api, exc.status, f"glyphpack proxy: {exc}"), status_code=exc.status)
         try:
             upstream = await self._send(request, exchange, raw)
             if upstream.status_code in (400, 413) and exchange.session is not None:
@@ -225,9 +227,10 @@ class Proxy:
     async def _count_tokens(self, request: Request) -> Response:
         raw = await request.body()
         try:
-            body = await run_in_threadpool(self.recorder.counted_body, "anthropic", _parsed(raw))
+            client = Client.of(request.headers, request.query_params)
+            body = await run_in_threadpool(self.recorder.counted_body, "anthropic", _parsed(raw), client)
         except BadRequest as exc:
-            return JSONResponse(error_body("anthropic", 400, f"glyphpack proxy: {exc}"), status_code=400)
+            return JSONResponse(error_body("anthropic", exc.status, f"glyphpack proxy: {exc}"), status_code=exc.status)
         try:
             upstream = await self._send(request, Exchange("anthropic", body, body), json_bytes(body))
         except httpx.HTTPError as exc:
