@@ -358,7 +358,7 @@ def _tree(path: str, *, write: bool) -> SessionTree:
 
 def _shown(location: str) -> str:
     """A workspace location as it may be printed: a database URL without its password."""
-    from ._history.postgres import redacted
+    from ._secrets import redacted
 
     return redacted(location)
 
@@ -774,7 +774,7 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         known = recorder.index_workspace()
 
         def announce(url: str) -> None:
-            print(f"glyphpack proxy on {url} -> {upstream}; workspace {workspace.location} ({known} conversations known)", file=sys.stderr)
+            print(f"glyphpack proxy on {url} -> {_shown(upstream)}; workspace {workspace.location} ({known} conversations known)", file=sys.stderr)
             print(f"  Claude Code: ANTHROPIC_BASE_URL={url} claude    OpenAI SDKs: OPENAI_BASE_URL={url}/v1", file=sys.stderr, flush=True)
 
         serve(Proxy(recorder, upstream, summarizer=summarizer), args.host, args.port, announce=announce)

@@ -2,7 +2,7 @@
 
 Layers (each may import only the layers listed for it):
 
-    base         _errors, _types, _files, _public -> base
+    base         _errors, _types, _files, _public, _secrets -> base
     _providers   model facts, no numba        -> base, _providers
     _render      the renderer (numba)         -> base, _providers, _render
     _history     transcripts and the tree     -> base, _providers, _history
@@ -50,7 +50,7 @@ def layer_of(module: str) -> str:
     parts = module.split(".")
     if module == "glyphpack":
         return "package"
-    if parts[1] in ("_errors", "_types", "_files", "_public"):
+    if parts[1] in ("_errors", "_types", "_files", "_public", "_secrets"):
         return "base"
     return parts[1]
 

@@ -26,13 +26,13 @@ import base64
 import contextlib
 import hashlib
 import json
-import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
 from .._errors import HistoryError, StoreError
+from .._secrets import redacted, scrubbed
 from .backend import StoredTranscript
 from .codec import json_text, message_from_json, message_to_json
 from .ids import check_id
@@ -122,14 +122,6 @@ SCHEMA_VERSION = len(MIGRATIONS)
 _MIGRATION_LOCK = ":glyphpack-schema"
 
 
-def redacted(url: str) -> str:
-    """``url`` without its password (in the authority or as a ``password=`` parameter),
-    for messages and ``Workspace.location``. Works on any text: a URL too broken to
-    parse still reaches an error message without its password."""
-    url = re.sub(r"^([a-z]+://[^/@:]*:)[^/@]*@", r"\1***@", url)
-    return re.sub(r"([?&]password=)[^&]*", r"\1***", url)
-
-
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -174,6 +166,7 @@ class PostgresDatabase:
             ) from None
         self._psycopg = psycopg
         self.name = redacted(url)
+        self._url = url  # for the pool only: never in a message (``_said``)
         self.read_only = read_only
         self.integrity_errors: tuple[type[Exception], ...] = (psycopg.IntegrityError,)
         self._local = threading.local()
@@ -183,7 +176,7 @@ class PostgresDatabase:
             first = psycopg.connect(url, autocommit=True, connect_timeout=10)
         except psycopg.Error as exc:
             raise StoreError(
-                f"cannot connect to the PostgreSQL workspace {self.name}: {_first_line(exc)} "
+                f"cannot connect to the PostgreSQL workspace {self.name}: {self._said(exc)} "
                 f"(check that the server runs and the URL's host, port, user, password and database)"
             ) from None
         try:
@@ -203,7 +196,7 @@ class PostgresDatabase:
             self._pool.open(wait=True, timeout=30)
         except psycopg_pool.PoolTimeout as exc:
             self._pool.close()
-            raise StoreError(f"cannot open connections to {self.name}: {exc}") from None
+            raise StoreError(f"cannot open connections to {self.name}: {self._said(exc)}") from None
 
     def _prepare(self, connection: Any) -> None:
         """Check the server takes writes and the schema is one this glyphpack reads;
@@ -248,14 +241,19 @@ class PostgresDatabase:
     def close(self) -> None:
         self._pool.close()
 
+    def _said(self, exc: BaseException) -> str:
+        """What an error says, in one line, without any credential of the URL (a driver
+        may quote the URL back, as in "invalid percent-encoded token")."""
+        return scrubbed(_first_line(exc), self._url)
+
     def damaged(self, reason: object) -> StoreError:
         errors = self._psycopg.errors
         if isinstance(reason, errors.ReadOnlySqlTransaction):
-            return StoreError(f"{self.name} refused a write: it is read-only ({_first_line(reason)}); nothing was written")
+            return StoreError(f"{self.name} refused a write: it is read-only ({self._said(reason)}); nothing was written")
         if isinstance(reason, self._psycopg.OperationalError):
-            return StoreError(f"lost the PostgreSQL workspace {self.name}: {_first_line(reason)}; nothing of this write was kept")
+            return StoreError(f"lost the PostgreSQL workspace {self.name}: {self._said(reason)}; nothing of this write was kept")
         if isinstance(reason, BaseException):
-            reason = _first_line(reason)
+            reason = self._said(reason)
         return StoreError(f"{self.name}: {reason}")
 
     def problems(self) -> str | None:

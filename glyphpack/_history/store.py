@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any
 from .._errors import ConflictError, HistoryError, StoreError, UsageError
 from .._files import atomic_write, read_stored, stale_temporaries
 from .._providers.text_tokens import DEFAULT_ESTIMATOR, TextEstimator
+from .._secrets import redacted
 from .._types import LoadState, public
 from .backend import StoreBackend, StoredTranscript
 from .codec import history_from_json, history_to_json, json_bytes
@@ -496,8 +498,23 @@ class FolderStore:
 
 
 def is_database_location(location: str | os.PathLike[str]) -> bool:
-    """Whether a workspace location names a database (``postgresql://...``), not a folder."""
-    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
+    """Whether a workspace location names a database (``postgresql://...``, the scheme in
+    any case), not a folder. Any other URL is refused (``StoreError``, the URL shown
+    without its credentials): it is never taken as a folder named after it."""
+    if not isinstance(location, str):
+        return False
+    scheme, separator, _ = location.partition("://")
+    if not separator or not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme):
+        return False
+    if scheme.lower() in ("postgresql", "postgres"):
+        return True
+    raise StoreError(f"{redacted(location)} is not a workspace: a workspace is a folder or a postgresql:// URL")
+
+
+def _with_lower_scheme(url: str) -> str:
+    """``POSTGRESQL://...`` as libpq reads it (it takes the scheme in lower case only)."""
+    scheme, _, rest = url.partition("://")
+    return f"{scheme.lower()}://{rest}"
 
 
 @public
@@ -519,7 +536,7 @@ class Workspace:
         if is_database_location(location):
             from .postgres import PostgresStore
 
-            self._store = PostgresStore(str(location), read_only=read_only, pool_size=pool_size)
+            self._store = PostgresStore(_with_lower_scheme(str(location)), read_only=read_only, pool_size=pool_size)
         else:
             self._store = FolderStore(Path(location), read_only=read_only)
         self.location = self._store.location

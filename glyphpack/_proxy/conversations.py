@@ -60,6 +60,9 @@ SUBAGENT_TOOLS = ("Agent", "Task")
 OPEN_SESSIONS = 64
 #: Anthropic refuses a request with more prompt-cache breakpoints than this.
 ANTHROPIC_CACHE_MARKS = 4
+#: How deep a request body may nest for the proxy to record it: deeper ones (no real
+#: tool schema or block comes near) go to the provider unrecorded, for it to judge.
+MAX_NESTING = 200
 #: Blocks a client may leave out when it sends a history back.
 _UNKEYED = (Thinking, RedactedThinking, Opaque)
 _SEED = hashlib.sha256(b"glyphpack proxy history").digest()
@@ -350,8 +353,8 @@ class Recorder:
             return self._prepare(api, request, history, summarizer, client)
         except BadRequest:
             raise
-        except GlyphpackError as exc:
-            note = f"not recorded: {exc}"
+        except (GlyphpackError, RecursionError) as exc:
+            note = f"not recorded: {exc}" if isinstance(exc, GlyphpackError) else "not recorded: nested too deep to record"
             print(f"glyphpack proxy: {note}", file=sys.stderr)
             return Exchange(api, request, request, note=note)
 
@@ -453,9 +456,8 @@ class Recorder:
                 return
             try:
                 session.add_response(response, exchange.api)
-            except (GlyphpackError, ValueError, TypeError, KeyError, AttributeError) as exc:
-                # An answer the provider shaped oddly (a usage that is not a count...)
-                # still reaches the client whole; the next request records it.
+            except (GlyphpackError, RecursionError) as exc:
+                # The answer still reaches the client whole; its next request records it.
                 print(f"glyphpack proxy: answer not recorded: {exc}", file=sys.stderr)
                 self._forget(key)
                 return
@@ -583,6 +585,22 @@ def cap_cache_marks(body: Json) -> None:
         del block["cache_control"]
 
 
+def nesting(value: object, limit: int = MAX_NESTING) -> int:
+    """How deep ``value`` nests (a scalar: 0), counted without recursion and only to
+    just past ``limit``."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        current, depth = stack.pop()
+        if isinstance(current, (dict, list)):
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                return deepest
+            stack.extend((child, depth) for child in (current.values() if isinstance(current, dict) else current))
+    return deepest
+
+
 def _common(stored: tuple[Sequence[bytes], Sequence[bytes | None]], history: tuple[Sequence[bytes], Sequence[bytes | None]]) -> int:
     """How many leading messages two histories share, by their (digests, thinking
     marks): a message whose thinking both carry and differ in is where they part."""
@@ -601,6 +619,9 @@ def _read_request(api: Api, body: object) -> tuple[Json, list[Message] | History
         raise BadRequest(f"the request body must be a JSON object, not {type(body).__name__}")
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise BadRequest("model: a model id is required")
+    depth = nesting(body)
+    if depth > MAX_NESTING:
+        return body, HistoryError(f"the body is nested {depth}+ levels deep; glyphpack records at most {MAX_NESTING}")
     try:
         return body, history_of(api, body)
     except HistoryError as exc:

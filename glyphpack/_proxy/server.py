@@ -32,6 +32,7 @@ from .._errors import UsageError
 from .._history.codec import json_bytes
 from .._providers.catalog import CONTEXT_WINDOWS
 from .._providers.resolve import resolve
+from .._secrets import redacted, scrubbed
 from .._types import Api
 from .conversations import BadRequest, Client, Exchange, Recorder
 from .streams import ACCUMULATORS, Accumulator
@@ -84,7 +85,7 @@ def upstream_url(name: str) -> str:
     """The base URL for ``--upstream`` (``anthropic``, ``openai`` or an http(s) URL)."""
     url = UPSTREAMS.get(name, name)
     if not url.startswith(("http://", "https://")):
-        raise UsageError(f"--upstream must be anthropic, openai or an http(s) URL, not {name!r}")
+        raise UsageError(f"--upstream must be anthropic, openai or an http(s) URL, not {redacted(name)!r}")
     return url.rstrip("/")
 
 
@@ -139,6 +140,11 @@ class Proxy:
         url = self.upstream + request.url.path + (f"?{request.url.query}" if request.url.query else "")
         return self.client.build_request(request.method, url, headers=headers, content=content)
 
+    def _failed(self, exc: Exception) -> str:
+        """Why the upstream failed, as a client may read it: the upstream's URL and the
+        error's text without any credential the URL holds."""
+        return f"glyphpack proxy: the upstream {redacted(self.upstream)} failed: {scrubbed(str(exc) or type(exc).__name__, self.upstream)}"
+
     @staticmethod
     def _headers(response: httpx.Response) -> dict[str, str]:
         return {k: v for k, v in response.headers.items() if k.lower() not in _HOP}
@@ -173,7 +179,7 @@ class Proxy:
                 exchange = retry
                 upstream = await self._send(request, exchange, raw)
         except httpx.HTTPError as exc:
-            return JSONResponse(error_body(api, 502, f"glyphpack proxy: the upstream {self.upstream} failed: {exc}"), status_code=502)
+            return JSONResponse(error_body(api, 502, self._failed(exc)), status_code=502)
         if upstream.status_code != 200 or exchange.session is None:
             return self._streamed(upstream)
         if "text/event-stream" in upstream.headers.get("content-type", ""):
@@ -198,7 +204,7 @@ class Proxy:
         await response.aclose()
         try:
             data = json.loads(content)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past what Python parses
             return content, None
         return content, data if isinstance(data, dict) else None
 
@@ -209,14 +215,19 @@ class Proxy:
         recorder = self.recorder
 
         async def chunks() -> AsyncIterator[bytes]:
-            recorded = False
+            recording = accumulator is not None and exchange is not None
             try:
                 async for chunk in upstream.aiter_bytes():
-                    if accumulator is not None and exchange is not None and not recorded:
-                        accumulator.feed(chunk)
-                        result = accumulator.result()
+                    if recording and accumulator is not None and exchange is not None:
+                        try:
+                            accumulator.feed(chunk)
+                            result = accumulator.result()
+                        except Exception as exc:  # an event shaped oddly must never cut the client's stream
+                            print(f"glyphpack proxy: answer not recorded: a stream event could not be read ({type(exc).__name__})", file=sys.stderr)
+                            recording = False
+                            result = None
                         if result is not None:
-                            recorded = True
+                            recording = False
                             await run_in_threadpool(recorder.finish, exchange, result)
                     yield chunk
             finally:
@@ -234,7 +245,7 @@ class Proxy:
         try:
             upstream = await self._send(request, Exchange("anthropic", body, body), json_bytes(body))
         except httpx.HTTPError as exc:
-            return JSONResponse(error_body("anthropic", 502, f"glyphpack proxy: the upstream {self.upstream} failed: {exc}"), status_code=502)
+            return JSONResponse(error_body("anthropic", 502, self._failed(exc)), status_code=502)
         return self._streamed(upstream)
 
     async def _pass(self, request: Request) -> Response:
@@ -242,7 +253,7 @@ class Proxy:
         try:
             upstream = await self.client.send(self._upstream_request(request, await request.body()), stream=True)
         except httpx.HTTPError as exc:
-            return JSONResponse({"error": {"message": f"glyphpack proxy: the upstream {self.upstream} failed: {exc}"}}, status_code=502)
+            return JSONResponse({"error": {"message": self._failed(exc)}}, status_code=502)
         return self._streamed(upstream)
 
 
@@ -251,6 +262,8 @@ def _parsed(raw: bytes) -> object:
         return json.loads(raw)
     except ValueError as exc:
         raise BadRequest(f"the request body is not JSON: {exc}") from None
+    except RecursionError:
+        raise BadRequest("the request body is nested too deep to read") from None
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -71,7 +71,7 @@ class Accumulator:
                 continue
             try:
                 payload = json.loads(data)
-            except ValueError:
+            except (ValueError, RecursionError):
                 self.failed = True
                 continue
             if isinstance(payload, dict):
@@ -82,6 +82,10 @@ class Accumulator:
 
     def result(self) -> Json | None:
         raise NotImplementedError
+
+
+def _object(value: object) -> Json:
+    return value if isinstance(value, dict) else {}
 
 
 class AnthropicAccumulator(Accumulator):
@@ -107,7 +111,8 @@ class AnthropicAccumulator(Accumulator):
             self._delta(payload.get("index", -1), payload.get("delta") or {})
         elif kind == "message_delta" and self.message is not None:
             self.message.update({k: v for k, v in (payload.get("delta") or {}).items() if v is not None or k == "stop_sequence"})
-            self.message["usage"] = {**(self.message.get("usage") or {}), **(payload.get("usage") or {})}
+            # Counts so far and the delta's; a usage that is no object (a gateway's) counts nothing.
+            self.message["usage"] = {**_object(self.message.get("usage")), **_object(payload.get("usage"))}
         elif kind == "message_stop":
             self.stopped = True
 
@@ -137,7 +142,7 @@ class AnthropicAccumulator(Accumulator):
             if index in self.partial_json:
                 try:
                     block["input"] = json.loads(self.partial_json[index] or "{}")
-                except ValueError:
+                except (ValueError, RecursionError):
                     return None
             content.append(block)
         return {**self.message, "content": content}

@@ -36,8 +36,11 @@ def as_dict(response: object) -> Json:
 def usage_tokens(data: Json, *keys: str) -> int | None:
     """The input tokens a response reports (the first key, plus the cached ones the
     others name); None when it reports none, or a count no provider gives (under 1),
-    which must not calibrate the estimate."""
+    which must not calibrate the estimate. A ``usage`` that is not an object (a
+    provider or gateway that shapes it otherwise) reports none."""
     usage = data.get("usage") or data.get("usage_metadata") or {}
+    if not isinstance(usage, dict):
+        return None
     values = [usage.get(k) for k in keys]
     if not isinstance(values[0], int) or isinstance(values[0], bool):
         return None
