@@ -285,6 +285,7 @@ def test_clients_with_overlapping_openings_never_see_each_others_words(tmp_path_
 # ---------------------------------------------------------------------- over HTTP
 
 
+@pytest.mark.slow  # a proxy and the SDK (about 2 s)
 def test_two_sdk_clients_with_their_own_keys_on_one_proxy_keep_their_conversations(tmp_path: Path) -> None:
     """The official SDK, two keys, the same opening: two conversations, each request
     upstream with its own client's key and words only."""

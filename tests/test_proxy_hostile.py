@@ -42,6 +42,7 @@ def test_an_upstreams_credentials_never_reach_a_502(tmp_path: Path, where: str) 
             assert "hunter2" not in response.text and "127.0.0.1:9" in message and "***" in message
 
 
+@pytest.mark.slow  # starts glyphpack in a subprocess
 def test_the_proxys_banner_hides_the_upstreams_credentials(tmp_path: Path) -> None:
     proxy = subprocess.Popen([sys.executable, "-m", "glyphpack", "proxy", "--upstream", "http://u:hunter2-secret@127.0.0.1:9/?key=k3y-secret",
                               "--workspace", str(tmp_path / "ws"), "--port", "0"], stderr=subprocess.PIPE, text=True)

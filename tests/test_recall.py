@@ -417,3 +417,27 @@ def test_a_batch_after_a_compaction_keeps_its_pages_and_their_geometry(tmp_path)
         kept = ("source", "shape", "page_size", "pages", "page_text")
         assert [getattr(batch, k) for k in kept] == [getattr(compacted, k) for k in kept]
         assert batch.tokens == s.cost().history(batch.messages) and "elided below the threshold" in batch.report
+
+
+_IMAGE_MESSAGE = Message("user", (Text("look"), Image("image/png", b"\x89PNG\r\n\x1a\n" + b"0" * 32)), id="m1")
+
+
+@pytest.mark.parametrize("number", ["²", "١", "𝟙", "9" * 5000, "-1", "1.0", "", " 1", "0"])
+def test_an_image_ref_with_any_number_is_an_answer_never_a_crash(number: str) -> None:
+    """A model's ref such as ``m1:image:²`` (``str.isdigit`` accepts the superscript,
+    ``int`` refuses it) or a 5,000-digit number: an error answer the model can read."""
+    answer = recall([_IMAGE_MESSAGE], f"m1:image:{number}")
+    assert answer.is_error and answer.content[0].text.startswith(("glyphpack recall: nothing in this conversation has the ref", "glyphpack recall: message 'm1' has 1 image(s)"))
+
+
+def test_an_image_ref_with_a_plain_number_still_recalls_the_image() -> None:
+    assert recall([_IMAGE_MESSAGE], "m1:image:1").content == (_IMAGE_MESSAGE.images[0],)
+
+
+@given(ref=st.text(max_size=60), page=st.one_of(st.integers(-3, 5), st.text(max_size=3), st.none(), st.floats(allow_nan=True)))
+def test_recall_answers_any_ref_and_page(ref: str, page: object) -> None:
+    """Whatever a model sends as the ref and page, recall answers: never raises."""
+    messages = [_IMAGE_MESSAGE, Message("assistant", (ToolCall("c1", "Bash", {"cmd": "ls"}),), id="m2"),
+                Message("tool", (ToolResult("c1", (Text("out"),)),), id="m3")]
+    answer = recall(messages, ref, page, range_text=lambda ms: "\n".join(m.text for m in ms))
+    assert isinstance(answer.content, tuple) and answer.content

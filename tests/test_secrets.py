@@ -79,6 +79,7 @@ def test_an_upper_case_scheme_opens_the_database(postgres_url: str) -> None:
         assert workspace.transcripts() == []
 
 
+@pytest.mark.slow  # starts glyphpack in a subprocess
 def test_the_cli_names_a_bad_database_in_one_line_without_its_password(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "glyphpack", "tree", "postgresql://me:p%zzsecret@127.0.0.1:1/work"],
                             capture_output=True, text=True, cwd=tmp_path, timeout=60)

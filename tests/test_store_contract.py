@@ -158,3 +158,20 @@ def test_a_budget_keeps_the_newest_turns_that_fit(store):
     assert [m.id for m in store.load("c", "a", budget=last_two).messages] == ["u1", "a1", "u2", "a2"]
     assert [m.id for m in store.load("c", "a", budget=last_two - 1).messages] == ["u2", "a2"]
     assert [m.id for m in store.load("c", "a", budget=1).messages] == ["u2", "a2"]  # nothing fits: the shortest valid history
+
+
+def test_a_title_with_a_lone_surrogate_is_refused_by_name_and_an_imported_one_is_kept_displayable(workspace_location):
+    """UTF-8 cannot hold half of a UTF-16 pair: a title given so is refused clearly on
+    every store, nothing written; one from a file is kept with U+FFFD in its place, and
+    the messages hold the text as it was."""
+    from glyphpack import ImportedAgent, ImportedSession, ImportReport, Message, StoreError, Text, Workspace
+
+    with Workspace(workspace_location) as workspace:
+        with pytest.raises(StoreError, match=r"title holds a lone surrogate \(U\+D800 at character 4\)"):
+            workspace.tree.create("t1", title="bad \ud800 title")
+        assert [c.id for c in workspace.tree.conversations()] == []
+        session = ImportedSession("bad \ud800 title", (ImportedAgent("main", (Message("user", (Text("bad \ud800 text"),)),)),), (),
+                                  ImportReport(format="glyphpack"))
+        workspace.import_session(session, "imported")
+        assert workspace.tree.conversation("imported").title == "bad \ufffd title"
+        assert workspace.load("imported", "main").messages[0].text == "bad \ud800 text"

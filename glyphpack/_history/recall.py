@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from collections.abc import Callable, Sequence
 
 from .._types import Api, public
@@ -44,6 +45,9 @@ RECALL_PARAMETERS = {
 
 # The ref forms, written by the ``*_ref`` functions and read by ``recall``.
 _ARGUMENTS, _IMAGE, _RANGE, _RANGE_TO = ":arguments", ":image:", "messages:", ".."
+#: An image's number in a ref: ASCII digits only (``str.isdigit`` takes "²", which
+#: ``int`` refuses), and few enough that ``int`` takes them.
+_IMAGE_NUMBER = re.compile(r"[0-9]{1,9}")
 
 
 def result_ref(call_id: str) -> str:
@@ -108,7 +112,7 @@ def recall(
             return _error("this session cannot render a range of messages as text")
         return _paged(ref, range_text(messages[where[first] : where[last] + 1]), page, ())
     head, _, number = ref.rpartition(_IMAGE)
-    if head and number.isdigit():
+    if head and _IMAGE_NUMBER.fullmatch(number):
         for message in messages:
             if message.id == head:
                 images = message.images

@@ -34,7 +34,7 @@ from .ids import check_id, unique_name
 from .importers.base import ImportedSession
 from .messages import Message, Text, turn_boundaries, validate_history
 from .pricing import EstimatePricer, message_tokens
-from .tree import SessionTree
+from .tree import SessionTree, displayable
 
 try:
     import fcntl
@@ -601,7 +601,7 @@ class Workspace:
         if conversation in existing and not replace:
             raise StoreError(f"conversation {conversation!r} is already in {self.location}; import it under another name")
         if conversation not in existing:
-            self.tree.create(conversation, title=session.title)
+            self.tree.create(conversation, title=displayable(session.title))
         main = agents[0][1] if agents else ()
         paths = [main, *(scoped(branch) for branch in session.branches), *(messages for _, messages in agents[1:])]
         self.tree.add_paths(conversation, paths, tip=main[-1].id if main else None)

@@ -248,6 +248,24 @@ class SqliteDatabase:
             raise self.damaged(f"a stored message does not decode: {exc}") from None
 
 
+def check_title(title: object) -> str:
+    """A conversation's title, refused (``StoreError``) unless it is text every store
+    keeps as it is: a string with no lone surrogate (half of a UTF-16 pair, which UTF-8
+    cannot encode). Titles taken from a file are made so first (``displayable``)."""
+    if not isinstance(title, str):
+        raise StoreError(f"a conversation's title must be text, not {type(title).__name__}")
+    bad = next((n for n, c in enumerate(title) if "\ud800" <= c <= "\udfff"), None)
+    if bad is not None:
+        raise StoreError(f"a conversation's title holds a lone surrogate (U+{ord(title[bad]):04X} at character {bad}), which no store keeps as text")
+    return title
+
+
+def displayable(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD, for a title derived from a
+    file (the messages themselves are stored as they are)."""
+    return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+
+
 def check_schema_version(name: str, version: int, supported: int) -> None:
     """Refuse a database whose schema a newer glyphpack wrote (before anything is written)."""
     if version > supported:
@@ -383,7 +401,7 @@ class SessionTree:
             try:
                 db.execute(
                     "INSERT INTO conversations (id, title, tip, created) VALUES (?, ?, NULL, ?)",
-                    (conversation, title, time.time()),
+                    (conversation, check_title(title), time.time()),
                 )
             except self._db.integrity_errors:
                 raise StoreError(f"conversation {conversation!r} already exists") from None
@@ -509,7 +527,7 @@ class SessionTree:
         with self._write(conversation) as db:
             db.execute(
                 "INSERT INTO conversations (id, title, tip, created) VALUES (?, ?, NULL, ?) ON CONFLICT (id) DO NOTHING",
-                (check_id(conversation, "conversation"), title, time.time()),
+                (check_id(conversation, "conversation"), check_title(title), time.time()),
             )
             known = self.stored_prefix(conversation, history)
             parents = [history[known - 1].id if known else None] + [m.id for m in history[known:-1]]
@@ -567,7 +585,7 @@ class SessionTree:
             try:
                 db.execute(
                     "INSERT INTO conversations (id, title, tip, created, forked_from, forked_at) VALUES (?, ?, NULL, ?, ?, ?)",
-                    (new, title or source.title, time.time(), conversation, at),
+                    (new, check_title(title) or source.title, time.time(), conversation, at),
                 )
             except self._db.integrity_errors:
                 raise StoreError(f"conversation {new!r} already exists") from None
