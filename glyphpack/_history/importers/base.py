@@ -343,6 +343,16 @@ def _records_on_line(raw: bytes) -> list[Any] | None:
     return values if len(values) > 1 else None
 
 
+def objects(items: Sequence[object], tally: Tally, what: str = "messages") -> Iterator[tuple[int, dict[str, Any]]]:
+    """(position, item) for each item of a JSON list that is an object; the others are
+    skipped and counted as ``what`` that are not objects."""
+    for number, item in enumerate(items):
+        if isinstance(item, dict):
+            yield number, item
+        else:
+            tally.skip(f"{what} that are not objects")
+
+
 def title_from(text: str, limit: int = 120) -> str:
     """A one-line title from a task's text: white space folded, at most ``limit`` characters."""
     folded = " ".join(text.split())

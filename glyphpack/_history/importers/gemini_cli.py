@@ -26,6 +26,7 @@ from .base import (
     append_message,
     image_or_stub,
     measured_usage,
+    objects,
     repair,
     title_from,
     usage_in,
@@ -47,10 +48,7 @@ def read(path: Path, document: dict[str, Any]) -> ImportedSession:
     tally = Tally()
     messages: list[Message] = []
     usage: list[Usage] = []
-    for number, entry in enumerate(document["messages"]):
-        if not isinstance(entry, dict):
-            tally.skip("messages that are not objects")
-            continue
+    for number, entry in objects(document["messages"], tally):
         kind = entry.get("type")
         message_id = str(entry.get("id") or f"gemini-cli-{number}")
         if kind in _SHOWN_NOT_SENT:

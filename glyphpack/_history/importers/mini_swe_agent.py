@@ -14,7 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import Message, Text, ToolResult
-from .base import CHAT_CACHED, ImportedAgent, ImportedSession, Tally, Usage, append_message, measured_usage, repair, usage_in
+from .base import (
+    CHAT_CACHED,
+    ImportedAgent,
+    ImportedSession,
+    Tally,
+    Usage,
+    append_message,
+    measured_usage,
+    objects,
+    repair,
+    usage_in,
+)
 from .swe_agent import chat_message
 
 FORMAT = "mini-swe-agent"
@@ -33,10 +44,7 @@ def read(path: Path, document: dict[str, Any]) -> ImportedSession:
     tally = Tally()
     messages: list[Message] = []
     usage: list[Usage] = []
-    for number, entry in enumerate(document["messages"]):
-        if not isinstance(entry, dict):
-            tally.skip("messages that are not objects")
-            continue
+    for number, entry in objects(document["messages"], tally):
         if entry.get("role") == "exit":
             _exit(entry, messages, f"mini-{number}", tally)
             continue
