@@ -162,25 +162,31 @@ def test_the_default_target_is_the_overhead_plus_a_share_of_what_the_threshold_l
         Thresholds.for_window(100_000, threshold=100_001)
 
 
-def test_a_session_whose_provider_counts_more_keeps_going(tmp_path):
+@pytest.mark.parametrize("recall", [False, True])
+def test_a_session_whose_provider_counts_more_keeps_going(tmp_path, recall):
     """A 100k window, 44k of system prompt and tools, a tokenizer counting 1.22x: the
     session compacts at its threshold and goes on, every request under the window by
     the provider's count. Additive calibration learns ~60k of overhead here, and a
     target of half the threshold (43,750) leaves nothing for messages even without it."""
     count = _provider(1.22, 44_000)
-    with glyphpack.open_session(tmp_path / "ws", "c", "main", model=MODEL, context_window=100_000) as session:
+    with glyphpack.open_session(tmp_path / "ws", "c", "main", model=MODEL, context_window=100_000, recall=recall) as session:
         session.add_user("index the records")
-        compactions = 0
+        compactions = elided = 0
         for n in range(60):
             session.request("anthropic")
             view, _ = session.request_view()
             measured = count(view)
             assert measured <= 100_000, f"request {n} counted {measured:,}"
             compactions += session.last_request.compaction is not None
+            elided += session.last_request.elided > 0
             session.add_response(answer_body("anthropic", Turn(calls=(("read", {"n": n}),)), n, measured), "anthropic")
             session.add_tool_results({session.pending_calls[0].id: f"{n} " + WORDS * 80})
-        assert compactions >= 2
-        assert 1.15 <= session.calibration.scale <= 1.22  # towards the provider's, held by the prior
+        # Without recall it compacts at the threshold; with it (the default), batches of
+        # elision below the threshold keep it there too, each result recallable.
+        assert compactions >= 2 if not recall else compactions + elided >= 2
+        # Towards the provider's, held by the prior (less far with recall: its requests,
+        # kept small by elision, weigh less in the fit).
+        assert (1.15 if not recall else 1.12) <= session.calibration.scale <= 1.22
         # What the scale falls short by is in the overhead, no more.
         shortfall = (1.22 - session.calibration.scale) * CostModel.for_model(MODEL).history(session.request_view()[0])
         assert 0 <= session.estimator.overhead - 44_000 <= shortfall + 2

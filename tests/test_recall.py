@@ -198,7 +198,7 @@ def _strings(value) -> list[str]:
 
 def test_without_recall_the_tool_is_not_offered(tmp_path):
     fake = FakeModel([Turn(text="x", calls=((RECALL_TOOL, {"ref": NEWEST_REF}),))])
-    with glyphpack.open_session(tmp_path / "ws", "c", "main", model=MODEL) as session:
+    with glyphpack.open_session(tmp_path / "ws", "c", "main", model=MODEL, recall=False) as session:
         session.add_user("hello")
         request = session.request("anthropic", max_tokens=10)
         assert "tools" not in request

@@ -358,11 +358,16 @@ def test_messages_carry_no_unsaved_pending_state_across_restarts(tmp_path):
 
 @pytest.mark.parametrize(("model", "no_elision"), [("claude-fable-5", True), ("gemini-3-pro", True),
                                                   ("claude-sonnet-4-5", False), ("gpt-5.6", False)])
-def test_default_rungs_keep_old_results_as_pages_where_pages_are_cheap(tmp_path, model, no_elision):
+@pytest.mark.parametrize("recall", [True, False])
+def test_default_rungs_keep_old_results_as_pages_where_pages_are_cheap(tmp_path, model, no_elision, recall):
+    """Recall is on by default: every word the pages stand for comes back on request, so
+    they carry the gist; without it, the reader's exact shape."""
     from glyphpack._session.session import SESSION_RUNGS
 
-    with glyphpack.open_session(tmp_path / "ws", "t", "a", model=model) as s:
-        assert (s.policy.rungs == SESSION_RUNGS) == no_elision and s.policy.fidelity == "exact"
+    options = {} if recall else {"recall": False}
+    with glyphpack.open_session(tmp_path / "ws", "t", "a", model=model, **options) as s:
+        assert s.recall_enabled is recall
+        assert (s.policy.rungs == SESSION_RUNGS) == no_elision and s.policy.fidelity == ("gist" if recall else "exact")
 
 
 def test_a_reader_without_vision_keeps_elision(tmp_path):
@@ -491,12 +496,13 @@ def test_absurd_inputs_and_provider_counts_are_refused_or_ignored(tmp_path):
     with open_session(tmp_path) as s:
         s.add_user("hi")
         s.request("anthropic")
+        before = s.estimator.overhead  # the recall tool's schema, as text, before any count
         s.add_response(anthropic_reply("hello", input_tokens=-5))
-        assert s.estimator.overhead == 0  # not a count any provider gives: not taken
+        assert s.estimator.overhead == before  # not a count any provider gives: not taken
         s.add_user("again")
         s.request("anthropic")
         s.add_response(anthropic_reply("hello", input_tokens=5_000))
-        assert s.estimator.overhead != 0
+        assert s.estimator.overhead != before
     from glyphpack._history.apis import usage_tokens as _usage
 
     assert _usage({"usage": {"input_tokens": -5, "cache_read_input_tokens": 3_000}}, "input_tokens", "cache_read_input_tokens") is None
@@ -577,9 +583,13 @@ def test_the_tool_schemas_count_from_the_first_request(tmp_path):
     """Estimates before the first answer were blind to the harness's tools."""
     tools = [{"name": f"tool_{n}", "description": "reads a file " * 40, "input_schema": {"type": "object", "properties": {
         "path": {"type": "string", "description": "the file " * 20}}}} for n in range(6)]
-    with open_session(tmp_path, tools=tools) as s:
-        expected = s.cost().text(json.dumps(tools, ensure_ascii=False))
-        assert s.estimator.overhead == expected > 1_000
+    with open_session(tmp_path / "plain", tools=tools, recall=False) as s:
+        assert s.estimator.overhead == s.cost().text(json.dumps(tools, ensure_ascii=False)) > 1_000
+    with open_session(tmp_path, tools=tools) as s:  # recall on: its schema is sent too
+        from glyphpack._session.session import RECALL_SCHEMA, _schema_text
+
+        expected = s.cost().text(_schema_text([tools, RECALL_SCHEMA]))
+        assert s.estimator.overhead == expected > s.cost().text(json.dumps(tools, ensure_ascii=False))
         s.add_user("hi")
         s.request("anthropic", tools=tools)
         s.add_response(anthropic_reply("hello", input_tokens=5_000))

@@ -549,6 +549,9 @@ class Recorder:
             threshold=settings.threshold,
             target=settings.target,
             tools=tools if isinstance(tools, list) and tools else None,
+            # The client's tools are its own: the proxy offers no recall tool, so it
+            # elides nothing below the threshold (what it cannot bring back, it keeps).
+            recall=False,
         )
 
     def _forget(self, key: Key) -> None:

@@ -193,7 +193,7 @@ class Session:
         threshold: int | None = None,
         target: int | None = None,
         tools: object = None,
-        recall: bool = False,
+        recall: bool = True,
         owns_workspace: bool = False,
     ):
         if not isinstance(recall, bool):
@@ -886,7 +886,7 @@ def open_session(
     threshold: int | None = None,
     target: int | None = None,
     tools: object = None,
-    recall: bool = False,
+    recall: bool = True,
 ) -> Session:
     """Open (resume or start) one (conversation, agent) of a workspace.
 
