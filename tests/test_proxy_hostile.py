@@ -135,3 +135,27 @@ def test_a_stream_event_the_proxy_cannot_read_never_cuts_the_clients_stream(tmp_
     with Workspace(tmp_path / "ws") as workspace, FakeUpstream(model) as upstream, Running(Proxy(Recorder(workspace), upstream.url)) as proxy:
         response = httpx.post(proxy.url + "/v1/messages", json=_body(), headers={"x-api-key": "sk-client"}, timeout=30)
     assert response.status_code == 200 and response.content == events
+
+
+def test_summaries_are_asked_within_the_window_the_proxy_was_told(tmp_path: Path) -> None:
+    """A 60k upstream got summary requests of 62,925 and 67,710 tokens: the proxy sized
+    them by the model's catalog window (200k). They are sized by the window it knows."""
+    from types import SimpleNamespace
+
+    from glyphpack._proxy.conversations import ProxySettings
+
+    with Workspace(tmp_path) as workspace:
+        for told, expected in ((60_000, 60_000), (None, 200_000)):
+            proxy = Proxy(Recorder(workspace, ProxySettings(context_window=told)), "http://127.0.0.1:9")
+            summarizer = proxy._summarizer("anthropic", {"model": "claude-sonnet-4-5"}, SimpleNamespace(headers={}))  # type: ignore[arg-type]
+            assert summarizer is not None and summarizer.window == expected
+
+
+def test_a_session_summarizing_with_its_own_model_stays_in_its_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import glyphpack
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-used")
+    with glyphpack.open_session(tmp_path / "ws", "c", "a", model="claude-sonnet-4-5", summarizer="claude-sonnet-4-5", context_window=60_000) as s:
+        assert s.summarizer is not None and s.summarizer.window == 60_000
+    with glyphpack.open_session(tmp_path / "ws", "c", "b", model="claude-sonnet-4-5", summarizer="claude-haiku-4-5", context_window=60_000) as s:
+        assert s.summarizer is not None and s.summarizer.window == 200_000  # another model: its own window

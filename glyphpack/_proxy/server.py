@@ -195,6 +195,9 @@ class Proxy:
             return None
         chosen = model if self.summarizer == SAME_MODEL else self.summarizer
         window = CONTEXT_WINDOWS[resolve(chosen).reader.provider]
+        known = self.recorder.settings.context_window
+        if known is not None:  # the upstream's window, as the proxy was told it: no summary request is larger
+            window = min(window, known)
         return Summarizer(UpstreamSummary(self.upstream, api, chosen, request.headers), window=window, output_reserve=SUMMARY_OUTPUT_TOKENS)
 
     @staticmethod

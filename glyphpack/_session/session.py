@@ -212,7 +212,11 @@ class Session:
             )
         if summarizer is not None and not isinstance(summarizer, (Summarizer, str)):
             raise UsageError(f"summarizer must be a glyphpack.Summarizer or a model id, not {type(summarizer).__name__}")
-        self.summarizer = sdk_summarizer(model=summarizer) if isinstance(summarizer, str) else summarizer
+        window = context_window if context_window is not None else CONTEXT_WINDOWS[self.profile.reader.provider]
+        if isinstance(summarizer, str):
+            # The session's own model summarizes within the window the session was told.
+            summarizer = sdk_summarizer(model=summarizer, window=window if summarizer == model else None)
+        self.summarizer = summarizer
         # With the default rungs, a history whose pages cannot fit falls back to the whole
         # ladder (elision first) rather than fail.
         self._fallback: CompactionPolicy | None = None
@@ -224,7 +228,6 @@ class Session:
             if self.profile.vision and page_density(self.profile, policy) >= PAGES_OVER_ELISION:
                 policy, self._fallback = dataclasses.replace(policy, rungs=SESSION_RUNGS), policy
         self.policy = policy
-        window = context_window if context_window is not None else CONTEXT_WINDOWS[self.profile.reader.provider]
         self.thresholds = Thresholds.for_window(window, threshold, target)
         self._owns_workspace = owns_workspace
         self._calibration = Calibration(base=policy.estimator or text_estimator(self.profile))
