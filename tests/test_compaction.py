@@ -178,8 +178,16 @@ def test_the_ladder_meets_any_budget_it_can(chars, seed, fraction, model):
             elif report.rung == "image drop":
                 shaken = list(drop_images(shaken, cost).view)
         assert tail == shaken[len(shaken) - len(tail):]
-        middle = shaken[2 : len(shaken) - len(tail)]
-        cap = result.report.rung("snapshot").result_cap or None
+        # The whole middle on pages, or (when it did not fit) its oldest part summarized
+        # and the rest on pages: the summary stands right before them.
+        summary = next((i for i, m in enumerate(view) if m.id.startswith("summary-")), None)
+        start = 2
+        if summary is not None:
+            assert summary == snap[0] - 1
+            start = result.report.rung("summarization").last_message
+        middle = shaken[start : len(shaken) - len(tail)]
+        drawn = [r for r in result.report.rungs if r.rung == "snapshot" and r.skipped is None]
+        cap = drawn[-1].result_cap or None
         assert cap is None or cap >= SNAPSHOT_RESULT_CAP
         text = "".join(serialize_message(m, cap) for m in middle)
         atlas = load_atlas(get_shape(result.pages[0].shape).font)
@@ -713,3 +721,41 @@ def test_long_results_keep_as_much_of_their_ends_as_the_budget_allows(monkeypatc
     narrow = compact(history, "claude-sonnet-4-5", 20_000, policy=policy)
     assert narrow.report.rung("snapshot").result_cap == SNAPSHOT_RESULT_CAP
     assert narrow.report.rung("snapshot").middle_chars < rung.middle_chars
+
+
+def test_when_the_middle_cannot_all_go_on_pages_its_newest_part_does_and_only_the_rest_is_summarized():
+    """The whole middle of a 400k-character session does not fit a 5% budget as pages:
+    instead of one summary for all of it, the newest part of the middle goes on as many
+    pages as fit and only the oldest part is summarized, behind its recall ref."""
+    history = generate_session(400_000, seed=3)
+    cost = CostModel.for_model(CLAUDE)
+    budget = int(cost.history(history) * 0.05)
+    prompts: list[str] = []
+    summarizer = Summarizer(lambda prompt: prompts.append(prompt) or "the oldest work, summarized " * 30)
+    result = compact(history, CLAUDE, budget, summarizer=summarizer)
+    assert result.report.fits and cost.history(result.view) <= budget
+    rungs = [(r.rung, r.skipped is None) for r in result.report.rungs]
+    assert rungs == [("elision", True), ("image drop", True), ("snapshot", False), ("summarization", True), ("snapshot", True)]
+    ids = [m.id for m in result.view]
+    summary = next(i for i, m in enumerate(result.view) if m.id.startswith("summary-"))
+    assert ids[summary + 1].startswith("snapshot-") and result.pages
+    summarized = result.report.rung("summarization")
+    drawn = result.report.rungs[-1]
+    assert summarized.first_message == 3 and summarized.last_message < len(history)
+    assert "oldest" in summarized.note and f"on {len(result.pages)} pages" in summarized.note
+    # The summary stands for messages 3..split and names their range; the pages draw
+    # exactly the (elided) messages after it, up to the verbatim tail.
+    shaken = list(elide(history, cost).view)
+    split = summarized.last_message
+    assert f"messages:{shaken[2].id}..{shaken[split - 1].id}" in result.view[summary].text
+    tail = result.view[summary + 2 :]
+    assert list(tail) == shaken[len(shaken) - len(tail) :]
+    middle = shaken[split : len(shaken) - len(tail)]
+    assert drawn.changed == len(middle) > 0
+    text = "".join(serialize_message(m, drawn.result_cap or None) for m in middle)
+    atlas = load_atlas(get_shape(result.pages[0].shape).font)
+    assert read_pages(result.pages) == glyphs_to_text(normalize(text, atlas).glyphs, atlas)
+    assert not any(middle[0].id in prompt for prompt in prompts)  # what is on pages is not summarized
+    # Against the summary alone, which was the answer before: more of the session in sight.
+    alone = compact(history, CLAUDE, budget, summarizer=summarizer, policy=CompactionPolicy(rungs=("elision", "image drop", "summarization")))
+    assert alone.report.rung("summarization").last_message > split

@@ -26,7 +26,7 @@ from .cost import CostModel
 from .results import Compaction, CompactionPolicy, LadderReport, RungReport, RungResult
 from .rungs import cap_images, drop_images, elide
 from .snapshot import snapshot
-from .summarize import Summarizer, summarize
+from .summarize import Summarizer, summarize, summarize_then_page
 
 if TYPE_CHECKING:
     from .._render.render import Page
@@ -46,6 +46,7 @@ class Climb:
     policy: CompactionPolicy
     summarizer: Summarizer | None = None
     every_image: bool = False  # image drop takes the newest turns' images too
+    pages: bool = True  # rungs may add pages (not on the HTTP 413 path: a page's PNG takes more bytes than its text)
 
     @property
     def image_protect_turns(self) -> int:
@@ -56,6 +57,11 @@ def _summarization(view: Sequence[Message], context: Climb) -> RungResult:
     if context.summarizer is None:
         tokens = context.cost.history(view)
         return RungResult(tuple(view), RungReport(rung="summarization", tokens_before=tokens, tokens_after=tokens, skipped="no summarizer supplied"))
+    if context.pages and not any(m.images for m in view if m.id.startswith("snapshot-")):
+        # No snapshot in the view: the whole middle did not fit as pages. Page what does.
+        both = summarize_then_page(view, context.cost, context.budget, context.summarizer, context.policy)
+        if both is not None:
+            return both
     return summarize(view, context.cost, context.budget, context.summarizer, context.policy.tail_for(context.budget))
 
 
@@ -126,6 +132,7 @@ def climb(
             break
         result = step.run(current, context)
         reports.append(result.report)
+        reports.extend(result.also)
         current = result.view
         made.extend(result.pages)
         page_text = result.page_text if result.pages else page_text

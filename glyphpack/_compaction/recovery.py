@@ -191,7 +191,7 @@ def _recover_bytes(
     view, rungs, _, _ = climb(history, free, Climb(cost, 0, policy, every_image=True), small_enough)
     if summarizer is not None:  # climb stops before the first step when the free rungs were enough
         budget = max(1, int(cost.history(view) * BYTES_SUMMARY_SHARE))
-        view, summarized, _, _ = climb(view, paid, Climb(cost, budget, policy, summarizer), small_enough)
+        view, summarized, _, _ = climb(view, paid, Climb(cost, budget, policy, summarizer, pages=False), small_enough)
         rungs += summarized
     final = request_bytes(view)
     ok = final <= target

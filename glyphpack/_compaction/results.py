@@ -179,6 +179,8 @@ class RungResult:
     report: RungReport
     pages: tuple[Page, ...] = ()
     page_text: str = ""
+    #: Reports of further rungs this one ran (a summary followed by pages: the pages').
+    also: tuple[RungReport, ...] = ()
 
 
 @public

@@ -197,7 +197,7 @@ def tail_cuts(messages: Sequence[Message], cuts: Sequence[int], costs: Sequence[
 
 
 def snapshot(
-    messages: Sequence[Message], cost: CostModel, budget: int, policy: CompactionPolicy = CompactionPolicy()
+    messages: Sequence[Message], cost: CostModel, budget: int, policy: CompactionPolicy = CompactionPolicy(), head: int | None = None
 ) -> RungResult:
     """Head verbatim, the middle as page images, the newest turns verbatim.
 
@@ -208,44 +208,21 @@ def snapshot(
     a character no font draws verbatim. When the snapshot's shape lacks characters
     the middle has, the middle is drawn in Unifont instead (and the note says so). The
     view is the input unchanged (and the report says why) when no cut fits the budget
-    or the reader has no vision.
+    or the reader has no vision. ``head``: where the verbatim head ends, when not
+    ``head_end`` (a summary of older messages kept as text before the pages).
     """
-    # The renderer (and numba) loads only when a snapshot is rendered.
-    from .._render.shapes import SHAPES, WIDE_SCRIPT_SHAPE
-    from .._render.text import by_script, replaced_characters
-
     started = time.perf_counter()
     before = cost.history(messages)
-    profile = cost.profile
 
     def unchanged(reason: str) -> RungResult:
         report = RungReport(rung="snapshot", tokens_before=before, tokens_after=before, seconds=time.perf_counter() - started, skipped=reason)
         return RungResult(tuple(messages), report)
 
-    if not profile.vision:
-        return unchanged("the reader has no vision")
-    head = head_end(messages)
-    costs = [cost.message(m) for m in messages]
-    cuts = tail_cuts(messages, [t for t in turn_boundaries(messages) if t > head], costs, policy.tail_for(budget))
-    texts = [serialize_message(m) for m in messages[head:]]
-    fallback = SHAPES[WIDE_SCRIPT_SHAPE]
-    # A message with a character no font draws stays text: the middle ends before it.
-    undrawable = next((head + i for i, text in enumerate(texts) if replaced_characters(text, fallback.atlas)), len(messages))
-    cuts = [t for t in cuts if t <= undrawable]
-    if not cuts:
-        return unchanged("nothing between the head and the newest work kept as text")
-    shape, note = snapshot_shape(profile, policy), ""
-    lacking: dict[int, int] = {}
-    for text in texts[: cuts[-1] - head]:
-        for codepoint, occurrences in replaced_characters(text, shape.atlas).items():
-            lacking[codepoint] = lacking.get(codepoint, 0) + occurrences
-    if lacking:  # Unifont draws them all: the middle ends before any it does not
-        scripts = ", ".join(f"{count:,} {script}" for script, count in by_script(lacking).items())
-        note = f"drawn in Unifont: {shape.name}'s font lacks characters of the middle ({scripts})"
-        if policy.shape is not None:
-            note += "; the pinned geometry changed, so earlier pages are redrawn"
-        policy = dataclasses.replace(policy, shape=WIDE_SCRIPT_SHAPE, page_size=None)
-    search = _Search(messages, cost, budget, policy, head, costs, texts)
+    planned = _plan(messages, cost, budget, policy, head)
+    if isinstance(planned, str):
+        return unchanged(planned)
+    search, cuts, note = planned
+    policy, profile = search.policy, cost.profile
     found = search.run(cuts)
     if found is None:
         return unchanged(search.why_not())
@@ -257,7 +234,7 @@ def snapshot(
         "snapshot",
         before,
         cost.history(view),
-        head,
+        search.head,
         t,
         started,
         middle_chars=len(middle_text),
@@ -270,6 +247,49 @@ def snapshot(
         note=note,
     )
     return RungResult(view, report, tuple(pages), middle_text)
+
+
+def fits_as_pages(messages: Sequence[Message], cost: CostModel, budget: int, policy: CompactionPolicy = CompactionPolicy()) -> bool:
+    """Whether ``snapshot`` would find a cut for ``messages`` within ``budget``: priced
+    from the pages' layout, nothing drawn."""
+    planned = _plan(messages, cost, budget, policy, None)
+    return not isinstance(planned, str) and planned[0].choose(planned[1]) is not None
+
+
+def _plan(
+    messages: Sequence[Message], cost: CostModel, budget: int, policy: CompactionPolicy, head: int | None
+) -> tuple[_Search, list[int], str] | str:
+    """The cut search for a snapshot of ``messages``, its candidate cuts and the note on
+    the shape; or why there is none."""
+    # The renderer (and numba) loads only when a snapshot is priced or rendered.
+    from .._render.shapes import SHAPES, WIDE_SCRIPT_SHAPE
+    from .._render.text import by_script, replaced_characters
+
+    profile = cost.profile
+    if not profile.vision:
+        return "the reader has no vision"
+    head = head_end(messages) if head is None else head
+    costs = [cost.message(m) for m in messages]
+    cuts = tail_cuts(messages, [t for t in turn_boundaries(messages) if t > head], costs, policy.tail_for(budget))
+    texts = [serialize_message(m) for m in messages[head:]]
+    fallback = SHAPES[WIDE_SCRIPT_SHAPE]
+    # A message with a character no font draws stays text: the middle ends before it.
+    undrawable = next((head + i for i, text in enumerate(texts) if replaced_characters(text, fallback.atlas)), len(messages))
+    cuts = [t for t in cuts if t <= undrawable]
+    if not cuts:
+        return "nothing between the head and the newest work kept as text"
+    shape, note = snapshot_shape(profile, policy), ""
+    lacking: dict[int, int] = {}
+    for text in texts[: cuts[-1] - head]:
+        for codepoint, occurrences in replaced_characters(text, shape.atlas).items():
+            lacking[codepoint] = lacking.get(codepoint, 0) + occurrences
+    if lacking:  # Unifont draws them all: the middle ends before any it does not
+        scripts = ", ".join(f"{count:,} {script}" for script, count in by_script(lacking).items())
+        note = f"drawn in Unifont: {shape.name}'s font lacks characters of the middle ({scripts})"
+        if policy.shape is not None:
+            note += "; the pinned geometry changed, so earlier pages are redrawn"
+        policy = dataclasses.replace(policy, shape=WIDE_SCRIPT_SHAPE, page_size=None)
+    return _Search(messages, cost, budget, policy, head, costs, texts), cuts, note
 
 
 class _Search:
@@ -310,7 +330,12 @@ class _Search:
 
     def run(self, cuts: Sequence[int]) -> tuple[tuple[Message, ...], Any, int, str, int, int] | None:
         """(view, pages, cut, middle text, results cut, the characters kept of each end
-        of a cut result) of the cut keeping the largest tail that fits, or None.
+        of a cut result) of the cut keeping the largest tail that fits, or None."""
+        chosen = self.choose(cuts)
+        return None if chosen is None else self.draw(chosen)
+
+    def choose(self, cuts: Sequence[int]) -> int | None:
+        """The cut keeping the largest tail that fits, priced from the layout, or None.
 
         The cuts whose head and tail alone fit are a suffix of ``cuts``; the first
         ``LINEAR_CUTS`` of them are priced one by one, largest tail first, and the first
@@ -318,8 +343,6 @@ class _Search:
         them a binary search finds where the priced views start to fit, and the
         ``BACKTRACK`` cuts before that are priced too. At each cut every word of the
         middle is tried first, then long tool results cut to their ends."""
-        from .._render.render import render
-
         start = next((i for i, t in enumerate(cuts) if self._room(t)), len(cuts))
         candidates = list(cuts[start:])
         # The largest tails first, one by one: a page boundary, or a stretch of messages
@@ -337,10 +360,16 @@ class _Search:
             for index in range(min(low, len(rest) - 1), max(low - BACKTRACK, 0) - 1, -1):
                 if self._fits(rest[index]) is not None:
                     chosen = rest[index]
-        fitting = None if chosen is None else self._fits(chosen)
-        if chosen is None or fitting is None:
+        return chosen
+
+    def draw(self, t: int) -> tuple[tuple[Message, ...], Any, int, str, int, int] | None:
+        """The view cut at ``t`` with its middle drawn (``run``'s answer for that cut)."""
+        from .._render.render import render
+
+        fitting = self._fits(t)
+        if fitting is None:
             return None
-        (middle_text, arguments), head, t = fitting, self.head, chosen
+        (middle_text, arguments), head = fitting, self.head
         cap = None
         if middle_text != "".join(self.texts[: t - head]):
             middle_text, arguments, cap = self._widest_cap(t, middle_text, arguments)

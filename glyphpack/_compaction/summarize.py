@@ -115,8 +115,22 @@ def summarize(
         report = RungReport(rung="summarization", tokens_before=before, tokens_after=before, seconds=time.perf_counter() - started, skipped="nothing to summarize")
         return RungResult(tuple(messages), report)
     head_cost = sum(costs[:head])
-    allowance = max(SUMMARY_MIN_TOKENS, min(summarizer.output_reserve, int(budget * SUMMARY_MAX_SHARE)))
+    allowance = summary_allowance(summarizer, budget)
     t = next((t for t in cuts if head_cost + allowance + sum(costs[t:]) <= budget), cuts[-1])
+    return _summarized(messages, head, t, cost, summarizer, allowance, started)
+
+
+def summary_allowance(summarizer: Summarizer, budget: int) -> int:
+    """The tokens of the budget a summary may take."""
+    return max(SUMMARY_MIN_TOKENS, min(summarizer.output_reserve, int(budget * SUMMARY_MAX_SHARE)))
+
+
+def _summarized(
+    messages: Sequence[Message], head: int, t: int, cost: CostModel, summarizer: Summarizer, allowance: int, started: float
+) -> RungResult:
+    """``messages`` with ``messages[head:t]`` replaced by the summarizer's summary (a
+    user message naming the range's recall ref)."""
+    before = cost.history(messages)
     limit = summarizer.window - summarizer.output_reserve - cost.text(summarizer.instructions) - SUMMARIZER_PROMPT_SLACK
     if limit < SUMMARIZER_MIN_ROOM:
         raise CompactionError(f"a summarizer window of {summarizer.window:,} tokens leaves no room for the transcript")
@@ -149,3 +163,49 @@ def summarize(
         summarizer_output_tokens=_billed(summarizer)[1] - billed_before[1],
     )
     return RungResult(view, report)
+
+
+def summarize_then_page(
+    messages: Sequence[Message], cost: CostModel, budget: int, summarizer: Summarizer, policy: CompactionPolicy
+) -> RungResult | None:
+    """When the whole middle cannot go on pages (the budget, or the reader's image
+    limit): the newest part of the middle on as many pages as fit, and only the oldest
+    remainder summarized (behind its recall ref), rather than the whole middle. The
+    split is the earliest turn boundary from which a snapshot of the rest fits the
+    budget less the summary's allowance, priced from the pages' layout (nothing drawn
+    but the chosen pages). None when no split leaves room for a page: the caller then
+    summarizes the whole middle."""
+    from .snapshot import fits_as_pages, snapshot
+
+    if not cost.profile.vision or "snapshot" not in policy.rungs:
+        return None
+    started = time.perf_counter()
+    head = head_end(messages)
+    costs = [cost.message(m) for m in messages]
+    cuts = tail_cuts(messages, [t for t in turn_boundaries(messages) if t > head], costs, policy.tail_for(budget))
+    splits = [s for s in cuts if s < cuts[-1]] if cuts else []
+    allowance = summary_allowance(summarizer, budget)
+
+    def pages_fit(split: int) -> bool:
+        return fits_as_pages((*messages[:head], *messages[split:]), cost, budget - allowance, policy)
+
+    # The earliest split that fits (more split off, fewer pages needed: fits grows with it).
+    low, high = 0, len(splits)
+    while low < high:
+        middle = (low + high) // 2
+        if pages_fit(splits[middle]):
+            high = middle
+        else:
+            low = middle + 1
+    if low == len(splits):
+        return None
+    summarized = _summarized(messages, head, splits[low], cost, summarizer, allowance, started)
+    paged = snapshot(summarized.view, cost, budget, policy, head=head + 1)
+    if paged.report.skipped is not None:  # the summary came out longer than its allowance
+        return None
+    report = dataclasses.replace(
+        summarized.report, tokens_after=paged.report.tokens_after, seconds=time.perf_counter() - started,
+        note=f"the middle did not fit as pages: its oldest {splits[low] - head} messages summarized, "
+        f"the {paged.report.changed} after them on {paged.report.pages} pages",
+    )  # fmt: skip
+    return RungResult(paged.view, report, paged.pages, paged.page_text, also=(paged.report,))
