@@ -66,7 +66,8 @@ REPLY_RESERVE_MAX = 32_000
 #: window, not the window's: a harness whose system prompt and tools take 43k of a 100k
 #: window would otherwise be asked for a target under its own overhead.
 TARGET_SHARE = 0.5
-#: The rungs a session uses by default where pages are cheap for the reader: no elision.
+#: The rungs a session without recall uses by default where pages are cheap for the
+#: reader: no elision (with recall, elision loses nothing: the whole ladder).
 #: Replaying the real pi session (benchmarks/test_bench_session_cost.py) with 5x8 pages
 #: the ladder without it kept every character (verbatim or as pages) where the whole
 #: ladder kept a quarter, for slightly less. Where the reader's legible pages cost about
@@ -225,7 +226,11 @@ class Session:
             # the pages need only carry the gist: the reader's gist shape (denser where a
             # measured profile says the reader follows it there).
             policy = CompactionPolicy(fidelity="gist" if recall else "exact")
-            if self.profile.vision and page_density(self.profile, policy) >= PAGES_OVER_ELISION:
+            # With recall an elided result comes back exactly, so the whole ladder (elision
+            # first) runs at the threshold as the batches do below it: the pages then draw
+            # the stubs the batches left, never those results whole again (which made
+            # batches and threshold compactions rewrite each other's cached prefix).
+            if not recall and self.profile.vision and page_density(self.profile, policy) >= PAGES_OVER_ELISION:
                 policy, self._fallback = dataclasses.replace(policy, rungs=SESSION_RUNGS), policy
         self.policy = policy
         self.thresholds = Thresholds.for_window(window, threshold, target)
@@ -899,7 +904,8 @@ def open_session(
         system: the system prompt of a new transcript (a resumed one keeps its own).
         summarizer: the last rung; required for a model without vision. A model id
             (``"claude-haiku-4-5"``) summarizes through its SDK (``sdk_summarizer``).
-        policy: how the ladder compacts (default: pages in the reader's exact shape;
+        policy: how the ladder compacts (default with recall: the whole ladder, pages in
+            the reader's gist shape; without recall: pages in the reader's exact shape,
             without elision, ``SESSION_RUNGS``, where those pages hold at least
             ``PAGES_OVER_ELISION`` characters per token, falling back to the whole ladder
             when they cannot fit; else the whole ladder).
