@@ -389,7 +389,7 @@ def test_when_the_pages_cannot_fit_the_default_falls_back_to_the_whole_ladder(tm
     end = next(t for t in turn_boundaries(history) if t >= 748 and history[t - 1].role == "assistant")
     with glyphpack.Workspace(tmp_path / "ws") as ws:
         ws.save("pi", "agent", history[:end], revision=0)
-        with glyphpack.open_session(ws, "pi", "agent", model="claude-fable-5") as s:  # reads 5x8: no elision
+        with glyphpack.open_session(ws, "pi", "agent", model="claude-fable-5", recall=False) as s:  # reads 5x8, no recall: no elision
             pages_only = glyphpack.compact(s.messages, s.profile, 60_000, policy=s.policy)
             assert not pages_only.report.fits  # 415k tokens: too much even as pages
             result = s.compact(60_000)
