@@ -759,3 +759,43 @@ def test_when_the_middle_cannot_all_go_on_pages_its_newest_part_does_and_only_th
     # Against the summary alone, which was the answer before: more of the session in sight.
     alone = compact(history, CLAUDE, budget, summarizer=summarizer, policy=CompactionPolicy(rungs=("elision", "image drop", "summarization")))
     assert alone.report.rung("summarization").last_message > split
+
+
+def test_a_plain_function_is_taken_as_a_summarizer_and_anything_else_is_refused_by_name(tmp_path):
+    """``compact(..., summarizer=<a plain function>)`` raised a raw AttributeError (the
+    natural first try); so did ``recover`` and ``open_session``."""
+    history = generate_session(50_000, seed=1)
+    prompts: list[str] = []
+
+    def plain(prompt: str) -> str:
+        prompts.append(prompt)
+        return "what happened, in short"
+
+    budget = 3_000
+    result = compact(history, CLAUDE, budget, summarizer=plain, policy=CompactionPolicy(rungs=("summarization",)))
+    assert prompts and result.report.rung("summarization").summarizer_calls == len(prompts)
+    assert any("what happened, in short" in m.text for m in result.view)
+    measured = CostModel.for_model(CLAUDE).history(history) + 500
+    message = f"prompt is too long: {measured} tokens > {measured // 3} maximum"
+    too_long = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    prompts.clear()
+    assert recover(history, CLAUDE, too_long, summarizer=plain, policy=CompactionPolicy(rungs=("summarization",))).report.fits and prompts
+    with glyphpack.open_session(tmp_path / "ws", "c", "a", model="claude-sonnet-4-5", summarizer=plain) as s:
+        assert isinstance(s.summarizer, Summarizer) and s.summarizer.fn is plain
+    for wrong in (42, object()):
+        with pytest.raises(glyphpack.UsageError, match="summarizer must be a glyphpack.Summarizer or a function"):
+            compact(history, CLAUDE, budget, summarizer=wrong)
+
+
+def test_an_error_that_refers_to_itself_is_refused_as_not_too_long_not_raised_raw():
+    looped: dict = {"status": 400}
+    looped["self"] = looped
+    assert parse_overflow(looped) is None
+    with pytest.raises(CompactionError, match="not a 'request too long' error"):
+        recover(generate_session(5_000, seed=1), CLAUDE, looped)
+
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    assert parse_overflow(Unprintable()) is None

@@ -26,7 +26,7 @@ from .cost import CostModel
 from .results import Compaction, CompactionPolicy, LadderReport, RungReport, RungResult
 from .rungs import cap_images, drop_images, elide
 from .snapshot import snapshot
-from .summarize import Summarizer, summarize, summarize_then_page
+from .summarize import Summarizer, as_summarizer, summarize, summarize_then_page
 
 if TYPE_CHECKING:
     from .._render.render import Page
@@ -165,7 +165,7 @@ def compact(
     profile: Profile | str,
     budget: int,
     *,
-    summarizer: Summarizer | None = None,
+    summarizer: Summarizer | Callable[[str], str] | None = None,
     policy: CompactionPolicy = CompactionPolicy(),
     cost: CostModel | None = None,
 ) -> Compaction:
@@ -183,6 +183,7 @@ def compact(
     """
     if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
         raise CompactionError(f"budget must be a positive number of tokens, not {budget!r}")
+    summarizer = as_summarizer(summarizer)
     if cost is None:
         cost = cost_model(profile, policy)
     elif cost.profile != resolve(profile):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .._errors import CompactionError
 from .._history.apis import REGISTRY
@@ -18,7 +18,7 @@ from .calibration import calibrated
 from .cost import CostModel
 from .ladder import LADDER, Climb, climb, compact, cost_model
 from .results import Compaction, CompactionPolicy, LadderReport
-from .summarize import Summarizer
+from .summarize import Summarizer, as_summarizer
 
 #: Aim this far under the provider's limit.
 DEFAULT_MARGIN = 0.1
@@ -90,6 +90,21 @@ _RATE_LIMIT = re.compile(r"rate limit|rate_limit|tokens per min|\bTPM\b|requests
 
 
 @public
+def _shown(value: object) -> str:
+    """``value`` as text to search: JSON where it is JSON-like, else its ``str``; a value
+    that refers to itself, nests past what Python encodes, or whose ``str`` fails is
+    shown by its type (an error answer is never a crash of its own)."""
+    if isinstance(value, (dict, list)):
+        try:
+            return json.dumps(value, default=str)
+        except (ValueError, TypeError, RecursionError):
+            pass
+    try:
+        return str(value)
+    except Exception:  # a caller's object whose __str__ raises: it is still an error to report
+        return f"<{type(value).__name__}>"
+
+
 def parse_overflow(error: object) -> Overflow | None:
     """Recognize a provider's "request too long" error (an exception, its message, or
     its JSON body), or None if ``error`` is something else (a rate limit included).
@@ -99,13 +114,13 @@ def parse_overflow(error: object) -> Overflow | None:
     from a number in the text."""
     status = getattr(error, "status_code", None) or getattr(error, "status", None) or getattr(error, "code", None)
     if isinstance(error, dict):
-        text = json.dumps(error)
+        text = _shown(error)
         status = status or error.get("status") or error.get("code")
     else:
-        text = f"{type(error).__name__}: {error}"
+        text = f"{type(error).__name__}: {_shown(error)}"
         body = getattr(error, "body", None)
         if body is not None:
-            text += " " + json.dumps(body, default=str)
+            text += " " + _shown(body)
     if status == 413 or _BYTE_WORDINGS.search(text):
         return Overflow("bytes")
     if status == 429 or _RATE_LIMIT.search(text):
@@ -146,7 +161,7 @@ def recover(
     error: object,
     *,
     margin: float = DEFAULT_MARGIN,
-    summarizer: Summarizer | None = None,
+    summarizer: Summarizer | Callable[[str], str] | None = None,
     policy: CompactionPolicy = CompactionPolicy(),
 ) -> Compaction:
     """Reactive compaction after the provider rejected ``history`` as too long.
@@ -159,7 +174,8 @@ def recover(
     """
     overflow = parse_overflow(error)
     if overflow is None:
-        raise CompactionError(f"not a 'request too long' error: {str(error)[:200]!r}")
+        raise CompactionError(f"not a 'request too long' error: {_shown(error)[:200]!r}")
+    summarizer = as_summarizer(summarizer)
     cost = cost_model(profile, policy)
     if overflow.kind == "bytes":
         return _recover_bytes(history, cost, margin, summarizer, policy)

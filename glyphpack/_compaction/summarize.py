@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
-from .._errors import CompactionError
+from .._errors import CompactionError, UsageError
 from .._history.messages import Message, Text, turn_boundaries
 from .._history.recall import range_ref, recall_hint
 from .._types import public
@@ -53,6 +53,17 @@ class Billed(Protocol):
 
     billed_input: int
     billed_output: int
+
+
+def as_summarizer(value: object) -> Summarizer | None:
+    """A ``summarizer=`` argument as a ``Summarizer``: one as it is, a plain function
+    ``fn(prompt) -> summary`` (the natural first try) wrapped with the default window, None
+    as None; anything else a ``UsageError`` naming its type."""
+    if value is None or isinstance(value, Summarizer):
+        return value
+    if callable(value):
+        return Summarizer(value)
+    raise UsageError(f"summarizer must be a glyphpack.Summarizer or a function taking the prompt and returning the summary, not {type(value).__name__}")
 
 
 def _billed(summarizer: Summarizer) -> tuple[int, int]:

@@ -41,7 +41,7 @@ from .._compaction.results import Compaction, CompactionPolicy
 from .._compaction.rungs import elide, protected_from
 from .._compaction.sdk_summary import sdk_summarizer
 from .._compaction.snapshot import page_density, serialize_message
-from .._compaction.summarize import Summarizer
+from .._compaction.summarize import Summarizer, as_summarizer
 from .._errors import CompactionError, TextOnlyModelError, UsageError
 from .._history.apis import Reply, api_of, merge_extra, provider_api
 from .._history.ids import unique_name
@@ -188,7 +188,7 @@ class Session:
         *,
         model: str,
         system: str | None = None,
-        summarizer: Summarizer | str | None = None,
+        summarizer: Summarizer | Callable[[str], str] | str | None = None,
         policy: CompactionPolicy | None = None,
         context_window: int | None = None,
         threshold: int | None = None,
@@ -211,8 +211,8 @@ class Session:
                 f"{model} reads no images, so compaction can only summarize: pass summarizer=... "
                 f"(glyphpack.Summarizer) when opening the session"
             )
-        if summarizer is not None and not isinstance(summarizer, (Summarizer, str)):
-            raise UsageError(f"summarizer must be a glyphpack.Summarizer or a model id, not {type(summarizer).__name__}")
+        if not isinstance(summarizer, str):
+            summarizer = as_summarizer(summarizer)  # a plain function is taken as one
         window = context_window if context_window is not None else CONTEXT_WINDOWS[self.profile.reader.provider]
         if isinstance(summarizer, str):
             # The session's own model summarizes within the window the session was told.
@@ -888,7 +888,7 @@ def open_session(
     *,
     model: str,
     system: str | None = None,
-    summarizer: Summarizer | None = None,
+    summarizer: Summarizer | Callable[[str], str] | str | None = None,
     policy: CompactionPolicy | None = None,
     context_window: int | None = None,
     threshold: int | None = None,
@@ -903,7 +903,8 @@ def open_session(
         model: the model id, as the SDK takes it; it decides page geometry and prices.
         system: the system prompt of a new transcript (a resumed one keeps its own).
         summarizer: the last rung; required for a model without vision. A model id
-            (``"claude-haiku-4-5"``) summarizes through its SDK (``sdk_summarizer``).
+            (``"claude-haiku-4-5"``) summarizes through its SDK (``sdk_summarizer``); a
+            plain function ``fn(prompt) -> summary`` is taken as ``Summarizer(fn)``.
         policy: how the ladder compacts (default with recall: the whole ladder, pages in
             the reader's gist shape; without recall: pages in the reader's exact shape,
             without elision, ``SESSION_RUNGS``, where those pages hold at least
