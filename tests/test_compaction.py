@@ -783,7 +783,7 @@ def test_a_plain_function_is_taken_as_a_summarizer_and_anything_else_is_refused_
     with glyphpack.open_session(tmp_path / "ws", "c", "a", model="claude-sonnet-4-5", summarizer=plain) as s:
         assert isinstance(s.summarizer, Summarizer) and s.summarizer.fn is plain
     for wrong in (42, object()):
-        with pytest.raises(glyphpack.UsageError, match="summarizer must be a glyphpack.Summarizer or a function"):
+        with pytest.raises(glyphpack.UsageError, match="summarizer must be a glyphpack.Summarizer, a function taking the prompt"):
             compact(history, CLAUDE, budget, summarizer=wrong)
 
 

@@ -71,7 +71,7 @@ def test_a_summarizer_needs_a_model_and_a_key_and_a_session_a_summarizer(tmp_pat
         glyphpack.sdk_summarizer(object())
     with pytest.raises(glyphpack.UsageError, match="summarizing with claude-haiku-4-5 needs your key in ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN"):
         glyphpack.open_session(tmp_path / "ws", "c", "a", model="claude-sonnet-4-5", summarizer="claude-haiku-4-5")
-    with pytest.raises(glyphpack.UsageError, match="summarizer must be a glyphpack.Summarizer or a model id, not int"):
+    with pytest.raises(glyphpack.UsageError, match=r"summarizer must be a glyphpack.Summarizer, a function .* \(or, for a session, a model id\), not int"):
         glyphpack.open_session(tmp_path / "ws", "c", "a", model="claude-sonnet-4-5", summarizer=3)  # type: ignore[arg-type]
     with pytest.raises(glyphpack.UsageError, match="not an anthropic, openai or google-genai client"):
         glyphpack.sdk_summarizer(object(), "claude-haiku-4-5")

@@ -63,7 +63,10 @@ def as_summarizer(value: object) -> Summarizer | None:
         return value
     if callable(value):
         return Summarizer(value)
-    raise UsageError(f"summarizer must be a glyphpack.Summarizer or a function taking the prompt and returning the summary, not {type(value).__name__}")
+    raise UsageError(
+        "summarizer must be a glyphpack.Summarizer, a function taking the prompt and returning the summary "
+        f"(or, for a session, a model id), not {type(value).__name__}"
+    )
 
 
 def _billed(summarizer: Summarizer) -> tuple[int, int]:
