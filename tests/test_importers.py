@@ -601,3 +601,33 @@ def test_a_session_opened_on_an_import_is_calibrated_before_its_first_request(tm
                 estimator=glyphpack.TextEstimator())) as given:
             assert given.estimator.overhead == 0  # an estimator the caller gives is kept
         assert ws.measured("imported", "nobody") == []
+
+
+@pytest.mark.parametrize(
+    ("name", "forced", "why", "reads_as"),
+    [
+        ("claude-code/ccl-session_b.jsonl", "pi", "its first records are not that harness's", "claude-code"),
+        ("codex/simonw-sample_codex_session.jsonl", "claude-code", "its first records are not that harness's", "codex"),
+        ("codex/simonw-sample_codex_session.jsonl", "aider", "its text is not laid out as that harness writes it", "codex"),
+        ("gemini-cli/entirecli-gemini-9c53780d06b7-0.json", "openai-chat", None, "gemini-cli"),
+        ("gemini-cli/entirecli-gemini-9c53780d06b7-0.json", "mini-swe-agent", "its JSON does not have that format's shape", "gemini-cli"),
+        ("copilot-cli/agentv-269e1b9e5502-0.jsonl", "codex", "its first records are not that harness's", "copilot-cli"),
+    ],
+)
+def test_a_forced_format_that_does_not_fit_is_refused_with_the_reason(name, forced, why, reads_as, tmp_path, capsys):
+    """``--format`` forced onto the wrong file imported garbage silently (13 messages and
+    0 calls, or 0 messages): now it is refused, saying why and what the file reads as,
+    and nothing is stored."""
+    path = session_path(name)
+    with pytest.raises(HistoryError) as refused:
+        import_file(path, format=forced)
+    message = str(refused.value)
+    assert message.startswith(f"{path} is not in the {forced} format: ") or message.startswith(f"{path}: ")
+    if why is not None:
+        assert why in message
+    if message.startswith(f"{path} is not in the"):
+        assert message.endswith(f"it reads as {reads_as}: pass --format {reads_as}, or leave --format out")
+    assert import_file(path, format=reads_as).report.format == reads_as  # the right one still imports
+    assert main(["import", str(path), "--workspace", str(tmp_path / "ws"), "--format", forced]) != 0
+    assert "Traceback" not in capsys.readouterr().err
+    assert not (tmp_path / "ws" / "transcripts").exists() or not any((tmp_path / "ws" / "transcripts").iterdir())
