@@ -608,22 +608,60 @@ def cmd_workspace_copy(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The files ``glyphpack import`` takes from a folder: what harnesses write sessions as.
+SESSION_SUFFIXES = (".jsonl", ".json", ".traj", ".md")
+
+
 def cmd_import(args: argparse.Namespace) -> int:
+    """Import, or keep in step, each session file; a folder is walked for session files.
+    Each file is its own: one that cannot be read, or whose past changed, is reported on
+    its line and the rest go on (exit status 1 when any failed)."""
     from ._history.importers.registry import import_file
     from ._history.store import Workspace
 
-    sessions = []
-    for name in args.files:  # every file read before anything is written
-        conversation = args.conversation if args.conversation and len(args.files) == 1 else _conversation_id(name)
-        sessions.append((name, conversation, import_file(name, format=args.format)))
+    files = _session_files(args.files)
+    if args.conversation and len(files) != 1:
+        raise UsageError(f"--conversation names one conversation, for one file; {len(files)} files were given")
+    failed = 0
     with Workspace(args.workspace) as workspace:
-        for name, conversation, session in sessions:
-            saved = workspace.import_session(session, conversation)
-            print(f"{name} -> {workspace.location}: conversation {conversation}" + (f" ({session.title})" if session.title else ""))
+        for name in files:
+            conversation = args.conversation or _conversation_id(name)
+            try:
+                session = import_file(name, format=args.format)
+                state, saved = workspace.sync_session(session, conversation)
+            except GlyphpackError as exc:
+                failed += 1
+                print(f"{name}: not imported: {exc}")
+                continue
+            if state == "unchanged":
+                print(f"{name} -> {workspace.location}: conversation {conversation}: unchanged")
+                continue
+            verb = "imported as" if state == "new" else "appended to"
+            print(f"{name} -> {workspace.location}: {verb} conversation {conversation}" + (f" ({session.title})" if session.title else ""))
             for line in session.report.lines():
                 print(f"  {line}")
             print(f"  transcripts: {', '.join(f'{t.agent} ({len(t.messages):,} messages)' for t in saved)}")
-    return 0
+    if len(files) > 1:
+        print(f"{len(files)} files: {len(files) - failed} imported or in step, {failed} not")
+    return 1 if failed else 0
+
+
+def _session_files(paths: Sequence[str]) -> list[str]:
+    """The files named, with each folder replaced by the session files under it (any
+    depth, sorted); ``UsageError`` for a path that does not exist or a folder with none."""
+    found: list[str] = []
+    for name in paths:
+        path = Path(name)
+        if path.is_dir():
+            inside = sorted(str(p) for p in path.rglob("*") if p.is_file() and p.suffix in SESSION_SUFFIXES and not p.name.startswith("."))
+            if not inside:
+                raise UsageError(f"{name} holds no session files ({', '.join(SESSION_SUFFIXES)})")
+            found.extend(inside)
+        elif path.exists():
+            found.append(name)
+        else:
+            raise UsageError(f"{name}: no such file or folder")
+    return found
 
 
 def _conversation_id(path: str) -> str:
@@ -873,7 +911,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_context)
 
     p = sub.add_parser("import", help="import session files (Claude Code, pi, Codex, OpenHands, SWE-agent, mini-swe-agent, aider, Gemini CLI, provider lists) into a workspace")
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", metavar="FILE", help="session files, or folders of them (walked at any depth): a conversation imported before gets what is new appended")
     p.add_argument("--workspace", required=True, metavar="WS", help=WORKSPACE_HELP + " (created if missing)")
     p.add_argument("--format", choices=FORMAT_NAMES, help="the files' format (default: detected from each file's content)")
     p.add_argument("--conversation", metavar="ID", help="the conversation id, for one file (default: the file name)")

@@ -631,3 +631,76 @@ def test_a_forced_format_that_does_not_fit_is_refused_with_the_reason(name, forc
     assert main(["import", str(path), "--workspace", str(tmp_path / "ws"), "--format", forced]) != 0
     assert "Traceback" not in capsys.readouterr().err
     assert not (tmp_path / "ws" / "transcripts").exists() or not any((tmp_path / "ws" / "transcripts").iterdir())
+
+
+def _grown(tmp_path: Path, lines: int) -> Path:
+    """The first ``lines`` lines of the Claude Code 2.1.219 file, as its harness had
+    written them at that moment (same folder, same name: the same conversation)."""
+    source = session_path("claude-code/ohmyposh-6beb436f6cd8-0.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    folder = tmp_path / "projects"
+    folder.mkdir(exist_ok=True)
+    path = folder / "6beb436f6cd8.jsonl"
+    path.write_text("".join(source[:lines]), encoding="utf-8")
+    return path
+
+
+def test_a_grown_claude_code_file_appends_exactly_its_new_turns(tmp_path, capsys):
+    """A harness keeps writing: importing the file again appends what is new (same ids,
+    same tree), leaves an unchanged file as it is, and a stand-in made up for a call the
+    file had not answered yet gives way to the real result."""
+    total = len(session_path("claude-code/ohmyposh-6beb436f6cd8-0.jsonl").read_text(encoding="utf-8").splitlines())
+    ws = tmp_path / "ws"
+    # Cut right after a tool call, before its result: the import answers it with a stand-in.
+    lines = session_path("claude-code/ohmyposh-6beb436f6cd8-0.jsonl").read_text(encoding="utf-8").splitlines()
+    cut = next(n for n, line in enumerate(lines, 1) if n > 60 and '"tool_use"' in line and '"tool_result"' in lines[n])
+    path = _grown(tmp_path, cut)
+    assert main(["import", str(path.parent), "--workspace", str(ws)]) == 0
+    assert "imported as conversation 6beb436f6cd8" in capsys.readouterr().out
+    with glyphpack.Workspace(ws) as workspace:
+        first = workspace.load("6beb436f6cd8", "main").messages
+        nodes_before = {n.message.id for n in workspace.tree.nodes("6beb436f6cd8")}
+    assert first[-1].id.endswith("-missing-results")
+    _grown(tmp_path, total)
+    assert main(["import", str(path.parent), "--workspace", str(ws)]) == 0
+    out = capsys.readouterr().out
+    assert "appended to conversation 6beb436f6cd8 (Security advisories analysis and fixes)" in out
+    whole = import_file(path)
+    with glyphpack.Workspace(ws) as workspace:
+        stored = workspace.load("6beb436f6cd8", "main").messages
+        nodes_after = {n.message.id for n in workspace.tree.nodes("6beb436f6cd8")}
+        tip = workspace.tree.tip("6beb436f6cd8")
+    assert [m.id for m in stored] == [f"6beb436f6cd8/{m.id}" for m in whole.messages]
+    assert [m.content for m in stored] == [m.content for m in whole.messages]
+    assert stored[: len(first) - 1] == first[:-1]  # the past, as it was stored: same ids and content
+    assert nodes_before <= nodes_after and tip == stored[-1].id  # the stand-in stays in the tree, off the path
+    assert not any(MISSING in b.text for m in stored for b in m.tool_results)
+    assert main(["import", str(path), "--workspace", str(ws)]) == 0
+    assert capsys.readouterr().out.strip().endswith("conversation 6beb436f6cd8: unchanged")
+
+
+MISSING = "[no result: the session ended this turn before the tool returned]"
+
+
+def test_a_changed_past_is_refused_for_that_file_and_the_rest_of_the_folder_goes_on(tmp_path, capsys):
+    ws = tmp_path / "ws"
+    path = _grown(tmp_path, 40)
+    assert main(["import", str(path), "--workspace", str(ws)]) == 0
+    with glyphpack.Workspace(ws) as workspace:
+        before = workspace.load("6beb436f6cd8", "main")
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    task = next(n for n, line in enumerate(lines) if '"type":"user"' in line and "security advisories" in line)
+    lines[task] = lines[task].replace("security advisories", "SECURITY ADVISORIES")  # the harness rewrote the task
+    path.write_text("".join(lines), encoding="utf-8")
+    other = path.parent / "nested" / "session_b.jsonl"
+    other.parent.mkdir()
+    other.write_bytes(session_path("claude-code/ccl-session_b.jsonl").read_bytes())
+    (path.parent / "notes.txt").write_text("not a session")  # not a session file's suffix: passed over
+    assert main(["import", str(path.parent), "--workspace", str(ws)]) == 1
+    out = capsys.readouterr().out
+    assert f"{path}: not imported: conversation '6beb436f6cd8', agent 'main': the file's history differs from the stored one at message 1 (its harness rewrote the past)" in out
+    assert f"{other} -> " in out and "imported as conversation session_b" in out
+    assert out.strip().endswith("2 files: 1 imported or in step, 1 not")
+    with glyphpack.Workspace(ws) as workspace:
+        assert workspace.load("6beb436f6cd8", "main") == before  # nothing of the changed file written
+    assert main(["import", str(tmp_path / "nowhere"), "--workspace", str(ws)]) == 2
+    assert "no such file or folder" in capsys.readouterr().err

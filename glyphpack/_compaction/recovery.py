@@ -89,7 +89,6 @@ _BYTE_WORDINGS = re.compile(
 _RATE_LIMIT = re.compile(r"rate limit|rate_limit|tokens per min|\bTPM\b|requests per min", re.I)
 
 
-@public
 def _shown(value: object) -> str:
     """``value`` as text to search: JSON where it is JSON-like, else its ``str``; a value
     that refers to itself, nests past what Python encodes, or whose ``str`` fails is
@@ -105,6 +104,7 @@ def _shown(value: object) -> str:
         return f"<{type(value).__name__}>"
 
 
+@public
 def parse_overflow(error: object) -> Overflow | None:
     """Recognize a provider's "request too long" error (an exception, its message, or
     its JSON body), or None if ``error`` is something else (a rate limit included).

@@ -21,7 +21,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .._errors import ConflictError, HistoryError, StoreError, UsageError
 from .._files import atomic_write, read_stored, stale_temporaries
@@ -31,7 +31,7 @@ from .._types import LoadState, public
 from .backend import StoreBackend, StoredTranscript
 from .codec import history_from_json, history_to_json, json_bytes
 from .ids import check_id, unique_name
-from .importers.base import ImportedSession
+from .importers.base import ImportedAgent, ImportedSession
 from .messages import Message, Text, turn_boundaries, validate_history
 from .pricing import EstimatePricer, message_tokens
 from .tree import SessionTree, displayable
@@ -47,6 +47,15 @@ FORMAT = "glyphpack-transcript"
 FORMAT_VERSION = 1
 
 
+def _agent_names(session: ImportedSession) -> list[str]:
+    """The agent id each of an imported session's agents is stored under: its name made
+    an id, names that clean to one id ("sub/1", "sub-1") made distinct."""
+    names: list[str] = []
+    for agent in session.agents:
+        names.append(check_id(unique_name(_agent_id(agent.name), set(names)), "agent"))
+    return names
+
+
 def _agent_id(name: str) -> str:
     """An agent name from a session file as an id a file name can carry."""
     cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in name).strip("-.") or "agent"
@@ -57,6 +66,8 @@ def _agent_id(name: str) -> str:
 MEASURED_FORMAT = "glyphpack-measured"
 #: Requests of an imported file whose counts are kept for calibration (the newest).
 MEASURED_KEPT = 32
+#: What ``Workspace.sync_session`` did with a file.
+SyncState = Literal["new", "appended", "unchanged"]
 #: The agent whose record beside it holds who owns a conversation (``Workspace.owner``).
 OWNER_AGENT = "main"
 
@@ -594,9 +605,7 @@ class Workspace:
             return tuple(dataclasses.replace(m, id=f"{conversation}/{m.id}") for m in messages)
 
         agents = [(agent.name, scoped(agent.messages)) for agent in session.agents]
-        names: list[str] = []
-        for name, _ in agents:  # names that clean to one id ("sub/1", "sub-1") get distinct ones
-            names.append(check_id(unique_name(_agent_id(name), set(names)), "agent"))
+        names = _agent_names(session)
         existing = {c.id for c in self.tree.conversations()}
         if conversation in existing and not replace:
             raise StoreError(f"conversation {conversation!r} is already in {self.location}; import it under another name")
@@ -609,11 +618,61 @@ class Workspace:
         for name, (_, messages), imported in zip(names, agents, session.agents):
             current = self.load(conversation, name)
             saved.append(self.save(conversation, name, messages, revision=current.revision, replace=True))
-            if imported.usage:  # what the harness's last requests measured, for the session's estimate
-                requests = [[messages[start].id, messages[end - 1].id, tokens] for start, end, tokens, *_ in imported.usage]
-                record = {"format": MEASURED_FORMAT, "requests": requests[-MEASURED_KEPT:]}
-                self._store.put_measured(conversation, name, json_bytes(record))
+            self._keep_usage(conversation, name, messages, imported)
         return saved
+
+    def _keep_usage(self, conversation: str, agent: str, messages: Sequence[Message], imported: ImportedAgent) -> None:
+        """What the harness's last requests measured, for the session's estimate."""
+        if imported.usage:
+            requests = [[messages[start].id, messages[end - 1].id, tokens] for start, end, tokens, *_ in imported.usage]
+            record = {"format": MEASURED_FORMAT, "requests": requests[-MEASURED_KEPT:]}
+            self._store.put_measured(conversation, agent, json_bytes(record))
+
+    def sync_session(self, session: ImportedSession, conversation: str) -> tuple[SyncState, list[Transcript]]:
+        """Keep conversation ``conversation`` in step with a session file its harness keeps
+        writing: a new conversation is imported (``import_session``, state ``"new"``); one
+        imported before gets what the file added appended to each agent (same ids, same
+        tree: the ids are the file's, scoped by the conversation) and new branches added
+        to the tree (``"appended"``); an unchanged one is left as it is (``"unchanged"``).
+        A stand-in result the import made up for a call the file had not answered yet
+        (``-missing-results``) gives way to what the file has now. A file whose past
+        differs from what is stored raises ``StoreError`` naming the agent and the
+        message, and nothing is written."""
+        check_id(conversation, "conversation")
+        if conversation not in {c.id for c in self.tree.conversations()}:
+            return "new", self.import_session(session, conversation)
+
+        def scoped(messages: Sequence[Message]) -> tuple[Message, ...]:
+            return tuple(dataclasses.replace(m, id=f"{conversation}/{m.id}") for m in messages)
+
+        plans = []
+        for name, imported in zip(_agent_names(session), session.agents):
+            messages = scoped(imported.messages)
+            current = self.load(conversation, name)
+            stored = current.messages
+            kept = len(stored)
+            while kept and stored[kept - 1].id.endswith("-missing-results") and (kept > len(messages) or messages[kept - 1] != stored[kept - 1]):
+                kept -= 1  # a stand-in for a result the file has now (or may have later)
+            differs = next((i for i, (old, new) in enumerate(zip(stored[:kept], messages)) if old != new), None)
+            if differs is not None or len(messages) < kept:
+                where = differs if differs is not None else len(messages)
+                raise StoreError(
+                    f"conversation {conversation!r}, agent {name!r}: the file's history differs from the stored one at message "
+                    f"{where + 1} (its harness rewrote the past); nothing synced: import it under another name to keep both"
+                )
+            plans.append((name, messages, current, kept, imported))
+        stored_ids = {node.message.id for node in self.tree.nodes(conversation)}
+        branches = [path for path in (scoped(branch) for branch in session.branches) if any(m.id not in stored_ids for m in path)]
+        changed = [plan for plan in plans if plan[1] != plan[2].messages]
+        if not changed and not branches:
+            return "unchanged", []
+        if branches:
+            self.tree.add_paths(conversation, branches, tip=self.tree.tip(conversation))
+        saved = []
+        for name, messages, current, kept, imported in changed:
+            saved.append(self.save(conversation, name, messages, revision=current.revision, replace=kept < len(current.messages)))
+            self._keep_usage(conversation, name, messages, imported)
+        return "appended", saved
 
     def calibration(self, conversation: str, agent: str) -> dict[str, Any] | None:
         """What a session learned from its provider's counts (``save_calibration``; None:
