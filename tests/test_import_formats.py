@@ -12,6 +12,7 @@ import pytest
 
 import glyphpack
 from glyphpack import HistoryError, Opaque, Text, Thinking, ToolCall, import_file
+from glyphpack._history.importers.base import Usage
 from glyphpack._history.messages import validate_history
 
 DATA = Path(__file__).parent / "data" / "sessions"
@@ -345,3 +346,59 @@ def test_codex_custom_tool_calls_keep_their_body_and_output(tmp_path):
     assert results == {"call_1": "x = 1\n", "call_2": "Success. Updated the following files:\nM a.py\n"}
     assert any(isinstance(b, Thinking) and b.text == "a one-line patch" for m in messages for b in m.content)
     validate_history(messages, allow_pending=False)
+
+
+def test_a_gemini_cli_recording_keeps_every_part_and_says_what_it_left_out():
+    """``gemini-cli-recording-synthetic.json`` (written from the recording's schema):
+    parts of every kind in a user message, thought summaries of every shape, calls with
+    results inside them (an error, a cancelled one with no id, one still pending, one
+    without a name), a text-only answer split in two, and lines never sent."""
+    session = import_file(DATA / "gemini-cli-recording-synthetic.json")
+    report = session.report
+    assert report.format == "gemini-cli" and session.title == "Why does the build fail? and see the log"
+    assert report.skipped == {
+        "compression messages": 1, "content parts that are neither text nor images": 1, "malformed tool calls": 1,
+        "messages that are not objects": 1, "warning lines shown to the user, never sent to the model": 1,
+    }
+    assert report.repaired == {"unanswered tool calls given an error result": 1}
+    user, answer, results, stand_in, final = session.messages
+    assert (user.id, answer.id, final.id) == ("u1", "g1", "g2")
+    assert [b.text if isinstance(b, Text) else b.media_type for b in user.content] == ["Why does the build fail?", "image/png", "and see the log"]
+    thinking, said, *calls = answer.content
+    assert isinstance(thinking, Thinking) and thinking.text == "Reading the log: The error is in CI.\nOnly a subject\nOnly a description"
+    assert said == Text("Let me look.")
+    assert [(c.id, c.name, c.arguments) for c in calls] == [
+        ("read-1", "read_file", {"path": "ci.log"}), ("shell-1", "run_shell_command", {"input": "ls -la"}),
+        ("gemini-cli-call-3-2", "glob", {"pattern": "*.py"}), ("pending-1", "write_file", {"path": "fix.py"}),
+    ]
+    assert [(r.call_id, r.text, r.is_error) for r in results.tool_results] == [
+        ("read-1", "error: missing dep", False), ("shell-1", "permission denied\n(stderr shown above)", True),
+        ("gemini-cli-call-3-2", "a.py", True),
+    ]
+    assert results.id == "g1-results" and stand_in.tool_results[0].call_id == "pending-1" and stand_in.tool_results[0].is_error
+    assert [b.text for b in final.content] == ["The dependency is missing.", "Add it to requirements.txt."]  # one turn, split
+    assert session.agents[0].usage == (Usage(0, 1, 1200, 300, 0),)  # the empty answer's zero counts calibrate nothing
+
+
+def test_a_copilot_cli_event_log_keeps_every_message_and_counts_the_bookkeeping():
+    """``copilot-cli-synthetic.jsonl`` (written from the event schema the real file
+    shows): two system messages, the user's words as typed, reasoning, calls with JSON
+    and string arguments, a failed call, a result and requests without a call id, a
+    notification the CLI hands the model, and events that are bookkeeping."""
+    session = import_file(DATA / "copilot-cli-synthetic.jsonl")
+    report = session.report
+    assert report.format == "copilot-cli" and session.title == "Fix the flaky test"
+    assert report.skipped == {
+        "assistant.turn_end events (no message)": 1, "hook.start events (no message)": 1, "malformed tool calls": 2,
+        "session.start events (no message)": 1, "tool results without a call id": 1, "user.message events (no message)": 1,
+    }
+    assert report.repaired == {}
+    assert [(m.role, m.id, m.text) for m in session.messages if m.role in ("system", "user")] == [
+        ("system", "e2", "You are the GitHub Copilot CLI."), ("system", "e2b", "A second system message, kept where it came."),
+        ("user", "e3", "  Fix the\nflaky test  "), ("user", "e9", "<system_notification>shell 3 finished</system_notification>"),
+    ]
+    asked = session.messages[3]
+    assert isinstance(asked.content[0], Thinking) and asked.content[0].text == "Run it first."
+    assert [(c.id, c.name, c.arguments) for c in asked.tool_calls] == [("t1", "bash", {"command": "pytest -x"}), ("t2", "view", {"path": "test_x.py"})]
+    assert [(r.call_id, r.text, r.is_error) for r in session.messages[4].tool_results] == [("t1", "1 failed", False), ("t2", "no such file", True)]
+    assert session.messages[-1].text == "Fixed: the test now waits." and session.agents[0].usage == ()

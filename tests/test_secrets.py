@@ -85,3 +85,18 @@ def test_the_cli_names_a_bad_database_in_one_line_without_its_password(tmp_path:
                             capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "zzsecret" not in result.stderr + result.stdout and "me:***@127.0.0.1:1/work" in result.stderr
+
+
+def test_the_edges_of_a_url_mutation_testing_found():
+    # An '@' in the query is no user information; a ':' in the password stays hidden whole.
+    assert redacted("https://host/v1?email=a@b.example&x=1") == "https://host/v1?email=a@b.example&x=1"
+    assert redacted("postgresql://me:pa:ss@db/x") == "postgresql://me:***@db/x"
+    assert redacted("postgres://me@db/x") == "postgres://me@db/x"  # either spelling names a database user
+    # A key whose value holds '=' (base64 padding) is hidden whole.
+    assert redacted("https://h/v1?key=abc==") == "https://h/v1?key=***"
+    assert "abc==" in secrets_of("https://h/v1?key=abc==")
+    # A token given as a web URL's user is a secret; a database user name is not.
+    assert scrubbed("refused for ghp_TOKEN42 at the gateway", "https://ghp_TOKEN42@host/") == "refused for *** at the gateway"
+    assert scrubbed("role me does not exist", "postgresql://me@db/x") == "role me does not exist"
+    # Another URL quoted in the error is redacted too, not only the one given.
+    assert scrubbed("redirected to http://u:pw2secret@other:5/x", "http://a:b@host") == "redirected to http://u:***@other:5/x"

@@ -59,6 +59,8 @@ def read(path: Path, data: bytes) -> ImportedSession:
         if kind == "system.message":
             if text and not any(m.role == "system" for m in messages):
                 messages.insert(0, Message("system", (Text(text),), id=message_id))
+            elif text:  # a later one (a mode change) stays where it came
+                messages.append(Message("system", (Text(text),), id=message_id))
             continue
         if kind in ("user.message", "system.notification"):
             if text:
