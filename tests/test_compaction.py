@@ -759,6 +759,10 @@ def test_when_the_middle_cannot_all_go_on_pages_its_newest_part_does_and_only_th
     # Against the summary alone, which was the answer before: more of the session in sight.
     alone = compact(history, CLAUDE, budget, summarizer=summarizer, policy=CompactionPolicy(rungs=("elision", "image drop", "summarization")))
     assert alone.report.rung("summarization").last_message > split
+    # summary_pages=False (a session with recall): the whole middle summarized, deeper.
+    deep = compact(history, CLAUDE, budget, summarizer=summarizer, policy=CompactionPolicy(summary_pages=False))
+    assert not deep.pages and deep.report.rung("summarization").last_message > split
+    assert cost.history(deep.view) < cost.history(result.view)
 
 
 def test_a_plain_function_is_taken_as_a_summarizer_and_anything_else_is_refused_by_name(tmp_path):

@@ -369,6 +369,7 @@ def test_default_rungs_keep_old_results_as_pages_where_pages_are_cheap(tmp_path,
         assert s.recall_enabled is recall
         # With recall (the default) every reader gets the whole ladder: elision loses nothing.
         assert (s.policy.rungs == SESSION_RUNGS) == (no_elision and not recall) and s.policy.fidelity == ("gist" if recall else "exact")
+        assert s.policy.summary_pages is not recall  # with recall the summary stands behind a ref: it may go deep
 
 
 def test_a_reader_without_vision_keeps_elision(tmp_path):

@@ -57,7 +57,7 @@ def _summarization(view: Sequence[Message], context: Climb) -> RungResult:
     if context.summarizer is None:
         tokens = context.cost.history(view)
         return RungResult(tuple(view), RungReport(rung="summarization", tokens_before=tokens, tokens_after=tokens, skipped="no summarizer supplied"))
-    if context.pages and not any(m.images for m in view if m.id.startswith("snapshot-")):
+    if context.pages and context.policy.summary_pages and not any(m.images for m in view if m.id.startswith("snapshot-")):
         # No snapshot in the view: the whole middle did not fit as pages. Page what does.
         both = summarize_then_page(view, context.cost, context.budget, context.summarizer, context.policy)
         if both is not None:

@@ -50,6 +50,10 @@ class CompactionPolicy:
             order (another order or a rung twice is refused, not silently reordered). ``("summarization",)``
             compacts as most harnesses do today; images a reader cannot take, or more
             images than a request may carry, are dropped whatever this says.
+        summary_pages: when the whole middle cannot go on pages, page its newest part
+            and summarize only the rest (True), or summarize the whole middle (False:
+            deeper, so compactions come less often and bill less; a session with recall,
+            whose summary stands behind a recall ref that brings every word back, uses it).
     """
 
     protect_turns: int = 2
@@ -63,6 +67,7 @@ class CompactionPolicy:
     tokenizer: Callable[[str], int] | None = None
     tail_tokens: int = 20_000
     rungs: tuple[Rung, ...] = RUNGS
+    summary_pages: bool = True
 
     def tail_for(self, budget: int) -> int:
         """Tokens of the newest messages kept verbatim in a view of ``budget`` tokens."""
@@ -76,6 +81,8 @@ class CompactionPolicy:
                 f"rungs {self.rungs!r}: the ladder runs each rung once, cheapest first ({', '.join(RUNGS)}); "
                 f"give them in that order"
             )
+        if not isinstance(self.summary_pages, bool):
+            raise UsageError(f"summary_pages must be True or False, not {self.summary_pages!r}")
         if not isinstance(self.protect_turns, int) or self.protect_turns < 0:
             raise UsageError(f"protect_turns must be a non-negative int, not {self.protect_turns!r}")
         if not isinstance(self.tail_tokens, int) or self.tail_tokens < 0:
