@@ -6,6 +6,7 @@ a subagent's prompt, histories that differ in thinking alone)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -219,7 +220,7 @@ _ACTIONS = st.lists(
 )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=25 if os.environ.get("CI") else 8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(actions=_ACTIONS)
 @example(actions=[("alpha", "send"), ("alpha", "answer"), ("bravo", "send"), ("bravo", "answer"), ("bravo", "send")])
 @example(actions=[("bravo", "send"), ("alpha", "send"), ("alpha", "call"), ("alpha", "send"), ("alpha", "answer"), ("bravo", "too long")])

@@ -86,7 +86,7 @@ def test_bodies_nested_past_reading_are_400_and_deep_ones_go_upstream_unrecorded
 ODD_USAGES = ["lots", 7, None, ["input_tokens"], {"input_tokens": "many"}]
 
 
-@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("stream", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_an_answer_with_an_odd_usage_reaches_the_client_and_is_recorded(tmp_path: Path, stream: bool) -> None:
     """An upstream (a gateway) whose 200 has a ``usage`` that is no count: the client gets
     its answer whole, and the answer is recorded all the same."""
@@ -123,6 +123,7 @@ def test_an_answer_with_an_odd_usage_reaches_the_client_and_is_recorded(tmp_path
     assert answers == {f"answer {n}" for n in range(1, len(ODD_USAGES) + 1)}
 
 
+@pytest.mark.slow  # a proxy of its own (0.6 s)
 def test_a_stream_event_the_proxy_cannot_read_never_cuts_the_clients_stream(tmp_path: Path) -> None:
     """Events whose fields are shaped oddly (a gateway's): the client gets every byte."""
     events = (
@@ -151,6 +152,7 @@ def test_summaries_are_asked_within_the_window_the_proxy_was_told(tmp_path: Path
             assert summarizer is not None and summarizer.window == expected
 
 
+@pytest.mark.slow  # makes the SDK's client (about 2 s of imports)
 def test_a_session_summarizing_with_its_own_model_stays_in_its_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import glyphpack
 
