@@ -843,3 +843,22 @@ def test_claude_codes_subagent_is_recorded_beside_the_call_that_started_it(tmp_p
         (call,) = [c for m in workspace.load(transcripts[0][0], AGENT).messages for c in m.tool_calls]
     assert result["result"] == "DONE: auth" and set(agent.statuses) == set(sub.statuses) == {200}
     assert len(transcripts) == 2 and subagent == [(transcripts[0][0], f"general-purpose-{call.id[-8:]}")]
+
+
+@pytest.mark.slow  # an 8-call loop with a summary through the proxy (about 3 s)
+def test_a_json_413_is_recovered_by_bytes_and_retried_once_unseen_by_the_client(workspace: Workspace) -> None:
+    """Anthropic's 413 (``request_too_large``, a JSON body): the proxy frees bytes (old
+    results elided, no pages: they add bytes) and sends the request once more."""
+    model = FakeModel(_script(8), faults={7: "413"})
+    with FakeUpstream(model) as upstream, _serve(workspace, upstream, ProxySettings(context_window=200_000)) as proxy:
+        assert Harness("anthropic", proxy.url, stream=False).run() == "auth failed first, at 10:00:03."
+    agent = [(status, body) for status, body in zip(model.statuses, model.requests) if summary_prompt(body) is None]
+    summaries = [status for status, body in zip(model.statuses, model.requests) if summary_prompt(body) is not None]
+    assert [status for status, _ in agent] == [200] * 6 + [413] + [200] * 3
+    # The free rungs free nothing here (the six rounds so far are all among the newest
+    # rounds elision protects), so the summarizer is asked at once, through the
+    # upstream, rather than the refused request sent again.
+    assert summaries and set(summaries) == {200}
+    rejected, retried = agent[6][1], agent[7][1]
+    assert len(json.dumps(retried)) < len(json.dumps(rejected)) and '"image"' not in json.dumps(retried)
+    assert _task_of("anthropic", retried) == TASK

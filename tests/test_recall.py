@@ -471,3 +471,21 @@ def test_a_result_elided_once_is_never_sent_whole_again(tmp_path, model):
             s.add_response({"role": "assistant", "content": [thought, call]}, "anthropic")
             s.add_tool_results({f"toolu_{n:03d}": _file_text(n, 6_000)})
         assert compactions >= 2 and batches >= 2, (compactions, batches)  # both kinds, each more than once
+
+
+@pytest.mark.parametrize(("chars", "pages"), [(0, 1), (RECALL_PAGE_CHARS - 1, 1), (RECALL_PAGE_CHARS, 1), (RECALL_PAGE_CHARS + 1, 2),
+                                              (2 * RECALL_PAGE_CHARS, 2), (2 * RECALL_PAGE_CHARS + 1, 3)])
+def test_a_result_exactly_a_multiple_of_the_page_comes_back_in_that_many_pages(chars, pages):
+    """Both sides of each page boundary: no empty last page, no character lost or doubled."""
+    text = "".join(chr(ord("a") + n % 26) for n in range(chars))
+    messages = [Message("assistant", (ToolCall("c1", "read", {}),), id="a"), Message("tool", (ToolResult("c1", (Text(text),)),), id="t")]
+    got = []
+    for page in range(1, pages + 1):
+        answer = recall(messages, "c1", page)
+        assert not answer.is_error
+        got.append(answer.content[-1].text)
+        if pages > 1:
+            assert answer.content[0].text.startswith(f"[glyphpack recall of c1: page {page} of {pages}, ")
+    assert "".join(got) == text
+    past = recall(messages, "c1", pages + 1)
+    assert past.is_error and past.content[0].text == f"glyphpack recall: 'c1' has {pages} page(s), not a page {pages + 1}"

@@ -696,6 +696,14 @@ class Session:
                 summarizer=self.summarizer if self._overflows == 2 else None,
                 policy=self._policy(),
             )
+            if self._overflows == 1 and self.summarizer is not None and request_bytes(result.view) >= request_bytes(self._sent):
+                # The free rungs freed no bytes (old results a reader must keep, say): go
+                # straight to the summarizer, as the token path does, rather than send a
+                # request the provider already refused (a proxy retries only once).
+                self._overflows = 2
+                result = recover_bytes_or_tokens(
+                    self.messages, self.profile, error, margin=margin, summarizer=self.summarizer, policy=self._policy()
+                )
             # Snapshots are no help here: a page's PNG, base64-encoded, takes more bytes than
             # the text it shows. What the free rungs and the summarizer freed is what there is.
             if request_bytes(result.view) >= request_bytes(self._sent):
