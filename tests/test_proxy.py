@@ -538,6 +538,11 @@ def test_an_sdk_loop_through_the_proxy_is_compacted_at_the_threshold_and_every_r
     # it as x-api-key or as a bearer token, by version); the workspace holds it nowhere.
     assert len(upstream.headers) == len(model.requests)
     assert all(API_KEY in (h.get("x-api-key"), h.get("authorization", "").removeprefix("Bearer ")) for h in upstream.headers)
+    # A summary request carries the caller's credentials once: one header, its key.
+    for body, raw in zip(model.requests, upstream.raw_headers):
+        if summary_prompt(body) is not None:
+            credentials = [(k, v) for k, v in raw if k in ("x-api-key", "authorization")]
+            assert len(credentials) == 1 and API_KEY in credentials[0][1], credentials
     files = [p for p in Path(workspace.path).rglob("*") if p.is_file()]
     assert files and not [p for p in files if API_KEY.encode() in p.read_bytes()]
     # Nothing the client sent is lost: the transcript holds its whole history and the answer.

@@ -470,6 +470,8 @@ class FakeUpstream:
         self.model = model
         self.route = route or (lambda body: model)
         self.headers: list[dict[str, str]] = []
+        #: Each POST's headers as sent, repeats included (``headers`` keeps the last of a name).
+        self.raw_headers: list[list[tuple[str, str]]] = []
         self.paths: list[str] = []
         upstream = self
 
@@ -508,6 +510,7 @@ class FakeUpstream:
         path = handler.path.split("?")[0]
         self.paths.append(path)
         self.headers.append({k.lower(): v for k, v in handler.headers.items()})
+        self.raw_headers.append([(k.lower(), v) for k, v in handler.headers.items()])
         length = int(handler.headers.get("content-length") or 0)
         raw = handler.rfile.read(length)
         try:
