@@ -436,3 +436,16 @@ def test_tool_arguments_keep_what_is_not_a_json_object_as_input():
     assert tool_arguments(None, "c") == tool_arguments("", "c") == {}
     with pytest.raises(HistoryError, match="tool call 'c' has arguments that are not JSON"):
         tool_arguments("{oops", "c")
+
+
+def test_a_failed_tool_result_is_marked_as_an_error_in_chat_completions_and_read_back_as_one():
+    """Chat Completions has no error flag on a tool message: a failed result goes as its
+    text after ``[error] ``, a good one as its text alone (even one that begins so), and
+    a request read back and sent again is the same bytes (the marker is in the text)."""
+    history = [Message("user", (Text("go"),), id="u"), Message("assistant", (ToolCall("c1", "ls", {}), ToolCall("c2", "cat", {})), id="a"),
+               Message("tool", (ToolResult("c1", (Text("boom"),), True), ToolResult("c2", (Text("[error] is in the file"),), False)), id="t")]
+    sent = glyphpack.to_openai_chat(history)
+    assert [m["content"] for m in sent if m["role"] == "tool"] == ["[error] boom", "[error] is in the file"]
+    back = glyphpack.from_openai_chat(sent)
+    assert [(r.call_id, r.text) for m in back for r in m.tool_results] == [("c1", "[error] boom"), ("c2", "[error] is in the file")]
+    assert glyphpack.to_openai_chat(back) == sent
