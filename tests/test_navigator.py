@@ -397,3 +397,15 @@ def test_inline_markdown_finds_the_patterns_spans_in_linear_time(tmp_path):
         assert mismatches == []
         assert "[" * 1000 in driver.find_element("css selector", "#transcript").text
         assert page_errors(driver) == []
+
+
+def test_a_workspace_name_with_markup_is_text_in_the_page_title(tmp_path):
+    """The page title is the workspace's name: a folder called ``<b>&x</b>`` is that
+    text in the title, never markup that could open an element."""
+    path = tmp_path / "<b>&x<script>"
+    with glyphpack.Workspace(path) as ws:
+        ws.save("c", "a", [glyphpack.Message("user", "hello"), glyphpack.Message("assistant", "hi")], revision=0)
+        page = export_html(ws)
+    title = re.search(r"<title>(.*?)</title>", page, re.S).group(1)
+    assert title == "glyphpack: &lt;b&gt;&amp;x&lt;script&gt;"
+    assert page.count("<script") == 2

@@ -425,3 +425,25 @@ def test_a_pool_size_that_is_not_a_count_of_connections_is_refused_before_anythi
     assert not (tmp_path / "ws").exists()
     with Workspace(tmp_path / "ws", pool_size=1):
         pass
+
+
+def test_a_copy_into_a_folder_that_holds_transcripts_but_no_tree_is_refused_and_writes_nothing(tmp_path):
+    """A destination that lost its tree (or never had one) still holds someone's
+    transcripts: a copy into it would mix two workspaces. Refused, those files untouched."""
+    import shutil
+
+    from glyphpack._history.copy import copy_workspace
+
+    with Workspace(tmp_path / "src") as source:
+        source.save("c", "a", [Message("user", "hello"), Message("assistant", "hi")], revision=0)
+    with Workspace(tmp_path / "other") as other:
+        other.save("d", "a", [Message("user", "other words"), Message("assistant", "x")], revision=0)
+    destination = tmp_path / "dst"
+    destination.mkdir()
+    shutil.copytree(tmp_path / "other" / "transcripts", destination / "transcripts")
+    before = {p: p.read_bytes() for p in (destination / "transcripts").rglob("*.json")}
+    with Workspace(tmp_path / "src") as source, Workspace(destination) as target:
+        with pytest.raises(StoreError, match=r"is not empty: copy a workspace only into a new one \(nothing was written\)"):
+            copy_workspace(source, target)
+        assert target.tree.conversations() == [] and target.transcripts() == [("d", "a")]
+    assert {p: p.read_bytes() for p in (destination / "transcripts").rglob("*.json")} == before
