@@ -46,7 +46,7 @@ from .._history.codec import json_text
 from .._history.ids import check_id, unique_name
 from .._history.messages import Message, Opaque, RedactedThinking, Thinking
 from .._history.store import Workspace
-from .._session.session import Session
+from .._session.session import RequestReport, Session
 from .._types import Api
 
 Json = dict[str, Any]
@@ -201,7 +201,7 @@ class Exchange:
     note: str | None = None
     retried: bool = False
     messages: tuple[Message, ...] = ()
-    report: object = None
+    report: RequestReport | None = None
 
     @property
     def compacted(self) -> bool:
@@ -306,9 +306,11 @@ class Recorder:
         ends = chain[-2:] if len(chain) > 1 and messages[-1].role == "assistant" else chain[-1:]
         with self._lock:
             for stale in self._ends.get(key, ()):
-                self._index.get(stale, set()).discard(key)
-                if not self._index.get(stale, True):
-                    del self._index[stale]
+                holders = self._index.get(stale)
+                if holders is not None:
+                    holders.discard(key)
+                    if not holders:
+                        del self._index[stale]
             self._ends[key] = ends
             for end in ends:
                 self._index.setdefault(end, set()).add(key)
@@ -334,7 +336,7 @@ class Recorder:
         stored history's (a client may drop thinking, never change it)."""
         with self._lock:
             stored = self._chains.get(key, ("", [], []))[2]
-        return all(mine is None or theirs is None or mine == theirs for mine, theirs in zip(stored[:length], marks[:length]))
+        return all(_marks_agree(mine, theirs) for mine, theirs in zip(stored[:length], marks[:length]))
 
     # ------------------------------------------------------------------ requests
 
@@ -604,12 +606,18 @@ def nesting(value: object, limit: int = MAX_NESTING) -> int:
     return deepest
 
 
+def _marks_agree(mine: bytes | None, theirs: bytes | None) -> bool:
+    """Whether two messages' thinking marks say one message: either side may have
+    dropped its thinking, but where both carry it, it is the same."""
+    return mine is None or theirs is None or mine == theirs
+
+
 def _common(stored: tuple[Sequence[bytes], Sequence[bytes | None]], history: tuple[Sequence[bytes], Sequence[bytes | None]]) -> int:
     """How many leading messages two histories share, by their (digests, thinking
     marks): a message whose thinking both carry and differ in is where they part."""
     common = 0
     for mine, my_mark, theirs, their_mark in zip(*stored, *history):
-        if mine != theirs or (my_mark is not None and their_mark is not None and my_mark != their_mark):
+        if mine != theirs or not _marks_agree(my_mark, their_mark):
             break
         common += 1
     return common

@@ -688,22 +688,17 @@ class Session:
             )
         before = self.cost().history(self._sent) + self.estimator.overhead
         if overflow.kind == "bytes":
-            result = recover_bytes_or_tokens(
-                self.messages,
-                self.profile,
-                error,
-                margin=margin,
-                summarizer=self.summarizer if self._overflows == 2 else None,
-                policy=self._policy(),
-            )
+
+            def by_bytes(summarizer: Summarizer | None) -> Compaction:
+                return recover_bytes_or_tokens(self.messages, self.profile, error, margin=margin, summarizer=summarizer, policy=self._policy())
+
+            result = by_bytes(self.summarizer if self._overflows == 2 else None)
             if self._overflows == 1 and self.summarizer is not None and request_bytes(result.view) >= request_bytes(self._sent):
                 # The free rungs freed no bytes (old results a reader must keep, say): go
                 # straight to the summarizer, as the token path does, rather than send a
                 # request the provider already refused (a proxy retries only once).
                 self._overflows = 2
-                result = recover_bytes_or_tokens(
-                    self.messages, self.profile, error, margin=margin, summarizer=self.summarizer, policy=self._policy()
-                )
+                result = by_bytes(self.summarizer)
             # Snapshots are no help here: a page's PNG, base64-encoded, takes more bytes than
             # the text it shows. What the free rungs and the summarizer freed is what there is.
             if request_bytes(result.view) >= request_bytes(self._sent):

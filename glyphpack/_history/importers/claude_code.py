@@ -128,8 +128,13 @@ def read(path: Path, data: bytes, leaf: str | None = None) -> ImportedSession:
         main = chosen[-1]
     else:
         main = max(main_leaves, default=-1)
+    calls_of = _response_calls(nodes)
+
+    def path_to(leaf: int) -> list[int]:
+        return _with_parallel_results(nodes, _walk(nodes, leaf), calls_of)
+
     agents: list[ImportedAgent] = []
-    main_path = _with_parallel_results(nodes, _walk(nodes, main)) if main >= 0 else []
+    main_path = path_to(main) if main >= 0 else []
     if main >= 0:
         messages, usage = _history(nodes, main_path, tally)
         agents.append(ImportedAgent("main", tuple(messages), usage))
@@ -138,7 +143,7 @@ def read(path: Path, data: bytes, leaf: str | None = None) -> ImportedSession:
     # is not a branch.
     kept = set(main_path)
     branches = tuple(
-        tuple(_history(nodes, _with_parallel_results(nodes, _walk(nodes, other)), Tally())[0])
+        tuple(_history(nodes, path_to(other), Tally())[0])
         for other in main_leaves
         if other != main and any(nodes[i].carries_message and i not in kept for i in _walk(nodes, other))
     )
@@ -149,7 +154,7 @@ def read(path: Path, data: bytes, leaf: str | None = None) -> ImportedSession:
         roots[root] = max(roots.get(root, -1), index)
     for number, (_, sub_leaf) in enumerate(sorted(roots.items()), start=1):
         name = str(nodes[sub_leaf].record.get("agentId") or f"sidechain-{number}")
-        messages, usage = _history(nodes, _with_parallel_results(nodes, _walk(nodes, sub_leaf)), tally)
+        messages, usage = _history(nodes, path_to(sub_leaf), tally)
         if messages:
             agents.append(ImportedAgent(unique_name(name, {a.name for a in agents}), tuple(messages), usage))
     return ImportedSession(custom_title or ai_title or title, tuple(agents), branches, tally.report(FORMAT, agents, len(branches)))
@@ -166,7 +171,16 @@ def _walk(nodes: list[_Node], leaf: int) -> list[int]:
     return path[::-1]
 
 
-def _with_parallel_results(nodes: list[_Node], path: list[int]) -> list[int]:
+def _response_calls(nodes: list[_Node]) -> dict[object, set[str]]:
+    """Each API response's (``message.id``) tool call ids, over all its lines."""
+    calls_of: dict[object, set[str]] = {}
+    for node in nodes:
+        if node.record.get("type") == "assistant" and node.carries_message and node.record["message"].get("id") is not None:
+            calls_of.setdefault(node.record["message"]["id"], set()).update(_call_ids(node))
+    return calls_of
+
+
+def _with_parallel_results(nodes: list[_Node], path: list[int], calls_of: dict[object, set[str]]) -> list[int]:
     """``path`` with parallel tool calls and their results taken in. Claude Code writes
     one assistant line per ``tool_use`` of a response, each the parent of the next, and
     hangs each call's result off the call's own line; the next turn goes on from one of
@@ -174,12 +188,8 @@ def _with_parallel_results(nodes: list[_Node], path: list[int]) -> list[int]:
     calls of the response and the other results are side leaves. A side part holding
     nothing but lines of the same response and results of its calls is taken in: its
     calls where the response is, its results right after the response's last line, where
-    the API had them."""
+    the API had them (``calls_of``: ``_response_calls``)."""
     on_path = set(path)
-    calls_of: dict[object, set[str]] = {}
-    for node in nodes:
-        if node.record.get("type") == "assistant" and node.carries_message and node.record["message"].get("id") is not None:
-            calls_of.setdefault(node.record["message"]["id"], set()).update(_call_ids(node))
     answered = {call_id for i in path for call_id in _result_ids(nodes[i])}
     out: list[int] = []
     pending: list[int] = []
