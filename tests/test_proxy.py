@@ -28,6 +28,7 @@ from glyphpack import Workspace
 from glyphpack._cli import main
 from glyphpack._compaction.summarize import Summarizer
 from glyphpack._history.apis import provider_api
+from glyphpack._history.recall import RECALL_TOOL, recall_tool
 from glyphpack._proxy.conversations import (
     AGENT,
     ANTHROPIC_CACHE_MARKS,
@@ -42,6 +43,7 @@ from glyphpack._proxy.server import Proxy, Running
 from glyphpack._proxy.streams import ACCUMULATORS, SseParser
 from glyphpack._session.view import read_view
 from glyphpack.testing.fake import (
+    NEWEST_REF,
     FakeModel,
     FakeUpstream,
     Turn,
@@ -333,7 +335,8 @@ def test_a_compacted_request_keeps_the_clients_cache_marks_and_stays_within_anth
     exchange = recorder.prepare("anthropic", body, summarizer)
     assert exchange.compacted and exchange.session is not None and 0 < exchange.session.last_request.prefix < exchange.session.last_request.messages  # type: ignore[union-attr]
     forwarded = exchange.forwarded
-    assert forwarded["system"] == system and forwarded["tools"] == tools  # the client's, marks and all
+    # The client's system and tools, marks and all; then the recall tool the proxy answers.
+    assert forwarded["system"] == system and forwarded["tools"] == [*tools, recall_tool("anthropic")]
     assert json.dumps(forwarded).count("cache_control") == ANTHROPIC_CACHE_MARKS
     assert "cache_control" in json.dumps(forwarded["messages"][-1])  # the newest message keeps its mark
     assert fake_check_anthropic(forwarded) is None
@@ -757,6 +760,10 @@ def test_glyphpack_proxy_refuses_what_it_cannot_do_in_one_line(tmp_path: Path, a
 # ---------------------------------------------------------------------- Claude Code itself
 
 
+#: The model asks for something a compaction put away (the newest ref it shows).
+RECALL_AGAIN = Turn(text="Checking an earlier log again.", calls=((RECALL_TOOL, {"ref": NEWEST_REF}),))
+
+
 def _claude() -> str:
     """The Claude Code executable: $GLYPHPACK_CLAUDE, ``claude`` on the PATH, or the one
     ``.ci/run`` installs under ``.ci/node``; skips the test without one (fails where
@@ -811,24 +818,31 @@ def test_claude_code_through_the_proxy_is_compacted_and_never_sees_an_error(tmp_
     script = [
         Turn(text=f"Checking log {i}.", calls=((("Bash", {"command": f"cat svc{i}.log", "description": f"show log {i}"}),) if i % 2 else (("Read", {"file_path": str(work / f"svc{i}.log")}),)))
         for i in range(calls)
-    ] + [Turn(text="DONE: auth failed first.")]
+    ] + [RECALL_AGAIN, Turn(text="DONE: auth failed first.")]
     agent, side = FakeModel(script), FakeModel([Turn(text="ok")])
     prompt = "Find which service failed first: read every svc*.log here."
     settings = ProxySettings(context_window=60_000, threshold=20_000)
     with FakeUpstream(agent, route=_claude_code_route(agent, side)) as upstream, Workspace(tmp_path / "ws") as workspace, _serve(workspace, upstream, settings) as proxy:
         result = _run_claude(tmp_path, proxy, prompt, calls + 5)
         stored = {key: workspace.load(*key).messages for key in workspace.transcripts()}
-    assert result["result"] == "DONE: auth failed first."
+    assert result["result"].endswith("DONE: auth failed first.")
     assert set(agent.statuses) == {200}  # every request Claude Code made (and the summaries) was accepted
     requests = [body for body in agent.requests if summary_prompt(body) is None]
-    assert len(requests) == calls + 1
+    assert len(requests) == calls + 2  # and one the proxy made after answering the recall
+    # Claude Code never saw the recall: not in its answer, not in its own session files.
+    assert RECALL_TOOL not in json.dumps(result)
+    written = [p.read_text() for p in (tmp_path / "home").rglob("*.jsonl")]
+    assert written and not [text for text in written if RECALL_TOOL in text]
     assert all(prompt in json.dumps(body["messages"][0]) for body in requests)  # the task, verbatim, first
     tokens = [count_tokens(body) for body in requests]
     compacted = [i for i in range(1, len(tokens)) if tokens[i] < tokens[i - 1]]
     assert compacted and max(tokens) < settings.threshold, tokens  # type: ignore[operator]
     # One conversation holds all of it: the task, every call and result, the answer.
     (messages,) = [m for m in stored.values() if any(prompt in message.text for message in m)]
-    assert sum(len(m.tool_calls) for m in messages) == calls and messages[-1].text == "DONE: auth failed first."
+    assert sum(len(m.tool_calls) for m in messages) == calls + 1 and messages[-1].text == "DONE: auth failed first."
+    (recalled,) = [c for m in messages for c in m.tool_calls if c.name == RECALL_TOOL]
+    (answer,) = [r for m in messages for r in m.tool_results if r.call_id == recalled.id]
+    assert not answer.is_error and answer.text
 
 
 @pytest.mark.slow  # Claude Code (Node.js) with a subagent: about 5 s

@@ -44,10 +44,12 @@ from .._errors import CompactionError, ConflictError, GlyphpackError, HistoryErr
 from .._history.apis import provider_api
 from .._history.codec import json_text
 from .._history.ids import check_id, unique_name
-from .._history.messages import Message, Opaque, RedactedThinking, Thinking
+from .._history.messages import Message, Opaque, RedactedThinking, Text, Thinking, ToolCall, ToolResult
+from .._history.recall import RECALL_TOOL, recall_tool
 from .._history.store import Workspace
 from .._session.session import RequestReport, Session
 from .._types import Api
+from .rounds import marked
 
 Json = dict[str, Any]
 
@@ -63,6 +65,10 @@ ANTHROPIC_CACHE_MARKS = 4
 #: How deep a request body may nest for the proxy to record it: deeper ones (no real
 #: tool schema or block comes near) go to the provider unrecorded, for it to judge.
 MAX_NESTING = 200
+#: Upstream rounds one client request may take, each after the model called only
+#: ``glyphpack_recall``; the last asks for an answer without tool calls (a recall
+#: called anyway goes unanswered, and the client gets the answer without it).
+RECALL_ROUNDS = 8
 #: Blocks a client may leave out when it sends a history back.
 _UNKEYED = (Thinking, RedactedThinking, Opaque)
 _SEED = hashlib.sha256(b"glyphpack proxy history").digest()
@@ -137,14 +143,86 @@ def digests(messages: Sequence[Message], after: Sequence[bytes] = ()) -> list[by
     continuing ``after`` (the digests of the messages before these).
 
     Each message counts by its role and its blocks' JSON, without thinking and opaque
-    blocks; ids never count (a history sent back gets new ones)."""
+    blocks, adjacent text blocks as one (an answer the proxy continued after a recall
+    reaches a Chat client as one string); ids never count (a history sent back gets
+    new ones)."""
     out: list[bytes] = list(after)
     digest = after[-1] if after else _SEED
     for message in messages:
-        blocks = [b.to_json() for b in message.content if not isinstance(b, _UNKEYED)]
+        blocks: list[Json] = []
+        for block in message.content:
+            if isinstance(block, _UNKEYED):
+                continue
+            if isinstance(block, Text) and blocks and blocks[-1]["type"] == "text":
+                blocks[-1] = {"type": "text", "text": blocks[-1]["text"] + block.text}
+            else:
+                blocks.append(block.to_json())
         digest = hashlib.sha256(digest + json_text([message.role, blocks]).encode("utf-8")).digest()
         out.append(digest)
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Shown:
+    """A stored history as its client holds it: ``messages``, and per message the
+    number of stored messages up to its end (``ends``)."""
+
+    messages: tuple[Message, ...]
+    ends: tuple[int, ...]
+
+
+def client_view(messages: Sequence[Message], start: int = 0, recall_ids: frozenset[str] | None = None) -> Shown:
+    """What the client holds of ``messages[start:]`` (a stored history): the
+    ``glyphpack_recall`` calls the proxy answered, and their results, left out (the
+    client never saw them); a message left with nothing dropped; an answer the proxy
+    went on to after a recall joined to the answer before it (the client got them as
+    one). ``recall_ids``: those calls' ids (default: ``proxy_recall_ids(messages)``)."""
+    if recall_ids is None:
+        recall_ids = proxy_recall_ids(messages)
+    shown: list[Message] = []
+    ends: list[int] = []
+    dropped = False
+    for number in range(start, len(messages)):
+        message = messages[number]
+        content = tuple(
+            b for b in message.content
+            if not (isinstance(b, ToolCall) and b.id in recall_ids) and not (isinstance(b, ToolResult) and b.call_id in recall_ids)
+        )
+        if not content and message.content:
+            dropped = True  # a recall round's call or answer alone
+            continue
+        if dropped and message.role == "assistant" and shown and shown[-1].role == "assistant":
+            shown[-1] = shown[-1].with_content(shown[-1].content + content)
+            ends[-1] = number + 1
+        else:
+            shown.append(message if len(content) == len(message.content) else message.with_content(content))
+            ends.append(number + 1)
+        dropped = False
+    return Shown(tuple(shown), tuple(ends))
+
+
+#: The prefix of the ids the proxy gives the ``glyphpack_recall`` calls it answers:
+#: the calls a client never saw (a client's own tool of that name keeps its ids).
+RECALL_ID_PREFIX = "glyphpack_"
+
+
+def proxy_recall_ids(messages: Sequence[Message]) -> frozenset[str]:
+    """The ids of the ``glyphpack_recall`` calls in ``messages`` the proxy answered."""
+    return frozenset(c.id for m in messages for c in m.tool_calls if c.name == RECALL_TOOL and c.id.startswith(RECALL_ID_PREFIX))
+
+
+@dataclasses.dataclass(frozen=True)
+class Chain:
+    """A stored history as its client holds it, digested: per message shown, its
+    rolling digest, thinking mark, stored end and role; with how many stored messages
+    it read and the last one's id (what a longer history is checked against)."""
+
+    stored: int
+    last_id: str
+    digests: tuple[bytes, ...]
+    marks: tuple[bytes | None, ...]
+    ends: tuple[int, ...]
+    roles: tuple[str, ...]
 
 
 def thinking_marks(messages: Sequence[Message]) -> list[bytes | None]:
@@ -202,6 +280,10 @@ class Exchange:
     retried: bool = False
     messages: tuple[Message, ...] = ()
     report: RequestReport | None = None
+    #: Whether ``forwarded`` offers the model ``glyphpack_recall`` (the proxy answers it).
+    recall: bool = False
+    #: Upstream rounds this client request took before this one (each after a recall).
+    rounds: int = 0
 
     @property
     def compacted(self) -> bool:
@@ -236,10 +318,9 @@ class Recorder:
         # begins like an old conversation's past is a conversation of its own.
         self._index: dict[bytes, set[Key]] = {}
         self._ends: dict[Key, list[bytes]] = {}
-        # history -> (the id of the last message remembered, the digests to it, each
-        # message's thinking fingerprint): a long history is digested once, then one
-        # message at a time.
-        self._chains: dict[Key, tuple[str, list[bytes], list[bytes | None]]] = {}
+        # history -> its client view digested (``Chain``): a long history is digested
+        # once, then a message at a time.
+        self._chains: dict[Key, Chain] = {}
         # conversation -> its owner record (None: no one's); (conversation, client) -> owns.
         self._owners: dict[str, dict[str, str] | None] = {}
         self._owned: dict[tuple[str, bytes], bool] = {}
@@ -289,21 +370,35 @@ class Recorder:
             self._remember(key, self.workspace.load(*key).messages)
         return len(stored)
 
-    def _chain(self, key: Key, messages: Sequence[Message]) -> tuple[list[bytes], list[bytes | None]]:
-        """``digests(messages)`` and ``thinking_marks(messages)`` of ``key``'s history,
-        from what was remembered."""
+    def _chain(self, key: Key, messages: Sequence[Message]) -> Chain:
+        """``key``'s stored history ``messages`` as its client holds it, digested, from
+        what was remembered: only the messages after the last shown one that no later
+        answer can join (not an answer) are read again."""
         with self._lock:
-            last, chain, marks = self._chains.get(key, ("", [], []))
-        known = len(chain)
-        if known and known <= len(messages) and messages[known - 1].id == last:
-            return digests(messages[known:], chain), [*marks, *thinking_marks(messages[known:])]
-        return digests(messages), thinking_marks(messages)
+            known = self._chains.get(key)
+        keep = 0
+        if known is not None and known.stored <= len(messages) and known.stored and messages[known.stored - 1].id == known.last_id:
+            keep = next((n + 1 for n in range(len(known.roles) - 1, -1, -1) if known.roles[n] != "assistant"), 0)
+        else:
+            known = None
+        start = known.ends[keep - 1] if known is not None and keep else 0
+        shown = client_view(messages, start, proxy_recall_ids(messages))
+        before = (known.digests[:keep], known.marks[:keep], known.ends[:keep], known.roles[:keep]) if known is not None else ((), (), (), ())
+        return Chain(
+            stored=len(messages),
+            last_id=messages[-1].id if messages else "",
+            digests=tuple(digests(shown.messages, before[0])),
+            marks=(*before[1], *thinking_marks(shown.messages)),
+            ends=(*before[2], *shown.ends),
+            roles=(*before[3], *(m.role for m in shown.messages)),
+        )
 
     def _remember(self, key: Key, messages: Sequence[Message]) -> None:
-        """Index the end of ``messages``, and the end before a last answer (a client that
-        retries the request, or sends the answer back changed, continues from there)."""
-        chain, marks = self._chain(key, messages)
-        ends = chain[-2:] if len(chain) > 1 and messages[-1].role == "assistant" else chain[-1:]
+        """Index the end of ``messages`` (as the client holds them), and the end before a
+        last answer (a client that retries the request, or sends the answer back changed,
+        continues from there)."""
+        chain = self._chain(key, messages)
+        ends = chain.digests[-2:] if len(chain.digests) > 1 and chain.roles[-1] == "assistant" else chain.digests[-1:]
         with self._lock:
             for stale in self._ends.get(key, ()):
                 holders = self._index.get(stale)
@@ -311,11 +406,11 @@ class Recorder:
                     holders.discard(key)
                     if not holders:
                         del self._index[stale]
-            self._ends[key] = ends
+            self._ends[key] = list(ends)
             for end in ends:
                 self._index.setdefault(end, set()).add(key)
             if messages:
-                self._chains[key] = (messages[-1].id, chain, marks)
+                self._chains[key] = chain
 
     def match(self, chain: Sequence[bytes], client: Client = ANONYMOUS, marks: Sequence[bytes | None] = ()) -> tuple[Key | None, int]:
         """(the stored history of ``client``'s that a history with the digests ``chain``
@@ -335,7 +430,8 @@ class Recorder:
         """Whether no message of the first ``length`` carries thinking other than the
         stored history's (a client may drop thinking, never change it)."""
         with self._lock:
-            stored = self._chains.get(key, ("", [], []))[2]
+            known = self._chains.get(key)
+        stored = known.marks if known is not None else ()
         return all(_marks_agree(mine, theirs) for mine, theirs in zip(stored[:length], marks[:length]))
 
     # ------------------------------------------------------------------ requests
@@ -368,7 +464,7 @@ class Recorder:
                 key = self._subagent_of(history, client) or self._new_key(client, history)
             with self._lock_of(key):
                 try:
-                    session = self._session(key, body, history, (chain, marks), summarizer)
+                    session = self._session(api, key, body, history, (chain, marks), summarizer)
                 except ConflictError:
                     if attempt:
                         raise
@@ -407,15 +503,25 @@ class Recorder:
             # gets it whole and says so to the client; the answer, if any, is recorded.
             print(f"glyphpack proxy: not compacted: {exc}", file=sys.stderr)
             return Exchange(api, body, body, session, note=f"not compacted: {exc}", messages=session.messages, report=session.last_request)
+        return self._built(api, body, built, session)
+
+    def _built(self, api: Api, body: Json, built: Json, session: Session, **fields: Any) -> Exchange:
+        """The exchange that forwards ``built`` (the session's request) for ``body``."""
         forwarded = self._forwarded(api, body, built, session)
-        return Exchange(api, body, forwarded, session, messages=session.messages, report=session.last_request)
+        return Exchange(
+            api, body, forwarded, session, messages=session.messages, report=session.last_request, recall=forwarded is not body and offers_recall(api, body), **fields
+        )
 
     def _forwarded(self, api: Api, body: Json, built: Json, session: Session) -> Json:
-        """The client's body, with the session's history where a compaction is in force."""
+        """The client's body, with the session's history where a compaction is in force,
+        and then ``glyphpack_recall`` after the client's tools (unless it defines a tool
+        of that name itself): the stubs' refs come back exactly, from the transcript."""
         if session.view is None:
             return body
-        key = provider_api(api).request_key
-        forwarded = {**body, key: built[key]}
+        build = provider_api(api)
+        forwarded = {**body, build.request_key: built[build.request_key]}
+        if offers_recall(api, body):
+            forwarded["tools"] = [*(body.get("tools") or ()), recall_tool(api)]
         if api == "anthropic":
             cap_cache_marks(forwarded)
         return forwarded
@@ -440,30 +546,51 @@ class Recorder:
             except GlyphpackError as exc:
                 print(f"glyphpack proxy: could not recover from 'too long': {exc}", file=sys.stderr)
                 return None
-            forwarded = self._forwarded(exchange.api, exchange.body, built, session)
-            return Exchange(exchange.api, exchange.body, forwarded, session, retried=True, messages=session.messages, report=session.last_request)
+            return self._built(exchange.api, exchange.body, built, session, retried=True, rounds=exchange.rounds)
 
-    def finish(self, exchange: Exchange, response: Json) -> None:
+    def finish(self, exchange: Exchange, response: Json) -> Exchange | None:
         """Record the provider's answer (saved when it has no tool calls; the provider's
         input count calibrates the session). An answer to a request whose session another
         request moved since is not recorded here: the client sends it back with its next
-        request, which records it in its place."""
+        request, which records it in its place.
+
+        When the request offered ``glyphpack_recall`` and the answer calls only that
+        (fewer than ``RECALL_ROUNDS`` times in a row), the session answers the calls and
+        the exchange that asks the upstream again is returned (else None). A recall
+        called beside the client's own calls is answered with the client's results."""
         session = exchange.session
         if session is None:
-            return
+            return None
         key = _key(session)
         with self._lock_of(key):
             if not exchange.still_current():
                 print("glyphpack proxy: answer recorded with the next request: another request moved this conversation since", file=sys.stderr)
-                return
+                return None
             try:
+                if exchange.recall:
+                    response = marked(exchange.api, response, RECALL_ID_PREFIX)
                 session.add_response(response, exchange.api)
+                pending = session.pending_calls
+                if not (exchange.recall and pending and exchange.rounds + 1 < RECALL_ROUNDS and all(c.name == RECALL_TOOL for c in pending)):
+                    self._remember(key, session.messages)
+                    return None
             except (GlyphpackError, RecursionError) as exc:
                 # The answer still reaches the client whole; its next request records it.
                 print(f"glyphpack proxy: answer not recorded: {exc}", file=sys.stderr)
                 self._forget(key)
-                return
-            self._remember(key, session.messages)
+                return None
+            try:
+                session.add_tool_results(())
+                self._remember(key, session.messages)
+                built = session.request(exchange.api)
+            except GlyphpackError as exc:
+                # Recorded; the client gets the answer without the recall call.
+                print(f"glyphpack proxy: recall not answered: {exc}", file=sys.stderr)
+                return None
+            following = self._built(exchange.api, exchange.body, built, session, rounds=exchange.rounds + 1)
+            if following.rounds + 1 == RECALL_ROUNDS:  # the last round: an answer, not another call
+                following.forwarded["tool_choice"] = {"type": "none"} if exchange.api == "anthropic" else "none"
+            return following
 
     def counted_body(self, api: Api, body: object, client: Client = ANONYMOUS) -> Json:
         """A token-count request as it would be forwarded (nothing recorded)."""
@@ -476,11 +603,14 @@ class Recorder:
             return request
         with self._lock_of(key):
             session = self._sessions.get(key)
-            if session is None or session.view is None or _common(self._chain(key, session.messages), (chain, thinking_marks(history))) < len(session.messages):
+            if session is None or session.view is None:
+                return request
+            stored = self._chain(key, session.messages)
+            if _common((stored.digests, stored.marks), (chain, thinking_marks(history))) < len(stored.digests):
                 return request
             view, prefix = session.request_view()
             build = provider_api(api)
-            built = build.build(request["model"], (*view, *history[len(session.messages) :]), prefix, session.profile)
+            built = build.build(request["model"], (*view, *history[len(stored.digests) :]), prefix, session.profile)
         return self._forwarded(api, request, built, session)
 
     # ------------------------------------------------------------------ sessions
@@ -509,7 +639,7 @@ class Recorder:
         return None
 
     def _session(
-        self, key: Key, body: Json, history: Sequence[Message], chain: tuple[Sequence[bytes], Sequence[bytes | None]], summarizer: Summarizer | None
+        self, api: Api, key: Key, body: Json, history: Sequence[Message], chain: tuple[Sequence[bytes], Sequence[bytes | None]], summarizer: Summarizer | None
     ) -> Session:
         """The open session of ``key`` for this request's model and with its summarizer,
         its history made ``history``: the new messages appended and saved (a turn
@@ -522,24 +652,35 @@ class Recorder:
             self._forget(key)
             session = None
         if session is None:
-            session = self._open(key, body, summarizer)
+            session = self._open(api, key, body, summarizer)
         session.summarizer = summarizer
-        common = _common(self._chain(key, session.messages), chain)
-        if common < len(session.messages):
+        stored = self._chain(key, session.messages)
+        common = _common((stored.digests, stored.marks), chain)
+        if common < len(stored.digests):
             # The client went back (a retry, or the last answer sent back changed): the
             # transcript continues from there; the tree keeps what it left.
             self._forget(key)
-            kept = session.messages[:common]
+            kept = session.messages[: stored.ends[common - 1] if common else 0]
             self.workspace.save(*key, kept, revision=session.revision, replace=True)
-            session = self._open(key, body, summarizer)
-        session.extend(history[common:])
+            session = self._open(api, key, body, summarizer)
+        new = history[common:]
+        if new and any(c.name == RECALL_TOOL and c.id.startswith(RECALL_ID_PREFIX) for c in session.pending_calls):
+            # The answer before mixed a recall with the client's calls: the client sends
+            # its own calls' results, the session adds the recall's (or, on a new user
+            # message, answers the recall alone first).
+            if new[0].role == "tool":
+                session.add_tool_results(new[0].tool_results)
+                new = new[1:]
+            elif all(c.name == RECALL_TOOL for c in session.pending_calls):
+                session.add_tool_results(())
+        session.extend(new)
         with self._lock:
             self._sessions[key] = session
             while len(self._sessions) > OPEN_SESSIONS:
                 self._sessions.popitem(last=False)[1].close()
         return session
 
-    def _open(self, key: Key, body: Json, summarizer: Summarizer | None) -> Session:
+    def _open(self, api: Api, key: Key, body: Json, summarizer: Summarizer | None) -> Session:
         settings = self.settings
         tools = body.get("tools")
         return Session(
@@ -551,9 +692,9 @@ class Recorder:
             threshold=settings.threshold,
             target=settings.target,
             tools=tools if isinstance(tools, list) and tools else None,
-            # The client's tools are its own: the proxy offers no recall tool, so it
-            # elides nothing below the threshold (what it cannot bring back, it keeps).
-            recall=False,
+            # Once a compaction is in force the proxy offers glyphpack_recall and answers
+            # it (``finish``), so the session may elide below the threshold too.
+            recall=offers_recall(api, body),
         )
 
     def _forget(self, key: Key) -> None:
@@ -576,6 +717,16 @@ def _first_task(messages: Sequence[Message]) -> tuple[Any, ...] | None:
 
 def _key(session: Session) -> Key:
     return session.conversation, session.agent
+
+
+def offers_recall(api: Api, body: Json) -> bool:
+    """Whether the proxy adds ``glyphpack_recall`` to ``body``'s tools (once a compaction
+    is in force): not when the client defines a tool of that name itself."""
+    tools = body.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        return False
+    build = provider_api(api)
+    return not any(RECALL_TOOL in build.tool_names(t) for t in tools or ())
 
 
 def cap_cache_marks(body: Json) -> None:

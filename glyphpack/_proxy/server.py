@@ -35,6 +35,7 @@ from .._providers.resolve import resolve
 from .._secrets import redacted, scrubbed
 from .._types import Api
 from .conversations import BadRequest, Client, Exchange, Recorder
+from .rounds import RELAYS, joined, recall_calls
 from .streams import ACCUMULATORS, Accumulator
 
 Json = dict[str, Any]
@@ -183,10 +184,26 @@ class Proxy:
         if upstream.status_code != 200 or exchange.session is None:
             return self._streamed(upstream)
         if "text/event-stream" in upstream.headers.get("content-type", ""):
+            if exchange.recall:
+                return self._relayed(request, raw, upstream, exchange)
             return self._streamed(upstream, ACCUMULATORS[api](), exchange)
         content, data = await self._read(upstream)
-        if data is not None:
-            await run_in_threadpool(self.recorder.finish, exchange, data)
+        rounds = [] if data is None else [data]
+        while data is not None:
+            following = await run_in_threadpool(self.recorder.finish, exchange, data)
+            if following is None:
+                break
+            try:
+                upstream = await self._send(request, following, raw)
+            except httpx.HTTPError as exc:
+                return JSONResponse(error_body(api, 502, self._failed(exc)), status_code=502)
+            content, data = await self._read(upstream)
+            if upstream.status_code != 200 or data is None:  # the provider's answer, as it sent it
+                return Response(content, upstream.status_code, self._headers(upstream))
+            exchange = following
+            rounds.append(data)
+        if exchange.recall and rounds and (len(rounds) > 1 or recall_calls(api, rounds[0])):
+            content = json_bytes(joined(api, rounds))
         return Response(content, upstream.status_code, self._headers(upstream))
 
     def _summarizer(self, api: Api, body: object, request: Request) -> Summarizer | None:
@@ -238,6 +255,48 @@ class Proxy:
 
         return StreamingResponse(chunks(), upstream.status_code, self._headers(upstream))
 
+    def _relayed(self, request: Request, raw: bytes, upstream: httpx.Response, exchange: Exchange) -> StreamingResponse:
+        """A stream whose request offered ``glyphpack_recall``: each round's events go to
+        the client as they come (recall calls left out, ``rounds.Relay``); when a round
+        calls only the recall, the proxy answers it and streams the next round on, as
+        one answer. A round that fails ends the client's stream with the API's error
+        event."""
+        api = exchange.api
+        recorder = self.recorder
+
+        async def chunks() -> AsyncIterator[bytes]:
+            relay = RELAYS[api]()
+            current, response = exchange, upstream
+            while True:
+                accumulator = ACCUMULATORS[api]()
+                try:
+                    async for chunk in response.aiter_bytes():
+                        accumulator.feed(chunk)
+                        out = relay.feed(chunk)
+                        if out:
+                            yield out
+                finally:
+                    await response.aclose()
+                result = accumulator.result()
+                following = await run_in_threadpool(recorder.finish, current, result) if result is not None else None
+                if following is None:
+                    yield relay.end_round(final=True)
+                    return
+                yield relay.end_round(final=False)
+                try:
+                    response = await self._send(request, following, raw)
+                except httpx.HTTPError as exc:
+                    yield error_event(api, self._failed(exc))
+                    return
+                if response.status_code != 200:
+                    content, data = await self._read(response)
+                    message = _error_message(data) or content.decode("utf-8", "replace")
+                    yield error_event(api, f"glyphpack proxy: the upstream refused the request after a recall ({response.status_code}): {message}")
+                    return
+                current = following
+
+        return StreamingResponse(chunks(), upstream.status_code, self._headers(upstream))
+
     async def _count_tokens(self, request: Request) -> Response:
         raw = await request.body()
         try:
@@ -258,6 +317,21 @@ class Proxy:
         except httpx.HTTPError as exc:
             return JSONResponse({"error": {"message": self._failed(exc)}}, status_code=502)
         return self._streamed(upstream)
+
+
+def error_event(api: Api, message: str) -> bytes:
+    """An error as a server-sent event, in the shape the API's stream readers raise."""
+    if api == "anthropic":
+        return b"event: error\ndata: " + json_bytes(error_body(api, 502, message)) + b"\n\n"
+    if api == "openai-responses":
+        return b"event: error\ndata: " + json_bytes({"type": "error", "code": "server_error", "message": message, "param": None}) + b"\n\n"
+    return b"data: " + json_bytes(error_body(api, 502, message)) + b"\n\n"
+
+
+def _error_message(data: Json | None) -> str | None:
+    error = data.get("error") if data else None
+    message = error.get("message") if isinstance(error, dict) else None
+    return message if isinstance(message, str) else None
 
 
 def _parsed(raw: bytes) -> object:

@@ -445,10 +445,25 @@ def sse_events(api: str, answer: Json, *, usage: bool = False) -> list[bytes]:
             out.append(event(None, {**head, "choices": [], "usage": answer["usage"]}))
         return [*out, event(None, "[DONE]")]
     created = {**answer, "status": "in_progress", "output": []}
-    return [
-        event("response.created", {"type": "response.created", "sequence_number": 0, "response": created}),
-        event("response.completed", {"type": "response.completed", "sequence_number": 1, "response": answer}),
-    ]
+    events: list[tuple[str, Json]] = [("response.created", {"response": created}), ("response.in_progress", {"response": created})]
+    for index, item in enumerate(answer["output"]):
+        at = {"output_index": index, "item_id": item["id"]}
+        if item["type"] == "message":
+            events.append(("response.output_item.added", {"output_index": index, "item": {**item, "status": "in_progress", "content": []}}))
+            for part, content in enumerate(item["content"]):
+                events.append(("response.content_part.added", {**at, "content_index": part, "part": {**content, "text": ""}}))
+                events += [("response.output_text.delta", {**at, "content_index": part, "delta": t, "logprobs": []}) for t in halves(content["text"])]
+                events.append(("response.output_text.done", {**at, "content_index": part, "text": content["text"], "logprobs": []}))
+                events.append(("response.content_part.done", {**at, "content_index": part, "part": content}))
+        elif item["type"] == "function_call":
+            events.append(("response.output_item.added", {"output_index": index, "item": {**item, "status": "in_progress", "arguments": ""}}))
+            events += [("response.function_call_arguments.delta", {**at, "delta": t}) for t in halves(item["arguments"])]
+            events.append(("response.function_call_arguments.done", {**at, "arguments": item["arguments"]}))
+        else:
+            events.append(("response.output_item.added", {"output_index": index, "item": item}))
+        events.append(("response.output_item.done", {"output_index": index, "item": item}))
+    events.append(("response.completed", {"response": answer}))
+    return [event(name, {"type": name, "sequence_number": number, **fields}) for number, (name, fields) in enumerate(events)]
 
 
 class FakeUpstream:

@@ -1,0 +1,240 @@
+"""The proxy answers ``glyphpack_recall`` itself: once a compaction is in force it offers
+the tool, answers the model's calls from the stored transcript and asks the upstream
+again, so the client never sees a recall call, streamed or not, on every API it
+speaks; a recall called beside the client's own calls is answered with the client's
+results; the client's next request continues the transcript that holds the recall."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("starlette")
+
+from glyphpack import Workspace
+from glyphpack._compaction.snapshot import serialize_message
+from glyphpack._compaction.summarize import Summarizer
+from glyphpack._history.apis import provider_api
+from glyphpack._history.messages import Text, ToolCall
+from glyphpack._history.recall import RECALL_TOOL, recall, recall_tool
+from glyphpack._proxy.conversations import (
+    RECALL_ID_PREFIX,
+    RECALL_ROUNDS,
+    ProxySettings,
+    Recorder,
+    client_view,
+    digests,
+    history_of,
+)
+from glyphpack._proxy.rounds import RELAYS, joined
+from glyphpack._proxy.server import Proxy, Running
+from glyphpack._proxy.streams import ACCUMULATORS
+from glyphpack.testing.fake import (
+    NEWEST_REF,
+    FakeModel,
+    FakeUpstream,
+    Turn,
+    answer_body,
+    fake_summary,
+    sse_events,
+    summary_prompt,
+)
+from tests.test_proxy import SETTINGS, TASK, Harness, _script, _tool_output
+
+Json = dict[str, Any]
+RECALLED = Turn(text="Let me look at that again.", calls=((RECALL_TOOL, {"ref": NEWEST_REF}),))
+FINAL = "auth failed first, at 10:00:03."
+
+
+# ---------------------------------------------------------------------- rounds joined
+
+
+_client_calls = st.lists(st.sampled_from(["Bash", "Read"]), max_size=2)
+
+
+@st.composite
+def _rounds(draw: st.DrawFn) -> list[Turn]:
+    """Rounds of one client request: each before the last calls only the recall (with
+    text or not); the last calls anything (the client's tools, a recall beside them,
+    or nothing)."""
+    texts = st.sampled_from(["", "Checking.", "Ünïcode ✓ text"])
+    recall_call = (RECALL_TOOL, {"ref": "call_1"})
+    rounds = [Turn(text=draw(texts), calls=(recall_call,) * draw(st.integers(1, 2))) for _ in range(draw(st.integers(0, 3)))]
+    calls = tuple((name, {"command": "ls"}) for name in draw(_client_calls))
+    last_recall = (recall_call,) if draw(st.booleans()) else ()
+    order = draw(st.booleans())
+    # An answer always shows the client something: text or a call of its own.
+    text = draw(texts) or ("" if calls else "done")
+    calls = (*last_recall, *calls) if order else (*calls, *last_recall)
+    return [*rounds, Turn(text=text, calls=calls)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(api=st.sampled_from(sorted(RELAYS)), turns=_rounds(), data=st.data())
+def test_a_relayed_stream_is_the_joined_answer_without_a_recall_call(api: str, turns: list[Turn], data: st.DataObject) -> None:
+    """Whatever the rounds and however their streams are cut, the client's stream reads
+    (by the API's own accumulator) as ``joined``'s whole answer: every round's blocks in
+    order, no recall call, usage summed, tool use named only when a call is left."""
+    answers = [answer_body(api, turn, number, 1000 * number) for number, turn in enumerate(turns, 1)]
+    relay = RELAYS[api]()
+    client = ACCUMULATORS[api]()
+    for number, answer in enumerate(answers, 1):
+        stream = b"".join(sse_events(api, answer, usage=True))
+        cuts = sorted(set(data.draw(st.lists(st.integers(0, len(stream)), max_size=6))))
+        for start, end in zip([0, *cuts], [*cuts, len(stream)]):
+            client.feed(relay.feed(stream[start:end]))
+        client.feed(relay.end_round(final=number == len(answers)))
+    streamed, whole = client.result(), joined(api, answers)
+    assert streamed is not None
+    build = provider_api(api)
+    assert build.parse(streamed).message.content == build.parse(whole).message.content
+    assert RECALL_TOOL not in json.dumps(streamed) and RECALL_TOOL not in json.dumps(whole)
+    kept = [name for turn in turns for name, _ in turn.calls if name != RECALL_TOOL]
+    assert [c.name for c in build.parse(whole).message.tool_calls] == kept
+    assert streamed["usage"] == whole["usage"]
+    total = sum(1000 * n for n in range(1, len(answers) + 1))
+    assert build.parse(whole).input_tokens == total  # every round's input, billed, is counted
+    if api == "anthropic":
+        assert streamed["stop_reason"] == whole["stop_reason"] == ("tool_use" if kept else "end_turn")
+    elif api == "openai-chat":
+        assert streamed["choices"][0]["finish_reason"] == whole["choices"][0]["finish_reason"] == ("tool_calls" if kept else "stop")
+
+
+# ---------------------------------------------------------------------- the recorder
+
+
+def _messages(calls: int) -> list[Json]:
+    messages: list[Json] = [{"role": "user", "content": TASK}]
+    for i in range(calls):
+        messages += [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": f"toolu_{i}", "name": "Bash", "input": {"command": f"cat {i}.log"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": _tool_output(str(i))}]},
+        ]
+    return messages
+
+
+def _body(messages: list[Json], **extra: Any) -> Json:
+    return {"model": "claude-sonnet-4-5", "max_tokens": 1000, "system": "You are terse.", "messages": messages, **extra}
+
+
+def _call(ref: str) -> tuple[str, Json]:
+    return (RECALL_TOOL, {"ref": ref})
+
+
+def test_a_recall_beside_the_clients_call_is_answered_with_the_clients_result(tmp_path: Path) -> None:
+    """The model calls the recall and the client's tool in one answer: the client gets
+    its call alone; its next request (its result only) goes upstream with the recall's
+    exact answer beside it, and continues the transcript (nothing forked)."""
+    workspace = Workspace(tmp_path)
+    recorder = Recorder(workspace, SETTINGS)
+    messages = _messages(14)
+    exchange = recorder.prepare("anthropic", _body(messages), Summarizer(fake_summary))
+    assert exchange.compacted and exchange.recall
+    assert exchange.forwarded["tools"] == [recall_tool("anthropic")]  # offered once a compaction is in force
+    answer = answer_body("anthropic", Turn(calls=(_call("toolu_2"), ("Bash", {"command": "ls"}))), 2, 100)
+    assert recorder.finish(exchange, answer) is None  # the client's call: the answer goes back to the client
+    client_answer = joined("anthropic", [answer])
+    ((bash),) = client_answer["content"]
+    assert bash["name"] == "Bash" and client_answer["stop_reason"] == "tool_use"
+    messages += [{"role": "assistant", "content": [bash]}, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": bash["id"], "content": "a.log"}]}]
+    following = recorder.prepare("anthropic", _body(messages), Summarizer(fake_summary))
+    last = following.forwarded["messages"][-1]["content"]
+    recalled = next(b for b in last if b["tool_use_id"].startswith(RECALL_ID_PREFIX))
+    assert recalled["content"] == [{"type": "text", "text": _tool_output("2")}]  # exact, from the transcript
+    assert [b["tool_use_id"] for b in last] == [bash["id"], recalled["tool_use_id"]]
+    ((conversation, agent),) = workspace.transcripts()
+    stored = workspace.load(conversation, agent).messages
+    assert [c.name for c in stored[-2].tool_calls] == [RECALL_TOOL, "Bash"]  # the transcript keeps the recall
+    theirs = history_of("anthropic", _body(messages))
+    assert digests(client_view(stored).messages) == digests(theirs)  # and the client's history is its view
+
+
+def test_a_recall_called_round_after_round_stops_at_the_limit_and_the_next_request_answers_it(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path)
+    recorder = Recorder(workspace, SETTINGS)
+    messages = _messages(14)
+    exchange = recorder.prepare("anthropic", _body(messages), Summarizer(fake_summary))
+    rounds = []
+    following: Any = exchange
+    while following is not None:
+        exchange = following
+        rounds.append(answer_body("anthropic", Turn(text=f"round {len(rounds)}", calls=(_call("toolu_3"),)), 2, 100))
+        following = recorder.finish(exchange, rounds[-1])
+    assert len(rounds) == RECALL_ROUNDS and exchange.rounds == RECALL_ROUNDS - 1
+    # The last round asks for an answer; the rounds before let the model call tools.
+    assert exchange.forwarded["tool_choice"] == {"type": "none"} and "tool_choice" not in exchange.body
+    client_answer = joined("anthropic", rounds)
+    assert client_answer["stop_reason"] == "end_turn" and [b["type"] for b in client_answer["content"]] == ["text"] * RECALL_ROUNDS
+    # The client answers with a new message: the last recall is answered first, then it.
+    messages += [{"role": "assistant", "content": client_answer["content"]}, {"role": "user", "content": "Go on."}]
+    forwarded = recorder.prepare("anthropic", _body(messages), Summarizer(fake_summary)).forwarded["messages"]
+    result, text = forwarded[-1]["content"]
+    assert forwarded[-2]["content"][-1]["name"] == RECALL_TOOL and result["tool_use_id"] == forwarded[-2]["content"][-1]["id"]
+    assert result["content"] == [{"type": "text", "text": _tool_output("3")}] and text["text"] == "Go on."
+    assert len(workspace.transcripts()) == 1
+
+
+def test_a_client_with_its_own_recall_tool_gets_its_calls(tmp_path: Path) -> None:
+    """A client that defines ``glyphpack_recall`` itself (a glyphpack session behind the
+    proxy) is not offered a second one, and its calls are its own."""
+    recorder = Recorder(Workspace(tmp_path), SETTINGS)
+    own = recall_tool("anthropic")
+    exchange = recorder.prepare("anthropic", _body(_messages(14), tools=[own]), Summarizer(fake_summary))
+    assert exchange.compacted and not exchange.recall and exchange.forwarded["tools"] == [own]
+    answer = answer_body("anthropic", Turn(calls=(_call("toolu_2"),)), 2, 100)
+    assert recorder.finish(exchange, answer) is None
+    session = exchange.session
+    assert session is not None and [c.id for c in session.pending_calls] == [answer["content"][0]["id"]]  # not the proxy's
+
+
+# ---------------------------------------------------------------------- through the proxy
+
+
+def _serve(workspace: Workspace, upstream: FakeUpstream, settings: ProxySettings = SETTINGS) -> Running:
+    return Running(Proxy(Recorder(workspace, settings), upstream.url))
+
+
+@pytest.mark.parametrize(
+    ("api", "stream"),
+    [
+        ("anthropic", True),  # Claude Code's way; the rest in CI (1-3 s each)
+        pytest.param("anthropic", False, marks=pytest.mark.slow),
+        pytest.param("openai-chat", True, marks=pytest.mark.slow),
+        pytest.param("openai-chat", False, marks=pytest.mark.slow),
+        pytest.param("openai-responses", True, marks=pytest.mark.slow),
+        pytest.param("openai-responses", False, marks=pytest.mark.slow),
+    ],
+)
+def test_an_sdk_loop_never_sees_the_recall_the_proxy_answers(tmp_path: Path, api: str, stream: bool) -> None:
+    """After the compaction the model recalls what a stub stands for: the proxy answers
+    it exactly from the transcript and streams the next round on; the SDK reads one
+    answer without the call, and its next request continues the same transcript."""
+    model = FakeModel([*_script(14)[:-1], RECALLED, Turn(text=f"Done reading. {FINAL}")])
+    with Workspace(tmp_path / "ws") as workspace:
+        with FakeUpstream(model) as upstream, _serve(workspace, upstream) as proxy:
+            harness = Harness(api, proxy.url, stream=stream)
+            # The text before the recall and the answer after it, as one answer.
+            assert harness.run() == f"Let me look at that again.Done reading. {FINAL}"
+        assert set(model.statuses) == {200}
+        assert RECALL_TOOL not in json.dumps(harness.history)  # the client never saw the call
+        agent = [body for body in model.requests if summary_prompt(body) is None]
+        assert len(agent) == 16  # 15 rounds the client asked for, one more after the recall
+        ((conversation, name),) = workspace.transcripts()
+        stored = workspace.load(conversation, name).messages
+        calls = [b for m in stored for b in m.content if isinstance(b, ToolCall) and b.name == RECALL_TOOL]
+        assert len(calls) == 1 and calls[0].id.startswith(RECALL_ID_PREFIX)
+        answer = recall(stored, calls[0].arguments["ref"], range_text=lambda messages: "".join(map(serialize_message, messages)))
+        assert not answer.is_error and answer.content
+        # The round after the recall carried its exact answer upstream, as the transcript holds it.
+        (result,) = [b for m in stored for b in m.tool_results if b.call_id == calls[0].id]
+        assert result.content == answer.content
+        assert all(json.dumps(block.text)[1:-1] in json.dumps(agent[-1]) for block in result.content if isinstance(block, Text))
+        key = provider_api(api).request_key
+        theirs = history_of(api, {"model": "m", key: harness.history, **({"system": "You are terse."} if api == "anthropic" else {})})
+        assert digests(client_view(stored).messages) == digests(theirs)
+        assert stored[-1].role == "assistant" and stored[-1].text.endswith(FINAL)
