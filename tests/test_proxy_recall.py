@@ -33,7 +33,7 @@ from glyphpack._proxy.conversations import (
 )
 from glyphpack._proxy.rounds import RELAYS, joined
 from glyphpack._proxy.server import Proxy, Running
-from glyphpack._proxy.streams import ACCUMULATORS
+from glyphpack._proxy.streams import ACCUMULATORS, SseParser
 from glyphpack.testing.fake import (
     NEWEST_REF,
     FakeModel,
@@ -83,13 +83,26 @@ def test_a_relayed_stream_is_the_joined_answer_without_a_recall_call(api: str, t
     answers = [answer_body(api, turn, number, 1000 * number) for number, turn in enumerate(turns, 1)]
     relay = RELAYS[api]()
     client = ACCUMULATORS[api]()
+    sent = b""
     for number, answer in enumerate(answers, 1):
         stream = b"".join(sse_events(api, answer, usage=True))
         cuts = sorted(set(data.draw(st.lists(st.integers(0, len(stream)), max_size=6))))
         for start, end in zip([0, *cuts], [*cuts, len(stream)]):
-            client.feed(relay.feed(stream[start:end]))
-        client.feed(relay.end_round(final=number == len(answers)))
+            sent += relay.feed(stream[start:end])
+        sent += relay.end_round(final=number == len(answers))
+    client.feed(sent)
     streamed, whole = client.result(), joined(api, answers)
+    # The client's stream numbers its blocks, calls and items 0, 1, 2... as one answer's.
+    events = [json.loads(payload) for _, payload in SseParser().feed(sent) if payload != "[DONE]"]
+    if api == "anthropic":
+        numbers = [e["index"] for e in events if e["type"] == "content_block_start"]
+        assert [e["type"] for e in events].count("message_start") == 1
+    elif api == "openai-chat":
+        numbers = list(dict.fromkeys(c["index"] for e in events for choice in e["choices"] for c in choice["delta"].get("tool_calls", ())))
+    else:
+        numbers = [e["output_index"] for e in events if e["type"] == "response.output_item.added"]
+        assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert numbers == list(range(len(numbers)))
     assert streamed is not None
     build = provider_api(api)
     assert build.parse(streamed).message.content == build.parse(whole).message.content
