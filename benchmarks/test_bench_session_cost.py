@@ -11,9 +11,11 @@ the bill the recorded counts make. A strategy's figures are only as good as that
 Then each strategy replays the session's messages (the model's answers as recorded):
 
 - none:       no compaction; stops where a request no longer fits the window.
-- summary:    Claude Code-style: summarization only, at 83.5% of the window; the
-              summarizer call continues the cached conversation (its input billed as a
-              cache read), its fixed 8,000-character summary billed as output.
+- claude code: Claude Code's compaction: at 83.5% of the window the conversation is
+              summarized by a call that continues the cached conversation (its input
+              billed as a cache read, its 8,000-character summary as output) and
+              resumes from the summary plus the newest turns (at most 5 tool results,
+              25,000 tokens: what it restores after compacting; gone for good).
 - clearing:   Anthropic's server-side tool-result clearing with its defaults: once the
               input passes 100,000 tokens, every tool result but the newest 3 becomes a
               placeholder (gone for good).
@@ -33,13 +35,20 @@ overhead is the system prompt and tools the file does not hold), and every respo
 reports that count (the session's calibration learns it). The cache is cold at the
 calls where the recording shows a miss (a pause past the cache's lifetime).
 
-Billing, in input-token equivalents: uncached input 1x, cache writes 1.25x, cache reads
-0.1x, images at their billed tokens, summarizer output 5x (Sonnet's output/input price
-ratio). Cache model: a breakpoint where the request puts one (the end of a compaction,
-the newest message); a request reads the longest cached prefix ending at most 20 blocks
-before one of its breakpoints and writes the rest up to its last breakpoint. Providers
-that cache automatically (OpenAI, DeepSeek) read the longest prefix any earlier request
-sent, with no write price.
+Billing, in input-token equivalents at each session's own provider's prices
+(``PRICES``): uncached input 1x; Anthropic's cache writes 1.25x and reads 0.1x; the
+providers that cache by themselves (DeepSeek, Gemini's implicit cache, OpenAI) no write
+price and their discount on reads; images at their billed tokens; summarizer output at
+the model's output/input price ratio. Cache model: Anthropic's, a breakpoint where the
+request puts one (the end of a compaction, the newest message), a request reading the
+longest cached prefix ending at most 20 blocks before one of its breakpoints and writing
+the rest up to its last breakpoint; the others read the longest prefix any earlier
+request sent. Each session replays as its own provider's model (what the payback rules
+of ``Session`` price with).
+
+Recall break-even: the recall calls that would cancel a glyphpack row's margin over the
+best baseline. A recall costs one more request: its context read from the cache, the
+answer (a 16,000-character page at most) written, a short call as output.
 
 Held at the end: of the session's characters, the share the last request carries as
 verbatim text, as snapshot pixels, only behind a note that names a ref
@@ -52,6 +61,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -64,39 +74,66 @@ import glyphpack
 from glyphpack import CompactionError, CompactionPolicy, Message, Summarizer, Text, ToolResult
 from glyphpack._compaction.calibration import Calibration
 from glyphpack._compaction.cost import CostModel
+from glyphpack._compaction.summarize import Sent
 from glyphpack._history.apis.anthropic import anthropic_block
 from glyphpack._history.codec import message_to_json
 from glyphpack._history.importers.base import Usage
 from glyphpack._providers.resolve import resolve, text_estimator
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "sessions"
-MODEL = "claude-sonnet-4-5"
 DENSE_READER = "claude-fable-5"
 SUMMARY_CHARS = 8_000
-CACHE_WRITE, CACHE_READ, OUTPUT = 1.25, 0.1, 5.0
 LOOKBACK_BLOCKS = 20
-#: Claude Code summarizes at about this share of the window.
+#: Claude Code summarizes at about this share of the window, and resumes from the summary
+#: and the newest turns: at most this many tool results, this many tokens.
 CLAUDE_CODE_SHARE = 0.835
+CLAUDE_CODE_RESULTS, CLAUDE_CODE_KEPT = 5, 25_000
+#: A recall's answer, in tokens, at most (a 16,000-character page), and its call's output.
+RECALL_ANSWER, RECALL_CALL = 4_500, 60
+
+
+@dataclasses.dataclass(frozen=True)
+class Pricing:
+    """A provider's prices as multiples of its uncached input price."""
+
+    write: float  # a prompt-cache write
+    read: float  # a prompt-cache read
+    output: float  # an output token
+    automatic: bool  # caches every prefix by itself (no breakpoints, no write price)
+
+
+#: Published prices (per million tokens, late 2026): Claude Sonnet $3 in, $15 out, cache
+#: writes $3.75 (5 minutes), reads $0.30; DeepSeek V3.2 $0.28 in (cache miss), $0.028 on a
+#: hit, $0.42 out; Gemini 2.5 Pro $1.25 in, $0.125 cached (implicit), $10 out.
+PRICES = {
+    "anthropic": Pricing(write=1.25, read=0.1, output=5.0, automatic=False),
+    "deepseek": Pricing(write=1.0, read=0.1, output=1.5, automatic=True),
+    "google": Pricing(write=1.0, read=0.1, output=8.0, automatic=True),
+}
 #: Anthropic's tool-result clearing defaults: the trigger (input tokens) and the tool uses kept.
 CLEARING_TRIGGER, CLEARING_KEEP = 100_000, 3
 #: Observation masking: the newest results kept whole, and how many are masked at once.
 MASKING_KEEP, MASKING_BATCH = 10, 10
 
-#: The long sessions (label, file, how its provider caches); "long": 50 or more model
-#: calls or requests of 50k tokens and more. The other files are shorter than any window.
+#: The long sessions (label, file, its provider's prices, the model it replays as);
+#: "long": 50 or more model calls, or requests of 50k tokens and more. The other files
+#: are shorter than any window.
 SESSIONS = (
-    ("pi, 471 calls", "pi/pimono-before-compaction.jsonl", "anthropic"),
-    ("pi (Opus 4.5), 214 calls", "pi/pimono-session.jsonl", "anthropic"),
-    ("Claude Code subagent, 19 calls", "claude-code/pai-agent-dee347d2.jsonl", "anthropic"),
-    ("mini-swe-agent (DeepSeek), 131 calls", "mini-swe-agent/miniswe-django__django-12470.traj.json", "automatic"),
-    ("Gemini CLI, 52 calls", "gemini-cli/geminicli-trajectory.json", "none recorded"),
+    ("pi, 471 calls", "pi/pimono-before-compaction.jsonl", "anthropic", "claude-sonnet-4-5"),
+    ("pi (Opus 4.5), 214 calls", "pi/pimono-session.jsonl", "anthropic", "claude-sonnet-4-5"),
+    ("Claude Code subagent, 19 calls", "claude-code/pai-agent-dee347d2.jsonl", "anthropic", "claude-sonnet-4-5"),
+    ("mini-swe-agent (DeepSeek), 131 calls", "mini-swe-agent/miniswe-django__django-12470.traj.json", "deepseek", "deepseek-chat"),
+    ("Gemini CLI, 52 calls", "gemini-cli/geminicli-trajectory.json", "google", "gemini-2.5-pro"),
+    ("Copilot CLI (Sonnet 4.6), 54 calls", "copilot-cli/agentv-269e1b9e5502-0.jsonl", "anthropic", "claude-sonnet-4-5"),
 )
 WINDOWS = (200_000, 100_000)
-STRATEGIES = ("none", "summary", "clearing", "masking", "session", "recall", "5x8 reader", "5x8 + recall")
+BASELINES = ("none", "claude code", "clearing", "masking")
+STRATEGIES = (*BASELINES, "session", "recall", "5x8 reader", "5x8 + recall")
 
 
 @dataclasses.dataclass
 class Bill:
+    prices: Pricing
     uncached: int = 0
     written: int = 0
     read: int = 0
@@ -106,7 +143,8 @@ class Bill:
 
     @property
     def total(self) -> float:
-        return self.uncached + CACHE_WRITE * self.written + CACHE_READ * self.read + self.summarizer_in + OUTPUT * self.summarizer_out
+        p = self.prices
+        return self.uncached + p.write * self.written + p.read * self.read + self.summarizer_in + p.output * self.summarizer_out
 
 
 class PromptCache:
@@ -117,16 +155,17 @@ class PromptCache:
     otherwise Anthropic's: prefixes are written at breakpoints and read within
     ``LOOKBACK_BLOCKS`` blocks before one."""
 
-    def __init__(self, automatic: bool = False) -> None:
+    def __init__(self, automatic: bool) -> None:
         self.automatic = automatic
         self.entries: set[str] = set()
 
     def charge(
-        self, view: Sequence[Message], breakpoints: Sequence[int], costs: Sequence[int], bill: Bill, held: int | None = None
+        self, view: Sequence[Message], breakpoints: Sequence[int], costs: Sequence[int], bill: Bill, held: int | None = None, counted: bool = True
     ) -> None:
         """Bill one request carrying ``view`` (``costs``: each message's tokens, the
         first with the overhead that opens every request); ``held``: after a miss, the
-        tokens the cache still held (it reads no more than those)."""
+        tokens the cache still held (it reads no more than those); ``counted``: one of
+        the session's model calls (a summary request is not)."""
         hashes, running = [hashlib.sha256().hexdigest()], hashlib.sha256()
         for message in view:
             running.update(json.dumps(message_to_json(message), sort_keys=True).encode("utf-8", "surrogatepass"))
@@ -141,7 +180,7 @@ class PromptCache:
                 break
         read = read if held is None else min(read, held)
         bill.read += read
-        bill.requests += 1
+        bill.requests += counted
         if self.automatic:
             bill.uncached += int(tokens[-1]) - read
             self.entries.update(hashes[1:])
@@ -157,8 +196,10 @@ class PromptCache:
 
 @dataclasses.dataclass(frozen=True)
 class Provider:
-    """A session's provider as its recorded counts show it: ``scale * estimate + overhead``."""
+    """A session's provider as its recorded counts show it: ``scale * estimate + overhead``
+    for ``model`` (the model the session replays as)."""
 
+    model: str
     scale: float
     overhead: int
     #: model call (0-based) -> the tokens the cache still held, where the recording
@@ -167,22 +208,22 @@ class Provider:
     misses: dict[int, int]
 
     def cost(self) -> CostModel:
-        return CostModel.for_model(MODEL, text_estimator(resolve(MODEL)).scaled(self.scale))
+        return CostModel.for_model(self.model, text_estimator(resolve(self.model)).scaled(self.scale))
 
     def count(self, view: Sequence[Message]) -> int:
         return self.cost().history(view) + self.overhead
 
 
-def recorded_provider(agent: glyphpack.ImportedAgent, caching: str) -> Provider:
-    cost = CostModel.for_model(MODEL)
+def recorded_provider(agent: glyphpack.ImportedAgent, prices: Pricing, model: str) -> Provider:
+    cost = CostModel.for_model(model)
     if len(agent.usage) < 2:
-        return Provider(1.0, 0, {})
+        return Provider(model, 1.0, 0, {})
     estimates = [cost.history(agent.messages[u.start : u.end]) for u in agent.usage]
     scale, overhead = np.polyfit(estimates, [u.tokens for u in agent.usage], 1)
     calls = _call_numbers(agent.messages)
-    held = [_held(u, previous, caching) for u, previous in zip(agent.usage[1:], agent.usage)]
+    held = [_held(u, previous, prices) for u, previous in zip(agent.usage[1:], agent.usage)]
     misses = {calls[u.end]: h for u, h in zip(agent.usage[1:], held) if h is not None and u.end in calls}
-    return Provider(float(scale), int(overhead), misses)
+    return Provider(model, float(scale), int(overhead), misses)
 
 
 #: A read this much short of the previous request's count is a miss (the counts drift
@@ -190,12 +231,12 @@ def recorded_provider(agent: glyphpack.ImportedAgent, caching: str) -> Provider:
 MISS_SLACK = 0.01
 
 
-def _held(usage: Usage, previous: Usage, caching: str) -> int | None:
+def _held(usage: Usage, previous: Usage, prices: Pricing) -> int | None:
     """After a recorded miss, the tokens the cache still held; None: no miss. A
     provider that caches automatically builds its cache as it likes (DeepSeek read 320
     tokens of 1,500-token prefixes for a while): only a read of nothing is a miss there."""
     short = usage.cache_read < (1 - MISS_SLACK) * previous.tokens
-    return usage.cache_read if short and (caching != "automatic" or usage.cache_read == 0) else None
+    return usage.cache_read if short and (not prices.automatic or usage.cache_read == 0) else None
 
 
 def _call_numbers(messages: Sequence[Message]) -> dict[int, int]:
@@ -203,18 +244,18 @@ def _call_numbers(messages: Sequence[Message]) -> dict[int, int]:
     return {index: n for n, index in enumerate(i for i, m in enumerate(messages) if m.role == "assistant")}
 
 
-def recorded_bills(agent: glyphpack.ImportedAgent, caching: str) -> tuple[Bill, Bill, float]:
+def recorded_bills(agent: glyphpack.ImportedAgent, prices: Pricing, model: str) -> tuple[Bill, Bill, float]:
     """(the bill the recorded counts make, this replay's bill of the same requests, the
     relative error of its summed token count). Counts are predicted before each is seen,
     by a calibration that learns them one by one as a session does."""
-    recorded, replayed = Bill(), Bill()
-    cost = CostModel.for_model(MODEL)
+    recorded, replayed = Bill(prices), Bill(prices)
+    cost = CostModel.for_model(model)
     calibration = Calibration(base=cost.estimator)
-    cache = PromptCache(automatic=caching == "automatic")
+    cache = PromptCache(automatic=prices.automatic)
     predicted_total = 0
     for n, usage in enumerate(agent.usage):
         recorded.read += usage.cache_read
-        if caching == "automatic":
+        if prices.automatic:
             recorded.uncached += usage.tokens - usage.cache_read
         else:
             recorded.written += usage.cache_written
@@ -224,7 +265,7 @@ def recorded_bills(agent: glyphpack.ImportedAgent, caching: str) -> tuple[Bill, 
         costs = [priced.message(m) for m in view] or [0]
         costs[0] += calibration.overhead
         predicted_total += sum(costs)
-        cache.charge(view, [len(view)], costs, replayed, held=_held(usage, agent.usage[n - 1], caching) if n else None)
+        cache.charge(view, [len(view)], costs, replayed, held=_held(usage, agent.usage[n - 1], prices) if n else None)
         calibration = calibration.learn(priced, view, usage.tokens)
     return recorded, replayed, predicted_total / sum(u.tokens for u in agent.usage) - 1
 
@@ -232,16 +273,28 @@ def recorded_bills(agent: glyphpack.ImportedAgent, caching: str) -> tuple[Bill, 
 # ------------------------------------------------------------- the strategies
 
 
-def stub_summarizer(bill: Bill, cost: CostModel, window: int, prompt_rate: float) -> Summarizer:
-    """A summarizer returning a fixed-size summary; its prompt billed at ``prompt_rate``."""
+SUMMARY = ("Summary of the work so far: files read, edits made, tests run, what is open. " * 200)[:SUMMARY_CHARS]
+
+
+def stub_summarizer(bill: Bill, cost: CostModel, window: int, overhead: int, cache: PromptCache) -> Summarizer:
+    """The session's own model as its summarizer (a fixed-size summary): a fresh prompt
+    billed whole; a request that continues the conversation billed by the prompt cache
+    as any request is (what was sent before read, the rest written)."""
 
     def summarize(prompt: str) -> str:
-        summary = ("Summary of the work so far: files read, edits made, tests run, what is open. " * 200)[:SUMMARY_CHARS]
-        bill.summarizer_in += prompt_rate * cost.text(prompt)
-        bill.summarizer_out += cost.text(summary)
-        return summary
+        bill.summarizer_in += cost.text(prompt)
+        bill.summarizer_out += cost.text(SUMMARY)
+        return SUMMARY
 
-    return Summarizer(summarize, window=window, output_reserve=8_000)
+    def continues(sent: Sent, instruction: str) -> str:
+        view = (*sent.messages, Message("user", (Text(instruction),)))
+        costs = [cost.message(m) for m in view]
+        costs[0] += overhead
+        cache.charge(view, sorted({b for b in (sent.prefix, len(view)) if b > 0}), costs, bill, counted=False)
+        bill.summarizer_out += cost.text(SUMMARY)
+        return SUMMARY
+
+    return Summarizer(summarize, window=window, output_reserve=8_000, continues=continues)
 
 
 def _placeholder(view: Sequence[Message], masked: Callable[[int], bool], note: str) -> tuple[Message, ...]:
@@ -275,6 +328,37 @@ def masking(view: Sequence[Message], count: Callable[[Sequence[Message]], int]) 
     return _placeholder(view, lambda n: n < masked, "[old tool output omitted]")
 
 
+class ClaudeCode:
+    """Claude Code's compaction as a view of the history: at ``CLAUDE_CODE_SHARE`` of the
+    window, a summary call that continues the cached conversation (billed to ``bill``),
+    then the summary and the newest turns (``CLAUDE_CODE_RESULTS`` tool results and
+    ``CLAUDE_CODE_KEPT`` tokens at most) stand for everything before them."""
+
+    def __init__(self, window: int, bill: Bill, priced: CostModel) -> None:
+        self.window, self.bill, self.priced = window, bill, priced
+        self.cut: int | None = None
+        self.summary = Message("user", (Text(SUMMARY),))
+
+    def view(self, messages: Sequence[Message]) -> tuple[Message, ...]:
+        return tuple(messages) if self.cut is None else (self.summary, *messages[self.cut :])
+
+    def __call__(self, messages: Sequence[Message], count: Callable[[Sequence[Message]], int]) -> tuple[Message, ...]:
+        view = self.view(messages)
+        tokens = count(view)
+        if tokens < CLAUDE_CODE_SHARE * self.window:
+            return view
+        self.bill.summarizer_in += self.bill.prices.read * tokens
+        self.bill.summarizer_out += self.priced.text(SUMMARY)
+        rounds = [i for i, m in enumerate(messages) if m.role == "assistant"]
+        self.cut = rounds[-1] if rounds else len(messages)  # the newest round always
+        for start in reversed(rounds[:-1]):
+            kept = messages[start:]
+            if sum(len(m.tool_results) for m in kept) > CLAUDE_CODE_RESULTS or self.priced.history(kept) > CLAUDE_CODE_KEPT:
+                break
+            self.cut = start
+        return self.view(messages)
+
+
 TRANSFORMS = {"clearing": clearing, "masking": masking}
 
 
@@ -288,22 +372,20 @@ def response_with_count(message: Message, tokens: int) -> dict:
     return {"type": "message", "role": "assistant", "content": content, "usage": {"input_tokens": tokens, "output_tokens": 1}}
 
 
-def replay(history: Sequence[Message], strategy: str, provider: Provider, workspace: Path, window: int) -> dict:
+def replay(history: Sequence[Message], strategy: str, provider: Provider, prices: Pricing, workspace: Path, window: int) -> dict:
     """One strategy over ``history`` (see the module's note)."""
-    bill = Bill()
-    model = DENSE_READER if strategy.startswith("5x8") else MODEL
-    transform = TRANSFORMS.get(strategy)
+    bill = Bill(prices)
+    model = DENSE_READER if strategy.startswith("5x8") else provider.model
     priced = provider.cost()
+    claude_code = ClaudeCode(window, bill, priced) if strategy == "claude code" else None
+    transform = claude_code or TRANSFORMS.get(strategy)
+    cache = PromptCache(prices.automatic)
     options: dict = {"context_window": window}
     if strategy == "none" or transform:  # the whole history is the session's; what is sent is decided here
         options = {"policy": CompactionPolicy(rungs=()), "context_window": 10**9}
-    elif strategy == "summary":
-        options |= {"policy": CompactionPolicy(rungs=("summarization",)), "threshold": int(window * CLAUDE_CODE_SHARE)}
-        options["summarizer"] = stub_summarizer(bill, priced, window, CACHE_READ)  # continues the cached conversation
     else:
-        options["summarizer"] = stub_summarizer(bill, priced, window, 1.0)
+        options["summarizer"] = stub_summarizer(bill, priced, window, provider.overhead, cache)
         options["recall"] = strategy in ("recall", "5x8 + recall")
-    cache = PromptCache()
     compactions, covers, calls, stopped = 0, None, 0, ""
     started = time.perf_counter()
     system = next((m.text for m in history if m.role == "system"), None)
@@ -351,7 +433,9 @@ def replay(history: Sequence[Message], strategy: str, provider: Provider, worksp
             s.add_response(response_with_count(message, provider.count(view)), "anthropic")
             calls += 1
         final, _ = s.request_view()
-        if transform:
+        if claude_code is not None:
+            final = claude_code.view(final)
+        elif transform:
             final = transform(final, provider.count)
         total_chars = sum(chars_of(m) for m in s.messages)
         originals = {m.id: m for m in s.messages}
@@ -386,12 +470,12 @@ def test_the_billing_model_reproduces_the_recorded_bills():
         "|---|---|---|---|---|---|",
     ]
     differences = []
-    for label, name, caching in SESSIONS:
+    for label, name, provider, model in SESSIONS:
         agent = _main_agent(SHARED / name)
         if not agent.usage:
             lines.append(f"| {label} | {sum(m.role == 'assistant' for m in agent.messages)} | not recorded | | | |")
             continue
-        recorded, replayed, token_error = recorded_bills(agent, caching)
+        recorded, replayed, token_error = recorded_bills(agent, PRICES[provider], model)
         difference = replayed.total / recorded.total - 1
         differences.append(difference)
         lines.append(
@@ -401,34 +485,56 @@ def test_the_billing_model_reproduces_the_recorded_bills():
     assert differences and all(abs(d) < 0.03 for d in differences)  # what a strategy's bill can be trusted to
 
 
+def recall_cost(bill: Bill) -> float:
+    """What one recall call adds to ``bill``'s session: a request of its mean size read from
+    the cache, the answer written, the call as output."""
+    p = bill.prices
+    mean = (bill.uncached + bill.written + bill.read) / max(1, bill.requests)
+    return p.read * mean + p.write * RECALL_ANSWER + p.output * RECALL_CALL
+
+
 def _row(label: str, row: dict, cheapest: float) -> str:
     bill: Bill = row["bill"]
     stopped = f" (stopped: {row['stopped']})" if row["stopped"] else ""
     versus = f"{bill.total / cheapest - 1:+.1%}" if not row["stopped"] else "—"
+    margin = cheapest - bill.total
+    if row["strategy"] in BASELINES or row["stopped"]:
+        even = ""
+    else:
+        even = f"{margin / recall_cost(bill):,.0f}" if margin > 0 else "none"
     return (
         f"| {label} | {row['strategy']} | {row['calls']:,}{stopped} | {row['compactions']} | {bill.total:,.0f} | {versus} "
-        f"| {row['verbatim']:.0%} | {row['pixels']:.0%} | {row['recallable']:.0%} | {row['lost']:.0%} |"
+        f"| {even} | {row['verbatim']:.0%} | {row['pixels']:.0%} | {row['recallable']:.0%} | {row['lost']:.0%} |"
     )
+
+
+def strategies_for(provider: str) -> tuple[str, ...]:
+    """The strategies a session replays: the 5x8 reader is a Claude reader."""
+    return STRATEGIES if provider == "anthropic" else tuple(s for s in STRATEGIES if not s.startswith("5x8"))
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared/sessions is not beside the repository")
 @pytest.mark.parametrize("window", WINDOWS, ids=[f"{w // 1000}k" for w in WINDOWS])
 def test_session_cost_replay(tmp_path, window):
     lines = [
-        f"{window:,}-token window; billed input-token equivalents; 'vs best baseline': against the cheapest of "
-        "none, summary, clearing and masking that finished",
+        f"{window:,}-token window; billed input-token equivalents at each provider's prices; 'vs best baseline': "
+        f"against the cheapest of {', '.join(BASELINES)} that finished; 'recalls to break even': the recall calls "
+        "that would cancel the margin",
         "",
-        "| session | strategy | calls replayed | compactions | billed | vs best baseline | held verbatim | as pixels | recallable | lost |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| session | strategy | calls replayed | compactions | billed | vs best baseline | recalls to break even | held verbatim | as pixels | recallable | lost |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     seconds = []
-    for label, name, caching in SESSIONS:
+    only = os.environ.get("GLYPHPACK_REPLAY_ONLY")  # a label's start: one session, for a quick look
+    for label, name, provider_name, model in SESSIONS:
+        if only and not label.startswith(only):
+            continue
         agent = _main_agent(SHARED / name)
-        provider = recorded_provider(agent, caching)
-        rows = [replay(agent.messages, strategy, provider, tmp_path / f"{name}-{strategy}", window) for strategy in STRATEGIES]
+        prices = PRICES[provider_name]
+        provider = recorded_provider(agent, prices, model)
+        rows = [replay(agent.messages, strategy, provider, prices, tmp_path / f"{name}-{strategy}", window) for strategy in strategies_for(provider_name)]
         calls = sum(m.role == "assistant" for m in agent.messages)
-        baselines = [r["bill"].total for r in rows if r["strategy"] in ("none", "summary", "clearing", "masking") and not r["stopped"]]
-        cheapest = min(baselines)
+        cheapest = min(r["bill"].total for r in rows if r["strategy"] in BASELINES and not r["stopped"])
         lines += [_row(label, row, cheapest) for row in rows]
         seconds.append(f"{label}: " + ", ".join(f"{r['strategy']} {r['seconds']:.0f}s" for r in rows))
         assert all(r["calls"] == calls for r in rows if not r["stopped"])

@@ -451,7 +451,9 @@ def test_a_result_elided_once_is_never_sent_whole_again(tmp_path, model):
     on the 471-call pi session at 100k; here, 48 of 120 requests for Fable 5 before the
     fix). With recall, once a result is elided no later request holds it whole again, as
     text or on a page."""
-    with glyphpack.open_session(tmp_path, "c", "a", model=model, context_window=60_000,
+    # The window's threshold, given: batches then come between the threshold's
+    # compactions (at the depth that bills least they rarely do; see test_session.py).
+    with glyphpack.open_session(tmp_path, "c", "a", model=model, context_window=60_000, threshold=52_500,
                                 summarizer=glyphpack.Summarizer(lambda prompt: "the work so far " * 40)) as s:
         s.add_user("read every file")
         elided: set[str] = set()

@@ -26,7 +26,7 @@ from .cost import CostModel
 from .results import Compaction, CompactionPolicy, LadderReport, RungReport, RungResult
 from .rungs import cap_images, drop_images, elide
 from .snapshot import snapshot
-from .summarize import Summarizer, as_summarizer, summarize, summarize_then_page
+from .summarize import Sent, Summarizer, as_summarizer, summarize, summarize_then_page
 
 if TYPE_CHECKING:
     from .._render.render import Page
@@ -45,6 +45,7 @@ class Climb:
     budget: int
     policy: CompactionPolicy
     summarizer: Summarizer | None = None
+    sent: Sent | None = None  # the conversation as last sent, for a summary that continues it
     every_image: bool = False  # image drop takes the newest turns' images too
     pages: bool = True  # rungs may add pages (not on the HTTP 413 path: a page's PNG takes more bytes than its text)
 
@@ -59,10 +60,10 @@ def _summarization(view: Sequence[Message], context: Climb) -> RungResult:
         return RungResult(tuple(view), RungReport(rung="summarization", tokens_before=tokens, tokens_after=tokens, skipped="no summarizer supplied"))
     if context.pages and context.policy.summary_pages and not any(m.images for m in view if m.id.startswith("snapshot-")):
         # No snapshot in the view: the whole middle did not fit as pages. Page what does.
-        both = summarize_then_page(view, context.cost, context.budget, context.summarizer, context.policy)
+        both = summarize_then_page(view, context.cost, context.budget, context.summarizer, context.policy, context.sent)
         if both is not None:
             return both
-    return summarize(view, context.cost, context.budget, context.summarizer, context.policy.tail_for(context.budget))
+    return summarize(view, context.cost, context.budget, context.summarizer, context.policy.tail_for(context.budget), context.sent)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,6 +169,7 @@ def compact(
     summarizer: Summarizer | Callable[[str], str] | None = None,
     policy: CompactionPolicy = CompactionPolicy(),
     cost: CostModel | None = None,
+    sent: Sent | None = None,
 ) -> Compaction:
     """Run the ladder until the view's estimated tokens fit ``budget``.
 
@@ -180,6 +182,9 @@ def compact(
     ``cost``: a ``CostModel`` for ``profile`` to price with instead of the policy's
     estimator and tokenizer; the messages it priced before keep their prices (a
     harness that compacts again and again prices each message once).
+
+    ``sent``: the conversation as the last request carried it; with a summarizer that
+    ``continues``, the summary request continues it (read from the prompt cache).
     """
     if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
         raise CompactionError(f"budget must be a positive number of tokens, not {budget!r}")
@@ -205,7 +210,7 @@ def compact(
         rungs.append(result.report)
     steps = [step for step in LADDER if step.rung in policy.rungs and (vision or not step.vision)]
     view, climbed, pages, page_text = climb(
-        view, steps, Climb(cost, budget, policy, summarizer), lambda current: cost.history(current) <= budget
+        view, steps, Climb(cost, budget, policy, summarizer, sent), lambda current: cost.history(current) <= budget
     )
     rungs += climbed
     after = cost.history(view)

@@ -16,7 +16,7 @@ from .._providers.profile import Profile
 from .._providers.resolve import resolve
 from .._types import Api, public
 from .recovery import parse_overflow
-from .summarize import Summarizer
+from .summarize import Sent, Summarizer
 
 #: Tokens a summary may take (the reply cap of each summarizer call).
 SUMMARY_OUTPUT_TOKENS = 4_000
@@ -58,12 +58,27 @@ class SdkSummary:
             cut = transcript.rfind("\n", 0, len(transcript) // 2) + 1 or len(transcript) // 2
             halves = (transcript[:cut], transcript[cut:])
             return "\n".join(self._summary(f"{instructions}\n\n{half}", splits - 1).strip() for half in halves if half)
+        text = self._text(response)
+        if not text.strip():
+            raise CompactionError(f"{self.model} answered a summary request with no text")
+        return text
+
+    def continued(self, sent: Sent, instruction: str) -> str:
+        """A summary asked by continuing the conversation as it was last sent: the same
+        messages (cache marks where they were), the same tools, and ``instruction`` as
+        one more user message (``Summarizer.continues``); its text ("" when the model
+        answered with calls only)."""
+        messages = (*sent.messages, Message("user", (Text(instruction),)))
+        request = self.api.build(self.model, messages, sent.prefix, self.profile)
+        tools = {"tools": list(sent.tools)} if sent.tools else {}
+        request = merge_extra(request, {**self.api.reply_limit(self.output_tokens), **tools, **self.extra})
+        return self._text(self.api.send(self.client, request))
+
+    def _text(self, response: object) -> str:
         reply = self.api.parse(response)
         self.calls += 1
         self.billed_input += reply.input_tokens or 0
         self.billed_output += reply.output_tokens or 0
-        if not reply.message.text.strip():
-            raise CompactionError(f"{self.model} answered a summary request with no text")
         return reply.message.text
 
 
@@ -75,6 +90,7 @@ def sdk_summarizer(
     api: Api | None = None,
     window: int | None = None,
     output_tokens: int = SUMMARY_OUTPUT_TOKENS,
+    continues: bool = False,
     **extra: Any,
 ) -> Summarizer:
     """A ``Summarizer`` that asks ``model`` through the official SDK ``client`` (an
@@ -82,7 +98,9 @@ def sdk_summarizer(
     Chat Completions). Without a client, one is made for the model's provider from the
     key in its usual environment variable. ``window`` defaults to the provider family's;
     ``extra`` goes into every call (``temperature``, ...). Its ``fn`` counts ``calls``,
-    ``billed_input`` and ``billed_output`` tokens.
+    ``billed_input`` and ``billed_output`` tokens. ``continues``: the model is the
+    session's own, so a summary may continue the session's cached conversation
+    (``Summarizer.continues``) rather than send the transcript as a fresh prompt.
     """
     if not isinstance(model, str) or not model:
         raise UsageError("a summarizer needs the model id that summarizes, e.g. sdk_summarizer(client, 'claude-haiku-4-5')")
@@ -98,4 +116,4 @@ def sdk_summarizer(
         raise UsageError(f"output_tokens must be positive, not {output_tokens}")
     window = window if window is not None else CONTEXT_WINDOWS[profile.reader.provider]
     fn = SdkSummary(client, chosen, model, profile, output_tokens, dict(extra))
-    return Summarizer(fn, window=window, output_reserve=output_tokens)
+    return Summarizer(fn, window=window, output_reserve=output_tokens, continues=fn.continued if continues else None)

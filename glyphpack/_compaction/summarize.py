@@ -33,9 +33,29 @@ CHUNK_SHRINK = 0.9
 
 @public
 @dataclasses.dataclass(frozen=True)
+class Sent:
+    """The conversation as the next request would carry it without compacting (the last
+    request sent and what came since): its ``messages``, how many of them are the stored
+    compaction (``prefix``), and the tools the last request offered (``tools``: the
+    API's tool definitions, None: none). A summary request that repeats them and adds
+    one message reads the part already sent from the provider's prompt cache."""
+
+    messages: tuple[Message, ...]
+    prefix: int = 0
+    tools: tuple[dict[str, object], ...] | None = None
+
+
+@public
+@dataclasses.dataclass(frozen=True)
 class Summarizer:
     """A caller's summarizing model: ``fn(prompt) -> summary``, whose own window is
-    ``window`` tokens. glyphpack makes no network call; ``fn`` does."""
+    ``window`` tokens. glyphpack makes no network call; ``fn`` does.
+
+    ``continues`` (optional): ``continues(sent, instruction) -> summary``, a summary
+    request that continues the conversation (``Sent``) with one more user message, the
+    instruction: the provider reads what was sent before from its prompt cache (a fresh
+    prompt is billed whole). It answers "" when it cannot; without it, or without a
+    conversation that holds the range, ``fn`` gets the range as text."""
 
     fn: Callable[[str], str]
     window: int = 100_000
@@ -45,6 +65,7 @@ class Summarizer:
         "Keep the task, the decisions and why, file paths, commands, errors and their fixes, and what "
         "is still open. Be concise.\n\n"
     )
+    continues: Callable[[Sent, str], str] | None = None
 
 
 @runtime_checkable
@@ -106,6 +127,7 @@ def summarize(
     budget: int,
     summarizer: Summarizer,
     tail_tokens: int | None = None,
+    sent: Sent | None = None,
 ) -> RungResult:
     """Head and tail verbatim, the middle replaced by the summarizer's summary. The
     tail keeps the newest work (``tail_cuts``; ``tail_tokens`` None: the default
@@ -113,7 +135,8 @@ def summarize(
 
     The middle is sent in chunks that fit the summarizer's own window; summaries of
     chunks are summarized again, at most ``SUMMARY_MAX_LEVELS`` deep, until they fit
-    the room left in the budget.
+    the room left in the budget. With ``sent`` and a summarizer that ``continues``, one
+    request continues that conversation instead (``continued_summary``).
     """
     started = time.perf_counter()
     before = cost.history(messages)
@@ -131,7 +154,7 @@ def summarize(
     head_cost = sum(costs[:head])
     allowance = summary_allowance(summarizer, budget)
     t = next((t for t in cuts if head_cost + allowance + sum(costs[t:]) <= budget), cuts[-1])
-    return _summarized(messages, head, t, cost, summarizer, allowance, started)
+    return _summarized(messages, head, t, cost, summarizer, allowance, started, sent)
 
 
 def summary_allowance(summarizer: Summarizer, budget: int) -> int:
@@ -139,8 +162,58 @@ def summary_allowance(summarizer: Summarizer, budget: int) -> int:
     return max(SUMMARY_MIN_TOKENS, min(summarizer.output_reserve, int(budget * SUMMARY_MAX_SHARE)))
 
 
+def continued_instruction(messages: Sequence[Message], head: int, t: int, sent: Sent, summarizer: Summarizer) -> str | None:
+    """The one user message that asks a model to summarize ``messages[head:t]`` by
+    continuing ``sent`` (the conversation as last sent): what to keep (the task before
+    the range, the newest turns after it) and, as text, the range's messages the sent
+    conversation does not hold yet. None when it cannot say: the sent conversation's
+    last message is not in ``messages`` (another history), or the range ends before it
+    begins to hold its messages verbatim."""
+    where = {m.id: n for n, m in enumerate(messages)}
+    last = where.get(sent.messages[-1].id) if sent.messages else None
+    if last is None:
+        return None
+    unsent = messages[max(head, last + 1) : t]
+    keep = messages[t].text.strip().replace("\n", " ")[:120] if t < len(messages) else ""
+    parts = [
+        summarizer.instructions.strip(),
+        "Summarize the conversation above, from after the task at its start, for the agent to continue the work "
+        "from your summary: it will stand in place of those messages.",
+    ]
+    if keep:
+        parts.append(f"The newest turns, from the message that begins {keep!r}, stay as they are after your summary: leave them out.")
+    if unsent:
+        parts.append("Include these newer messages too:\n\n" + "".join(serialize_message(m) for m in unsent))
+    parts.append("Answer with the summary only, as text: no tool calls.")
+    return "\n\n".join(parts)
+
+
+def continued_summary(messages: Sequence[Message], head: int, t: int, cost: CostModel, summarizer: Summarizer, sent: Sent | None) -> str | None:
+    """The summary of ``messages[head:t]`` from one request that continues ``sent``, or
+    None when it cannot be asked that way (no ``continues``, no conversation, an
+    instruction it cannot write, or a request larger than the summarizer's window) or
+    the answer had no text."""
+    if summarizer.continues is None or sent is None:
+        return None
+    instruction = continued_instruction(messages, head, t, sent, summarizer)
+    if instruction is None:
+        return None
+    tokens = cost.history(sent.messages) + cost.estimator.overhead + cost.text(instruction) + SUMMARIZER_PROMPT_SLACK
+    if tokens + summarizer.output_reserve > summarizer.window:
+        return None
+    summary = summarizer.continues(sent, instruction).strip()
+    return summary or None
+
+
 def _summarized(
-    messages: Sequence[Message], head: int, t: int, cost: CostModel, summarizer: Summarizer, allowance: int, started: float
+    messages: Sequence[Message],
+    head: int,
+    t: int,
+    cost: CostModel,
+    summarizer: Summarizer,
+    allowance: int,
+    started: float,
+    sent: Sent | None = None,
 ) -> RungResult:
     """``messages`` with ``messages[head:t]`` replaced by the summarizer's summary (a
     user message naming the range's recall ref)."""
@@ -148,10 +221,11 @@ def _summarized(
     limit = summarizer.window - summarizer.output_reserve - cost.text(summarizer.instructions) - SUMMARIZER_PROMPT_SLACK
     if limit < SUMMARIZER_MIN_ROOM:
         raise CompactionError(f"a summarizer window of {summarizer.window:,} tokens leaves no room for the transcript")
-    texts = [serialize_message(m) for m in messages[head:t]]
-    calls = 0
     billed_before = _billed(summarizer)
-    for _ in range(SUMMARY_MAX_LEVELS):
+    continued = continued_summary(messages, head, t, cost, summarizer, sent)
+    calls = 1 if continued is not None else 0
+    texts = [continued] if continued is not None else [serialize_message(m) for m in messages[head:t]]
+    for _ in range(SUMMARY_MAX_LEVELS if continued is None else 0):
         summaries = []
         for chunk in chunks(texts, cost, limit):
             summaries.append(summarizer.fn(summarizer.instructions + chunk))
@@ -180,7 +254,7 @@ def _summarized(
 
 
 def summarize_then_page(
-    messages: Sequence[Message], cost: CostModel, budget: int, summarizer: Summarizer, policy: CompactionPolicy
+    messages: Sequence[Message], cost: CostModel, budget: int, summarizer: Summarizer, policy: CompactionPolicy, sent: Sent | None = None
 ) -> RungResult | None:
     """When the whole middle cannot go on pages (the budget, or the reader's image
     limit): the newest part of the middle on as many pages as fit, and only the oldest
@@ -213,7 +287,7 @@ def summarize_then_page(
             low = middle + 1
     if low == len(splits):
         return None
-    summarized = _summarized(messages, head, splits[low], cost, summarizer, allowance, started)
+    summarized = _summarized(messages, head, splits[low], cost, summarizer, allowance, started, sent)
     paged = snapshot(summarized.view, cost, budget, policy, head=head + 1)
     if paged.report.skipped is not None:  # the summary came out longer than its allowance
         return None

@@ -271,6 +271,14 @@ EXAMPLE_MODELS = (
 CONTEXT_WINDOWS: dict[Provider, int] = {"anthropic": 200_000, "openai": 128_000, "google": 1_048_576}
 
 
+#: Each provider family's prompt-cache prices as multiples of its uncached input price:
+#: (a token written to the cache, a token read from it). Anthropic: writes 1.25x (the
+#: 5-minute cache), reads 0.1x. OpenAI (GPT-5 family) and Gemini (2.5 and 3, implicit
+#: caching) cache prefixes by themselves, with no write premium (a token not read is
+#: billed as input), and bill a cached token at 0.1x.
+CACHE_PRICES: dict[Provider, tuple[float, float]] = {"anthropic": (1.25, 0.1), "openai": (1.0, 0.1), "google": (1.0, 0.1)}
+
+
 #: Each provider family's text rates as a multiple of ``DEFAULT_ESTIMATOR``'s. Fitted to
 #: the input tokens real sessions recorded (``benchmarks/test_bench_estimate.py``: the
 #: change from request to request against the estimate's, so the unknown overhead

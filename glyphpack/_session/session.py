@@ -27,6 +27,7 @@ import dataclasses
 import hashlib
 import io
 import json
+import math
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -41,7 +42,7 @@ from .._compaction.results import Compaction, CompactionPolicy
 from .._compaction.rungs import elide, protected_from
 from .._compaction.sdk_summary import sdk_summarizer
 from .._compaction.snapshot import page_density, serialize_message
-from .._compaction.summarize import Summarizer, as_summarizer
+from .._compaction.summarize import Sent, Summarizer, as_summarizer
 from .._errors import CompactionError, TextOnlyModelError, UsageError
 from .._history.apis import Reply, api_of, merge_extra, provider_api
 from .._history.ids import unique_name
@@ -49,7 +50,7 @@ from .._history.messages import Block, Image, Message, Text, ToolCall, ToolResul
 from .._history.recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, RECALL_TOOL, Recalled
 from .._history.recall import recall as recall_from
 from .._history.store import Workspace
-from .._providers.catalog import CONTEXT_WINDOWS
+from .._providers.catalog import CACHE_PRICES, CONTEXT_WINDOWS
 from .._providers.profile import Profile
 from .._providers.resolve import resolve, text_estimator
 from .._providers.text_tokens import TextEstimator
@@ -76,6 +77,32 @@ SESSION_RUNGS: tuple[Rung, ...] = tuple(step.rung for step in LADDER if step.run
 #: Characters per image token from which a reader's pages are cheap enough to keep old
 #: tool results whole (text runs about 3.5-4 per token).
 PAGES_OVER_ELISION = 10.0
+#: With recall on (and no threshold or target given), a session compacts where it bills
+#: least: every word it puts away comes back exactly, so depth costs nothing it cannot
+#: undo. It keeps this many tokens of messages beside the overhead (the task, a summary
+#: and the newest turns: Claude Code resumes from about as much) ...
+RECALL_KEPT = 8_000
+#: ... and compacts again once the history has grown by the room that bills least
+#: (``economic_room``), learned from the tokens each model call added since the last
+#: compaction, after this many calls (before, at the window's threshold).
+GROWTH_CALLS = 3
+
+
+def economic_room(kept: int, growth: float, write: float, read: float) -> int:
+    """The tokens a history should grow by, after a compaction to ``kept`` tokens, before
+    the next one, for the least billed per call: ``growth`` tokens a call, cache writes
+    and reads at ``write`` and ``read`` times the input price.
+
+    Between compactions every call reads the request so far (``read`` a token); each
+    compaction writes ``kept`` again and reads the request it summarizes. Per call, over
+    a room ``d``: ``read * (kept + d / 2) + (write * kept + read * (kept + d)) * growth / d``;
+    its least is at ``d = growth + sqrt(growth ** 2 + 2 * growth * (write + read) * kept / read)``.
+    """
+    if growth <= 0:
+        return 0
+    return int(growth + math.sqrt(growth**2 + 2 * growth * (write + read) * kept / read))
+
+
 #: With recall on, old tool results are elided below the threshold too, once a batch of
 #: them frees this share of what the threshold leaves after the overhead: each batch
 #: rewrites the prompt cache from its first stub on, so batches come seldom and large.
@@ -216,7 +243,8 @@ class Session:
         window = context_window if context_window is not None else CONTEXT_WINDOWS[self.profile.reader.provider]
         if isinstance(summarizer, str):
             # The session's own model summarizes within the window the session was told.
-            summarizer = sdk_summarizer(model=summarizer, window=window if summarizer == model else None)
+            same = summarizer == model
+            summarizer = sdk_summarizer(model=summarizer, window=window if same else None, continues=same)
         self.summarizer = summarizer
         # With the default rungs, a history whose pages cannot fit falls back to the whole
         # ladder (elision first) rather than fail.
@@ -238,6 +266,11 @@ class Session:
                 policy, self._fallback = dataclasses.replace(policy, rungs=SESSION_RUNGS), policy
         self.policy = policy
         self.thresholds = Thresholds.for_window(window, threshold, target)
+        # With recall on, a summarizer to reach the depth, and neither given, the
+        # economics choose both (``threshold``).
+        self._economic = recall and threshold is None and target is None and self.summarizer is not None
+        self._calls = 0  # model calls this process built requests for
+        self._grown_from: tuple[int, int] | None = None  # (calls, estimate) growth is measured from
         self._owns_workspace = owns_workspace
         self._calibration = Calibration(base=policy.estimator or text_estimator(self.profile))
         self._cost_model: CostModel | None = None
@@ -246,6 +279,7 @@ class Session:
         # numbers calls per response reuses ids, which a history cannot hold twice.
         self._call_ids: dict[str, str] = {}
         self._sent: tuple[Message, ...] | None = None  # the view of the last request built
+        self._sent_tools: tuple[dict[str, object], ...] | None = None  # the tools it offered
         self._api: Api | None = None
         self.last_compaction: Compaction | None = None
         #: What the last ``request()`` did (None before the first); ``on_request``, when
@@ -319,8 +353,37 @@ class Session:
     @property
     def target(self) -> int:
         """What proactive compaction aims at now (``Thresholds.target_for`` the
-        calibrated overhead)."""
-        return self.thresholds.target_for(self.estimator.overhead)
+        calibrated overhead; with recall on and no target given, at most the overhead
+        and ``RECALL_KEPT``)."""
+        target = self.thresholds.target_for(self.estimator.overhead)
+        if self._economic:
+            target = min(target, self.estimator.overhead + RECALL_KEPT)
+        return target
+
+    @property
+    def threshold(self) -> int:
+        """Where the next request is compacted first: the window's threshold, or with
+        recall on and none given, the target and the room that bills least
+        (``economic_room``) once the growth per call is known; never more than the
+        window's threshold."""
+        threshold = self.thresholds.threshold
+        growth = self._growth()
+        if not self._economic or growth is None:
+            return threshold
+        write, read = CACHE_PRICES[self.profile.reader.provider]
+        target = self.target
+        return min(threshold, target + max(economic_room(target - self.estimator.overhead, growth, write, read), 2 * int(growth)))
+
+    def _growth(self) -> float | None:
+        """Tokens a model call added to the request, on average, since the last
+        compaction (None: fewer than ``GROWTH_CALLS`` calls measured)."""
+        if self._grown_from is None:
+            return None
+        calls, tokens = self._grown_from
+        made = self._calls - calls
+        if made < GROWTH_CALLS:
+            return None
+        return max(0.0, (self.estimate() - tokens) / made)
 
     @property
     def calibration(self) -> Calibration:
@@ -397,11 +460,19 @@ class Session:
         if not any(m.role != "system" for m in self.messages):
             raise UsageError("nothing to send yet: add a user message first")
         compaction, elided = None, 0
-        if self.estimate() >= self.thresholds.threshold:
+        threshold = self.threshold
+        if self.estimate() >= threshold:
             compaction = self._compact(self.target, "proactive")
+            if self.estimate() >= threshold:
+                # The ladder cannot get under the threshold that bills least here (every
+                # request would compact again): the window's thresholds from now on.
+                self._economic = False
         else:
             elided = self._elide_batch()
         tokens = self.estimate()
+        if self._grown_from is None or compaction is not None or elided:
+            self._grown_from = (self._calls, tokens)
+        self._calls += 1
         if tokens > self.thresholds.window:
             raise CompactionError(
                 f"the request is still ~{tokens:,} tokens after compaction, over the {self.thresholds.window:,}-token window"
@@ -413,6 +484,8 @@ class Session:
             extra = build.with_tools(extra, [build.tool(RECALL_TOOL, RECALL_DESCRIPTION, RECALL_PARAMETERS)])
         previous = self._sent
         self._sent, self._api = view, api
+        tools = extra.get("tools")
+        self._sent_tools = tuple(tools) if isinstance(tools, list) and tools else None
         shared = 0
         while previous is not None and shared < min(len(previous), len(view)) and previous[shared] == view[shared]:
             shared += 1
@@ -567,10 +640,14 @@ class Session:
         """The ladder over the whole stored history (pages re-rendered from its text)."""
         # The session's own cost model: every message is priced once, not at every compaction.
         cost = self.cost()
-        result = compact(self.messages, self.profile, budget, summarizer=self.summarizer, policy=self._policy(), cost=cost)
+        # The request as it would go without compacting: the last one sent and what came
+        # since (a summary request that continues it reads the sent part from the cache).
+        view, prefix = self.request_view()
+        sent = Sent(view, prefix, self._sent_tools)
+        result = compact(self.messages, self.profile, budget, summarizer=self.summarizer, policy=self._policy(), cost=cost, sent=sent)
         if not result.report.fits and self._fallback is not None:
             policy = self._policy(self._fallback)
-            result = compact(self.messages, self.profile, budget, summarizer=self.summarizer, policy=policy, cost=cost)
+            result = compact(self.messages, self.profile, budget, summarizer=self.summarizer, policy=policy, cost=cost, sent=sent)
         return result
 
     def _elide_batch(self) -> int:
