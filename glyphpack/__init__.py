@@ -82,6 +82,7 @@ _EXPORTS = {
     "RungReport": "_compaction.results",
     "sdk_summarizer": "_compaction.sdk_summary",
     "Summarizer": "_compaction.summarize",
+    "Sent": "_compaction.summarize",
     "compact": "_compaction.ladder",
     "shake": "_compaction.ladder",
     "should_compact": "_compaction.ladder",

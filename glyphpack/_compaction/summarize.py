@@ -174,7 +174,7 @@ def continued_instruction(messages: Sequence[Message], head: int, t: int, sent: 
     if last is None:
         return None
     unsent = messages[max(head, last + 1) : t]
-    keep = messages[t].text.strip().replace("\n", " ")[:120] if t < len(messages) else ""
+    keep = serialize_message(messages[t]).strip().replace("\n", " ")[:120] if t < len(messages) else ""
     parts = [
         summarizer.instructions.strip(),
         "Summarize the conversation above, from after the task at its start, for the agent to continue the work "

@@ -96,11 +96,11 @@ def economic_room(kept: int, growth: float, write: float, read: float) -> int:
     Between compactions every call reads the request so far (``read`` a token); each
     compaction writes ``kept`` again and reads the request it summarizes. Per call, over
     a room ``d``: ``read * (kept + d / 2) + (write * kept + read * (kept + d)) * growth / d``;
-    its least is at ``d = growth + sqrt(growth ** 2 + 2 * growth * (write + read) * kept / read)``.
+    its least is at ``d = sqrt(2 * growth * (write + read) * kept / read)``.
     """
     if growth <= 0:
         return 0
-    return int(growth + math.sqrt(growth**2 + 2 * growth * (write + read) * kept / read))
+    return int(math.sqrt(2 * growth * (write + read) * kept / read))
 
 
 #: With recall on, old tool results are elided below the threshold too, once a batch of
