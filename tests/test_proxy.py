@@ -44,6 +44,7 @@ from glyphpack._proxy.streams import ACCUMULATORS, SseParser
 from glyphpack._session.view import read_view
 from glyphpack.testing.fake import (
     NEWEST_REF,
+    SUMMARY_REQUEST,
     FakeModel,
     FakeUpstream,
     Turn,
@@ -881,3 +882,35 @@ def test_a_json_413_is_recovered_by_bytes_and_retried_once_unseen_by_the_client(
     rejected, retried = agent[6][1], agent[7][1]
     assert len(json.dumps(retried)) < len(json.dumps(rejected)) and '"image"' not in json.dumps(retried)
     assert _task_of("anthropic", retried) == TASK
+
+
+def _unmarked(value: Any) -> Any:
+    """``value`` without Anthropic's cache marks."""
+    if isinstance(value, dict):
+        return {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
+    return [_unmarked(v) for v in value] if isinstance(value, list) else value
+
+
+@pytest.mark.parametrize("api", ["anthropic", pytest.param("openai-chat", marks=pytest.mark.slow), pytest.param("openai-responses", marks=pytest.mark.slow)])
+def test_the_proxys_summary_continues_the_conversation_the_upstream_last_received(workspace: Workspace, api: str) -> None:
+    """The request's own model summarizes by continuing the request the upstream last
+    got: its history unchanged (what the prompt cache holds), then the instruction, the
+    client's tools, no stream, never over the window the proxy was told."""
+    model = FakeModel(_script(30))
+    with FakeUpstream(model) as upstream, _serve(workspace, upstream) as proxy:
+        assert Harness(api, proxy.url, stream=False).run() == "auth failed first, at 10:00:03."
+    key = provider_api(api).request_key
+    summaries = [n for n, body in enumerate(model.requests) if summary_prompt(body) is not None]
+    # The first from the client's own history, the later ones from the compaction in force.
+    assert len(summaries) >= 2 and set(model.statuses) == {200}, len(summaries)
+    for n in summaries:
+        body, previous = model.requests[n], model.requests[n - 1]
+        assert summary_prompt(previous) is None
+        # Unchanged but for the cache mark, which moves to the newest message (a prompt
+        # cache keys on the content).
+        assert _unmarked(body[key][: len(previous[key])]) == _unmarked(previous[key])
+        last = body[key][-1]
+        said = last["content"] if isinstance(last["content"], str) else last["content"][-1]["text"]
+        assert said.startswith(SUMMARY_REQUEST) and last["role"] == "user"
+        assert body.get("tools") == previous.get("tools") and not body.get("stream")
+        assert count_tokens(body) + 4_000 <= SETTINGS.context_window  # type: ignore[operator]

@@ -27,14 +27,17 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from .._compaction.sdk_summary import SUMMARY_OUTPUT_TOKENS, sdk_summarizer
-from .._compaction.summarize import Summarizer
-from .._errors import UsageError
+from .._compaction.summarize import Sent, Summarizer
+from .._errors import GlyphpackError, UsageError
+from .._history.apis import provider_api
 from .._history.codec import json_bytes
+from .._history.messages import Message, Text
+from .._history.recall import recall_tool
 from .._providers.catalog import CONTEXT_WINDOWS
 from .._providers.resolve import resolve
 from .._secrets import redacted, scrubbed
 from .._types import Api
-from .conversations import BadRequest, Client, Exchange, Recorder
+from .conversations import BadRequest, Client, Exchange, Recorder, cap_cache_marks, offers_recall
 from .rounds import RELAYS, joined, recall_calls
 from .streams import ACCUMULATORS, Accumulator
 
@@ -58,12 +61,33 @@ _SUMMARY_HEADERS = ("x-api-key", "authorization", "anthropic-version", "anthropi
 class UpstreamSummary:
     """``fn`` of the proxy's ``Summarizer``: a summary asked of ``model`` through the
     proxy's own upstream, with the caller's credentials (the proxy holds none). The SDK
-    client is made on the first call: most requests never summarize."""
+    client is made on the first call: most requests never summarize.
 
-    def __init__(self, upstream: str, api: Api, model: str, headers: Mapping[str, str]):
+    With the client's request (``body``, sent to ``path``), ``continued`` asks it of the
+    request's own model by continuing the conversation as the upstream last received it
+    (``Summarizer.continues``): the client's body with the instruction added at its end,
+    so the provider reads the rest from its prompt cache."""
+
+    def __init__(self, upstream: str, api: Api, model: str, headers: Mapping[str, str], body: Json | None = None, path: str = ""):
         self.upstream, self.api, self.model = upstream, api, model
         self.headers = {k: v for k, v in headers.items() if k.lower() in _SUMMARY_HEADERS}
+        self.body, self.path = body, path
         self._fn: Callable[[str], str] | None = None
+
+    def continued(self, sent: Sent, instruction: str) -> str:
+        """The summary from one request that continues the conversation ("" when the
+        upstream refuses it or answers without text: the text prompt is used then)."""
+        if self.body is None:
+            return ""
+        request = continued_request(self.api, self.body, sent, instruction, self.model)
+        try:
+            with httpx.Client(timeout=TIMEOUT) as client:
+                response = client.post(self.upstream + self.path, json=request, headers={**self.headers, "accept-encoding": "identity"})
+            data = response.json() if response.status_code == 200 else None
+            return provider_api(self.api).parse(data).message.text if isinstance(data, dict) else ""
+        except (httpx.HTTPError, ValueError, GlyphpackError) as exc:
+            print(f"glyphpack proxy: the summary that continues the conversation failed ({type(exc).__name__}); summarizing the text instead", file=sys.stderr)
+            return ""
 
     def __call__(self, prompt: str) -> str:
         if self._fn is None:
@@ -80,6 +104,50 @@ class UpstreamSummary:
         import openai
 
         return openai.OpenAI(base_url=f"{self.upstream}/v1", api_key=token or "unused", default_headers=self.headers, max_retries=2)
+
+
+def continued_request(api: Api, body: Json, sent: Sent, instruction: str, model: str) -> Json:
+    """The client's request ``body`` continued by one more user message, ``instruction``,
+    as the upstream last received it: before any compaction the client's own history
+    (forwarded as it came), from one on the session's (``sent``: the compaction and the
+    messages after it, built as they are forwarded, the recall tool included). Not
+    streamed, the reply capped at ``SUMMARY_OUTPUT_TOKENS`` (past any thinking budget)."""
+    build = provider_api(api)
+    key = build.request_key
+    if sent.prefix == 0:
+        history = with_instruction(api, body[key], instruction)
+        request = {**body, key: history}
+    else:
+        built = build.build(model, (*sent.messages, Message("user", (Text(instruction),))), sent.prefix, resolve(model))
+        request = {**body, key: built[key]}
+        if offers_recall(api, body):
+            request["tools"] = [*(body.get("tools") or ()), recall_tool(api)]
+    for limit in ("max_tokens", "max_completion_tokens", "max_output_tokens", "stream", "stream_options"):
+        request.pop(limit, None)
+    thinking = body.get("thinking") if api == "anthropic" else None
+    budget = thinking.get("budget_tokens") if isinstance(thinking, dict) else None
+    output = SUMMARY_OUTPUT_TOKENS + (budget if isinstance(budget, int) else 0)
+    request.update(build.reply_limit(output))
+    if api == "anthropic":
+        cap_cache_marks(request)
+    return request
+
+
+def with_instruction(api: Api, history: object, instruction: str) -> list[Any]:
+    """A client's history (its wire form) with ``instruction`` as the user's next words:
+    Anthropic's in the last user message (tool results stay first in it), the others'
+    as one more user message."""
+    items = [history] if isinstance(history, str) else list(history) if isinstance(history, list) else []
+    if api == "openai-responses" and isinstance(history, str):
+        items = [{"role": "user", "content": history}]
+    block = {"type": "text", "text": instruction}
+    if api == "anthropic" and items and isinstance(items[-1], dict) and items[-1].get("role") == "user":
+        content = items[-1].get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or ())
+        return [*items[:-1], {**items[-1], "content": [*blocks, block]}]
+    if api == "anthropic":
+        return [*items, {"role": "user", "content": [block]}]
+    return [*items, {"role": "user", "content": instruction}]
 
 
 def upstream_url(name: str) -> str:
@@ -215,7 +283,11 @@ class Proxy:
         known = self.recorder.settings.context_window
         if known is not None:  # the upstream's window, as the proxy was told it: no summary request is larger
             window = min(window, known)
-        return Summarizer(UpstreamSummary(self.upstream, api, chosen, request.headers), window=window, output_reserve=SUMMARY_OUTPUT_TOKENS)
+        fn = UpstreamSummary(self.upstream, api, chosen, request.headers, body if isinstance(body, dict) else None, request.url.path)
+        # The request's own model continues the conversation it is in (a prompt-cache
+        # read); another model gets the text.
+        continues = fn.continued if chosen == model else None
+        return Summarizer(fn, window=window, output_reserve=SUMMARY_OUTPUT_TOKENS, continues=continues)
 
     @staticmethod
     async def _read(response: httpx.Response) -> tuple[bytes, Json | None]:
