@@ -384,8 +384,9 @@ def replay(history: Sequence[Message], strategy: str, provider: Provider, prices
     if strategy == "none" or transform:  # the whole history is the session's; what is sent is decided here
         options = {"policy": CompactionPolicy(rungs=()), "context_window": 10**9}
     else:
-        options["summarizer"] = stub_summarizer(bill, priced, window, provider.overhead, cache)
         options["recall"] = strategy in ("recall", "5x8 + recall")
+    # The session's own model summarizes (a reader without vision needs one even where nothing compacts).
+    options["summarizer"] = stub_summarizer(bill, priced, window, provider.overhead, cache)
     compactions, covers, calls, stopped = 0, None, 0, ""
     started = time.perf_counter()
     system = next((m.text for m in history if m.role == "system"), None)

@@ -64,11 +64,13 @@ def _context(session: Session, args: list[str]) -> CommandResult:
     overhead = session.estimator.overhead
     total = sum(parts.values()) + overhead
     limits = session.thresholds
+    threshold = session.threshold
+    where = "" if threshold == limits.threshold else f", where it bills least (the window's threshold: {limits.threshold:,})"
     lines = [
         f"{session.conversation}/{session.agent}: {len(session.messages):,} stored messages; the next request "
         f"carries {len(view):,} (~{total:,} tokens for {session.model}, {cost.profile.name})",
-        f"window {limits.window:,} ({max(limits.window - total, 0):,} free); compacts at {limits.threshold:,} down to {session.target:,} "
-        f"({total / limits.threshold:.0%} of the threshold)",
+        f"window {limits.window:,} ({max(limits.window - total, 0):,} free); compacts at {threshold:,} down to {session.target:,} "
+        f"({total / threshold:.0%} of the threshold{where})",
     ]
     stored = session.view
     if stored is not None:
@@ -81,7 +83,7 @@ def _context(session: Session, args: list[str]) -> CommandResult:
         lines.append("no compaction: the full transcript is sent")
     lines += token_bars([*parts.items(), *([("overhead", overhead)] if overhead else [])], total)
     data = {"messages": len(session.messages), "request_messages": len(view), "prefix": prefix, "tokens": total,
-            "threshold": limits.threshold, "target": session.target, "window": limits.window, "categories": dict(parts)}
+            "threshold": threshold, "target": session.target, "window": limits.window, "categories": dict(parts)}
     return CommandResult("/context", "\n".join(lines), data)
 
 
