@@ -9,8 +9,11 @@ what is measured is what the proxy adds, not a provider's latency):
   prompt and newest message marked for the prompt cache; 4 kB tool outputs), priced on
   the request bodies the upstream actually received with Anthropic's cache rules (writes
   1.25x, reads 0.1x, a read matching a written prefix at most 20 blocks before a
-  breakpoint; the proxy's summary calls at 1x in and 5x out). Direct, the session stops
-  where the window does; through the proxy it compacts and finishes.
+  breakpoint; every summary request billed by the same rules, its output at 5x, 1,000
+  tokens). Direct, the session stops where the window does; compacting itself as Claude
+  Code does (at 83.5% of the window, a summary request that continues the conversation,
+  then the summary and the newest turns, 5 results and 25k tokens at most) it finishes;
+  through the proxy it finishes with the proxy's defaults.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import httpx
 from glyphpack import Workspace
 from glyphpack._proxy.conversations import ProxySettings, Recorder
 from glyphpack._proxy.server import Proxy, Running
-from glyphpack.testing.fake import CHARS_PER_TOKEN, FakeModel, FakeUpstream, Turn, summary_prompt
+from glyphpack.testing.fake import CHARS_PER_TOKEN, SUMMARY_REQUEST, FakeModel, FakeUpstream, Turn, count_tokens, summary_prompt
 
 Json = dict[str, Any]
 WINDOW = 200_000
@@ -123,14 +126,14 @@ class CacheBill:
 
     def __init__(self) -> None:
         self.written_prefixes: set[str] = set()
-        self.uncached = self.written = self.read = self.summary_in = 0
+        self.uncached = self.written = self.read = 0
         self.summary_out = 0
 
     def charge(self, body: Json) -> None:
+        """One request, as the cache bills it (a summary request too: one that continues
+        the conversation reads it from the cache, a fresh prompt has no mark to read at)."""
         if summary_prompt(body) is not None:
-            self.summary_in += int(len(json.dumps(body["messages"])) / CHARS_PER_TOKEN)
             self.summary_out += 1_000  # the fake's summaries are short; a real one is about this
-            return
         blocks = _blocks(body)
         tokens = [int(len(text) / CHARS_PER_TOKEN) for text, _ in blocks]
         hashes, running = [], hashlib.sha256()
@@ -152,22 +155,49 @@ class CacheBill:
 
     @property
     def total(self) -> float:
-        return self.uncached + CACHE_WRITE * self.written + CACHE_READ * self.read + self.summary_in + OUTPUT * self.summary_out
+        return self.uncached + CACHE_WRITE * self.written + CACHE_READ * self.read + OUTPUT * self.summary_out
 
 
-def _agent_session(base: str, calls: int) -> tuple[int, str]:
-    """A Claude Code-style loop: (model calls answered, how it ended)."""
+#: Claude Code compacts at this share of the window, and resumes from the summary and the
+#: newest turns: at most this many tool results, this many tokens.
+CLAUDE_CODE_SHARE, CLAUDE_CODE_RESULTS, CLAUDE_CODE_KEPT = 0.835, 5, 25_000
+TASK = "Find which service failed first in the logs."
+
+
+def _claude_code_compaction(client: Any, request: Json, history: list[Json]) -> list[Json]:
+    """Claude Code's compaction, as the harness does it: a summary request that continues
+    the conversation (read from the cache), then the summary and the newest turns."""
+    instruction = SUMMARY_REQUEST + ": write a summary of the conversation above to continue from."
+    last = history[-1]
+    asked = [*history[:-1], {**last, "content": _marked([*last["content"], {"type": "text", "text": instruction}])}]
+    summary = client.messages.create(**{**request, "messages": asked}).content[0].text
+    start = len(history) - 2  # the newest round: its answer and results
+    while start - 2 >= 1:
+        kept = history[start - 2 :]
+        results = sum(1 for m in kept for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result")
+        if results > CLAUDE_CODE_RESULTS or len(json.dumps(kept)) / CHARS_PER_TOKEN > CLAUDE_CODE_KEPT:
+            break
+        start -= 2
+    return [{"role": "user", "content": f"{TASK}\n\nThis session continues from a summary:\n{summary}"}, *history[start:]]
+
+
+def _agent_session(base: str, calls: int, compacts: bool = False) -> tuple[int, str]:
+    """A Claude Code-style loop: (model calls answered, how it ended); ``compacts``: it
+    compacts itself as Claude Code does."""
     import anthropic
 
     client = anthropic.Anthropic(base_url=base, api_key="bench", max_retries=0)
     system = [{"type": "text", "text": "You are a coding agent. " * 400, "cache_control": {"type": "ephemeral"}}]
     tools = [{"name": "Bash", "description": "Run a command.", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}]
-    history: list[Json] = [{"role": "user", "content": "Find which service failed first in the logs."}]
+    history: list[Json] = [{"role": "user", "content": TASK}]
     for call in range(calls + 1):
+        request = {"model": "claude-sonnet-4-5", "max_tokens": 1000, "system": system, "tools": tools}
+        if compacts and count_tokens({**request, "messages": history}) >= CLAUDE_CODE_SHARE * WINDOW:
+            history = _claude_code_compaction(client, request, history)
         # The harness marks its newest message (it reads the conversation so far from the cache).
         sent = [*history[:-1], {**history[-1], "content": _marked(history[-1]["content"])}]
         try:
-            response = client.messages.create(model="claude-sonnet-4-5", max_tokens=1000, system=system, tools=tools, messages=sent)
+            response = client.messages.create(**request, messages=sent)
         except anthropic.BadRequestError as error:
             return call, "stopped: too long" if "too long" in str(error) else f"stopped: {str(error)[:60]}"
         history.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in response.content]})
@@ -196,12 +226,12 @@ def test_proxy_billed_input(tmp_path: Path) -> None:
     calls = 260
     script = [Turn(calls=(("Bash", {"command": f"cat /var/log/svc{i}.log"}),)) for i in range(calls)] + [Turn(text="auth failed first.")]
     runs = {}
-    for route in ("direct", "proxy"):
+    for route in ("direct", "claude code", "proxy"):
         model = FakeModel(list(script), limit=WINDOW)
         with FakeUpstream(model) as upstream, Workspace(tmp_path / route) as workspace:
             started = time.perf_counter()
-            if route == "direct":
-                answered, ending = _agent_session(upstream.url, calls)
+            if route != "proxy":
+                answered, ending = _agent_session(upstream.url, calls, compacts=route == "claude code")
             else:
                 with Running(Proxy(Recorder(workspace, ProxySettings()), upstream.url)) as proxy:
                     answered, ending = _agent_session(proxy.url, calls)
@@ -223,15 +253,17 @@ def test_proxy_billed_input(tmp_path: Path) -> None:
         f"a scripted {calls}-call agent session (4 kB tool outputs, a 10 kB system prompt), {WINDOW // 1000}k window, Session's default "
         "thresholds; billed input-token equivalents on the bodies the upstream received (write 1.25x, read 0.1x, summary output 5x)",
         "",
-        f"| route | calls answered | how it ended | compactions | summary calls | billed, first {both} calls | against direct | billed, whole run | per call | seconds |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        f"| route | calls answered | how it ended | compactions | summary calls | billed, first {both} calls | against direct | billed, whole run | against claude code | per call | seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    claude_code = _bill(runs["claude code"][2]).total
     for route, (answered, ending, accepted, agent, compactions, seconds) in runs.items():
         whole, common = _bill(accepted), upto(route).total
         summaries = len(accepted) - len(agent)
+        versus = f"{whole.total / claude_code - 1:+.1%}" if ending == "finished" else "—"
         lines.append(
             f"| {route} | {answered} | {ending} | {compactions} | {summaries} | {common:,.0f} | {common / direct_common:.2f}x "
-            f"| {whole.total:,.0f} | {whole.total / max(1, answered):,.0f} | {seconds:.1f} |"
+            f"| {whole.total:,.0f} | {versus} | {whole.total / max(1, answered):,.0f} | {seconds:.1f} |"
         )
     TABLES["proxy billed input (benchmarks/test_bench_proxy.py)"] = lines
     assert runs["proxy"][1] == "finished" and runs["proxy"][0] == calls + 1
