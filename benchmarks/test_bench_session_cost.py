@@ -21,13 +21,15 @@ Then each strategy replays the session's messages (the model's answers as record
               placeholder (gone for good).
 - masking:    observation masking in prefix-stable batches: the newest 10 tool results
               whole, older ones a placeholder, masked 10 at a time (gone for good).
-- session:    ``Session``'s defaults for Sonnet 4.5 (no reading evidence: 9x15 pages,
-              the whole ladder), with a stub summarizer (a separate call, input 1x).
-- recall:     the same with ``recall=True``: old tool results are elided below the
-              threshold too, in batches, each recallable.
-- 5x8 reader: ``Session``'s defaults for a Claude reader known to read 5x8 (Fable 5):
-              dense pages, no elision at the threshold. Same prices.
-- 5x8 + recall: the same with ``recall=True`` (batches below the threshold).
+- default:    ``Session``'s defaults (recall on: the threshold and target that bill
+              least, the whole ladder, everything put away recallable), its summarizer
+              the session's own model (a summary request that continues the
+              conversation, billed by the cache like any request; a fixed
+              8,000-character summary as output).
+- recall off: the same with ``recall=False`` (the window's thresholds, pages in the
+              reader's exact shape).
+- 5x8 default, 5x8 recall off: the same two for a Claude reader known to read 5x8
+              (Fable 5), at the same prices.
 
 The provider is simulated from the file: its count of a request is a least-squares fit
 of the recorded counts on glyphpack's estimate (``scale * estimate + overhead``: the
@@ -128,7 +130,9 @@ SESSIONS = (
 )
 WINDOWS = (200_000, 100_000)
 BASELINES = ("none", "claude code", "clearing", "masking")
-STRATEGIES = (*BASELINES, "session", "recall", "5x8 reader", "5x8 + recall")
+#: glyphpack's: its defaults (recall on), recall off, and both for a Claude reader known to read 5x8.
+DEFAULTS = ("default", "5x8 default")
+STRATEGIES = (*BASELINES, "default", "recall off", "5x8 default", "5x8 recall off")
 
 
 @dataclasses.dataclass
@@ -384,7 +388,7 @@ def replay(history: Sequence[Message], strategy: str, provider: Provider, prices
     if strategy == "none" or transform:  # the whole history is the session's; what is sent is decided here
         options = {"policy": CompactionPolicy(rungs=()), "context_window": 10**9}
     else:
-        options["recall"] = strategy in ("recall", "5x8 + recall")
+        options["recall"] = strategy in DEFAULTS
     # The session's own model summarizes (a reader without vision needs one even where nothing compacts).
     options["summarizer"] = stub_summarizer(bill, priced, window, provider.overhead, cache)
     compactions, covers, calls, stopped = 0, None, 0, ""
@@ -447,7 +451,7 @@ def replay(history: Sequence[Message], strategy: str, provider: Provider, prices
     rest = 1 - held["verbatim"] - held["pixels"]
     # glyphpack's notes name a ref for everything they put away (tests/test_recall.py);
     # a summary, a placeholder or a cleared result stands for what is gone.
-    recallable = rest if strategy in ("session", "recall", "5x8 reader", "5x8 + recall") else 0.0
+    recallable = rest if strategy not in BASELINES else 0.0
     return {
         "strategy": strategy, "calls": calls, "compactions": compactions, "bill": bill,
         **held, "recallable": recallable, "lost": rest - recallable,

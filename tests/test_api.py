@@ -20,7 +20,7 @@ def test_public_api_is_pinned():
         # a harness's session
         "open_session", "Session", "Thresholds", "CommandResult", "export_html",
         # compaction
-        "Compaction", "CompactionPolicy", "LadderReport", "RungReport", "CompactionError", "Summarizer", "sdk_summarizer", "compact", "parse_overflow", "recover", "shake",
+        "Compaction", "CompactionPolicy", "LadderReport", "RungReport", "CompactionError", "Summarizer", "Sent", "sdk_summarizer", "compact", "parse_overflow", "recover", "shake",
         "should_compact", "generate_session", "calibrate", "Calibration", "recall_tool", "RECALL_TOOL", "Recalled",
         # errors
         "GlyphpackError", "FontError", "LimitError", "PageError", "ShapeError", "TextOnlyModelError",

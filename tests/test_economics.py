@@ -20,7 +20,7 @@ from glyphpack._compaction.cost import CostModel
 from glyphpack._compaction.summarize import Sent, continued_instruction, summarize
 from glyphpack._history.messages import ToolCall, ToolResult
 from glyphpack._providers.catalog import CACHE_PRICES
-from glyphpack._session.session import GROWTH_CALLS, RECALL_KEPT, economic_room
+from glyphpack._session.session import GROWTH_CALLS, RECALL_KEPT, SUMMARY_TOKENS, economic_room
 from glyphpack.testing.fake import SUMMARY_REQUEST, FakeModel, Turn, fake_summary, summary_prompt
 
 
@@ -80,8 +80,9 @@ def test_with_recall_the_threshold_comes_from_the_growth_and_the_prices(tmp_path
         growth = s._growth()
         assert growth is not None and growth > 0
         write, read = CACHE_PRICES["anthropic"]
-        assert s.target == s.estimator.overhead + RECALL_KEPT
-        assert s.threshold == s.target + economic_room(RECALL_KEPT, growth, write, read) < window_threshold
+        head = s.cost().history(s.messages[:1])  # the task, kept verbatim
+        assert s.target == s.estimator.overhead + head + RECALL_KEPT
+        assert s.threshold == s.target + economic_room(head + RECALL_KEPT, growth, write, read) < window_threshold
         # It compacts there, long before the window's threshold, to about the target.
         while s.last_request is None or s.last_request.compaction is None:
             threshold = s.threshold
@@ -102,21 +103,44 @@ def test_the_windows_thresholds_stay_without_recall_a_summarizer_or_with_either_
         assert s.target == s.thresholds.target_for(s.estimator.overhead)
 
 
-def test_a_ladder_that_cannot_reach_the_depth_goes_back_to_the_windows_thresholds(tmp_path: Any) -> None:
-    """A task longer than the threshold that bills least (the task is kept verbatim):
-    every request would compact again, so after one try the session takes the window's
-    thresholds."""
+def test_a_compaction_that_would_not_pay_back_in_half_the_calls_made_waits(tmp_path: Any) -> None:
+    """Past the threshold that bills least, a session compacts only once what the calls
+    after it stop reading covers the compaction's cost within half the calls made so far
+    (the rest of a short session may not be long enough); the window's threshold always
+    compacts."""
     summarizer = Summarizer(lambda prompt: "Summary.")
     with glyphpack.open_session(tmp_path, "c", "a", model="claude-sonnet-4-5", context_window=200_000, summarizer=summarizer) as s:
-        s.add_user("read the files " + "and check each one " * 8_000)
+        s.add_user("read the files")
+        waited = 0
+        while s.last_request is None or s.last_request.compaction is None:
+            past = s._growth() is not None and s.estimate() >= s.threshold
+            pays = s._compaction_pays(s.estimate())
+            _grow(s, 1, chars=8_000, start=len(s.messages))
+            compacted = s.last_request.compaction is not None  # type: ignore[union-attr]
+            assert compacted == (past and pays)
+            waited += past and not pays
+        assert waited >= 1  # past its threshold, a few calls in: it waited
+        estimate = s.last_request.compaction.report.tokens_before  # type: ignore[union-attr]
+        calls = sum(1 for m in s.messages if m.role == "assistant") - 1
+        write, read = CACHE_PRICES["anthropic"]
+        saved = read * (estimate - s.target) * (calls // 2)
+        assert saved >= write * s.target + read * estimate + 5.0 * SUMMARY_TOKENS
+
+
+def test_a_ladder_that_cannot_reach_the_depth_goes_back_to_the_windows_thresholds(tmp_path: Any) -> None:
+    """A summarizer whose summaries are longer than the room that bills least: the
+    compaction leaves the request over that threshold (every request would compact
+    again), so after one try the session takes the window's thresholds."""
+    summarizer = Summarizer(lambda prompt: "Summary: " + "every detail again. " * 8_000)
+    with glyphpack.open_session(tmp_path, "c", "a", model="claude-sonnet-4-5", context_window=200_000, summarizer=summarizer) as s:
+        s.add_user("read the files")
         reports = []
-        for n in range(GROWTH_CALLS + 4):
-            _grow(s, 1, start=n)
+        for n in range(40):
+            _grow(s, 1, chars=6_000, start=n)
             reports.append(s.last_request)
         compacted = [r for r in reports if r is not None and r.compaction is not None]
-        assert len(compacted) == 1  # tried once, where the growth first set the threshold
+        assert len(compacted) == 1 and compacted[0].tokens > s.estimator.overhead + RECALL_KEPT
         assert s.threshold == s.thresholds.threshold and s.target == s.thresholds.target_for(s.estimator.overhead)
-        assert s.estimate() > s.estimator.overhead + RECALL_KEPT
 
 
 # ---------------------------------------------------------------------- the continued summary
@@ -202,3 +226,19 @@ def test_a_sessions_summary_continues_its_cached_conversation_through_the_sdk(tm
     assert instruction.startswith(SUMMARY_REQUEST) and len(body["messages"]) == len(previous["messages"]) + 2
     # Its answer is the summary the view holds.
     assert s.view is not None and any(fake_summary(instruction) in m.text for m in s.view.messages)
+
+
+def test_no_batch_elides_below_the_threshold_that_bills_least(tmp_path: Any) -> None:
+    """Where the session compacts where it bills least, that compaction elides (sooner
+    than a batch would): a batch below it would only rewrite the cached prefix once more.
+    The same loop with the window's threshold given elides in batches (test_recall.py)."""
+    summarizer = Summarizer(lambda prompt: "the work so far " * 40)
+    with glyphpack.open_session(tmp_path, "c", "a", model="claude-sonnet-4-5", context_window=60_000, summarizer=summarizer) as s:
+        s.add_user("read every file")
+        compactions = batches = 0
+        for n in range(80):
+            _grow(s, 1, chars=6_000, start=n)
+            assert s.last_request is not None
+            compactions += s.last_request.compaction is not None
+            batches += s.last_request.elided > 0
+        assert compactions >= 2 and batches == 0

@@ -277,6 +277,9 @@ CONTEXT_WINDOWS: dict[Provider, int] = {"anthropic": 200_000, "openai": 128_000,
 #: caching) cache prefixes by themselves, with no write premium (a token not read is
 #: billed as input), and bill a cached token at 0.1x.
 CACHE_PRICES: dict[Provider, tuple[float, float]] = {"anthropic": (1.25, 0.1), "openai": (1.0, 0.1), "google": (1.0, 0.1)}
+#: ... and an output token's price, the same way: Claude Sonnet $15 against $3; GPT-5
+#: $10 against $1.25; Gemini 2.5 Pro $10 against $1.25.
+OUTPUT_PRICES: dict[Provider, float] = {"anthropic": 5.0, "openai": 8.0, "google": 8.0}
 
 
 #: Each provider family's text rates as a multiple of ``DEFAULT_ESTIMATOR``'s. Fitted to

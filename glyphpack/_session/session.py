@@ -41,7 +41,7 @@ from .._compaction.recovery import recover as recover_bytes_or_tokens
 from .._compaction.results import Compaction, CompactionPolicy
 from .._compaction.rungs import elide, protected_from
 from .._compaction.sdk_summary import sdk_summarizer
-from .._compaction.snapshot import page_density, serialize_message
+from .._compaction.snapshot import head_end, page_density, serialize_message
 from .._compaction.summarize import Sent, Summarizer, as_summarizer
 from .._errors import CompactionError, TextOnlyModelError, UsageError
 from .._history.apis import Reply, api_of, merge_extra, provider_api
@@ -50,7 +50,7 @@ from .._history.messages import Block, Image, Message, Text, ToolCall, ToolResul
 from .._history.recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, RECALL_TOOL, Recalled
 from .._history.recall import recall as recall_from
 from .._history.store import Workspace
-from .._providers.catalog import CACHE_PRICES, CONTEXT_WINDOWS
+from .._providers.catalog import CACHE_PRICES, CONTEXT_WINDOWS, OUTPUT_PRICES
 from .._providers.profile import Profile
 from .._providers.resolve import resolve, text_estimator
 from .._providers.text_tokens import TextEstimator
@@ -86,6 +86,11 @@ RECALL_KEPT = 8_000
 #: (``economic_room``), learned from the tokens each model call added since the last
 #: compaction, after this many calls (before, at the window's threshold).
 GROWTH_CALLS = 3
+#: ... when it pays back: what the calls that follow no longer read covers the compaction
+#: (the kept part written again, the request read by the summary, a summary of about
+#: this many tokens as output) within half as many calls as the session made so far (a
+#: session's remaining calls are unknown; one that made few is taken to have few left).
+SUMMARY_TOKENS = 2_000
 
 
 def economic_room(kept: int, growth: float, write: float, read: float) -> int:
@@ -353,11 +358,13 @@ class Session:
     @property
     def target(self) -> int:
         """What proactive compaction aims at now (``Thresholds.target_for`` the
-        calibrated overhead; with recall on and no target given, at most the overhead
-        and ``RECALL_KEPT``)."""
+        calibrated overhead; with recall on and no target given, at most the overhead,
+        the verbatim head and ``RECALL_KEPT``)."""
         target = self.thresholds.target_for(self.estimator.overhead)
         if self._economic:
-            target = min(target, self.estimator.overhead + RECALL_KEPT)
+            # The head (the system prompt and the task, kept verbatim) and RECALL_KEPT more.
+            head = self.cost().history(self.messages[: head_end(self.messages)])
+            target = min(target, self.estimator.overhead + head + RECALL_KEPT)
         return target
 
     @property
@@ -373,6 +380,16 @@ class Session:
         write, read = CACHE_PRICES[self.profile.reader.provider]
         target = self.target
         return min(threshold, target + max(economic_room(target - self.estimator.overhead, growth, write, read), 2 * int(growth)))
+
+    def _compaction_pays(self, estimate: int) -> bool:
+        """Whether compacting a request of ``estimate`` tokens to the target pays back
+        within half the calls made so far (``SUMMARY_TOKENS``), at the provider's prices."""
+        provider = self.profile.reader.provider
+        write, read = CACHE_PRICES[provider]
+        target = self.target
+        cost = write * target + read * estimate + OUTPUT_PRICES[provider] * SUMMARY_TOKENS
+        calls_left = sum(1 for m in self.messages if m.role == "assistant") // 2
+        return read * (estimate - target) * calls_left >= cost
 
     def _growth(self) -> float | None:
         """Tokens a model call added to the request, on average, since the last
@@ -461,7 +478,8 @@ class Session:
             raise UsageError("nothing to send yet: add a user message first")
         compaction, elided = None, 0
         threshold = self.threshold
-        if self.estimate() >= threshold:
+        estimate = self.estimate()
+        if estimate >= self.thresholds.threshold or (estimate >= threshold and self._compaction_pays(estimate)):
             compaction = self._compact(self.target, "proactive")
             if self.estimate() >= threshold:
                 # The ladder cannot get under the threshold that bills least here (every
@@ -663,7 +681,9 @@ class Session:
         # The default rungs for a reader with cheap pages skip elision at the threshold
         # (pages hold old results whole there); below it pages play no part, so batches
         # run unless the caller's own policy leaves elision out.
-        if not self.recall_enabled or "elision" not in (self._fallback or policy).rungs:
+        # Where the session compacts where it bills least, that compaction elides too, and
+        # sooner: a batch below it would only rewrite the cache once more.
+        if not self.recall_enabled or self._economic or "elision" not in (self._fallback or policy).rungs:
             return 0
         tail = self.messages[self._after_view() :]
         # Never the newest round: the model has not read its results yet (a recall's answer
