@@ -342,6 +342,7 @@ class ClaudeCode:
         self.window, self.bill, self.priced = window, bill, priced
         self.cut: int | None = None
         self.summary = Message("user", (Text(SUMMARY),))
+        self.compactions = 0
 
     def view(self, messages: Sequence[Message]) -> tuple[Message, ...]:
         return tuple(messages) if self.cut is None else (self.summary, *messages[self.cut :])
@@ -353,6 +354,7 @@ class ClaudeCode:
             return view
         self.bill.summarizer_in += self.bill.prices.read * tokens
         self.bill.summarizer_out += self.priced.text(SUMMARY)
+        self.compactions += 1
         rounds = [i for i, m in enumerate(messages) if m.role == "assistant"]
         self.cut = rounds[-1] if rounds else len(messages)  # the newest round always
         for start in reversed(rounds[:-1]):
@@ -453,7 +455,7 @@ def replay(history: Sequence[Message], strategy: str, provider: Provider, prices
     # a summary, a placeholder or a cleared result stands for what is gone.
     recallable = rest if strategy not in BASELINES else 0.0
     return {
-        "strategy": strategy, "calls": calls, "compactions": compactions, "bill": bill,
+        "strategy": strategy, "calls": calls, "compactions": claude_code.compactions if claude_code else compactions, "bill": bill,
         **held, "recallable": recallable, "lost": rest - recallable,
         "stopped": stopped, "seconds": time.perf_counter() - started,
     }
