@@ -31,7 +31,7 @@ LoadState = Literal["empty", "answered", "unanswered"]
 #: What a snapshot must keep readable: every character, or the gist.
 Fidelity = Literal["exact", "gist"]
 #: The compaction ladder's rungs, cheapest first.
-Rung = Literal["elision", "image drop", "snapshot", "summarization"]
+Rung = Literal["reasoning drop", "elision", "image drop", "snapshot", "summarization"]
 
 ROLES: tuple[Role, ...] = get_args(Role)
 LAYOUTS: tuple[Layout, ...] = get_args(Layout)

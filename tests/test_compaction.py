@@ -1,5 +1,6 @@
 import dataclasses
 import json
+import math
 import os
 
 import pytest
@@ -15,7 +16,7 @@ from glyphpack._compaction.recovery import parse_overflow, recover, request_byte
 from glyphpack._compaction.rungs import drop_images, elide
 from glyphpack._compaction.snapshot import SNAPSHOT_RESULT_CAP, priced_header, serialize_message, snapshot
 from glyphpack._compaction.summarize import summarize
-from glyphpack._history.messages import turn_boundaries, validate_history
+from glyphpack._history.messages import Message, Text, ToolCall, turn_boundaries, validate_history
 from glyphpack._providers.resolve import resolve
 from glyphpack._render.fonts import load_atlas
 from glyphpack._render.render import page_sizes
@@ -683,8 +684,8 @@ def test_the_ladder_is_one_tuple_in_one_order():
     from glyphpack._session.session import SESSION_RUNGS
     from glyphpack._types import RUNGS
 
-    assert tuple(step.rung for step in LADDER) == RUNGS == ("elision", "image drop", "snapshot", "summarization")
-    assert SESSION_RUNGS == ("image drop", "snapshot", "summarization")
+    assert tuple(step.rung for step in LADDER) == RUNGS == ("reasoning drop", "elision", "image drop", "snapshot", "summarization")
+    assert SESSION_RUNGS == ("reasoning drop", "image drop", "snapshot", "summarization")
     assert CompactionPolicy(rungs=("image drop", "summarization")).rungs == ("image drop", "summarization")
     for refused in (("snapshot", "elision"), ("elision", "elision"), ("summarization", "image drop")):
         with pytest.raises(glyphpack.UsageError, match="cheapest first"):
@@ -803,3 +804,38 @@ def test_an_error_that_refers_to_itself_is_refused_as_not_too_long_not_raised_ra
             raise RuntimeError("no")
 
     assert parse_overflow(Unprintable()) is None
+
+
+def _reasoning(n: int, sealed: bool = True) -> glyphpack.Opaque:
+    payload = {"type": "reasoning", "id": f"rs_{n}", "summary": [], **({"encrypted_content": "gAAAA" + "x" * 4_000} if sealed else {})}
+    return glyphpack.Opaque("reasoning", payload)
+
+
+def test_old_reasoning_items_are_the_first_thing_left_out_and_the_newest_stays() -> None:
+    """Responses reasoning sent back (with its encrypted content) is counted, and all but
+    the newest answer's is left out first; reasoning known by id alone (never sent) and
+    the transcript are untouched; an answer of reasoning alone is left out whole."""
+    history = [Message("user", (Text("find the parser"),), id="u")]
+    for n in range(4):
+        content = (_reasoning(n), ToolCall(f"c{n}", "read", {"n": n})) if n != 1 else (_reasoning(n),)
+        history.append(Message("assistant", content, id=f"a{n}"))
+        if n != 1:
+            history.append(Message("tool", (ToolResult(f"c{n}", (Text(f"module {n}"),)),), id=f"r{n}"))
+    history.append(Message("assistant", (_reasoning(9, sealed=False), Text("done")), id="a9"))
+    cost = CostModel.for_model("gpt-5.4")
+    # Counted, at its share of its encrypted text's price (the provider counts the reasoning).
+    sealed = history[1].content[0]
+    assert isinstance(sealed, glyphpack.Opaque) and sealed.tokens(cost) == math.ceil(cost.text(sealed.payload["encrypted_content"]) / 2.3) > 0
+    assert _reasoning(0, sealed=False).tokens(cost) == 0
+    result = compact(history, "gpt-5.4", 1, policy=CompactionPolicy(rungs=("reasoning drop",)))
+    (report,) = result.report.rungs
+    assert report.rung == "reasoning drop" and report.changed == 4
+    assert [m.id for m in result.view] == ["u", "a0", "r0", "a2", "r2", "a3", "r3", "a9"]  # a1 held reasoning alone
+    assert all(not any(isinstance(b, glyphpack.Opaque) for b in m.content) for m in result.view[:-1])
+    assert result.view[-1] == history[-1]  # the newest answer's (here known by id alone) stays
+    newest = [*history[:-1], Message("assistant", (_reasoning(5), Text("done")), id="a5")]
+    kept = compact(newest, "gpt-5.4", 1, policy=CompactionPolicy(rungs=("reasoning drop",))).view
+    assert kept[-1] == newest[-1] and sum(isinstance(b, glyphpack.Opaque) for m in kept for b in m.content) == 1
+    # A history without reasoning sent back: the rung is passed over, without a report.
+    plain = compact(history[:1], "gpt-5.4", 1, policy=CompactionPolicy(rungs=("reasoning drop", "elision")))
+    assert [r.rung for r in plain.report.rungs] == ["elision"]

@@ -395,7 +395,7 @@ def test_with_recall_the_pages_are_drawn_at_the_readers_gist_shape(tmp_path, mon
         assert snapshot_shape(s.profile, s.policy).name == ("5x8" if recall_on else "9x15-loose")
         # With recall the whole ladder (elision loses nothing); without, 9x15 pages are
         # not cheap enough to skip elision either.
-        assert s.policy.rungs[0] == "elision" and s._fallback is None
+        assert "elision" in s.policy.rungs and s._fallback is None
 
 
 def test_a_batch_after_a_compaction_keeps_its_pages_and_their_geometry(tmp_path):

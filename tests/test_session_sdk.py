@@ -351,3 +351,37 @@ def test_the_fake_refuses_tool_blocks_without_tools_as_anthropic_does():
         client.messages.create(model="claude-sonnet-4-5", max_tokens=10, messages=messages)
     assert client.messages.create(model="claude-sonnet-4-5", max_tokens=10, messages=messages,
                                   tools=[{"name": "ls", "input_schema": {"type": "object"}}]).content[0].text == "ok"
+
+
+#: The hidden loop's extra arguments per API: Responses with encrypted reasoning sent back.
+HIDDEN_EXTRA: dict[str, dict[str, Any]] = {"openai-responses": {"store": False, "include": ["reasoning.encrypted_content"]}}
+
+
+@pytest.mark.parametrize("api", APIS_ANTHROPIC_FIRST)
+def test_ten_tool_turns_one_overflow_recovered_on_every_api(tmp_path, api):
+    """The hidden loop's shape: ten tool turns through the SDK, the provider rejects one
+    request as too long (its window just under it), the session recovers and the loop
+    finishes. On Responses each answer carries 8,000 characters of encrypted reasoning,
+    which go back in every request: they are counted, and all but the newest answer's
+    are the first thing the recovery leaves out."""
+    root = project(tmp_path, files=10, chars=1_500)
+    fake = FakeModel(reading_script(10), faults={8: "overflow"}, reasoning_chars=8_000)
+    client = fake.client(api)
+    extra = {**agent.tool_schemas(api), **HIDDEN_EXTRA.get(api, {})}
+    with glyphpack.open_session(tmp_path / "ws", "task", "coder", model=MODELS[api], summarizer=summarizer()) as s:
+        s.add_user("Read every module and tell me where the parser is.")
+        while True:
+            answer = s.call(client, api=api, **extra)
+            if not s.pending_calls:
+                break
+            s.add_tool_results({c.id: agent.run_tool(root, c.name, c.arguments) for c in s.pending_calls})
+        assert answer.text.startswith("All modules read")
+    assert fake.statuses.count(400) == 1 and fake.statuses[7] == 400 and fake.statuses[8] == 200
+    rejected, retried = fake.requests[7], fake.requests[8]
+    assert count_tokens(retried) < count_tokens(rejected)
+    if api == "openai-responses":
+        reasoning = [[i for i in body["input"] if i.get("type") == "reasoning"] for body in (rejected, retried)]
+        assert len(reasoning[0]) == 7 and len(reasoning[1]) == 1  # all but the newest answer's left out
+        assert reasoning[1][0]["id"] == "rs_7"
+        # Counted: the estimate of the request that was rejected carried them.
+        assert s.cost().history(s.messages) > sum(len(m.text) for m in s.messages) / 4

@@ -1,5 +1,7 @@
 """The compaction ladder: free context cheapest-first.
 
+    reasoning drop reasoning items sent back to the model (Responses' encrypted
+                   reasoning), all but the newest answer's, left out (free)
     elision        old, large, unremarkable tool results become one-line stubs (free)
     image drop     old images become one-line stubs (free)
     snapshots      head verbatim, the middle rendered to page images, tail verbatim
@@ -18,13 +20,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from .._errors import CompactionError
-from .._history.messages import Image, Message
+from .._history.messages import Image, Message, Opaque
 from .._providers.profile import Profile
 from .._providers.resolve import resolve
 from .._types import RUNGS, Rung, public
 from .cost import CostModel
 from .results import Compaction, CompactionPolicy, LadderReport, RungReport, RungResult
-from .rungs import cap_images, drop_images, elide
+from .rungs import cap_images, drop_images, drop_reasoning, elide
 from .snapshot import snapshot
 from .summarize import Sent, Summarizer, as_summarizer, summarize, summarize_then_page
 
@@ -79,6 +81,8 @@ class Step:
             (pages add bytes).
         bytes_first: on the HTTP 413 path, runs before the others (images are most of
             a request's bytes).
+        applies: whether the rung has anything to do with a view (None: always); one
+            that has not is passed over without a report.
     """
 
     rung: Rung
@@ -87,12 +91,21 @@ class Step:
     vision: bool
     frees_bytes: bool
     bytes_first: bool = False
+    applies: Callable[[Sequence[Message]], bool] | None = None
 
 
 #: The ladder, cheapest first: ``compact`` climbs it, ``shake`` takes its free rungs,
 #: the HTTP 413 path the ones that free bytes, and a ``Session`` all but elision where
 #: pages are cheap. A new rung is one line here and its name in ``Rung``.
 LADDER: tuple[Step, ...] = (
+    Step(
+        "reasoning drop",
+        lambda view, c: drop_reasoning(view, c.cost),
+        shake=True,
+        vision=False,
+        frees_bytes=True,
+        applies=lambda view: any(isinstance(b, Opaque) and b.sends_reasoning for m in view for b in m.content),
+    ),
     Step("elision", lambda view, c: elide(view, c.cost, c.policy), shake=True, vision=False, frees_bytes=True),
     Step(
         "image drop",
@@ -131,6 +144,8 @@ def climb(
     for step in steps:
         if done(current):
             break
+        if step.applies is not None and not step.applies(current):
+            continue
         result = step.run(current, context)
         reports.append(result.report)
         reports.extend(result.also)

@@ -1,4 +1,5 @@
-"""The free rungs: elision of old tool results and dropping of old images."""
+"""The free rungs: dropping old reasoning items, eliding old tool results, dropping old
+images."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._history.messages import Block, Image, Message, Text, ToolCall, ToolResult
+from .._history.messages import Block, Image, Message, Opaque, Text, ToolCall, ToolResult
 from .._history.recall import arguments_ref, image_ref, recall_hint, result_ref
 from .cost import CostModel, image_size
 from .results import CompactionPolicy, RungReport, RungResult
@@ -37,6 +38,29 @@ def protected_from(messages: Sequence[Message], protect_turns: int) -> int:
     if len(rounds) > PROTECTED_ROUNDS:
         return rounds[-PROTECTED_ROUNDS]
     return start
+
+
+def drop_reasoning(messages: Sequence[Message], cost: CostModel) -> RungResult:
+    """The reasoning items a model gave that go back to it (Responses' encrypted
+    reasoning, sent so a reasoning model keeps its train of thought), all but the newest
+    answer's, left out of the request: the API takes a request without them, and the
+    newest carries the train of thought into the pending calls. The transcript keeps
+    them; an answer left with nothing else is left out whole."""
+    started = time.perf_counter()
+    before = cost.history(messages)
+    newest = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
+    out: list[Message] = []
+    changed = 0
+    for index, message in enumerate(messages):
+        kept = tuple(b for b in message.content if not (isinstance(b, Opaque) and b.sends_reasoning))
+        if index == newest or len(kept) == len(message.content):
+            out.append(message)
+            continue
+        changed += len(message.content) - len(kept)
+        if kept:
+            out.append(message.with_content(kept))
+    report = RungReport(rung="reasoning drop", tokens_before=before, tokens_after=cost.history(out), changed=changed, seconds=time.perf_counter() - started)
+    return RungResult(tuple(out), report)
 
 
 def _short(arguments: dict[str, Any], width: int = STUB_ARGUMENTS_WIDTH) -> str:

@@ -44,6 +44,12 @@ def id_tokens(call_id: str) -> int:
     return math.ceil(len(call_id) * ID_TOKENS_PER_CHAR)
 
 
+#: A Responses reasoning item sent back costs about this share of its encrypted text's
+#: price as text (the provider counts the reasoning, not the ciphertext: priced whole,
+#: Codex's grew the estimate of a real session 2.3x faster than the provider's count).
+ENCRYPTED_REASONING_SHARE = 1 / 2.3
+
+
 class Pricer(Protocol):
     """Prices text and images in tokens (the ladder's ``CostModel``, the store's trim)."""
 
@@ -391,9 +397,12 @@ class RedactedThinking(Block):
 class Opaque(Block):
     """A block of a kind glyphpack does not model (a server tool's block, a model
     fallback marker), kept as it came: ``kind`` is its type, ``payload`` its JSON. It
-    round-trips through glyphpack's JSON and is never sent to a provider, so it costs a
-    request nothing (priced as its text, Codex's encrypted reasoning made the estimate of
-    a real session grow 2.3x faster than the provider's count)."""
+    round-trips through glyphpack's JSON and is not sent to a provider, so it costs a
+    request nothing, with one exception: a Responses reasoning item with its encrypted
+    content goes back to the API (``sends_reasoning``), priced at
+    ``ENCRYPTED_REASONING_SHARE`` of its encrypted text's tokens (priced as its text,
+    Codex's encrypted reasoning made the estimate of a real session grow 2.3x faster
+    than the provider's count)."""
 
     tag: ClassVar[str] = "opaque"
     kind: str
@@ -413,7 +422,14 @@ class Opaque(Block):
     def from_fields(cls, data: dict[str, Any]) -> Opaque:
         return cls(data["kind"], data.get("payload") or {})
 
+    @property
+    def sends_reasoning(self) -> bool:
+        """A reasoning item the Responses API takes back: one with its encrypted content."""
+        return self.kind == "reasoning" and isinstance(self.payload.get("encrypted_content"), str) and bool(self.payload["encrypted_content"])
+
     def tokens(self, pricer: Pricer) -> int:
+        if self.sends_reasoning:
+            return math.ceil(pricer.text(self.payload["encrypted_content"]) * ENCRYPTED_REASONING_SHARE)
         return 0  # never sent
 
     def markdown(self) -> str:

@@ -61,8 +61,26 @@ def snake_keys(value: Any) -> Any:
     return value
 
 
+def image_tokens(block: Json) -> int:
+    """The fake's count of one image block: by its pixels as Claude bills them (width
+    times height over 750, at most ``IMAGE_TOKENS``) when it carries a base64 PNG, else
+    ``IMAGE_TOKENS``."""
+    found = [v for v in json.dumps(block).split('"') if len(v) > 40]
+    for value in found:
+        data = value.split("base64,", 1)[-1]
+        try:
+            head = base64.b64decode(data[:64] + "=" * (-len(data[:64]) % 4))
+        except ValueError:
+            continue
+        if head[:8] == b"\x89PNG\r\n\x1a\n" and len(head) >= 24:
+            width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+            return min(IMAGE_TOKENS, max(1, -(-width * height // 750)))
+    return IMAGE_TOKENS
+
+
 def count_tokens(body: Json) -> int:
-    """The fake provider's token count of a request body: text by characters, images flat."""
+    """The fake provider's token count of a request body: text by characters, images by
+    their pixels (``image_tokens``)."""
     images = 0
     chars = 0
 
@@ -70,7 +88,7 @@ def count_tokens(body: Json) -> int:
         nonlocal images, chars
         if isinstance(value, dict):
             if value.get("type") in ("image", "image_url", "input_image") or "inline_data" in value or "inlineData" in value:
-                images += 1
+                images += image_tokens(value)
                 return
             for key, item in value.items():
                 if key not in ("cache_control", "type", "role", "model", "detail"):
@@ -82,7 +100,7 @@ def count_tokens(body: Json) -> int:
             chars += len(value)
 
     walk({k: v for k, v in body.items() if k not in ("tools", "max_tokens", "model")})
-    return int(chars / CHARS_PER_TOKEN) + images * IMAGE_TOKENS
+    return int(chars / CHARS_PER_TOKEN) + images
 
 
 @dataclasses.dataclass
@@ -129,6 +147,9 @@ class FakeModel:
     encrypted: dict[str, str] = dataclasses.field(default_factory=dict)  # Responses reasoning id -> its encrypted content
     answered: int = 0
     on_request: Callable[[int], None] | None = None
+    #: Characters of each Responses reasoning item's encrypted content (a real one runs
+    #: to thousands; the fake counts them as any text it is sent).
+    reasoning_chars: int = 37
 
     def next_turn(self) -> Turn:
         turn = self.script[min(self.answered, len(self.script) - 1)]
@@ -179,7 +200,9 @@ class FakeModel:
         answer = answer_body(api, turn, number, tokens)
         if api == "openai-responses" and "reasoning.encrypted_content" in (body.get("include") or ()):
             reasoning = answer["output"][0]
-            reasoning["encrypted_content"] = self.encrypted[reasoning["id"]] = f"gAAAA{uuid.uuid4().hex}"
+            sealed = f"gAAAA{uuid.uuid4().hex}"
+            sealed += "".join(uuid.uuid4().hex for _ in range(max(0, self.reasoning_chars - len(sealed)) // 32 + 1))
+            reasoning["encrypted_content"] = self.encrypted[reasoning["id"]] = sealed[: max(len(f"gAAAA{uuid.uuid4().hex}"), self.reasoning_chars)]
         if api == "gemini":  # what it signed must come back signed, as it was
             for part in answer["candidates"][0]["content"]["parts"]:
                 if "thoughtSignature" in part:

@@ -45,7 +45,7 @@ def reasoning_item(block: Block) -> Json | None:
     ``encrypted_content`` (asked for with ``include=["reasoning.encrypted_content"]``),
     which any request can verify; one known by id alone exists only where the response
     was stored, so it stays out. None for any other block."""
-    if not isinstance(block, Opaque) or block.kind != "reasoning" or not block.payload.get("encrypted_content"):
+    if not isinstance(block, Opaque) or not block.sends_reasoning:
         return None
     payload = block.payload
     return {"type": "reasoning", "id": payload.get("id"), "summary": payload.get("summary") or [],
