@@ -885,7 +885,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, helptext in (
         ("compact", "run the compaction ladder on a transcript until it fits a budget"),
-        ("shake", "run only the free rungs (elision, image drop) on a transcript"),
+        ("shake", "run only the free rungs (reasoning drop, elision, image drop) on a transcript"),
     ):
         p = sub.add_parser(name, help=helptext)
         p.add_argument("transcript", help="any session file glyphpack reads (see import)")

@@ -165,7 +165,7 @@ def _carries(view: Sequence[Message], page: Page) -> bool:
 
 @public
 def shake(history: Sequence[Message], profile: Profile | str, *, policy: CompactionPolicy = CompactionPolicy()) -> Compaction:
-    """Only the free rungs (elision, image drop), whatever the budget."""
+    """Only the free rungs (reasoning drop, elision, image drop), whatever the budget."""
     cost = cost_model(profile, policy)
     before = cost.history(history)
     context = Climb(cost, 0, policy, every_image=not cost.profile.vision)  # a reader without vision takes no image

@@ -99,7 +99,7 @@ class RungReport:
     Attributes:
         rung: which rung.
         tokens_before, tokens_after: estimated tokens of the view before and after.
-        changed: blocks (elision, image drop) or messages (snapshot, summarization) replaced.
+        changed: blocks (reasoning drop, elision, image drop) or messages (snapshot, summarization) replaced.
         seconds: time the rung took.
         skipped: why the rung changed nothing (None when it ran).
         first_message, last_message: 1-based range of the messages a snapshot or summary replaced.

@@ -31,7 +31,7 @@ class CommandResult:
 
 HELP = """\
 /compact [BUDGET]      compact now (to BUDGET tokens; default: the session's target) and keep it
-/shake                 only the free rungs (elision, image drop), kept
+/shake                 only the free rungs (reasoning drop, elision, image drop), kept
 /context               what the next request holds, by category, and when it compacts
 /tree [all]            the conversation's tree: branches, forks, rewinds, each agent's tip (all: no run counted)
 /branch ID             make the path to message ID (or a unique prefix) this agent's history

@@ -758,7 +758,7 @@ class Session:
         return self._compact(budget or self.target, "/compact")
 
     def shake(self) -> Compaction:
-        """Only the free rungs (elision, image drop), kept as the view."""
+        """Only the free rungs (reasoning drop, elision, image drop), kept as the view."""
         self._no_pending("shake")
         result = shake(self.messages, self.profile, policy=self._policy())
         self._keep(result, "/shake")
