@@ -31,7 +31,7 @@ from glyphpack._proxy.conversations import (
     digests,
     history_of,
 )
-from glyphpack._proxy.rounds import RELAYS, joined
+from glyphpack._proxy.rounds import RELAYS, joined, marked, recall_calls
 from glyphpack._proxy.server import Proxy, Running
 from glyphpack._proxy.streams import ACCUMULATORS, SseParser
 from glyphpack.testing.fake import (
@@ -74,6 +74,68 @@ def _rounds(draw: st.DrawFn) -> list[Turn]:
     return [*rounds, Turn(text=text, calls=calls)]
 
 
+def _strict_anthropic(payloads: list[str], whole: Json) -> None:
+    """One message_start first; blocks started 0, 1, 2... in order, each delta and stop
+    for a block started and not stopped; one message_delta, then message_stop, last."""
+    events = [json.loads(p) for p in payloads]
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "message_start" and kinds.count("message_start") == 1
+    assert kinds[-2:] == ["message_delta", "message_stop"] and kinds.count("message_delta") == 1
+    open_blocks: set[int] = set()
+    started = 0
+    for event in events:
+        if event["type"] == "content_block_start":
+            assert event["index"] == started
+            open_blocks.add(started)
+            started += 1
+        elif event["type"] in ("content_block_delta", "content_block_stop"):
+            assert event["index"] in open_blocks
+            if event["type"] == "content_block_stop":
+                open_blocks.remove(event["index"])
+    assert not open_blocks and started == len(whole["content"])
+    assert events[0]["message"]["id"] == whole["id"]
+
+
+def _strict_chat(payloads: list[str], whole: Json) -> None:
+    """The role said once, in the first chunk; tool calls numbered 0, 1, 2... as they
+    first come; one finish, then the usage chunk, then [DONE]."""
+    assert payloads[-1] == "[DONE]"
+    chunks = [json.loads(p) for p in payloads[:-1]]
+    deltas = [choice["delta"] for chunk in chunks for choice in chunk["choices"]]
+    assert [i for i, d in enumerate(deltas) if "role" in d] == [0]
+    numbers = list(dict.fromkeys(c["index"] for d in deltas for c in d.get("tool_calls", ())))
+    assert numbers == list(range(len(whole["choices"][0]["message"].get("tool_calls") or ())))
+    finishes = [choice["finish_reason"] for chunk in chunks for choice in chunk["choices"] if choice.get("finish_reason")]
+    assert finishes == [whole["choices"][0]["finish_reason"]] and chunks[-1]["choices"] == [] and "usage" in chunks[-1]
+    assert all(chunk["id"] for chunk in chunks)
+
+
+def _strict_responses(payloads: list[str], whole: Json) -> None:
+    """response.created and in_progress once, first; sequence numbers 0, 1, 2...; items
+    added at output_index 0, 1, 2..., every other event for an item added; one
+    response.completed, last, named as created, its output the items added."""
+    events = [json.loads(p) for p in payloads]
+    kinds = [e["type"] for e in events]
+    assert kinds[:2] == ["response.created", "response.in_progress"] and kinds.count("response.created") == 1 and kinds.count("response.in_progress") == 1
+    assert kinds[-1] == "response.completed" and kinds.count("response.completed") == 1
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    added: list[Json] = []
+    for event in events:
+        if event["type"] == "response.output_item.added":
+            assert event["output_index"] == len(added)
+            added.append(event["item"])
+        elif "output_index" in event:
+            assert event["output_index"] < len(added)
+            if event["type"] == "response.output_item.done":
+                assert event["item"]["id"] == added[event["output_index"]]["id"]
+    completed = events[-1]["response"]
+    assert completed["id"] == events[0]["response"]["id"] == whole["id"]
+    assert [i["id"] for i in completed["output"]] == [i["id"] for i in added] == [i["id"] for i in whole["output"]]
+
+
+STRICT_CLIENTS = {"anthropic": _strict_anthropic, "openai-chat": _strict_chat, "openai-responses": _strict_responses}
+
+
 @settings(max_examples=60, deadline=None)
 @given(api=st.sampled_from(sorted(RELAYS)), turns=_rounds(), data=st.data())
 def test_a_relayed_stream_is_the_joined_answer_without_a_recall_call(api: str, turns: list[Turn], data: st.DataObject) -> None:
@@ -92,17 +154,8 @@ def test_a_relayed_stream_is_the_joined_answer_without_a_recall_call(api: str, t
         sent += relay.end_round(final=number == len(answers))
     client.feed(sent)
     streamed, whole = client.result(), joined(api, answers)
-    # The client's stream numbers its blocks, calls and items 0, 1, 2... as one answer's.
-    events = [json.loads(payload) for _, payload in SseParser().feed(sent) if payload != "[DONE]"]
-    if api == "anthropic":
-        numbers = [e["index"] for e in events if e["type"] == "content_block_start"]
-        assert [e["type"] for e in events].count("message_start") == 1
-    elif api == "openai-chat":
-        numbers = list(dict.fromkeys(c["index"] for e in events for choice in e["choices"] for c in choice["delta"].get("tool_calls", ())))
-    else:
-        numbers = [e["output_index"] for e in events if e["type"] == "response.output_item.added"]
-        assert [e["sequence_number"] for e in events] == list(range(len(events)))
-    assert numbers == list(range(len(numbers)))
+    # The client's stream is one answer's, as a strict client reads it.
+    STRICT_CLIENTS[api]([payload for _, payload in SseParser().feed(sent)], whole)
     assert streamed is not None
     build = provider_api(api)
     assert build.parse(streamed).message.content == build.parse(whole).message.content
@@ -116,6 +169,32 @@ def test_a_relayed_stream_is_the_joined_answer_without_a_recall_call(api: str, t
         assert streamed["stop_reason"] == whole["stop_reason"] == ("tool_use" if kept else "end_turn")
     elif api == "openai-chat":
         assert streamed["choices"][0]["finish_reason"] == whole["choices"][0]["finish_reason"] == ("tool_calls" if kept else "stop")
+
+
+@pytest.mark.parametrize("api", sorted(RELAYS))
+def test_recall_calls_are_counted_and_marked_and_the_clients_are_not(api: str) -> None:
+    """In a whole answer of each API: the recall calls counted, their ids (and only
+    theirs) given the proxy's prefix, the answer itself unchanged; the joined answer
+    named as the first round."""
+    answer = answer_body(api, Turn(text="Let me see.", calls=(_call("call_1"), ("Bash", {"command": "ls"}), _call("call_2"))), 3, 100)
+    assert recall_calls(api, answer) == 2
+    assert recall_calls(api, answer_body(api, Turn(text="done"), 4, 100)) == 0
+    original = json.dumps(answer)
+    prefixed = marked(api, answer, RECALL_ID_PREFIX)
+    assert json.dumps(answer) == original  # a copy: the answer as the client may get it is untouched
+    key = "call_id" if api == "openai-responses" else "id"
+
+    def calls_of(response: Json) -> list[tuple[object, str]]:
+        if api == "anthropic":
+            return [(b["name"], b[key]) for b in response["content"] if b["type"] == "tool_use"]
+        if api == "openai-chat":
+            return [(c["function"]["name"], c[key]) for c in response["choices"][0]["message"]["tool_calls"]]
+        return [(i["name"], i[key]) for i in response["output"] if i["type"] == "function_call"]
+
+    for (name, before), (_, after) in zip(calls_of(answer), calls_of(prefixed)):
+        assert after == (RECALL_ID_PREFIX + before if name == RECALL_TOOL else before)
+    second = answer_body(api, Turn(text="Found it."), 5, 200)
+    assert joined(api, [answer, second])["id"] == answer["id"]
 
 
 # ---------------------------------------------------------------------- the recorder

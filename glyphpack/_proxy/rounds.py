@@ -301,7 +301,7 @@ class ResponsesRelay(Relay):
 
     def event(self, event: str, payload: Json) -> list[tuple[str, Json]]:
         kind = payload.get("type", event)
-        if kind in ("response.created", "response.in_progress", "response.queued"):
+        if kind in ("response.created", "response.in_progress"):
             if self.round:
                 return []
             self.first_id = (payload.get("response") or {}).get("id", self.first_id)
@@ -317,7 +317,6 @@ class ResponsesRelay(Relay):
                 else:
                     self.index[number] = self.outputs
                     self.outputs += 1
-                    self.client_calls += item.get("type") == "function_call"
             mapped = self.index.get(number, number)
             if mapped is None:
                 return []
