@@ -796,7 +796,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_proxy(args: argparse.Namespace) -> int:
     try:
         from ._proxy.conversations import ProxySettings, Recorder
-        from ._proxy.server import Proxy, serve, upstream_url
+        from ._proxy.log import ProxyLog
+        from ._proxy.server import STATUS_PATH, Proxy, serve, upstream_url
     except ImportError as exc:
         raise UsageError(f"glyphpack proxy needs its extra ({exc.name} is missing): pip install '.[proxy]' (the proxy extra)") from None
     from ._history.store import Workspace
@@ -807,15 +808,23 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         Thresholds.for_window(args.context_window, args.threshold, args.target)
     settings = ProxySettings(context_window=args.context_window, threshold=args.threshold, target=args.target)
     summarizer = None if args.summarizer == "none" else args.summarizer
+    json_log = Path(args.log_json) if args.log_json else None
+    if json_log is not None:  # checked before anything listens
+        try:
+            json_log.open("a", encoding="utf-8").close()
+        except OSError as exc:
+            raise UsageError(f"--log-json {json_log}: cannot write it ({exc.strerror})") from None
+    log = ProxyLog(None if args.quiet else sys.stderr, json_log)
     with Workspace(args.workspace) as workspace:
         recorder = Recorder(workspace, settings)
         known = recorder.index_workspace()
 
         def announce(url: str) -> None:
             print(f"glyphpack proxy on {url} -> {_shown(upstream)}; workspace {workspace.location} ({known} conversations known)", file=sys.stderr)
-            print(f"  Claude Code: ANTHROPIC_BASE_URL={url} claude    OpenAI SDKs: OPENAI_BASE_URL={url}/v1", file=sys.stderr, flush=True)
+            print(f"  Claude Code: ANTHROPIC_BASE_URL={url} claude    OpenAI SDKs: OPENAI_BASE_URL={url}/v1    totals: {url}{STATUS_PATH}", file=sys.stderr, flush=True)
 
-        serve(Proxy(recorder, upstream, summarizer=summarizer), args.host, args.port, announce=announce)
+        serve(Proxy(recorder, upstream, summarizer=summarizer, log=log), args.host, args.port, announce=announce)
+        print(log.summary(), file=sys.stderr, flush=True)  # it returns once SIGINT or SIGTERM stopped it
     return 0
 
 
@@ -953,10 +962,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1, this machine only)")
     p.add_argument("--port", type=int, default=8787, help="the port (default 8787; 0: any free one, printed)")
     p.add_argument("--context-window", type=int, metavar="TOKENS", help="the models' window (default: each provider family's)")
-    p.add_argument("--threshold", type=int, metavar="TOKENS", help="compact at this many (default: the window less a reply reserve)")
-    p.add_argument("--target", type=int, metavar="TOKENS", help="compact to this many (default: the overhead plus half the rest)")
+    p.add_argument("--threshold", type=int, metavar="TOKENS", help="compact at this many (default: where it bills least, at most the window less a reply reserve)")
+    p.add_argument("--target", type=int, metavar="TOKENS", help="compact to this many (default: where it bills least)")
     p.add_argument("--summarizer", default="same", metavar="MODEL|same|none",
                    help="the model that summarizes, through the upstream with the caller's key (default: the request's own)")
+    p.add_argument("--log-json", metavar="FILE", help="also append one JSON object per request to FILE (counts, statuses, times; never content or keys)")
+    p.add_argument("--quiet", action="store_true", help="no line per request on stderr (the totals still print at exit)")
     p.set_defaults(run=cmd_proxy)
 
     p = sub.add_parser("generate-session", help="write a realistic generated agent session (for trying the ladder)")

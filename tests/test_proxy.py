@@ -728,7 +728,8 @@ def _glyphpack(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
 def test_glyphpack_proxy_serves_until_sigterm_and_the_conversation_is_in_the_tree(tmp_path: Path) -> None:
     model = FakeModel(_script(2))
     with FakeUpstream(model) as upstream:
-        proxy = _glyphpack("proxy", "--upstream", upstream.url, "--workspace", str(tmp_path / "ws"), "--port", "0")
+        log = tmp_path / "requests.jsonl"
+        proxy = _glyphpack("proxy", "--upstream", upstream.url, "--workspace", str(tmp_path / "ws"), "--port", "0", "--log-json", str(log))
         try:
             assert proxy.stderr is not None
             line = proxy.stderr.readline()
@@ -736,10 +737,19 @@ def test_glyphpack_proxy_serves_until_sigterm_and_the_conversation_is_in_the_tre
             url = line.split()[3]
             assert f"ANTHROPIC_BASE_URL={url} claude" in proxy.stderr.readline()
             assert Harness("anthropic", url, stream=True).run() == "auth failed first, at 10:00:03."
+            status = httpx.get(f"{url}/glyphpack/status").json()
+            assert status["requests"] == 3 and status["failed"] == 0
         finally:
             proxy.send_signal(signal.SIGTERM)
             _, err = proxy.communicate(timeout=30)
     assert proxy.returncode == 0 and "Traceback" not in err
+    # A line per request, the totals at exit, the JSON lines beside them; no key anywhere.
+    lines = [line for line in err.splitlines() if " anthropic -> 200 in " in line]
+    assert len(lines) == 3 and all("tokens from the client" in line and "provider:" in line for line in lines), err
+    assert "glyphpack proxy: 3 requests (0 failed" in err.splitlines()[-1]
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["status"] for r in records] == [200] * 3 and all(r["input"] == count for r, count in zip(records, map(count_tokens, model.requests)))
+    assert API_KEY not in log.read_text() + err
     tree = subprocess.run([sys.executable, "-m", "glyphpack", "tree", str(tmp_path / "ws")], capture_output=True, text=True, check=True)
     assert TASK[:40] in tree.stdout and "Bash" in tree.stdout
 
@@ -750,12 +760,66 @@ def test_glyphpack_proxy_serves_until_sigterm_and_the_conversation_is_in_the_tre
         (["--upstream", "ftp://example.com"], "--upstream must be anthropic, openai or an http(s) URL, not 'ftp://example.com'"),
         (["--upstream", "anthropic", "--context-window", "1000", "--threshold", "2000"], "need 0 < target < threshold <= window"),
         (["--upstream", "anthropic", "--host", "203.0.113.7"], "cannot listen on 203.0.113.7:8787"),
+        (["--upstream", "anthropic", "--log-json", "/nonexistent-dir/log.jsonl"], "--log-json /nonexistent-dir/log.jsonl: cannot write it (No such file or directory)"),
     ],
 )
 def test_glyphpack_proxy_refuses_what_it_cannot_do_in_one_line(tmp_path: Path, args: list[str], error: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["proxy", "--workspace", str(tmp_path / "ws"), *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("glyphpack: error: ") and error in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("api", sorted(ACCUMULATORS))
+def test_the_log_reads_each_apis_input_cached_and_output_counts(api: str) -> None:
+    from glyphpack._proxy.log import provider_usage
+
+    answer = answer_body(api, Turn(text="ok"), 1, 1_234)
+    usage = answer["usage"]
+    if api == "anthropic":
+        usage.update(cache_creation_input_tokens=50, cache_read_input_tokens=100)
+        expected = (1_234 + 50 + 100, 100, 50)  # Anthropic's input counts its cache apart
+    elif api == "openai-chat":
+        usage["prompt_tokens_details"] = {"cached_tokens": 100}
+        expected = (1_234, 100, 50)
+    else:
+        usage["input_tokens_details"] = {"cached_tokens": 100}
+        expected = (1_234, 100, 50)
+    assert provider_usage(api, answer) == expected  # type: ignore[arg-type]
+    assert provider_usage(api, {**answer, "usage": "n/a"}) == (None, None, None)  # type: ignore[arg-type]
+
+
+def test_the_log_has_a_line_per_request_and_the_totals_say_what_was_saved(workspace: Workspace, tmp_path: Path) -> None:
+    """Through a loop the proxy compacts: a record per request (the client's tokens and
+    what was sent, the provider's counts, compacted or not), the same as JSON lines, the
+    totals on the status endpoint; an upstream that is down is a 502 that says why."""
+    import io
+
+    from glyphpack._proxy.log import ProxyLog
+
+    lines, path = io.StringIO(), tmp_path / "log.jsonl"
+    log = ProxyLog(lines, path)
+    model = FakeModel(_script(14))
+    with FakeUpstream(model) as upstream, Running(Proxy(Recorder(workspace, SETTINGS), upstream.url, log=log)) as proxy:
+        assert Harness("anthropic", proxy.url, stream=True).run() == "auth failed first, at 10:00:03."
+        status = httpx.get(f"{proxy.url}/glyphpack/status").json()
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    agent = [body for body in model.requests if summary_prompt(body) is None]
+    assert len(records) == len(agent) == 15 and lines.getvalue().count("\n") == 15
+    assert [r["input"] for r in records] == [count_tokens(body) for body in agent]  # the provider's count, as it said
+    compacted = [r for r in records if r["compacted"]]
+    assert compacted and all(r["sent"] < r["client"] for r in compacted)
+    assert all(r["sent"] == r["client"] for r in records if not r["compacted"])
+    assert status["requests"] == 15 and status["compacted"] == len(compacted) and 0 < status["saved_share"] < 1
+    assert status["client_tokens"] == sum(r["client"] for r in records) and status["provider_input_tokens"] == sum(r["input"] for r in records)
+    assert API_KEY not in path.read_text() + lines.getvalue()
+    with Running(Proxy(Recorder(workspace, SETTINGS), "http://127.0.0.1:9", log=log)) as proxy:
+        response = httpx.post(f"{proxy.url}/v1/messages", json=_anthropic_body([{"role": "user", "content": "hi"}]), headers={"x-api-key": API_KEY})
+        refused = httpx.post(f"{proxy.url}/v1/messages", content=b"not json", headers={"x-api-key": API_KEY})
+    assert response.status_code == 502 and refused.status_code == 400
+    failed, bad = (json.loads(line) for line in path.read_text().splitlines()[-2:])
+    assert failed["status"] == 502 and failed["note"] == "the upstream failed: ConnectError"
+    assert bad["status"] == 400 and bad["note"] == "refused by the proxy" and bad["conversation"] is None
+    assert log.totals()["failed"] == 2 and log.totals()["requests"] == 17
 
 
 # ---------------------------------------------------------------------- Claude Code itself

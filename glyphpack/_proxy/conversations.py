@@ -284,6 +284,10 @@ class Exchange:
     recall: bool = False
     #: Upstream rounds this client request took before this one (each after a recall).
     rounds: int = 0
+    #: Estimated tokens of the client's whole history and of what is forwarded (None:
+    #: not recorded), for the proxy's log.
+    client_tokens: int | None = None
+    sent_tokens: int | None = None
 
     @property
     def compacted(self) -> bool:
@@ -502,14 +506,15 @@ class Recorder:
             # Recorded, but the ladder could not bring it under the window: the provider
             # gets it whole and says so to the client; the answer, if any, is recorded.
             print(f"glyphpack proxy: not compacted: {exc}", file=sys.stderr)
-            return Exchange(api, body, body, session, note=f"not compacted: {exc}", messages=session.messages, report=session.last_request)
+            return Exchange(api, body, body, session, note=f"not compacted: {exc}", messages=session.messages, report=session.last_request, **_estimates(session, whole=True))
         return self._built(api, body, built, session)
 
     def _built(self, api: Api, body: Json, built: Json, session: Session, **fields: Any) -> Exchange:
         """The exchange that forwards ``built`` (the session's request) for ``body``."""
         forwarded = self._forwarded(api, body, built, session)
         return Exchange(
-            api, body, forwarded, session, messages=session.messages, report=session.last_request, recall=forwarded is not body and offers_recall(api, body), **fields
+            api, body, forwarded, session, messages=session.messages, report=session.last_request,
+            recall=forwarded is not body and offers_recall(api, body), **fields, **_estimates(session),
         )
 
     def _forwarded(self, api: Api, body: Json, built: Json, session: Session) -> Json:
@@ -713,6 +718,15 @@ class Recorder:
 def _first_task(messages: Sequence[Message]) -> tuple[Any, ...] | None:
     """The content of the first user message (ids never count), None when there is none."""
     return next((m.content for m in messages if m.role == "user"), None)
+
+
+def _estimates(session: Session, whole: bool = False) -> dict[str, Any]:
+    """The log's token estimates of a session's request: the whole history, and what
+    the request just built carries (``whole``: the whole history went, as it came).
+    Call under the session's lock."""
+    everything = session.cost().history(session.messages) + session.estimator.overhead
+    sent = everything if whole or session.last_request is None else session.last_request.tokens
+    return {"client_tokens": everything, "sent_tokens": sent}
 
 
 def _key(session: Session) -> Key:

@@ -16,7 +16,8 @@ import json
 import socket
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -38,6 +39,7 @@ from .._providers.resolve import resolve
 from .._secrets import redacted, scrubbed
 from .._types import Api
 from .conversations import BadRequest, Client, Exchange, Recorder, cap_cache_marks, offers_recall
+from .log import ProxyLog, RequestRecord, provider_usage
 from .rounds import RELAYS, joined, recall_calls
 from .streams import ACCUMULATORS, Accumulator
 
@@ -45,6 +47,8 @@ Json = dict[str, Any]
 
 #: ``--summarizer same``: summaries by the model the request is for.
 SAME_MODEL = "same"
+#: The path of the proxy's own status: its totals, as JSON.
+STATUS_PATH = "/glyphpack/status"
 #: Where ``--upstream anthropic`` and ``--upstream openai`` go.
 UPSTREAMS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com"}
 #: Headers that describe one hop, not the request: never passed on.
@@ -170,10 +174,16 @@ def error_body(api: Api, status: int, message: str) -> Json:
 class Proxy:
     """The ASGI application (``app``) and the upstream client it forwards with."""
 
-    def __init__(self, recorder: Recorder, upstream: str, *, summarizer: str | None = SAME_MODEL, transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(
+        self, recorder: Recorder, upstream: str, *, summarizer: str | None = SAME_MODEL, transport: httpx.AsyncBaseTransport | None = None,
+        log: ProxyLog | None = None,
+    ):
         """``summarizer``: the model that summarizes, through the upstream with the
-        caller's key (``SAME_MODEL``: the request's own; None: no summarization rung)."""
+        caller's key (``SAME_MODEL``: the request's own; None: no summarization rung).
+        ``log``: where each request and the totals go (None: nowhere; the status
+        endpoint then reports no requests)."""
         self.recorder = recorder
+        self.log = log if log is not None else ProxyLog()
         self.upstream = upstream_url(upstream)
         self.summarizer = summarizer
         self._transport = transport
@@ -183,6 +193,7 @@ class Proxy:
             Route("/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
             *(Route(path, self._endpoint("openai-chat"), methods=["POST"]) for path in ("/v1/chat/completions", "/chat/completions")),
             *(Route(path, self._endpoint("openai-responses"), methods=["POST"]) for path in ("/v1/responses", "/responses")),
+            Route(STATUS_PATH, self._status, methods=["GET"]),
             Route("/{path:path}", self._pass, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]),
         ]
         self.app = Starlette(routes=routes, lifespan=self._lifespan)
@@ -230,13 +241,35 @@ class Proxy:
 
         return endpoint
 
+    def _logged(self, exchange: Exchange, status: int, started: float, results: Sequence[Json], note: str | None = None) -> None:
+        """One request in the log: its exchange, the upstream's status and whole answers."""
+        usage = [provider_usage(exchange.api, r) for r in results]
+
+        def total(part: int) -> int | None:
+            counts = [count for u in usage if (count := u[part]) is not None]
+            return sum(counts) if counts else None
+
+        session = exchange.session
+        self.log.record(RequestRecord(
+            exchange.api, status, (time.perf_counter() - started) * 1000,
+            conversation=session.conversation if session is not None else None, agent=session.agent if session is not None else None,
+            client=exchange.client_tokens, sent=exchange.sent_tokens, input=total(0), cached=total(1), output=total(2),
+            compacted=exchange.forwarded is not exchange.body, rounds=max(1, len(results)), note=note or exchange.note,
+        ))  # fmt: skip
+
+    async def _status(self, request: Request) -> Response:
+        """The totals so far (``ProxyLog.totals``), as JSON."""
+        return JSONResponse(self.log.totals())
+
     async def _proxied(self, request: Request, api: Api) -> Response:
+        started = time.perf_counter()
         raw = await request.body()
         try:
             body = _parsed(raw)
             client = Client.of(request.headers, request.query_params)
             exchange = await run_in_threadpool(self.recorder.prepare, api, body, self._summarizer(api, body, request), client)
         except BadRequest as exc:
+            self.log.record(RequestRecord(api, exc.status, (time.perf_counter() - started) * 1000, note="refused by the proxy"))
             return JSONResponse(error_body(api, exc.status, f"glyphpack proxy: {exc}"), status_code=exc.status)
         try:
             upstream = await self._send(request, exchange, raw)
@@ -244,17 +277,20 @@ class Proxy:
                 content, data = await self._read(upstream)
                 retry = await run_in_threadpool(self.recorder.recover, exchange, upstream.status_code, data) if data else None
                 if retry is None:  # the provider's answer, as it sent it
+                    self._logged(exchange, upstream.status_code, started, [])
                     return Response(content, upstream.status_code, self._headers(upstream))
                 exchange = retry
                 upstream = await self._send(request, exchange, raw)
         except httpx.HTTPError as exc:
+            self._logged(exchange, 502, started, [], note=f"the upstream failed: {type(exc).__name__}")
             return JSONResponse(error_body(api, 502, self._failed(exc)), status_code=502)
         if upstream.status_code != 200 or exchange.session is None:
-            return self._streamed(upstream)
+            return self._streamed(upstream, logged=lambda results: self._logged(exchange, upstream.status_code, started, results))
         if "text/event-stream" in upstream.headers.get("content-type", ""):
             if exchange.recall:
-                return self._relayed(request, raw, upstream, exchange)
-            return self._streamed(upstream, ACCUMULATORS[api](), exchange)
+                return self._relayed(request, raw, upstream, exchange, started)
+            accumulator = ACCUMULATORS[api]()
+            return self._streamed(upstream, accumulator, exchange, lambda results: self._logged(exchange, 200, started, results))
         content, data = await self._read(upstream)
         rounds = [] if data is None else [data]
         while data is not None:
@@ -264,14 +300,17 @@ class Proxy:
             try:
                 upstream = await self._send(request, following, raw)
             except httpx.HTTPError as exc:
+                self._logged(following, 502, started, rounds, note=f"the upstream failed after a recall: {type(exc).__name__}")
                 return JSONResponse(error_body(api, 502, self._failed(exc)), status_code=502)
             content, data = await self._read(upstream)
             if upstream.status_code != 200 or data is None:  # the provider's answer, as it sent it
+                self._logged(following, upstream.status_code, started, rounds)
                 return Response(content, upstream.status_code, self._headers(upstream))
             exchange = following
             rounds.append(data)
         if exchange.recall and rounds and (len(rounds) > 1 or recall_calls(api, rounds[0])):
             content = json_bytes(joined(api, rounds))
+        self._logged(exchange, upstream.status_code, started, rounds)
         return Response(content, upstream.status_code, self._headers(upstream))
 
     def _summarizer(self, api: Api, body: object, request: Request) -> Summarizer | None:
@@ -300,14 +339,19 @@ class Proxy:
             return content, None
         return content, data if isinstance(data, dict) else None
 
-    def _streamed(self, upstream: httpx.Response, accumulator: Accumulator | None = None, exchange: Exchange | None = None) -> StreamingResponse:
+    def _streamed(
+        self, upstream: httpx.Response, accumulator: Accumulator | None = None, exchange: Exchange | None = None,
+        logged: Callable[[list[Json]], None] | None = None,
+    ) -> StreamingResponse:
         """The upstream's bytes as they come; with an ``accumulator``, ``exchange``'s
         answer recorded as soon as the stream holds all of it, before its last bytes
-        reach the client (whose next request then finds it stored)."""
+        reach the client (whose next request then finds it stored). ``logged`` is called
+        at the end with the whole answer, if one was read."""
         recorder = self.recorder
 
         async def chunks() -> AsyncIterator[bytes]:
             recording = accumulator is not None and exchange is not None
+            results: list[Json] = []
             try:
                 async for chunk in upstream.aiter_bytes():
                     if recording and accumulator is not None and exchange is not None:
@@ -320,14 +364,17 @@ class Proxy:
                             result = None
                         if result is not None:
                             recording = False
+                            results.append(result)
                             await run_in_threadpool(recorder.finish, exchange, result)
                     yield chunk
             finally:
                 await upstream.aclose()
+                if logged is not None:
+                    logged(results)
 
         return StreamingResponse(chunks(), upstream.status_code, self._headers(upstream))
 
-    def _relayed(self, request: Request, raw: bytes, upstream: httpx.Response, exchange: Exchange) -> StreamingResponse:
+    def _relayed(self, request: Request, raw: bytes, upstream: httpx.Response, exchange: Exchange, started: float) -> StreamingResponse:
         """A stream whose request offered ``glyphpack_recall``: each round's events go to
         the client as they come (recall calls left out, ``rounds.Relay``); when a round
         calls only the recall, the proxy answers it and streams the next round on, as
@@ -339,33 +386,42 @@ class Proxy:
         async def chunks() -> AsyncIterator[bytes]:
             relay = RELAYS[api]()
             current, response = exchange, upstream
-            while True:
-                accumulator = ACCUMULATORS[api]()
-                try:
-                    async for chunk in response.aiter_bytes():
-                        accumulator.feed(chunk)
-                        out = relay.feed(chunk)
-                        if out:
-                            yield out
-                finally:
-                    await response.aclose()
-                result = accumulator.result()
-                following = await run_in_threadpool(recorder.finish, current, result) if result is not None else None
-                if following is None:
-                    yield relay.end_round(final=True)
-                    return
-                yield relay.end_round(final=False)
-                try:
-                    response = await self._send(request, following, raw)
-                except httpx.HTTPError as exc:
-                    yield error_event(api, self._failed(exc))
-                    return
-                if response.status_code != 200:
-                    content, data = await self._read(response)
-                    message = _error_message(data) or content.decode("utf-8", "replace")
-                    yield error_event(api, f"glyphpack proxy: the upstream refused the request after a recall ({response.status_code}): {message}")
-                    return
-                current = following
+            results: list[Json] = []
+            status, note = 200, None
+            try:
+                while True:
+                    accumulator = ACCUMULATORS[api]()
+                    try:
+                        async for chunk in response.aiter_bytes():
+                            accumulator.feed(chunk)
+                            out = relay.feed(chunk)
+                            if out:
+                                yield out
+                    finally:
+                        await response.aclose()
+                    result = accumulator.result()
+                    if result is not None:
+                        results.append(result)
+                    following = await run_in_threadpool(recorder.finish, current, result) if result is not None else None
+                    if following is None:
+                        yield relay.end_round(final=True)
+                        return
+                    yield relay.end_round(final=False)
+                    try:
+                        response = await self._send(request, following, raw)
+                    except httpx.HTTPError as exc:
+                        status, note = 502, f"the upstream failed after a recall: {type(exc).__name__}"
+                        yield error_event(api, self._failed(exc))
+                        return
+                    if response.status_code != 200:
+                        status = response.status_code
+                        content, data = await self._read(response)
+                        message = _error_message(data) or content.decode("utf-8", "replace")
+                        yield error_event(api, f"glyphpack proxy: the upstream refused the request after a recall ({response.status_code}): {message}")
+                        return
+                    current = following
+            finally:
+                self._logged(current, status, started, results, note)
 
         return StreamingResponse(chunks(), upstream.status_code, self._headers(upstream))
 
