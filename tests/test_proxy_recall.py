@@ -154,8 +154,15 @@ def test_a_relayed_stream_is_the_joined_answer_without_a_recall_call(api: str, t
         sent += relay.end_round(final=number == len(answers))
     client.feed(sent)
     streamed, whole = client.result(), joined(api, answers)
-    # The client's stream is one answer's, as a strict client reads it.
-    STRICT_CLIENTS[api]([payload for _, payload in SseParser().feed(sent)], whole)
+    # The client's stream is one answer's, as a strict client reads it; each event named
+    # as its payload's type (Chat's are unnamed).
+    events = list(SseParser().feed(sent))
+    STRICT_CLIENTS[api]([payload for _, payload in events], whole)
+    names = [name for name, _ in events]
+    if api == "openai-chat":
+        assert set(names) == {"message"}
+    else:
+        assert names == [json.loads(payload)["type"] for _, payload in events]
     assert streamed is not None
     build = provider_api(api)
     assert build.parse(streamed).message.content == build.parse(whole).message.content
