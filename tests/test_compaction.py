@@ -322,6 +322,7 @@ def test_snapshots_alone_meet_a_budget_they_can(model, chars):
     assert result.pages
 
 
+@pytest.mark.slow  # builds each SDK's own exceptions (about 2.5 s): CI runs it
 def test_parse_overflow_from_the_sdks_own_exceptions():
     """The exception objects a harness actually catches, built the way the SDKs build them."""
     import anthropic

@@ -417,6 +417,7 @@ def test_every_workspace_command_takes_a_database(postgres_url, capsys):
 # ------------------------------------------------------------------ hosts: processes on one database
 
 
+@pytest.mark.slow  # two hosts racing on one server (about 1 s): CI runs it
 def test_two_hosts_saving_one_transcript_from_one_revision_one_wins_nothing_lost(postgres_url, tmp_path):
     with Workspace(postgres_url) as workspace:
         workspace.save("c", "a", turn(0), revision=0)
@@ -520,6 +521,7 @@ def test_workspaces_in_two_schemas_of_one_database_never_wait_on_each_other(post
         postgres_server.drop(other)
 
 
+@pytest.mark.slow  # a session on two hosts (about 1 s): CI runs it
 def test_a_session_resumed_on_another_host_sends_the_same_next_request_byte_for_byte(postgres_url, tmp_path):
     root = project(tmp_path)
     with glyphpack.open_session(postgres_url, "task", "coder", model="claude-sonnet-4-5", context_window=30_000, policy=DENSE_SESSION) as s:

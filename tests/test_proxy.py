@@ -955,7 +955,8 @@ def _unmarked(value: Any) -> Any:
     return [_unmarked(v) for v in value] if isinstance(value, list) else value
 
 
-@pytest.mark.parametrize("api", ["anthropic", pytest.param("openai-chat", marks=pytest.mark.slow), pytest.param("openai-responses", marks=pytest.mark.slow)])
+@pytest.mark.slow  # a 30-call loop through the proxy per API (1-3 s each)
+@pytest.mark.parametrize("api", ["anthropic", "openai-chat", "openai-responses"])
 def test_the_proxys_summary_continues_the_conversation_the_upstream_last_received(workspace: Workspace, api: str) -> None:
     """The request's own model summarizes by continuing the request the upstream last
     got: its history unchanged (what the prompt cache holds), then the instruction, the

@@ -301,7 +301,7 @@ def _serve(workspace: Workspace, upstream: FakeUpstream, settings: ProxySettings
 @pytest.mark.parametrize(
     ("api", "stream"),
     [
-        ("anthropic", True),  # Claude Code's way; the rest in CI (1-3 s each)
+        pytest.param("anthropic", True, marks=pytest.mark.slow),  # Claude Code's way (CI runs each: 1-3 s)
         pytest.param("anthropic", False, marks=pytest.mark.slow),
         pytest.param("openai-chat", True, marks=pytest.mark.slow),
         pytest.param("openai-chat", False, marks=pytest.mark.slow),
