@@ -141,9 +141,8 @@ def with_instruction(api: Api, history: object, instruction: str) -> list[Any]:
     """A client's history (its wire form) with ``instruction`` as the user's next words:
     Anthropic's in the last user message (tool results stay first in it), the others'
     as one more user message."""
-    items = [history] if isinstance(history, str) else list(history) if isinstance(history, list) else []
-    if api == "openai-responses" and isinstance(history, str):
-        items = [{"role": "user", "content": history}]
+    # Only Responses takes its input as one string: the user's first words.
+    items = [{"role": "user", "content": history}] if isinstance(history, str) else list(history) if isinstance(history, list) else []
     block = {"type": "text", "text": instruction}
     if api == "anthropic" and items and isinstance(items[-1], dict) and items[-1].get("role") == "user":
         content = items[-1].get("content")

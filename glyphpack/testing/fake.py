@@ -200,9 +200,8 @@ class FakeModel:
         answer = answer_body(api, turn, number, tokens)
         if api == "openai-responses" and "reasoning.encrypted_content" in (body.get("include") or ()):
             reasoning = answer["output"][0]
-            sealed = f"gAAAA{uuid.uuid4().hex}"
-            sealed += "".join(uuid.uuid4().hex for _ in range(max(0, self.reasoning_chars - len(sealed)) // 32 + 1))
-            reasoning["encrypted_content"] = self.encrypted[reasoning["id"]] = sealed[: max(len(f"gAAAA{uuid.uuid4().hex}"), self.reasoning_chars)]
+            sealed = "gAAAA" + "".join(uuid.uuid4().hex for _ in range(max(1, -(-(self.reasoning_chars - 5) // 32))))
+            reasoning["encrypted_content"] = self.encrypted[reasoning["id"]] = sealed[: max(37, self.reasoning_chars)]
         if api == "gemini":  # what it signed must come back signed, as it was
             for part in answer["candidates"][0]["content"]["parts"]:
                 if "thoughtSignature" in part:
