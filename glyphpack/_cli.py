@@ -379,27 +379,30 @@ def cmd_tree(args: argparse.Namespace) -> int:
 
 
 def _compaction_notes(workspace: str, conversation: str) -> dict[str, str]:
-    """Each agent's compaction in force, as a note on the last message it stands for."""
+    """Every compaction kept for each agent, as a note on the last message it stands
+    for: the one in force, the earlier ones, and the harness's own (an import's)."""
     from ._history.store import Workspace
-    from ._session.view import archived, read_view
+    from ._history.view import read_archive, read_view
 
     notes: dict[str, list[str]] = {}
     with Workspace(workspace, read_only=True) as store:
         for stored_conversation, agent in store.transcripts():
             if stored_conversation != conversation:
                 continue
-            view = read_view(store, conversation, agent)
-            if view is None:
+            in_force = read_view(store, conversation, agent)
+            if in_force is None:
                 continue
             ids = [m.id for m in store.load(conversation, agent).messages]
-            if view.covers not in ids:
-                continue
-            before = archived(store, conversation, agent) - 1  # the archive holds the one in force too
-            pages = f", {view.pages} page(s)" if view.pages else ""
-            earlier = f"; {before} earlier" if before > 0 else ""
-            notes.setdefault(view.covers, []).append(
-                f"{agent}: {len(view.messages)} messages stand for {ids.index(view.covers) + 1}{pages} ({view.trigger}{earlier})"
-            )
+            for view in read_archive(store, conversation, agent):
+                if view.covers not in ids:
+                    continue
+                now = "in force" if view.covers == in_force.covers and view.trigger == in_force.trigger else "earlier"
+                if view.trigger == "harness":
+                    text = f"{agent}: the harness compacted here ({now}): the {ids.index(view.covers) + 1:,} messages up to here are not sent"
+                else:
+                    pages = f", {view.pages} page(s)" if view.pages else ""
+                    text = f"{agent}: {len(view.messages)} messages stand for {ids.index(view.covers) + 1}{pages} ({view.trigger}, {now})"
+                notes.setdefault(view.covers, []).append(text)
     return {covers: "<- compacted up to here (" + "; ".join(texts) + ")" for covers, texts in notes.items()}
 
 
@@ -555,12 +558,19 @@ def cmd_context(args: argparse.Namespace) -> int:
         raise UsageError(f"no agent {args.agent!r} in {args.transcript} (agents: {', '.join(agents) or 'none'})")
     agent = agents[args.agent] if args.agent is not None else (session.agents[0] if session.agents else None)
     history = list(agent.messages) if agent else []
+    compacted = ""
+    if agent is not None and agent.compactions:
+        # The harness compacted: its requests carry the system prompt and what follows
+        # its last compaction (as the workspace's view of an import does).
+        start = [m.id for m in history].index(agent.compactions[-1])
+        compacted = f" (the harness compacted {len(agent.compactions)} time(s); its requests carry messages {start + 1}-{len(history)})"
+        history = [m for m in history[:start] if m.role == "system"] + history[start:]
     cost = CostModel.for_model(args.model)
     window = args.context_window or CONTEXT_WINDOWS[cost.profile.reader.provider]
     parts: dict[str, int] = {str(kind): tokens for kind, tokens in cost.breakdown(history).items()}
     total = sum(parts.values())
     name = f"agent {agent.name}" if agent else "no agent"
-    print(f"{name}: {len(history)} messages, ~{total:,} tokens for {args.model} ({cost.profile.name})")
+    print(f"{name}: {len(agent.messages) if agent else 0} messages{compacted}, ~{total:,} tokens for {args.model} ({cost.profile.name})")
     if agent is not None and agent.usage:
         # Measured beats estimated: what the harness's last request carried, as its
         # provider counted it, and the part no message in the file accounts for.
@@ -653,7 +663,8 @@ def _session_files(paths: Sequence[str]) -> list[str]:
     for name in paths:
         path = Path(name)
         if path.is_dir():
-            inside = sorted(str(p) for p in path.rglob("*") if p.is_file() and p.suffix in SESSION_SUFFIXES and not p.name.startswith("."))
+            inside = sorted(str(p) for p in path.rglob("*") if p.is_file() and p.suffix in SESSION_SUFFIXES
+                            and not p.name.startswith(".") and not _read_with_its_session(p))
             if not inside:
                 raise UsageError(f"{name} holds no session files ({', '.join(SESSION_SUFFIXES)})")
             found.extend(inside)
@@ -662,6 +673,13 @@ def _session_files(paths: Sequence[str]) -> list[str]:
         else:
             raise UsageError(f"{name}: no such file or folder")
     return found
+
+
+def _read_with_its_session(path: Path) -> bool:
+    """A Claude Code subagent's file (``SESSION/subagents/agent-ID.jsonl``) beside its
+    session's file: it is read as an agent of that session, not a conversation of its own."""
+    folder = path.parent
+    return folder.name == "subagents" and Path(folder.parent.parent, folder.parent.name + ".jsonl").is_file()
 
 
 def _conversation_id(path: str) -> str:

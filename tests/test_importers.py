@@ -39,13 +39,13 @@ def session_path(name: str) -> Path:
 # other branches, compaction points, skipped, repaired, call ids made unique
 EXPECTED = [
     ("aider/mozgoslav-aider.chat.history.md", "aider", 21, 0, 0, 0, 16, 1, 0, 0, 0, 0, 0),
-    ("claude-code/as-claude-small-schemadrift.jsonl", "claude-code", 8, 1, 1, 0, 4, 2, 11, 2, 54, 2, 0),
+    ("claude-code/as-claude-small-schemadrift.jsonl", "claude-code", 16, 1, 1, 0, 4, 2, 11, 2, 35, 2, 0),
     ("claude-code/ccl-edge_cases.jsonl", "claude-code", 13, 3, 3, 0, 0, 1, 0, 0, 7, 2, 0),
     ("claude-code/ccl-representative_messages.jsonl", "claude-code", 11, 2, 2, 0, 0, 1, 0, 0, 0, 0, 0),
     ("claude-code/ccl-session_b.jsonl", "claude-code", 3, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0),
     ("claude-code/ccl-todowrite_examples.jsonl", "claude-code", 11, 3, 3, 0, 0, 1, 0, 0, 0, 0, 0),
     ("claude-code/ccv-fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl", "claude-code", 341, 167, 167, 0, 0, 6, 0, 0, 0, 0, 0),
-    ("claude-code/ohmyposh-6beb436f6cd8-0.jsonl", "claude-code", 71, 28, 28, 0, 17, 1, 0, 0, 72, 0, 0),
+    ("claude-code/ohmyposh-6beb436f6cd8-0.jsonl", "claude-code", 89, 28, 28, 0, 17, 1, 0, 0, 54, 0, 0),
     ("claude-code/pai-agent-dee347d2.jsonl", "claude-code", 41, 30, 30, 0, 0, 1, 0, 0, 0, 0, 0),
     ("codex/as-codex-small-schemadrift.jsonl", "codex", 22, 4, 4, 0, 1, 1, 0, 6, 82, 3, 1),
     ("codex/neurodata-rollout-2025-09-26T17-01-04-019985ca-7ef7-7580-a921-c20ac619f40b.jsonl", "codex", 60, 17, 17, 0, 27, 1, 0, 0, 87, 0, 0),
@@ -697,7 +697,8 @@ def test_a_changed_past_is_refused_for_that_file_and_the_rest_of_the_folder_goes
     (path.parent / "notes.txt").write_text("not a session")  # not a session file's suffix: passed over
     assert main(["import", str(path.parent), "--workspace", str(ws)]) == 1
     out = capsys.readouterr().out
-    assert f"{path}: not imported: conversation '6beb436f6cd8', agent 'main': the file's history differs from the stored one at message 1 (its harness rewrote the past)" in out
+    changed = next(n for n, m in enumerate(before.messages, 1) if "security advisories" in m.text)
+    assert f"{path}: not imported: conversation '6beb436f6cd8', agent 'main': the file's history differs from the stored one at message {changed} (its harness rewrote the past)" in out
     assert f"{other} -> " in out and "imported as conversation session_b" in out
     assert out.strip().endswith("2 files: 1 imported or in step, 1 not")
     with glyphpack.Workspace(ws) as workspace:

@@ -25,7 +25,7 @@ from glyphpack._cli import main as cli_main
 from glyphpack._history.copy import copy_workspace, workspace_record
 from glyphpack._history.importers.registry import import_file
 from glyphpack._history.postgres import SCHEMA_VERSION, redacted
-from glyphpack._session.view import read_archive, read_view
+from glyphpack._history.view import read_archive, read_view
 from glyphpack.testing.fake import FakeModel
 
 TESTS = Path(__file__).resolve().parent
@@ -190,7 +190,7 @@ def test_a_damaged_row_is_named_and_left_as_it_is(postgres_url):
 
 
 def test_a_damaged_view_or_measured_record_is_named_by_agent_and_number(postgres_url):
-    from glyphpack._session.view import StoredView, write_view
+    from glyphpack._history.view import StoredView, write_view
 
     with Workspace(postgres_url) as workspace:
         workspace.save("c", "a", turn(0), revision=0)

@@ -29,6 +29,7 @@ from glyphpack._cli import main
 from glyphpack._compaction.summarize import Summarizer
 from glyphpack._history.apis import provider_api
 from glyphpack._history.recall import RECALL_TOOL, recall_tool
+from glyphpack._history.view import read_view
 from glyphpack._proxy.conversations import (
     AGENT,
     ANTHROPIC_CACHE_MARKS,
@@ -41,7 +42,6 @@ from glyphpack._proxy.conversations import (
 )
 from glyphpack._proxy.server import Proxy, Running
 from glyphpack._proxy.streams import ACCUMULATORS, SseParser
-from glyphpack._session.view import read_view
 from glyphpack.testing.fake import (
     NEWEST_REF,
     SUMMARY_REQUEST,
@@ -364,9 +364,10 @@ def test_glyphpack_tree_marks_where_each_compaction_in_force_ends(tmp_path: Path
         view = session.view
     assert view is not None
     assert main(["tree", str(tmp_path), conversation]) == 0
-    (line,) = [line for line in capsys.readouterr().out.splitlines() if "compacted" in line]
+    earlier, line = [line for line in capsys.readouterr().out.splitlines() if "compacted" in line]
     assert f"[{view.covers[:8]}]  <- tip" in line  # the whole transcript: its end is the tip
-    assert line.endswith(f"  <- compacted up to here (main: {len(view.messages)} messages stand for 29 (/compact; 1 earlier))")
+    assert line.endswith(f"  <- compacted up to here (main: {len(view.messages)} messages stand for 29 (/compact, in force))")
+    assert earlier.endswith("(proactive, earlier))")
 
 
 def _marked(count: int) -> list[Json]:
@@ -561,7 +562,7 @@ def test_an_sdk_loop_through_the_proxy_is_compacted_at_the_threshold_and_every_r
     covered = [m.id for m in stored].index(view.covers) + 1
     assert main(["tree", str(workspace.path)]) == 0
     drawn = [line for line in capsys.readouterr().out.splitlines() if "compacted" in line]
-    assert drawn == [line for line in drawn if line.endswith(f"[{view.covers[:8]}]  <- compacted up to here (main: {len(view.messages)} messages stand for {covered}{f', {view.pages} page(s)' if view.pages else ''} (proactive))")]
+    assert drawn == [line for line in drawn if line.endswith(f"[{view.covers[:8]}]  <- compacted up to here (main: {len(view.messages)} messages stand for {covered}{f', {view.pages} page(s)' if view.pages else ''} (proactive, in force))")]
     assert len(drawn) == 1
 
 

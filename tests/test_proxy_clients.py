@@ -20,9 +20,9 @@ import httpx
 from glyphpack import Workspace
 from glyphpack._compaction.summarize import Summarizer
 from glyphpack._history.codec import history_to_json
+from glyphpack._history.view import read_view
 from glyphpack._proxy.conversations import AGENT, ANONYMOUS, CONVERSATION_HEADER, BadRequest, Client, ProxySettings, Recorder
 from glyphpack._proxy.server import Proxy, Running
-from glyphpack._session.view import read_view
 from glyphpack.testing.fake import FakeModel, FakeUpstream, Turn, answer_body, count_tokens, error_response, fake_summary
 
 Json = dict[str, Any]

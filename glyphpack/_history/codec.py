@@ -29,7 +29,10 @@ def json_bytes(value: object) -> bytes:
 
 
 def message_to_json(message: Message) -> dict[str, Any]:
-    return {"id": message.id, "role": message.role, "content": [b.to_json() for b in message.content]}
+    out: dict[str, Any] = {"id": message.id, "role": message.role, "content": [b.to_json() for b in message.content]}
+    if message.time is not None:
+        out["time"] = message.time
+    return out
 
 
 def message_from_json(data: object) -> Message:
@@ -39,7 +42,7 @@ def message_from_json(data: object) -> Message:
     content = data.get("content", [])
     if not isinstance(content, list):
         raise HistoryError(f"a message's content must be a list of blocks, not {type(content).__name__}")
-    return Message(data["role"], tuple(Block.from_json(b) for b in content), data.get("id") or new_id())
+    return Message(data["role"], tuple(Block.from_json(b) for b in content), data.get("id") or new_id(), data.get("time"))
 
 
 def history_to_json(messages: Sequence[Message]) -> list[dict[str, Any]]:

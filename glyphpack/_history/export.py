@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,9 +32,19 @@ def short_id(message_id: str) -> str:
     return message_id.rsplit("/", 1)[-1][:8]
 
 
+def clock(time: float | None, *, date: bool = True) -> str:
+    """A message's time as UTC text (``2026-02-12 16:02:48``, or ``16:02`` without the
+    date); "" when unknown."""
+    if time is None:
+        return ""
+    moment = datetime.datetime.fromtimestamp(time, datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%d %H:%M:%S") if date else moment.strftime("%H:%M")
+
+
 def message_markdown(message: Message) -> str:
     body = "\n\n".join(b.markdown() for b in message.content)
-    return f"### {message.role} `{short_id(message.id)}`\n\n{body}\n"
+    when = f" · {clock(message.time)} UTC" if message.time is not None else ""
+    return f"### {message.role} `{short_id(message.id)}`{when}\n\n{body}\n"
 
 
 @public
@@ -72,8 +83,9 @@ def draw_tree(tree: SessionTree, conversation: str, *, collapse: bool = True, no
     (``… 812 messages …``).
     """
     info = tree.conversation(conversation)
+    nodes = tree.nodes(conversation)
     children: dict[str | None, list[Node]] = {}
-    for node in tree.nodes(conversation):
+    for node in nodes:
         children.setdefault(node.parent, []).append(node)
     agents: dict[str | None, list[str]] = {}
     tips = tree.agent_tips(conversation)
@@ -89,7 +101,9 @@ def draw_tree(tree: SessionTree, conversation: str, *, collapse: bool = True, no
         note = f"  {notes[message_id]}" if message_id is not None and message_id in notes else ""
         return "".join(f"  [checkpoint {name}]" for name in marks.get(message_id, ())) + note
 
-    lines = [info.id + (f"  {info.title}" if info.title else "") + labelled(None)]
+    times = [n.message.time for n in nodes if n.message.time is not None]
+    span = f"  ({clock(min(times))} to {clock(max(times))} UTC)" if times else ""
+    lines = [info.id + (f"  {info.title}" if info.title else "") + span + labelled(None)]
     if info.tip is None:
         lines.append("* (empty)  <- tip")
 
@@ -116,7 +130,8 @@ def draw_tree(tree: SessionTree, conversation: str, *, collapse: bool = True, no
         mark = "  <- tip" if node.message.id == info.tip else ""
         if len(tips) > 1 and node.message.id in agents:  # several agents: whose tip is where
             mark += ("  <-" if not mark else "") + f" ({', '.join(agents[node.message.id])})"
-        line = f"{line_prefix}* {node.message.role}: {_summary(node.message)} [{short_id(node.message.id)}]{mark}{labelled(node.message.id)}"
+        when = f"{clock(node.message.time, date=False)} " if node.message.time is not None else ""
+        line = f"{line_prefix}* {when}{node.message.role}: {_summary(node.message)} [{short_id(node.message.id)}]{mark}{labelled(node.message.id)}"
         kids = children.get(node.message.id, [])
         plain = len(kids) == 1 and not mark and node.message.id not in marks and node.message.id not in notes and line_prefix == child_prefix
         if plain:  # (a column changes only at a branch point or a leaf, neither plain)

@@ -442,11 +442,16 @@ class Opaque(Block):
 @public
 @dataclasses.dataclass(frozen=True)
 class Message:
-    """One message: a role, content blocks, and an id that stays with it."""
+    """One message: a role, content blocks, and an id that stays with it.
+
+    ``time``: when the harness that wrote it recorded it (seconds since the epoch, UTC),
+    when known (imports keep the session's own times). It is not content: two messages
+    that differ only in their times are equal, and no provider is sent it."""
 
     role: Role
     content: tuple[Block, ...] = ()
     id: str = dataclasses.field(default_factory=new_id)
+    time: float | None = dataclasses.field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         check_kind(self.role, ROLES, "a message's role", HistoryError)
@@ -460,6 +465,10 @@ class Message:
         _require(self.id, str, "a message's id")
         if not self.id:
             raise HistoryError("a message's id must not be empty")
+        if self.time is not None:
+            _require(self.time, (int, float), "a message's time")
+            if isinstance(self.time, bool) or not math.isfinite(self.time):
+                raise HistoryError(f"a message's time must be seconds since the epoch, not {self.time!r}")
 
     @property
     def tool_calls(self) -> list[ToolCall]:

@@ -71,7 +71,7 @@ SyncState = Literal["new", "appended", "unchanged"]
 #: The agent whose record beside it holds who owns a conversation (``Workspace.owner``).
 OWNER_AGENT = "main"
 
-#: How the file of a compaction view begins (``glyphpack._session.view`` writes them):
+#: How the file of a compaction view begins (``glyphpack._history.view`` writes them):
 #: before views had a folder of their own, agent X's view was ``X.view.json`` beside
 #: ``X.json``, a name an agent can have too; the first bytes tell them apart.
 LEGACY_VIEW_START = b'{"format":"glyphpack-view"'
@@ -619,7 +619,23 @@ class Workspace:
             current = self.load(conversation, name)
             saved.append(self.save(conversation, name, messages, revision=current.revision, replace=True))
             self._keep_usage(conversation, name, messages, imported)
+            self._keep_compactions(conversation, name, messages, imported, session.report.format)
         return saved
+
+    def _keep_compactions(self, conversation: str, agent: str, messages: Sequence[Message], imported: ImportedAgent, harness: str) -> None:
+        """The harness's own compactions as the transcript's compactions (``view.harness_view``),
+        oldest first, the newest in force: each one newer than the view in force is kept,
+        so a sync adds only what is new and never undoes a later compaction of glyphpack's."""
+        from .view import harness_view, read_view, write_view
+
+        ids = [m.id for m in messages]
+        current = read_view(self, conversation, agent)
+        after = ids.index(current.covers) if current is not None and current.covers in ids else -1
+        for start in imported.compactions:
+            view = harness_view(tuple(messages), f"{conversation}/{start}", harness)
+            if view is not None and ids.index(view.covers) > after:
+                write_view(self, conversation, agent, view)
+                after = ids.index(view.covers)
 
     def _keep_usage(self, conversation: str, agent: str, messages: Sequence[Message], imported: ImportedAgent) -> None:
         """What the harness's last requests measured, for the session's estimate."""
@@ -672,6 +688,7 @@ class Workspace:
         for name, messages, current, kept, imported in changed:
             saved.append(self.save(conversation, name, messages, revision=current.revision, replace=kept < len(current.messages)))
             self._keep_usage(conversation, name, messages, imported)
+            self._keep_compactions(conversation, name, messages, imported, session.report.format)
         return "appended", saved
 
     def calibration(self, conversation: str, agent: str) -> dict[str, Any] | None:

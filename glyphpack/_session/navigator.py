@@ -23,8 +23,8 @@ from .._compaction.rungs import DROPPED_MARK, ELIDED_MARK
 from .._errors import StoreError
 from .._history.messages import Block, Image, Message, Opaque, RedactedThinking, Text, Thinking, ToolCall, ToolResult
 from .._history.store import Workspace
+from .._history.view import StoredView, read_archive
 from .._types import public
-from .view import StoredView, read_archive
 
 Json = dict[str, Any]
 
@@ -145,7 +145,7 @@ def workspace_data(workspace: Workspace, conversation: str | None = None) -> Jso
         for node in tree.nodes(info.id):
             originals[node.message.id] = node.message
             nodes.append({"id": node.message.id, "p": node.parent, "c": info.id, "r": node.message.role,
-                          "b": [_block(b, images) for b in node.message.content]})
+                          "t": node.message.time, "b": [_block(b, images) for b in node.message.content]})
         agents = tree.agent_tips(info.id)
         out_conversations.append({
             "id": info.id, "title": info.title, "tip": info.tip, "agents": agents,

@@ -50,13 +50,13 @@ from .._history.messages import Block, Image, Message, Text, ToolCall, ToolResul
 from .._history.recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, RECALL_TOOL, Recalled
 from .._history.recall import recall as recall_from
 from .._history.store import Workspace
+from .._history.view import StoredView, read_view, write_view
 from .._providers.catalog import CACHE_PRICES, CONTEXT_WINDOWS, OUTPUT_PRICES
 from .._providers.profile import Profile
 from .._providers.resolve import resolve, text_estimator
 from .._providers.text_tokens import TextEstimator
 from .._types import Api, LoadState, Rung, public
 from .commands import CommandResult, run_command
-from .view import StoredView, read_view, write_view
 
 #: Tokens kept free for the reply: this share of the window, at most REPLY_RESERVE_MAX.
 REPLY_RESERVE_SHARE = 0.125

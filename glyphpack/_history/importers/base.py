@@ -6,6 +6,7 @@ import codecs
 import collections
 import dataclasses
 import json
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -121,6 +122,9 @@ class ImportedAgent:
     name: str
     messages: tuple[Message, ...]
     usage: tuple[Usage, ...] = ()
+    #: The harness's own compactions: for each, the id of the first message its later
+    #: requests carried (its summary, or the first message kept), oldest first.
+    compactions: tuple[str, ...] = ()
 
 
 @public
@@ -289,6 +293,20 @@ def usage_in(
     return tuple(record for _, record in sorted(moved.items()))
 
 
+def compaction_ids(repaired: Sequence[Message], original: Sequence[Message], starts: Sequence[int]) -> tuple[str, ...]:
+    """The harness's compactions as ids in ``repaired``: each start (an index into
+    ``original``: the first message requests carried after it) named by the first of
+    ``original[start:]`` still in ``repaired``; a start with nothing after it, or at 0
+    (nothing before it was put away), is left out."""
+    kept = {m.id for m in repaired}
+    out: list[str] = []
+    for start in starts:
+        found = next((m.id for m in original[start:] if m.id in kept), None)
+        if start > 0 and found is not None and found != repaired[0].id and found not in out:
+            out.append(found)
+    return tuple(out)
+
+
 def jsonl_records(path: Path, data: bytes, tally: Tally | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
     """(where, object) for each JSON object of a JSONL file (``where`` is its line
     number, ``12.2`` for a line's second record), read as harnesses
@@ -436,3 +454,45 @@ def image_or_stub(media_type: object, data: object, tally: Tally) -> Block:
             pass
     tally.repair("images without valid data kept as a text stub")
     return Text(f"[image {media_type}: its data was not valid base64]")
+
+
+def epoch_seconds(value: object) -> float | None:
+    """A harness's timestamp as seconds since the epoch (UTC): an ISO 8601 string
+    (``2026-02-10T21:54:15.897Z``; without a zone, UTC), or a number of seconds or of
+    milliseconds (a number past the year 5138 in seconds is read as milliseconds).
+    None for anything else, so a malformed time never stops an import."""
+    import datetime
+    import math
+
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        seconds = float(value) / 1000 if abs(value) >= 1e11 else float(value)
+        return seconds if math.isfinite(seconds) and seconds > 0 else None
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip().replace("Z", "+00:00").replace("z", "+00:00")
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return moment.timestamp()
+
+
+_REMINDER = re.compile(r"<(system-reminder|local-command-caveat|local-command-stdout)>.*?</\1>", re.DOTALL)
+_TAG = re.compile(r"</?[A-Za-z][\w-]*>")
+_NOTE = re.compile(r"\[[^\]\n]*\]")
+
+
+def first_task(messages: Sequence[Message]) -> str:
+    """A title from the first user message that says something: its text without the
+    reminders and tags harnesses wrap around it (``title_from``); "" when there is none."""
+    for message in messages:
+        if message.role != "user":
+            continue
+        text = _TAG.sub(" ", _REMINDER.sub(" ", "\n".join(b.text for b in message.content if isinstance(b, Text)))).strip()
+        if text and not _NOTE.fullmatch(text):  # a note an importer wrote ("[mini-swe-agent exit]") is no task
+            return title_from(text)
+    return ""

@@ -1,30 +1,40 @@
 """Claude Code session JSONL, read the way Claude Code writes it.
 
 Every line with a ``uuid`` is a node whose parent is ``parentUuid`` (a compaction's
-``compact_boundary`` line points back through ``logicalParentUuid``); the live history
-is the parent walk from a leaf. One API response is written as one line per content
-block sharing ``message.id``: those lines merge into one assistant message. Each tool
-result is its own user line: consecutive results gather into one ``tool`` message.
-Subagent chains (``isSidechain``) are their own agents. The title is the
-newest ``custom-title`` (the user's), else ``ai-title``, else the first ``summary``; lines that carry no message
-(progress, attachments, snapshots) are counted. Parallel tool calls, written one line per
-call with each result hanging off its own call, are gathered back into one response
-followed by all of its results.
+``compact_boundary`` line points back through ``logicalParentUuid``; when that line is
+not in the file, the boundary is joined to the newest message written before it, and
+the report says so); the live history is the parent walk from a leaf. One API response
+is written as one line per content block sharing ``message.id``: those lines merge into
+one assistant message. Each tool result is its own user line: consecutive results gather
+into one ``tool`` message. Parallel tool calls, written one line per call with each
+result hanging off its own call, are gathered back into one response followed by all of
+its results.
+
+``attachment`` lines (hook output, memory files, listings, reminders, queued prompts)
+become the user messages Claude Code made of them (``claude_code_attachments``); those
+it sends nothing for are counted. Subagents are their own agents: sidechain chains
+(``isSidechain``), and the ``agent_progress`` lines 2.1 writes in the main file, one per
+subagent message. Each message keeps its line's ``timestamp``. The title is the newest
+``custom-title`` (the user's), else ``ai-title``, else the first ``summary``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 from typing import Any
 
 from ..ids import unique_name
 from ..messages import Block, Image, Message, Opaque, RedactedThinking, ResultBlock, Text, Thinking, ToolCall, ToolResult
+from . import claude_code_attachments
 from .base import (
     ImportedAgent,
     ImportedSession,
     Tally,
     Usage,
+    compaction_ids,
+    epoch_seconds,
     image_or_stub,
     jsonl_records,
     measured_usage,
@@ -51,7 +61,19 @@ class _Node:
 
     @property
     def carries_message(self) -> bool:
+        """A message the model saw: a user or assistant line, or an attachment it was shown."""
+        if self.record.get("type") == "attachment":
+            return self.attachment is not None
         return self.record.get("type") in _MESSAGE_TYPES and isinstance(self.record.get("message"), dict)
+
+    @functools.cached_property
+    def attachment(self) -> tuple[str, bool] | None:
+        """What the model was shown of an attachment line (``claude_code_attachments.shown``)."""
+        return claude_code_attachments.shown(self.record.get("attachment")) if self.record.get("type") == "attachment" else None
+
+    @property
+    def boundary(self) -> bool:
+        return self.record.get("type") == "system" and self.record.get("subtype") == "compact_boundary"
 
 
 def detect(records: list[dict[str, Any]]) -> bool:
@@ -60,13 +82,15 @@ def detect(records: list[dict[str, Any]]) -> bool:
     )
 
 
-def read(path: Path, data: bytes, leaf: str | None = None) -> ImportedSession:
+def read(path: Path, data: bytes, leaf: str | None = None, *, file_order: bool = False) -> ImportedSession:
     """The session in ``data``; ``leaf`` (a uuid) picks the path, default the newest
-    main-chain leaf."""
+    main-chain leaf. ``file_order``: the lines in the order written are the path (a
+    subagent's own file, whose first lines may hang off its session's)."""
     tally = Tally()
     nodes: list[_Node] = []
     by_uuid: dict[str, list[int]] = {}
     title = custom_title = ai_title = ""
+    progress: dict[str, _ProgressAgent] = {}
     for _, record in jsonl_records(path, data, tally):
         if record.get("type") == "summary":
             title = title or str(record.get("summary") or "")
@@ -84,17 +108,22 @@ def read(path: Path, data: bytes, leaf: str | None = None) -> ImportedSession:
         node = _Node(len(nodes), record)
         nodes.append(node)
         by_uuid.setdefault(uuid, []).append(node.index)
-        if not node.carries_message and record.get("type") not in ("system",):
+        if _progress_of(record, progress):
+            continue
+        if record.get("type") == "attachment" and not node.carries_message:
+            tally.skip("attachment lines the model is not shown")
+        elif not node.carries_message and record.get("type") not in ("system",):
             tally.skip(f"{record.get('type', 'untyped')} lines (no message)")
-        if record.get("type") == "system" and record.get("subtype") == "compact_boundary":
+        if node.boundary:
             tally.compactions += 1
     def parent_uuid(node: _Node) -> str | None:
         value = node.record.get("parentUuid") or node.record.get("logicalParentUuid")
         return value if isinstance(value, str) else None
 
     linked = any(parent_uuid(n) in by_uuid for n in nodes)
+    newest_message: int | None = None  # the newest main-chain message line so far, in file order
     for node in nodes:
-        if not linked:  # older or hand-made files link no line to one in the file: file order is the path
+        if not linked or file_order:  # older or hand-made files link no line to one in the file: file order is the path
             node.parent = node.index - 1 if node.index else None
             if node.parent is not None:
                 nodes[node.parent].children.append(node.index)
@@ -107,9 +136,19 @@ def read(path: Path, data: bytes, leaf: str | None = None) -> ImportedSession:
         parent = earlier[-1] if earlier else next((i for i in candidates if i != node.index), None)
         if parent is not None and parent > node.index:
             parent = None  # forward pointers could close a cycle: treat as a root
+        if parent is None and node.boundary and wanted is not None:
+            # A compaction whose last message before it is not in the file (Claude Code
+            # does not always write it): join it to the newest message written before it.
+            if newest_message is not None:
+                parent = newest_message
+                tally.repair("compaction boundaries joined to the message written before them (the one they name is not in the file)")
+            else:
+                tally.assume("the session continues another file: its first compaction's earlier messages are not in this one")
         node.parent = parent
         if parent is not None:
             nodes[parent].children.append(node.index)
+        if node.carries_message and not node.sidechain:
+            newest_message = node.index
 
     def leaves(sidechain: bool) -> list[int]:
         return [
@@ -136,8 +175,8 @@ def read(path: Path, data: bytes, leaf: str | None = None) -> ImportedSession:
     agents: list[ImportedAgent] = []
     main_path = path_to(main) if main >= 0 else []
     if main >= 0:
-        messages, usage = _history(nodes, main_path, tally)
-        agents.append(ImportedAgent("main", tuple(messages), usage))
+        messages, usage, compactions = _history(nodes, main_path, tally)
+        agents.append(ImportedAgent("main", tuple(messages), usage, compactions))
     # A leaf is another branch only when it holds a message the main path does not: a
     # hook's attachment hanging off a call, or a parallel call's result taken in above,
     # is not a branch.
@@ -154,10 +193,41 @@ def read(path: Path, data: bytes, leaf: str | None = None) -> ImportedSession:
         roots[root] = max(roots.get(root, -1), index)
     for number, (_, sub_leaf) in enumerate(sorted(roots.items()), start=1):
         name = str(nodes[sub_leaf].record.get("agentId") or f"sidechain-{number}")
-        messages, usage = _history(nodes, path_to(sub_leaf), tally)
+        messages, usage, compactions = _history(nodes, path_to(sub_leaf), tally)
         if messages:
-            agents.append(ImportedAgent(unique_name(name, {a.name for a in agents}), tuple(messages), usage))
+            agents.append(ImportedAgent(unique_name(name, {a.name for a in agents}), tuple(messages), usage, compactions))
+    for name, sub_path in subagent_files(path).items():
+        if any(a.name == name for a in agents):
+            continue
+        try:
+            sub_data = sub_path.read_bytes()
+        except OSError:
+            tally.skip("subagent files that cannot be read")
+            continue
+        # Its own file holds the whole subagent (its progress lines in this file carry its
+        # calls and results, not all of its text).
+        tally.repair(f"subagents read from their own file in {sub_path.parent.name}/")
+        for sub_agent in read(sub_path, sub_data, file_order=True).agents:
+            agents.append(dataclasses.replace(sub_agent, name=unique_name(name, {a.name for a in agents})))
+        if name in progress:
+            tally.skip("agent_progress lines of a subagent read from its own file", len(progress.pop(name).nodes))
+    for name, sub in progress.items():
+        if any(a.name == name for a in agents):  # the same subagent's sidechain lines: already read
+            tally.skip("agent_progress lines of a subagent also written as sidechain lines", len(sub.nodes))
+            continue
+        messages, usage, compactions = _history(sub.nodes, [n.index for n in sub.nodes], tally)
+        if messages:
+            agents.append(ImportedAgent(unique_name(name, {a.name for a in agents}), tuple(messages), usage, compactions))
     return ImportedSession(custom_title or ai_title or title, tuple(agents), branches, tally.report(FORMAT, agents, len(branches)))
+
+
+def subagent_files(path: Path) -> dict[str, Path]:
+    """Claude Code 2.1 writes each subagent of ``SESSION.jsonl`` (and its compaction
+    summarizer, ``agent-acompact-*``) to ``SESSION/subagents/agent-ID.jsonl``: by agent id."""
+    folder = path.parent / path.stem / "subagents"
+    if path.suffix != ".jsonl" or not folder.is_dir():
+        return {}
+    return {p.stem.removeprefix("agent-"): p for p in sorted(folder.glob("agent-*.jsonl")) if p.is_file()}
 
 
 def _walk(nodes: list[_Node], leaf: int) -> list[int]:
@@ -211,9 +281,9 @@ def _with_parallel_results(nodes: list[_Node], path: list[int], calls_of: dict[o
             part = sorted([child, *_below(nodes, child)])
             carriers = [i for i in part if nodes[i].carries_message]
             lines = [i for i in carriers if nodes[i].record.get("type") == "assistant" and nodes[i].record["message"].get("id") == response]
-            results = [i for i in carriers if i not in lines and _result_ids(nodes[i])]
+            results = [i for i in carriers if i not in lines and (_result_ids(nodes[i]) or nodes[i].attachment is not None)]
             answers = [call_id for i in results for call_id in _result_ids(nodes[i])]
-            if (carriers and len(lines) + len(results) == len(carriers) and set(answers) <= calls_of[response]
+            if (answers and len(lines) + len(results) == len(carriers) and set(answers) <= calls_of[response]
                     and len(answers) == len(set(answers)) and not set(answers) & answered):
                 out.extend(lines)
                 pending.extend(results)
@@ -249,28 +319,50 @@ def _below(nodes: list[_Node], index: int) -> list[int]:
     return found
 
 
-def _history(nodes: list[_Node], path: list[int], tally: Tally) -> tuple[list[Message], tuple[Usage, ...]]:
+def _history(nodes: list[_Node], path: list[int], tally: Tally) -> tuple[list[Message], tuple[Usage, ...], tuple[str, ...]]:
     """The messages along a path: responses merged by ``message.id``, tool results
-    gathered into ``tool`` messages, then repaired."""
+    gathered into ``tool`` messages, attachments as the user messages the model saw
+    (one written between a call and its result follows the result, where Claude Code
+    sends it), then repaired; with the usage records and the compactions' first messages."""
     messages: list[Message] = []
     usage: list[Usage] = []
+    starts: list[int] = []
     context_start = 0  # after a compaction, requests carry the summary and what follows
     response_id: object = None
+    waiting: set[str] = set()  # calls of the newest response still without their result
+    held: list[Message] = []  # attachments written while calls wait for results
+
+    def release() -> None:
+        messages.extend(held)
+        held.clear()
+
     for index in path:
         node = nodes[index]
-        if node.record.get("type") == "system" and node.record.get("subtype") == "compact_boundary":
+        if node.boundary:
+            release()
             context_start = len(messages)
+            starts.append(context_start)
         if not node.carries_message:
             continue
-        record, message = node.record, node.record["message"]
-        blocks = _blocks(message.get("content"), tally)
+        record = node.record
         ids = f"{record.get('uuid')}-{index}"
+        time = epoch_seconds(record.get("timestamp"))
+        if node.attachment is not None:
+            text, own_words = node.attachment
+            attached = Message("user", (Text(text),), id=f"{ids}-attachment" if not own_words else ids, time=time)
+            (held if waiting else messages).append(attached)
+            continue
+        message = record["message"]
+        blocks = _blocks(message.get("content"), tally)
         if record["type"] == "assistant":
+            release()
             same_response = message.get("id") is not None and message.get("id") == response_id and messages
             if same_response and messages[-1].role == "assistant":
                 messages[-1] = messages[-1].with_content(messages[-1].content + tuple(blocks))
             elif blocks:
-                messages.append(Message("assistant", tuple(blocks), id=ids))
+                messages.append(Message("assistant", tuple(blocks), id=ids, time=time))
+                waiting = set()
+            waiting |= {b.id for b in blocks if isinstance(b, ToolCall)}
             response_id = message.get("id")
             measured = measured_usage(
                 context_start, len(messages) - 1, message.get("usage"),
@@ -287,11 +379,50 @@ def _history(nodes: list[_Node], path: list[int], tally: Tally) -> tuple[list[Me
             if messages and messages[-1].role == "tool":
                 messages[-1] = messages[-1].with_content(messages[-1].content + results)
             else:
-                messages.append(Message("tool", results, id=f"{ids}-results"))
+                messages.append(Message("tool", results, id=f"{ids}-results", time=time))
+            waiting -= {b.call_id for b in results}
         if others:
-            messages.append(Message("user", others, id=ids))
+            waiting = set()
+            release()
+            messages.append(Message("user", others, id=ids, time=time))
+        if not waiting:
+            release()
+    release()
     repaired = repair(_pair_anonymous_results(messages, tally), tally)
-    return repaired, usage_in(repaired, messages, usage)
+    return repaired, usage_in(repaired, messages, usage), compaction_ids(repaired, messages, starts)
+
+
+@dataclasses.dataclass
+class _ProgressAgent:
+    """A subagent as its ``agent_progress`` lines carry it: one message per line."""
+
+    prompt: str
+    nodes: list[_Node] = dataclasses.field(default_factory=list)
+    seen: set[object] = dataclasses.field(default_factory=set)
+
+
+def _progress_of(record: dict[str, Any], agents: dict[str, _ProgressAgent]) -> bool:
+    """Take a subagent's message from an ``agent_progress`` line into ``agents`` (by
+    ``agentId``, else the calling ``parentToolUseID``). True when the line was one."""
+    data = record.get("data")
+    if record.get("type") != "progress" or not isinstance(data, dict) or data.get("type") != "agent_progress":
+        return False
+    name = data.get("agentId") or record.get("parentToolUseID")
+    nested = data.get("message")
+    if not isinstance(name, str) or not isinstance(nested, dict):
+        return True
+    agent = agents.setdefault(name, _ProgressAgent(str(data.get("prompt") or "")))
+    key = nested.get("uuid") or id(nested)
+    if key in agent.seen:  # written again as the subagent went on
+        return True
+    agent.seen.add(key)
+    line = nested if "timestamp" in nested else {**nested, "timestamp": record.get("timestamp")}
+    if not agent.nodes and agent.prompt and line.get("type") != "user":
+        # The prompt the subagent was started with, when its first line is not it.
+        agent.nodes.append(_Node(0, {"type": "user", "message": {"role": "user", "content": agent.prompt},
+                                     "uuid": f"{name}-prompt", "timestamp": record.get("timestamp")}))
+    agent.nodes.append(_Node(len(agent.nodes), line))
+    return True
 
 
 def _pair_anonymous_results(messages: list[Message], tally: Tally) -> list[Message]:

@@ -16,6 +16,8 @@ from .base import (
     ImportedSession,
     Tally,
     Usage,
+    compaction_ids,
+    epoch_seconds,
     jsonl_records,
     measured_usage,
     repair,
@@ -36,14 +38,15 @@ def read(path: Path, data: bytes) -> ImportedSession:
     tally = Tally()
     messages: list[Message] = []
     usage = _Usage()
+    starts: list[int] = []  # where the requests after each compaction began
 
-    def add(role: str, blocks: list[Block], number: str) -> None:
+    def add(role: str, blocks: list[Block], number: str, time: float | None = None) -> None:
         if not blocks:
             return
         if messages and messages[-1].role == role and role in ("assistant", "tool"):
             messages[-1] = messages[-1].with_content(messages[-1].content + tuple(blocks))
         else:
-            messages.append(Message(role, tuple(blocks), id=f"codex-{number}"))  # type: ignore[arg-type]
+            messages.append(Message(role, tuple(blocks), id=f"codex-{number}", time=time))  # type: ignore[arg-type]
             usage.message(role, len(messages) - 1)
 
     for number, record in jsonl_records(path, data, tally):
@@ -62,17 +65,18 @@ def read(path: Path, data: bytes) -> ImportedSession:
         if kind == "compacted":
             tally.compactions += 1
             usage.start = len(messages)
+            starts.append(len(messages))
             summary = payload.get("message")
             if isinstance(summary, str) and summary:
-                add("user", [Text(f"[codex compaction summary]\n{summary}")], number)
+                add("user", [Text(f"[codex compaction summary]\n{summary}")], number, epoch_seconds(record.get("timestamp")))
             continue
         if kind != "response_item":
             tally.skip(f"{kind or 'untyped'} lines (no message)")
             continue
         role, blocks = _item(payload, tally)
-        add(role, blocks, number)
+        add(role, blocks, number, epoch_seconds(record.get("timestamp")))
     repaired = repair(messages, tally)
-    agents = (ImportedAgent("main", tuple(repaired), usage_in(repaired, messages, usage.records)),)
+    agents = (ImportedAgent("main", tuple(repaired), usage_in(repaired, messages, usage.records), compaction_ids(repaired, messages, starts)),)
     return ImportedSession("", agents, (), tally.report(FORMAT, agents, 0))
 
 

@@ -23,6 +23,7 @@ from .base import (
     ImportedSession,
     Tally,
     append_message,
+    epoch_seconds,
     jsonl_records,
     repair,
     safe_block,
@@ -51,6 +52,7 @@ def read(path: Path, data: bytes) -> ImportedSession:
     for number, record in jsonl_records(path, data, tally):
         kind, event = record.get("type"), record.get("data")
         message_id = str(record.get("id") or f"copilot-{number}")
+        time = epoch_seconds(record.get("timestamp"))
         if not isinstance(event, dict) or kind not in _CONVERSATION:
             tally.skip(f"{kind or 'untyped'} events (no message)")
             continue
@@ -58,25 +60,25 @@ def read(path: Path, data: bytes) -> ImportedSession:
         text = content if isinstance(content, str) else ""
         if kind == "system.message":
             if text and not any(m.role == "system" for m in messages):
-                messages.insert(0, Message("system", (Text(text),), id=message_id))
+                messages.insert(0, Message("system", (Text(text),), id=message_id, time=time))
             elif text:  # a later one (a mode change) stays where it came
-                messages.append(Message("system", (Text(text),), id=message_id))
+                messages.append(Message("system", (Text(text),), id=message_id, time=time))
             continue
         if kind in ("user.message", "system.notification"):
             if text:
                 title = title or (text if kind == "user.message" else "")
-                messages.append(Message("user", (Text(text),), id=message_id))
+                messages.append(Message("user", (Text(text),), id=message_id, time=time))
             continue
         if kind == "assistant.message":
             blocks = _assistant_blocks(event, text, tally)
             if blocks:
-                messages.append(Message("assistant", tuple(blocks), id=message_id))
+                messages.append(Message("assistant", tuple(blocks), id=message_id, time=time))
             continue
         result = _result(event)
         if result is None:
             tally.skip("tool results without a call id")
             continue
-        append_message(messages, Message("tool", (result,), id=message_id))
+        append_message(messages, Message("tool", (result,), id=message_id, time=time))
     repaired = repair(messages, tally)
     agents = (ImportedAgent("main", tuple(repaired)),)
     return ImportedSession(title_from(title), agents, (), tally.report(FORMAT, agents, 0))

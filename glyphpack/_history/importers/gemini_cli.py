@@ -24,6 +24,7 @@ from .base import (
     Tally,
     Usage,
     append_message,
+    epoch_seconds,
     image_or_stub,
     measured_usage,
     objects,
@@ -51,13 +52,14 @@ def read(path: Path, document: dict[str, Any]) -> ImportedSession:
     for number, entry in objects(document["messages"], tally):
         kind = entry.get("type")
         message_id = str(entry.get("id") or f"gemini-cli-{number}")
+        time = epoch_seconds(entry.get("timestamp"))
         if kind in _SHOWN_NOT_SENT:
             tally.skip(f"{kind} lines shown to the user, never sent to the model")
             continue
         if kind == "user":
             blocks = _parts(entry.get("content"), tally)
             if blocks:
-                messages.append(Message("user", tuple(blocks), id=message_id))
+                messages.append(Message("user", tuple(blocks), id=message_id, time=time))
             continue
         if kind != "gemini":
             tally.skip(f"{kind or 'untyped'} messages")
@@ -70,12 +72,12 @@ def read(path: Path, document: dict[str, Any]) -> ImportedSession:
             # A response with no calls followed by another: Gemini CLI split one turn.
             messages[-1] = messages[-1].with_content(messages[-1].content + tuple(blocks))
         else:
-            messages.append(Message("assistant", tuple(blocks), id=message_id))
+            messages.append(Message("assistant", tuple(blocks), id=message_id, time=time))
         measured = measured_usage(0, len(messages) - 1, entry.get("tokens"), ("input",), ("cached",))
         if measured:
             usage.append(measured)
         if results:
-            append_message(messages, Message("tool", tuple(results), id=f"{message_id}-results"))
+            append_message(messages, Message("tool", tuple(results), id=f"{message_id}-results", time=time))
     repaired = repair(messages, tally)
     agents = (ImportedAgent("main", tuple(repaired), usage_in(repaired, messages, usage)),)
     first_task = next((m.text for m in repaired if m.role == "user"), "")

@@ -7,6 +7,7 @@ error result (counted)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from .base import (
     Tally,
     Usage,
     append_message,
+    compaction_ids,
+    epoch_seconds,
     image_or_stub,
     jsonl_records,
     measured_usage,
@@ -45,6 +48,7 @@ def read(path: Path, data: bytes) -> ImportedSession:
     usage: list[Usage] = []
     numbers: list[int] = []  # each message's entry number, for compactions' first kept entry
     context_start = 0
+    starts: list[int] = []  # where the requests after each compaction began
     for number, record in enumerate(records):
         kind = record.get("type")
         if kind == "compaction":
@@ -53,9 +57,11 @@ def read(path: Path, data: bytes) -> ImportedSession:
             if isinstance(kept, int) and not isinstance(kept, bool):
                 # Later requests carry the summary and the entries from the first kept one.
                 context_start = next((n for n, entry in enumerate(numbers) if entry >= kept), len(messages))
+                starts.append(context_start)
             summary = record.get("summary")
             if isinstance(summary, str) and summary:
-                messages.append(Message("user", (Text(f"[pi compaction summary]\n{summary}"),), id=f"pi-{number}"))
+                messages.append(Message("user", (Text(f"[pi compaction summary]\n{summary}"),), id=f"pi-{number}",
+                                        time=epoch_seconds(record.get("timestamp"))))
                 numbers.append(number)
             continue
         if kind != "message" or not isinstance(record.get("message"), dict):
@@ -64,6 +70,7 @@ def read(path: Path, data: bytes) -> ImportedSession:
         message = _message(record["message"], f"pi-{number}", tally)
         if message is None:
             continue
+        message = dataclasses.replace(message, time=epoch_seconds(record.get("timestamp")))
         if message.role == "assistant":
             measured = measured_usage(
                 context_start, len(messages), record["message"].get("usage"), ("input", "cacheRead", "cacheWrite"), ("cacheRead",), ("cacheWrite",)
@@ -73,7 +80,7 @@ def read(path: Path, data: bytes) -> ImportedSession:
         if append_message(messages, message):
             numbers.append(number)
     repaired = repair(messages, tally)
-    agents = (ImportedAgent("main", tuple(repaired), usage_in(repaired, messages, usage)),)
+    agents = (ImportedAgent("main", tuple(repaired), usage_in(repaired, messages, usage), compaction_ids(repaired, messages, starts)),)
     return ImportedSession("", agents, (), tally.report(FORMAT, agents, 0))
 
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from ..._errors import HistoryError
 from ..._types import public
 from . import aider, claude_code, codex, copilot_cli, gemini_cli, mini_swe_agent, openhands, pi, plain, swe_agent
-from .base import ImportedSession, jsonl_records
+from .base import ImportedSession, first_task, jsonl_records
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,9 +55,14 @@ _SNIFF_RECORDS = 50
 def import_file(path: str | Path, *, format: str | None = None) -> ImportedSession:
     """A session file as neutral histories, its format detected from its content
     (``format`` forces one of ``FORMATS``). Every history returned is valid for every
-    provider; the report counts what was skipped or repaired to make it so. Raises
+    provider; the report counts what was skipped or repaired to make it so. The title is
+    the harness's own (a summary or title line), else the first task. Raises
     ``HistoryError`` naming the file when it is no format glyphpack reads."""
-    path = Path(path)
+    session = _import(Path(path), format)
+    return session if session.title else dataclasses.replace(session, title=first_task(session.messages))
+
+
+def _import(path: Path, format: str | None) -> ImportedSession:
     if format is not None and format not in FORMATS:
         raise HistoryError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
     try:

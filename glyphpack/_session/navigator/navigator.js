@@ -185,6 +185,11 @@
     link.href = "#m-" + encodeURIComponent(n.id);
     link.title = "permalink";
     head.appendChild(link);
+    if (n.t) {  // when the harness recorded it (an import keeps the session's own times)
+      const when = el("time", "when", new Date(n.t * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC");
+      when.dateTime = new Date(n.t * 1000).toISOString();
+      head.appendChild(when);
+    }
     const siblings = n.p === null ? childrenOf(null, n.c) : childrenOf(n.p, n.c);
     if (siblings.length > 1) head.appendChild(el("span", "", "branch " + (siblings.indexOf(n.id) + 1) + " of " + siblings.length));
     if (elided) head.appendChild(el("span", "badge", "elided or dropped in compaction " + elided));

@@ -14,12 +14,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._errors import HistoryError, StoreError
-from .._history.codec import history_from_json, history_to_json, json_bytes
-from .._history.messages import Message
-from .._history.store import Workspace
+from .codec import history_from_json, history_to_json, json_bytes
+from .messages import Message
+
+if TYPE_CHECKING:
+    from .backend import StoreBackend
+
+
+class Workspace(Protocol):
+    """Where views are kept: a ``store.Workspace`` (named by what it offers, so the
+    store can write the harnesses' own compactions without an import cycle)."""
+
+    @property
+    def backend(self) -> StoreBackend: ...
 
 FORMAT = "glyphpack-view"
 FORMAT_VERSION = 1
@@ -37,7 +47,8 @@ class StoredView:
         pages: snapshot pages in the view.
         tokens: estimated tokens of the view when it was made.
         trigger: what made it (``"proactive"``, ``"recovery"``, ``"/compact"``, ``"/shake"``,
-            ``"elision"``: a batch elided below the threshold, with recall on).
+            ``"elision"``: a batch elided below the threshold, with recall on;
+            ``"harness"``: the imported session's own harness compacted there).
         report: the ladder's one-line outcome.
         page_text: the text the snapshot pages draw, exactly (stubs and cut results as
             drawn; "" without pages), for a person checking what the model was shown.
@@ -113,3 +124,19 @@ def _decoded(where: str, raw: bytes) -> StoredView:
         )
     except (ValueError, KeyError, TypeError, IndexError, HistoryError, RecursionError) as exc:
         raise StoreError(f"{where} is damaged ({exc}); delete it to send the full transcript again") from None
+
+
+def harness_view(messages: tuple[Message, ...], start: str, harness: str) -> StoredView | None:
+    """The view a harness's own compaction makes: its later requests carried the
+    messages from ``start`` (its summary, or the first kept) on, so the view stands for
+    everything before it, keeping only the system prompt. None when ``start`` is not in
+    ``messages`` or nothing comes before it."""
+    ids = [m.id for m in messages]
+    if start not in ids or ids.index(start) == 0:
+        return None
+    cut = ids.index(start)
+    kept = tuple(m for m in messages[:cut] if m.role == "system")
+    return StoredView(
+        covers=ids[cut - 1], messages=kept, source=(ids[0], ids[cut - 1]), trigger="harness",
+        report=f"{harness} compacted here: the {cut - len(kept):,} messages before its summary are not sent (recallable)",
+    )

@@ -1,0 +1,267 @@
+"""Sessions as their harnesses write them today: Claude Code's attachments, subagents
+in progress lines and in their own files, compaction chains whose link is missing; the
+harness's own compactions as compaction boundaries; every message's own time; titles."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+
+import pytest
+
+import glyphpack
+from glyphpack import import_file
+from glyphpack._cli import main
+from glyphpack._history.importers import claude_code_attachments
+from glyphpack._history.importers.base import epoch_seconds, first_task
+from glyphpack._history.view import read_archive, read_view
+from tests.test_importers import session_path
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _all_text(session: glyphpack.ImportedSession) -> str:
+    return "\n".join(m.text for agent in session.agents for m in agent.messages)
+
+
+def test_attachments_the_model_saw_are_kept_and_the_ones_it_did_not_see_are_counted():
+    """Read off the raw file with no importer code: each hook context, memory file and
+    listing the model was shown is in the history, once; hook errors shown only to the
+    user are not, and each line left out is counted."""
+    path = session_path("claude-code/ohmyposh-6beb436f6cd8-0.jsonl")
+    records = [r for r in _lines(path) if r.get("type") == "attachment"]
+    shown = []
+    for record in records:
+        attachment = record["attachment"]
+        if attachment["type"] == "hook_additional_context":
+            shown += attachment["content"]
+        elif attachment["type"] == "nested_memory":
+            shown.append(attachment["content"]["content"])
+        elif attachment["type"] in ("skill_listing",) or (attachment["type"] == "hook_success" and attachment["content"]):
+            shown.append(attachment["content"])
+    hidden = [r["attachment"]["stderr"] for r in records if r["attachment"]["type"] == "hook_non_blocking_error"]
+    session = import_file(path)
+    reminders = [m for m in session.messages if m.id.endswith("-attachment")]
+    assert len(shown) == 15 and len(hidden) == 16
+    for text in shown:
+        assert sum(text in m.text for m in reminders) >= 1, text[:60]
+    assert not any(stderr in m.text for stderr in hidden for m in session.messages)
+    assert all(m.role == "user" and m.text.startswith("<system-reminder>\n") for m in reminders)
+    assert len(reminders) + session.report.skipped["attachment lines the model is not shown"] == len(records)
+    # Claude Code's own wording for a hook's context (as its compaction summarizer's file records it)
+    context = next(m.text for m in reminders if "hook additional context" in m.text)
+    assert context.startswith("<system-reminder>\nUserPromptSubmit hook additional context: CAVEMAN MODE ACTIVE (full).")
+
+
+def test_an_attachment_written_between_a_call_and_its_result_follows_the_result(tmp_path):
+    lines = [
+        {"type": "user", "uuid": "u1", "parentUuid": None, "message": {"role": "user", "content": "go"}},
+        {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "message": {"id": "m1", "role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "x"}}]}},
+        {"type": "attachment", "uuid": "h1", "parentUuid": "a1", "attachment": {
+            "type": "hook_additional_context", "hookName": "PreToolUse:Read", "content": ["read carefully"]}},
+        {"type": "user", "uuid": "r1", "parentUuid": "h1", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "file body"}]}},
+        {"type": "assistant", "uuid": "a2", "parentUuid": "r1", "message": {"id": "m2", "role": "assistant", "content": [
+            {"type": "text", "text": "done"}]}},
+    ]
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    session = import_file(path)
+    assert [m.role for m in session.messages] == ["user", "assistant", "tool", "user", "assistant"]
+    assert session.messages[3].text == "<system-reminder>\nPreToolUse:Read hook additional context: read carefully\n</system-reminder>"
+    assert session.report.repaired == {}
+
+
+def test_attachment_texts_follow_claude_codes_conversion():
+    assert claude_code_attachments.shown({"type": "hook_non_blocking_error", "stderr": "x"}) is None
+    assert claude_code_attachments.shown({"type": "hook_success", "hookEvent": "PostToolUse", "content": "ok"}) is None
+    assert claude_code_attachments.shown({"type": "hook_success", "hookEvent": "SessionStart", "hookName": "SessionStart:startup",
+                                          "content": "hi"}) == ("<system-reminder>\nSessionStart:startup hook success: hi\n</system-reminder>", False)
+    assert claude_code_attachments.shown({"type": "queued_command", "prompt": "and the tests"}) == ("and the tests", True)
+    assert claude_code_attachments.shown({"type": "nested_memory", "path": "a/CLAUDE.md", "content": {"path": "a/CLAUDE.md", "content": "rules"}}) == (
+        "<system-reminder>\nContents of a/CLAUDE.md:\nrules\n</system-reminder>", False)
+    assert claude_code_attachments.shown({"type": "task_reminder", "content": [], "itemCount": 0}) is None
+    assert claude_code_attachments.shown({"type": "a_type_from_the_future", "content": "new words"}) == (
+        "<system-reminder>\nnew words\n</system-reminder>", False)
+    assert claude_code_attachments.shown({"type": "a_type_from_the_future", "flag": True}) is None
+
+
+def _progress(path: Path) -> dict[str, list[dict]]:
+    """Each subagent's messages as its ``agent_progress`` lines carry them, raw."""
+    agents: dict[str, list[dict]] = {}
+    for record in _lines(path):
+        data = record.get("data") or {}
+        if record.get("type") == "progress" and data.get("type") == "agent_progress":
+            agents.setdefault(data["agentId"], []).append(data["message"])
+    return agents
+
+
+def test_a_subagent_in_progress_lines_is_an_agent_with_every_call_and_result():
+    """Claude Code 2.1.38 writes a subagent's messages into the main file as
+    ``agent_progress`` lines: every call and real result of theirs, counted from the raw
+    lines, comes back in an agent of its own, and the main history is what it was."""
+    path = session_path("claude-code/spotter-subagent.jsonl")
+    (name, raw), = _progress(path).items()
+    calls = {b["id"]: b["name"] for m in raw if m["type"] == "assistant" for b in m["message"]["content"] if b["type"] == "tool_use"}
+    results = {b["tool_use_id"]: b["content"] if isinstance(b["content"], str) else "\n".join(p["text"] for p in b["content"])
+               for m in raw if m["type"] == "user" and isinstance(m["message"]["content"], list)
+               for b in m["message"]["content"] if b["type"] == "tool_result"}
+    session = import_file(path)
+    assert [a.name for a in session.agents] == ["main", name]
+    sub = session.agents[1].messages
+    assert {c.id: c.name for m in sub for c in m.tool_calls} == calls and len(calls) == 9
+    assert {r.call_id: r.text for m in sub for r in m.tool_results} == results
+    assert sub[0].role == "user" and sub[0].text.startswith("Draft bead content for setting up Credo")
+    assert session.report.repaired == {} and "progress lines (no message)" in session.report.skipped
+    assert session.report.skipped["progress lines (no message)"] == sum(
+        1 for r in _lines(path) if r.get("type") == "progress" and r["data"]["type"] != "agent_progress")
+    # the subagent's call in the main history keeps the subagent's report as its result
+    task = next(c for m in session.messages for c in m.tool_calls if c.name == "Task")
+    assert any(r.call_id == task.id for m in session.messages for r in m.tool_results)
+
+
+def test_a_subagent_with_its_own_file_is_read_from_it_and_a_folder_import_does_not_take_it_twice(tmp_path, capsys):
+    """Claude Code 2.1 also writes each subagent whole to SESSION/subagents/agent-ID.jsonl
+    (its progress lines miss its plain text): that file is the agent, once."""
+    source = session_path("claude-code/spotter-subagent.jsonl")
+    session_file = tmp_path / "projects" / "491e126e.jsonl"
+    session_file.parent.mkdir()
+    session_file.write_bytes(source.read_bytes())
+    (name, raw), = _progress(source).items()
+    own = [{**m, "isSidechain": True, "agentId": name, "sessionId": "491e126e"} for m in raw]
+    own.insert(2, {"type": "assistant", "uuid": "only-in-its-file", "isSidechain": True, "agentId": name,
+                   "message": {"id": "msg-own", "role": "assistant", "content": [{"type": "text", "text": "Let me look around first."}]}})
+    folder = tmp_path / "projects" / "491e126e" / "subagents"
+    folder.mkdir(parents=True)
+    (folder / f"agent-{name}.jsonl").write_text("\n".join(json.dumps(line) for line in own))
+    session = import_file(session_file)
+    assert [a.name for a in session.agents] == ["main", name]
+    assert "Let me look around first." in _all_text(session)
+    assert session.report.skipped["agent_progress lines of a subagent read from its own file"] == len(raw)
+    assert main(["import", str(tmp_path / "projects"), "--workspace", str(tmp_path / "ws")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("imported as conversation") == 1 and f"agent-{name}" not in out  # not a conversation of its own
+    with glyphpack.Workspace(tmp_path / "ws") as workspace:
+        assert {agent for _, agent in workspace.transcripts()} == {"main", name}
+
+
+def _compacted(boundary_parent: str | None) -> list[dict]:
+    def line(kind: str, uuid: str, parent: str | None, text: str, stamp: int, **extra: object) -> dict:
+        role = "assistant" if kind == "assistant" else "user"
+        message = {"role": role, "content": [{"type": "text", "text": text}]} | ({"id": f"m-{uuid}"} if role == "assistant" else {})
+        return {"type": kind, "uuid": uuid, "parentUuid": parent, "timestamp": f"2026-02-12T16:0{stamp}:00Z", "message": message, **extra}
+
+    return [
+        line("user", "u1", None, "Fix the flaky login test", 0),
+        line("assistant", "a1", "u1", "Looking.", 1),
+        {"type": "system", "subtype": "compact_boundary", "uuid": "b1", "parentUuid": None, "logicalParentUuid": boundary_parent,
+         "timestamp": "2026-02-12T16:02:00Z", "compactMetadata": {"trigger": "auto", "preTokens": 170251}},
+        line("user", "s1", "b1", "This session is being continued from a previous conversation.", 3, isCompactSummary=True),
+        line("assistant", "a2", "s1", "Continuing.", 4),
+    ]
+
+
+def test_a_compaction_whose_link_is_not_in_the_file_is_joined_and_reported(tmp_path):
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in _compacted("not-written")))
+    session = import_file(path)
+    assert [m.text for m in session.messages] == ["Fix the flaky login test", "Looking.",
+                                                  "This session is being continued from a previous conversation.", "Continuing."]
+    assert session.branches == () and session.report.compactions == 1
+    assert session.report.repaired == {"compaction boundaries joined to the message written before them (the one they name is not in the file)": 1}
+    assert session.agents[0].compactions == (session.messages[2].id,)
+    # linked as Claude Code links it: the same, with nothing to repair
+    path.write_text("\n".join(json.dumps(line) for line in _compacted("a1")))
+    linked = import_file(path)
+    assert linked.messages == session.messages and linked.report.repaired == {}
+    # the boundary first in its file: the earlier part is in another file, and the report says so
+    path.write_text("\n".join(json.dumps(line) for line in _compacted("not-written")[2:]))
+    alone = import_file(path)
+    assert [m.text for m in alone.messages][-1] == "Continuing."
+    assert alone.report.assumed == ("the session continues another file: its first compaction's earlier messages are not in this one",)
+
+
+def test_the_harness_compaction_is_in_force_in_the_workspace_and_context_counts_from_it(tmp_path, capsys):
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in _compacted("a1")))
+    ws = tmp_path / "ws"
+    assert main(["import", str(path), "--workspace", str(ws)]) == 0
+    capsys.readouterr()
+    with glyphpack.Workspace(ws) as workspace:
+        view = read_view(workspace, "s", "main")
+        assert view is not None and view.trigger == "harness" and view.covers == "s/a1-1" and view.messages == ()
+        session = glyphpack.Session(workspace, "s", "main", model="claude-sonnet-4-5")
+        sent, _ = session.request_view()
+        assert [m.text for m in sent] == ["This session is being continued from a previous conversation.", "Continuing."]
+    assert main(["tree", str(ws)]) == 0
+    tree = capsys.readouterr().out
+    assert "[a1-1]  <- compacted up to here (main: the harness compacted here (in force): the 2 messages up to here are not sent)" in tree
+    assert main(["context", str(path), "--model", "claude-sonnet-4-5"]) == 0
+    from_file = capsys.readouterr().out
+    assert "agent main: 4 messages (the harness compacted 1 time(s); its requests carry messages 3-4), ~" in from_file
+    assert main(["context", str(ws), "s", "--model", "claude-sonnet-4-5"]) == 0
+    from_workspace = capsys.readouterr().out
+    assert "the next request carries 2 (" in from_workspace
+
+    def rows(out: str) -> list[str]:
+        return [line.split()[1] for line in out.splitlines() if line.split()[:1] in (["user"], ["assistant"])]
+    assert rows(from_file) == rows(from_workspace) and rows(from_file)[0] != "0"  # the same messages counted
+    # A sync that brings a second compaction adds it; the first stays in the archive.
+    grown = _compacted("a1") + [
+        {"type": "system", "subtype": "compact_boundary", "uuid": "b2", "parentUuid": None, "logicalParentUuid": "a2", "timestamp": "2026-02-12T16:05:00Z"},
+        {"type": "user", "uuid": "s2", "parentUuid": "b2", "timestamp": "2026-02-12T16:06:00Z", "message": {"role": "user", "content": "Second summary."}},
+    ]
+    path.write_text("\n".join(json.dumps(line) for line in grown))
+    assert main(["import", str(path), "--workspace", str(ws)]) == 0
+    assert main(["import", str(path), "--workspace", str(ws)]) == 0  # unchanged: nothing added
+    with glyphpack.Workspace(ws) as workspace:
+        assert [v.covers for v in read_archive(workspace, "s", "main")] == ["s/a1-1", "s/a2-4"]
+
+
+def test_every_message_keeps_its_time_and_tree_and_exports_show_it(tmp_path, capsys):
+    path = session_path("claude-code/ohmyposh-6beb436f6cd8-0.jsonl")
+    first_user = next(r for r in _lines(path) if r.get("type") == "user")
+    session = import_file(path)
+    task = next(m for m in session.messages if m.id.startswith(first_user["uuid"]))
+    assert task.time == datetime.datetime.fromisoformat(first_user["timestamp"].replace("Z", "+00:00")).timestamp()
+    assert all(m.time is not None for m in session.messages if not m.id.endswith("-missing-results"))
+    ws = tmp_path / "ws"
+    assert main(["import", str(path), "--workspace", str(ws), "--conversation", "posh"]) == 0
+    capsys.readouterr()
+    assert main(["tree", str(ws)]) == 0
+    header, first = capsys.readouterr().out.splitlines()[:2]
+    assert header.endswith("(2026-08-01 09:13:34 to 2026-08-01 09:32:16 UTC)")
+    assert "* 09:13 user: " in first
+    out = tmp_path / "posh.md"
+    assert main(["export", str(ws), "posh", "--out", str(out)]) == 0
+    assert "### user `" in out.read_text() and " · 2026-08-01 09:13:" in out.read_text()
+    exported = tmp_path / "posh.json"
+    assert main(["export", str(ws), "posh", "--out", str(exported), "--format", "json"]) == 0
+    assert json.loads(exported.read_text())["messages"][0]["time"] == session.messages[0].time
+
+
+def test_times_are_read_from_every_shape_and_never_stop_an_import():
+    assert epoch_seconds("2026-02-10T21:54:15.897Z") == 1770760455.897
+    assert epoch_seconds("2026-02-10T21:54:15") == 1770760455.0  # no zone: UTC
+    assert epoch_seconds(1770760455897) == 1770760455.897  # milliseconds
+    assert epoch_seconds(1770760455) == 1770760455.0
+    for bad in ("yesterday", "", None, True, float("nan"), -5, [1]):
+        assert epoch_seconds(bad) is None
+    timed, untimed = glyphpack.Message("user", "x", id="i", time=5.0), glyphpack.Message("user", "x", id="i")
+    assert timed == untimed and timed.time == 5.0  # a time is not content: a sync compares content
+    for bad in (float("inf"), True, "noon"):
+        with pytest.raises(glyphpack.HistoryError, match="time"):
+            glyphpack.Message("user", "x", time=bad)  # type: ignore[arg-type]
+
+
+def test_a_title_is_the_first_task_without_its_wrapping():
+    m = glyphpack.Message
+    assert first_task([m("system", "you are"), m("user", "<system-reminder>\nhook output\n</system-reminder>"),
+                       m("user", "<command-name>/fix</command-name>\n<command-args>the   login test</command-args>")]) == "/fix the login test"
+    assert first_task([m("user", "[mini-swe-agent exit]")]) == ""
+    codex = import_file(session_path("codex/simonw-sample_codex_session.jsonl"))
+    assert codex.title and codex.title == first_task(codex.messages)
