@@ -16,7 +16,9 @@ from glyphpack import import_file
 from glyphpack._compaction.cost import CostModel
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "sessions"
-FILES = sorted(p for p in SHARED.glob("*/*") if p.parent.name != "licenses") if SHARED.is_dir() else []
+#: Real files the tests copied from elsewhere (a Claude Code 2.1 subagent in progress lines).
+EXTRA = [Path(__file__).resolve().parents[1] / "tests" / "data" / "sessions" / "spotter-subagent.jsonl"]
+FILES = sorted(p for p in SHARED.glob("*/*") if p.parent.name != "licenses") + EXTRA if SHARED.is_dir() else []
 ROWS: list[str] = []
 
 
@@ -44,6 +46,18 @@ def import_and_price(path: Path) -> tuple[int, int]:
     return len(every), sum(cost.breakdown(every).values())
 
 
+def kept(path: Path) -> str:
+    """What the import kept, as table cells: agents, tool calls (all answered by a real
+    result, or how many got the stand-in), the harness's compactions, messages with their time."""
+    session = import_file(path)
+    r = session.report
+    every = [m for agent in session.agents for m in agent.messages]
+    stand_ins = r.repaired.get("unanswered tool calls given an error result", 0)
+    timed = sum(m.time is not None for m in every) / len(every)
+    return (f"{len(r.agents)} | {r.tool_calls:,}" + (f" ({stand_ins} stand-in)" if stand_ins else "")
+            + f" | {sum(len(a.compactions) for a in session.agents)} of {r.compactions} | {timed:.0%}")
+
+
 def best_of(fn, path: Path, rounds: int = 5) -> float:
     times = []
     for _ in range(rounds):
@@ -64,7 +78,7 @@ def test_import_and_context(path):
     tracemalloc.stop()
     size = path.stat().st_size
     ROWS.append(
-        f"| {path.parent.name}/{path.name[:40]} | {size / 1e6:.2f} MB | {messages:,} | {tokens:,} | {seconds * 1000:.1f} ms | "
+        f"| {path.parent.name}/{path.name[:40]} | {size / 1e6:.2f} MB | {messages:,} | {kept(path)} | {tokens:,} | {seconds * 1000:.1f} ms | "
         f"{messages / seconds:,.0f} | {peak / 1e6:.1f} MB | {seconds / baseline:.1f}x |"
     )
     assert messages > 0
@@ -74,7 +88,7 @@ def test_import_and_context(path):
 def table():
     yield
     TABLES["importing real sessions and pricing them (one run)"] = [
-        "| file | size | messages (all agents) | tokens (claude) | import + price | messages/s | peak memory | / JSON parse only |",
-        "|---|---|---|---|---|---|---|---|",
+        "| file | size | messages (all agents) | agents | tool calls | harness compactions kept | with their time | tokens (claude) | import + price | messages/s | peak memory | / JSON parse only |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
         *ROWS,
     ]

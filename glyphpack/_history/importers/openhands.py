@@ -29,6 +29,7 @@ from .base import (
     Usage,
     append_message,
     chat_tool_calls,
+    epoch_seconds,
     jsonl_records,
     measured_usage,
     repair,
@@ -100,7 +101,8 @@ def _history(events: list[Any], name: str, tally: Tally) -> tuple[list[Message],
 
     def add(role: str, blocks: list[Block], number: int) -> None:
         if blocks:
-            append_message(messages, Message(role, tuple(blocks), id=f"{prefix}-{number}"))  # type: ignore[arg-type]
+            time = epoch_seconds(events[number].get("timestamp"))
+            append_message(messages, Message(role, tuple(blocks), id=f"{prefix}-{number}", time=time))  # type: ignore[arg-type]
 
     for number, event in enumerate(events):
         if not _is_event(event):
@@ -184,7 +186,7 @@ def _add_response(
     if not blocks:
         return
     responses.add(response_id)
-    messages.append(Message("assistant", tuple(blocks), id=message_id))
+    messages.append(Message("assistant", tuple(blocks), id=message_id, time=epoch_seconds(event.get("timestamp"))))
     measured = measured_usage(0, len(messages) - 1, response.get("usage"), ("prompt_tokens",), CHAT_CACHED)
     if measured:
         usage.append(measured)
