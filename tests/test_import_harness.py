@@ -14,7 +14,8 @@ import glyphpack
 from glyphpack import import_file
 from glyphpack._cli import main
 from glyphpack._history.importers import claude_code_attachments
-from glyphpack._history.importers.base import epoch_seconds, first_task
+from glyphpack._history.importers.base import epoch_seconds
+from glyphpack._history.messages import first_task
 from glyphpack._history.view import read_archive, read_view
 from tests.test_importers import session_path
 
@@ -265,3 +266,21 @@ def test_a_title_is_the_first_task_without_its_wrapping():
     assert first_task([m("user", "[mini-swe-agent exit]")]) == ""
     codex = import_file(session_path("codex/simonw-sample_codex_session.jsonl"))
     assert codex.title and codex.title == first_task(codex.messages)
+
+
+def test_an_untitled_conversation_is_named_by_its_first_task_and_its_reminders_show_as_such(tmp_path, capsys):
+    """What a proxy records from Claude Code starts with the harness's reminders: the
+    conversation is titled from the task, and the tree shows the reminders as reminders."""
+    with glyphpack.Workspace(tmp_path / "ws") as workspace:
+        session = glyphpack.Session(workspace, "proxy-20261204", "main", model="claude-sonnet-4-5")
+        session.add_user([glyphpack.Text("<system-reminder>\nThe date is 2026-12-04.\n</system-reminder>")])
+        session.add_user([glyphpack.Text("<system-reminder>\nCLAUDE.md says: be terse\n</system-reminder>"),
+                          glyphpack.Text("Fix the   flaky login test")])
+        assert workspace.tree.conversation("proxy-20261204").title == "Fix the flaky login test"
+        session.add_user("a later message never renames it")
+        assert workspace.tree.conversation("proxy-20261204").title == "Fix the flaky login test"
+    assert main(["tree", str(tmp_path / "ws")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "proxy-20261204  Fix the flaky login test"
+    assert lines[1].startswith("* user: (system reminder) The date is 2026-12-04.")
+    assert lines[2].startswith("* user: Fix the flaky login test (+1 system reminder)")

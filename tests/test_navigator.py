@@ -258,6 +258,15 @@ def test_real_sessions_in_a_browser(tmp_path):
         assert nested, "no Task call linked to its sidechain"
         driver.execute_script("arguments[0].closest('details.call').open = true; arguments[0].open = true", nested[0])
         assert driver.find_elements("css selector", "#transcript details.subagent .submsg")
+        # Claude Code 2.1's attachments: folded as the harness's reminders; every message with its time
+        driver.execute_script(
+            "const s = document.getElementById('conversation'); s.value = arguments[0]; s.dispatchEvent(new Event('change'))",
+            "ohmyposh-6beb436f6cd8-0",
+        )
+        folded = driver.execute_script("return [...document.querySelectorAll('#transcript details.reminder > summary')].map(e => e.textContent)")
+        assert folded and set(folded) == {"system reminder (from the harness)"}
+        times = driver.execute_script("return [...document.querySelectorAll('#transcript .msg .head time.when')].map(e => e.textContent)")
+        assert times and times[0] == "2026-08-01 09:13:34 UTC"
         assert page_errors(driver) == []
 
 

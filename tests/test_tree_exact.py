@@ -141,7 +141,7 @@ def test_a_long_plain_run_is_counted_on_one_line_and_what_is_marked_stays(tree):
     tree.add_paths("c", [[*history[:17], Message("user", "another way", id="b17")]], tip="m19")
     lines = draw_tree(tree, "c")
     assert lines == [
-        "c",
+        "c  m00",  # untitled: named by its first task
         "* user: m00 [m00]",  # m00-m05: six, two kept at each end
         "* assistant: m01 [m01]",
         "  … 2 messages …",

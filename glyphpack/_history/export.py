@@ -8,7 +8,7 @@ from typing import Any
 
 from .._types import public
 from .codec import message_to_json
-from .messages import Message
+from .messages import Message, first_task
 from .tree import Node, SessionTree
 
 
@@ -64,6 +64,11 @@ def export_markdown(tree: SessionTree, conversation: str, *, whole_tree: bool = 
 
 def _summary(message: Message, width: int = 60) -> str:
     text = " ".join(" ".join(block.outline() for block in message.content).split())
+    if message.role == "user" and "<system-reminder>" in text:
+        # What a harness wrapped around the user's words is shown as such, not as the task.
+        task = first_task([message])
+        reminders = text.count("<system-reminder>")
+        text = f"{task} (+{reminders} system reminder{'s' if reminders > 1 else ''})" if task else f"(system reminder) {text.replace('<system-reminder>', '').strip()}"
     return text if len(text) <= width else text[: width - 3] + "..."
 
 

@@ -20,6 +20,7 @@ import binascii
 import dataclasses
 import json
 import math
+import re
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -558,3 +559,29 @@ def validate_history(messages: Sequence[Message], *, allow_pending: bool = True)
     if open_calls and not allow_pending:
         missing = ", ".join(sorted(open_calls))
         raise HistoryError(f"mid-turn: tool calls {missing} have no results yet")
+
+
+# --------------------------------------------------------------------- titles
+
+
+def title_from(text: str, limit: int = 120) -> str:
+    """A one-line title from a task's text: white space folded, at most ``limit`` characters."""
+    folded = " ".join(text.split())
+    return folded if len(folded) <= limit else folded[: limit - 1] + "…"
+
+
+_REMINDER = re.compile(r"<(system-reminder|local-command-caveat|local-command-stdout)>.*?</\1>", re.DOTALL)
+_TAG = re.compile(r"</?[A-Za-z][\w-]*>")
+_NOTE = re.compile(r"\[[^\]\n]*\]")
+
+
+def first_task(messages: Sequence[Message]) -> str:
+    """A title from the first user message that says something: its text without the
+    reminders and tags harnesses wrap around it (``title_from``); "" when there is none."""
+    for message in messages:
+        if message.role != "user":
+            continue
+        text = _TAG.sub(" ", _REMINDER.sub(" ", "\n".join(b.text for b in message.content if isinstance(b, Text)))).strip()
+        if text and not _NOTE.fullmatch(text):  # a note an importer wrote ("[mini-swe-agent exit]") is no task
+            return title_from(text)
+    return ""

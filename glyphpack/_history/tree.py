@@ -23,7 +23,7 @@ from .._errors import ConflictError, HistoryError, StoreError
 from .._types import public
 from .codec import json_text, message_from_json, message_to_json
 from .ids import check_id, new_id
-from .messages import Message
+from .messages import Message, first_task
 
 
 class _Unset:
@@ -529,6 +529,9 @@ class SessionTree:
                 "INSERT INTO conversations (id, title, tip, created) VALUES (?, ?, NULL, ?) ON CONFLICT (id) DO NOTHING",
                 (check_id(conversation, "conversation"), check_title(title), time.time()),
             )
+            task = displayable(first_task(history))
+            if task:  # untitled (a proxy's, a new session's): its first task names it
+                db.execute("UPDATE conversations SET title = ? WHERE id = ? AND title = ''", (task, conversation))
             known = self.stored_prefix(conversation, history)
             parents = [history[known - 1].id if known else None] + [m.id for m in history[known:-1]]
             db.executemany(

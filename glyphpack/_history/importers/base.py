@@ -6,7 +6,6 @@ import codecs
 import collections
 import dataclasses
 import json
-import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -371,12 +370,6 @@ def objects(items: Sequence[object], tally: Tally, what: str = "messages") -> It
             tally.skip(f"{what} that are not objects")
 
 
-def title_from(text: str, limit: int = 120) -> str:
-    """A one-line title from a task's text: white space folded, at most ``limit`` characters."""
-    folded = " ".join(text.split())
-    return folded if len(folded) <= limit else folded[: limit - 1] + "…"
-
-
 def text_of(value: object) -> str:
     """Text from a string, or from a list of text parts (any of the formats' shapes)."""
     if isinstance(value, str):
@@ -480,19 +473,3 @@ def epoch_seconds(value: object) -> float | None:
         moment = moment.replace(tzinfo=datetime.timezone.utc)
     return moment.timestamp()
 
-
-_REMINDER = re.compile(r"<(system-reminder|local-command-caveat|local-command-stdout)>.*?</\1>", re.DOTALL)
-_TAG = re.compile(r"</?[A-Za-z][\w-]*>")
-_NOTE = re.compile(r"\[[^\]\n]*\]")
-
-
-def first_task(messages: Sequence[Message]) -> str:
-    """A title from the first user message that says something: its text without the
-    reminders and tags harnesses wrap around it (``title_from``); "" when there is none."""
-    for message in messages:
-        if message.role != "user":
-            continue
-        text = _TAG.sub(" ", _REMINDER.sub(" ", "\n".join(b.text for b in message.content if isinstance(b, Text)))).strip()
-        if text and not _NOTE.fullmatch(text):  # a note an importer wrote ("[mini-swe-agent exit]") is no task
-            return title_from(text)
-    return ""

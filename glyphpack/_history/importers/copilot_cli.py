@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..messages import Block, Message, Text, Thinking, ToolCall, ToolResult
+from ..messages import Block, Message, Text, Thinking, ToolCall, ToolResult, title_from
 from .base import (
     ImportedAgent,
     ImportedSession,
@@ -27,7 +27,6 @@ from .base import (
     jsonl_records,
     repair,
     safe_block,
-    title_from,
     tool_call_arguments,
 )
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..apis.gemini import response_text
-from ..messages import Block, Message, Text, Thinking, ToolCall, ToolResult
+from ..messages import Block, Message, Text, Thinking, ToolCall, ToolResult, title_from
 from .base import (
     ImportedAgent,
     ImportedSession,
@@ -29,7 +29,6 @@ from .base import (
     measured_usage,
     objects,
     repair,
-    title_from,
     usage_in,
 )
 

@@ -17,8 +17,9 @@ from typing import Any, Literal
 
 from ..._errors import HistoryError
 from ..._types import public
+from ..messages import first_task
 from . import aider, claude_code, codex, copilot_cli, gemini_cli, mini_swe_agent, openhands, pi, plain, swe_agent
-from .base import ImportedSession, first_task, jsonl_records
+from .base import ImportedSession, jsonl_records
 
 
 @dataclasses.dataclass(frozen=True)

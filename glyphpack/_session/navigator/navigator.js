@@ -352,8 +352,18 @@
     return d;
   }
 
+  // What a harness wraps around the conversation, shown as such (folded), not as the user's words.
+  const HARNESS_TEXT = [
+    [/^\s*(<system-reminder>[\s\S]*?<\/system-reminder>\s*)+$/, "system reminder (from the harness)"],
+    [/^x-anthropic-billing-header:/, "billing header (from the harness)"],
+  ];
+
   function blockElement(b, role) {
-    if (b.k === "text") return role === "user" || role === "assistant" ? markdown(b.x) : el("div", "text", b.x);
+    if (b.k === "text") {
+      const harness = HARNESS_TEXT.find(([pattern]) => pattern.test(b.x));
+      if (harness) return collapsible(harness[1], el("pre", "", b.x), false, "reminder");
+      return role === "user" || role === "assistant" ? markdown(b.x) : el("div", "text", b.x);
+    }
     if (b.k === "image") return b.i ? image(b.i) : el("div", "text", "[image: " + b.ref + "]");
     if (b.k === "result") return resultElement(b, false);
     if (b.k === "thinking") return collapsible("thinking", el("pre", "", b.x), false, "thinking");
