@@ -155,7 +155,7 @@ def test_the_tree_has_the_same_tables_and_columns_on_both_stores(tmp_path, postg
         for table in on_sqlite
     }
     on_postgres["messages"].remove("seq")  # PostgreSQL's insertion order; SQLite has its rowid
-    assert on_postgres == on_sqlite and set(on_sqlite) == {"conversations", "messages", "agent_tips", "labels"}
+    assert on_postgres == on_sqlite and set(on_sqlite) == {"conversations", "messages", "agent_tips", "labels", "history_ends"}
 
 
 def test_the_location_never_shows_the_password(postgres_url):

@@ -566,6 +566,44 @@ def test_an_sdk_loop_through_the_proxy_is_compacted_at_the_threshold_and_every_r
     assert len(drawn) == 1
 
 
+class BalancedHarness(Harness):
+    """The same loop behind a load balancer: each request goes to the next of several proxies."""
+
+    def __init__(self, urls: list[str]):
+        super().__init__("anthropic", urls[0], stream=False)
+        self.clients = [self.client.with_options(base_url=url) for url in urls]
+        self.sent = 0
+
+    def _turn_anthropic(self) -> str | None:
+        self.client = self.clients[self.sent % len(self.clients)]
+        self.sent += 1
+        return super()._turn_anthropic()
+
+
+@pytest.mark.slow  # two SDK loops of 15 requests (about 3 s each)
+def test_two_proxies_on_one_workspace_continue_one_conversation_between_them(workspace_location: str) -> None:
+    """A fleet: two proxies (two processes' worth: each its own workspace connection and
+    index) behind one client that alternates between them. Each finds what the other
+    recorded through the store's index, so the run is one conversation, compacted once,
+    every request accepted, and the transcript holds the client's whole history."""
+    model = FakeModel(_script(14))
+    with Workspace(workspace_location) as first_ws, Workspace(workspace_location) as second_ws, FakeUpstream(model) as upstream:
+        with _serve(first_ws, upstream) as first, _serve(second_ws, upstream) as second:
+            harness = BalancedHarness([first.url, second.url])
+            assert harness.run() == "auth failed first, at 10:00:03."
+        assert set(model.statuses) == {200}
+        ((conversation, agent),) = first_ws.transcripts()
+        stored = first_ws.load(conversation, agent).messages
+        system = {"system": "You are terse."}
+        assert digests(stored) == digests(history_of("anthropic", {"model": "m", "messages": harness.history, **system}))
+        agent_requests = [body for body in model.requests if summary_prompt(body) is None]
+        tokens = [count_tokens(body) for body in agent_requests]
+        assert len(agent_requests) == 15 and sum(b < a for a, b in zip(tokens, tokens[1:])) == 1  # compacted once
+        assert read_view(second_ws, conversation, agent) is not None
+        # The store's index holds this history's ends, no more (bounded: two per history).
+        assert first_ws.tree.ending_with(list(Recorder(first_ws)._chain((conversation, agent), stored).digests)) == [(conversation, agent)]
+
+
 @pytest.mark.slow  # waits for a stream paced at 0.25 s per event (about 2 s)
 def test_a_stream_reaches_the_client_as_it_comes_and_is_recorded_when_it_ends(workspace: Workspace) -> None:
     import anthropic

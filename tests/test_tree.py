@@ -150,6 +150,7 @@ def test_a_version_1_tree_read_only_has_no_agent_tips_and_migrates_when_written(
     db = sqlite3.connect(path)
     db.execute("DROP TABLE agent_tips")
     db.execute("DROP TABLE labels")
+    db.execute("DROP TABLE history_ends")
     db.execute("PRAGMA user_version=1")
     db.commit()
     db.close()

@@ -43,7 +43,7 @@ from .tree import SessionTree, check_schema_version
 # The tree's four tables are SQLite's (``tree.MIGRATIONS``, reached there in three
 # versions) with PostgreSQL's types and a ``seq`` column for insertion order;
 # tests/test_postgres.py checks both schemas have the same columns.
-MIGRATIONS = (
+MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE conversations (
         id TEXT PRIMARY KEY,
@@ -114,6 +114,18 @@ MIGRATIONS = (
         record BYTEA NOT NULL,
         PRIMARY KEY (conversation, agent)
     )
+    """,
+)
+# Version 2: where each stored history ends (``tree.MIGRATIONS``' version 4).
+MIGRATIONS += (
+    """
+    CREATE TABLE history_ends (
+        conversation TEXT NOT NULL REFERENCES conversations(id),
+        agent TEXT NOT NULL,
+        digest BYTEA NOT NULL,
+        PRIMARY KEY (conversation, agent, digest)
+    );
+    CREATE INDEX history_ends_digest ON history_ends(digest)
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -14,7 +14,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,7 +36,7 @@ class _Unset:
 UNSET = _Unset()
 
 # Each entry moves the schema from version i to i + 1.
-MIGRATIONS = (
+MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE conversations (
         id TEXT PRIMARY KEY,
@@ -77,6 +77,20 @@ MIGRATIONS = (
         message TEXT REFERENCES messages(id),
         PRIMARY KEY (conversation, name)
     );
+    """,
+)
+# Version 4: where each stored history ends, as the proxy digests it (its last one or
+# two messages' rolling digests), so any proxy on the workspace finds the conversation a
+# request continues, whichever proxy recorded it. At most two rows per history.
+MIGRATIONS += (
+    """
+    CREATE TABLE history_ends (
+        conversation TEXT NOT NULL REFERENCES conversations(id),
+        agent TEXT NOT NULL,
+        digest BLOB NOT NULL,
+        PRIMARY KEY (conversation, agent, digest)
+    );
+    CREATE INDEX history_ends_digest ON history_ends(digest);
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -553,6 +567,30 @@ class SessionTree:
                 (tip, conversation, conversation, agent),
             )
         return len(history) - known
+
+    def set_ends(self, ends: Mapping[tuple[str, str], Sequence[bytes]]) -> None:
+        """Keep where each (conversation, agent) history ends, as digests (``ends``:
+        the new ends of each, replacing the old), in one transaction."""
+        if not ends:
+            return
+        with self._write(*sorted({conversation for conversation, _ in ends})) as db:
+            for (conversation, agent), digests in ends.items():
+                db.execute("DELETE FROM history_ends WHERE conversation = ? AND agent = ?", (conversation, agent))
+                db.executemany(
+                    "INSERT INTO history_ends (conversation, agent, digest) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                    [(conversation, agent, digest) for digest in digests],
+                )
+
+    def ending_with(self, digests: Sequence[bytes]) -> list[tuple[str, str]]:
+        """The (conversation, agent) histories whose kept ends are among ``digests``."""
+        found: set[tuple[str, str]] = set()
+        for start in range(0, len(digests), 500):  # within every database's parameter limit
+            chunk = list(digests[start : start + 500])
+            rows = self._query(
+                f"SELECT conversation, agent FROM history_ends WHERE digest IN ({', '.join('?' * len(chunk))})", tuple(chunk)
+            )
+            found.update((conversation, agent) for conversation, agent in rows)
+        return sorted(found)
 
     def label(self, conversation: str, name: str, message_id: str | None) -> None:
         """Put label ``name`` on ``message_id`` (None: the start of the conversation),

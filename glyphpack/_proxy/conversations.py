@@ -301,6 +301,9 @@ class Exchange:
 
 #: A stored history: (conversation, agent).
 Key = tuple[str, str]
+#: How many of a request's last messages may be new to the history it continues, for
+#: a lookup in the store's index (a turn adds the answer, its results and the user's words).
+STORE_LOOKUP = 64
 
 
 class Recorder:
@@ -368,10 +371,11 @@ class Recorder:
     # ------------------------------------------------------------------ the index
 
     def index_workspace(self) -> int:
-        """Index every stored history; how many."""
+        """Index every stored history; how many. The store's index gets them too, in one
+        transaction (a workspace recorded before it kept one is then found by every proxy)."""
         stored = self.workspace.transcripts()
-        for key in stored:
-            self._remember(key, self.workspace.load(*key).messages)
+        ends = {key: self._remember(key, self.workspace.load(*key).messages, persist=False) for key in stored}
+        self.workspace.tree.set_ends({key: found for key, found in ends.items() if found})
         return len(stored)
 
     def _chain(self, key: Key, messages: Sequence[Message]) -> Chain:
@@ -397,12 +401,17 @@ class Recorder:
             roles=(*before[3], *(m.role for m in shown.messages)),
         )
 
-    def _remember(self, key: Key, messages: Sequence[Message]) -> None:
+    def _remember(self, key: Key, messages: Sequence[Message], *, persist: bool = True) -> tuple[bytes, ...]:
         """Index the end of ``messages`` (as the client holds them), and the end before a
         last answer (a client that retries the request, or sends the answer back changed,
-        continues from there)."""
+        continues from there); returns those ends. With ``persist``, the store's index
+        gets them too, so another proxy on the workspace finds the history."""
         chain = self._chain(key, messages)
         ends = chain.digests[-2:] if len(chain.digests) > 1 and chain.roles[-1] == "assistant" else chain.digests[-1:]
+        with self._lock:
+            changed = self._ends.get(key) != list(ends)
+        if persist and changed:
+            self.workspace.tree.set_ends({key: ends})
         with self._lock:
             for stale in self._ends.get(key, ()):
                 holders = self._index.get(stale)
@@ -415,11 +424,26 @@ class Recorder:
                 self._index.setdefault(end, set()).add(key)
             if messages:
                 self._chains[key] = chain
+        return tuple(ends)
 
     def match(self, chain: Sequence[bytes], client: Client = ANONYMOUS, marks: Sequence[bytes | None] = ()) -> tuple[Key | None, int]:
         """(the stored history of ``client``'s that a history with the digests ``chain``
         (and thinking ``marks``) continues, how many of its messages are stored there),
-        or (None, 0). With a conversation named, only that conversation's histories."""
+        or (None, 0). With a conversation named, only that conversation's histories.
+        Nothing found here, the store's index is asked for the chain's last
+        ``STORE_LOOKUP`` digests (another proxy on the workspace may have recorded it),
+        and what it names is read and indexed here first."""
+        found = self._match(chain, client, marks)
+        if found[0] is not None or not chain:
+            return found
+        stored = [key for key in self.workspace.tree.ending_with(chain[-STORE_LOOKUP:])
+                  if client.conversation is None or key[0] == client.conversation]
+        for key in stored:
+            with self._lock_of(key):
+                self._remember(key, self.workspace.load(*key).messages, persist=False)
+        return self._match(chain, client, marks) if stored else found
+
+    def _match(self, chain: Sequence[bytes], client: Client, marks: Sequence[bytes | None]) -> tuple[Key | None, int]:
         for length in range(len(chain), 0, -1):
             with self._lock:
                 candidates = sorted(self._index.get(chain[length - 1], ()))
