@@ -61,15 +61,18 @@ async def _client_loop(base: str, turns: int, ttfb: list[float], number: int) ->
             history += [{"role": "assistant", "content": f"answer {turn}"}, {"role": "user", "content": f"next {turn}: " + "x" * 400}]
 
 
-def _latency(base: str, clients: int, turns: int) -> tuple[list[float], float]:
+def _latency(base: str, clients: int, turns: int) -> tuple[list[float], float, float]:
+    """Each request's time to first byte, requests per second, and the process's CPU
+    seconds per request (client, proxy and fake upstream all run in this process: the
+    difference between a run through the proxy and a direct one is the proxy's)."""
     ttfb: list[float] = []
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
 
     async def run() -> None:
         await asyncio.gather(*(_client_loop(base, turns, ttfb, n) for n in range(clients)))
 
     asyncio.run(run())
-    return ttfb, len(ttfb) / (time.perf_counter() - started)
+    return ttfb, len(ttfb) / (time.perf_counter() - started), (time.process_time() - cpu) / len(ttfb)
 
 
 def _percentile(values: list[float], share: float) -> float:
@@ -82,17 +85,18 @@ def test_proxy_latency(tmp_path: Path) -> None:
     lines = [
         "glyphpack proxy against direct, same process, FakeUpstream on 127.0.0.1 (streamed Messages requests, each client its own conversation)",
         "",
-        "| clients at once | requests | direct TTFB p50 / p99 | proxy TTFB p50 / p99 | added p50 / p99 | direct req/s | proxy req/s | proxy / direct throughput |",
-        "|---|---|---|---|---|---|---|---|",
+        "| clients at once | requests | direct TTFB p50 / p99 | proxy TTFB p50 / p99 | added p50 / p99 | direct req/s | proxy req/s | proxy / direct throughput | CPU per request, direct / proxy (added) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     with FakeUpstream(model) as upstream, Workspace(tmp_path / "ws") as workspace, Running(Proxy(Recorder(workspace), upstream.url, summarizer=None)) as proxy:
         for clients, turns in ((1, 60), (32, 12)):
-            direct, direct_rate = _latency(upstream.url, clients, turns)
-            through, proxy_rate = _latency(proxy.url, clients, turns)
+            direct, direct_rate, direct_cpu = _latency(upstream.url, clients, turns)
+            through, proxy_rate, proxy_cpu = _latency(proxy.url, clients, turns)
             d50, d99, p50, p99 = (1000 * _percentile(v, s) for v in (direct, through) for s in (0.5, 0.99))
             lines.append(
                 f"| {clients} | {len(through)} | {d50:.1f} / {d99:.1f} ms | {p50:.1f} / {p99:.1f} ms | {p50 - d50:+.1f} / {p99 - d99:+.1f} ms "
-                f"| {direct_rate:.0f} | {proxy_rate:.0f} | {proxy_rate / direct_rate:.2f}x |"
+                f"| {direct_rate:.0f} | {proxy_rate:.0f} | {proxy_rate / direct_rate:.2f}x "
+                f"| {1000 * direct_cpu:.1f} / {1000 * proxy_cpu:.1f} ms ({1000 * (proxy_cpu - direct_cpu):+.1f} ms) |"
             )
         stored = len(workspace.transcripts())
     TABLES["proxy latency (benchmarks/test_bench_proxy.py)"] = lines

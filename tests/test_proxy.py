@@ -286,6 +286,31 @@ def test_below_the_threshold_the_clients_own_body_goes_upstream(tmp_path: Path) 
     assert exchange.forwarded is body and exchange.session is not None and not exchange.compacted
 
 
+def test_below_the_threshold_no_request_is_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cheap when idle: the client's bytes go upstream as they came, so nothing is
+    converted to the provider's shape; once a compaction is in force, it is."""
+    built: list[int] = []
+    api = provider_api("anthropic")
+    original = type(api).build
+    monkeypatch.setattr(type(api), "build", lambda self, *args, **kwargs: built.append(1) or original(self, *args, **kwargs))
+    recorder = Recorder(Workspace(tmp_path), ProxySettings(context_window=24_000, threshold=9_000))
+    history = [{"role": "user", "content": TASK}]
+    for turn in range(3):
+        exchange = recorder.prepare("anthropic", _anthropic_body(list(history)), Summarizer(fake_summary))
+        assert exchange.forwarded is exchange.body and not exchange.compacted
+        recorder.finish(exchange, answer_body("anthropic", Turn(text=f"answer {turn}"), turn, count_tokens(exchange.forwarded)))
+        history += [{"role": "assistant", "content": f"answer {turn}"}, {"role": "user", "content": "go on"}]
+    assert built == []
+    for turn in range(3, 10):  # over the threshold: compacted, so built
+        history[-1] = {"role": "user", "content": f"log {turn}: " + "auth ok; " * 800}
+        exchange = recorder.prepare("anthropic", _anthropic_body(list(history)), Summarizer(fake_summary))
+        recorder.finish(exchange, answer_body("anthropic", Turn(text=f"answer {turn}"), turn, count_tokens(exchange.forwarded)))
+        history += [{"role": "assistant", "content": f"answer {turn}"}, {"role": "user", "content": "go on"}]
+    exchange = recorder.prepare("anthropic", _anthropic_body(list(history)), Summarizer(fake_summary))
+    assert exchange.session is not None and exchange.session.view is not None  # a compaction is in force
+    assert exchange.forwarded is not exchange.body and built
+
+
 @pytest.mark.parametrize(
     ("body", "problem"),
     [

@@ -525,7 +525,9 @@ class Recorder:
 
     def _exchange(self, api: Api, body: Json, session: Session) -> Exchange:
         try:
-            built = session.request(api)
+            # Below the threshold with nothing compacted the client's own body goes
+            # upstream: nothing is built (``_forwarded``).
+            built = session.request_if_compacted(api) or {}
         except CompactionError as exc:
             # Recorded, but the ladder could not bring it under the window: the provider
             # gets it whole and says so to the client; the answer, if any, is recorded.

@@ -472,6 +472,18 @@ class Session:
         (tools, max_tokens, ...) added. Compacts first when the estimate reaches the
         threshold; the compaction is persisted and reused until the next one. Below
         it, with recall on, elides a batch of old tool results once one is due."""
+        built = self._request(api, extra, whole=True)
+        assert built is not None
+        return built
+
+    def request_if_compacted(self, api: Api, **extra: Any) -> dict[str, Any] | None:
+        """``request``, when a compaction is in force; None when none is (the whole
+        history goes as it is, so a caller that holds it in the provider's shape
+        already, such as the proxy, sends its own and nothing is built). The threshold,
+        the compaction and the request's report are as ``request`` makes them."""
+        return self._request(api, extra, whole=False)
+
+    def _request(self, api: Api, extra: dict[str, Any], *, whole: bool) -> dict[str, Any] | None:
         build = provider_api(api)
         self._no_pending("build a request")
         if not any(m.role != "system" for m in self.messages):
@@ -497,7 +509,7 @@ class Session:
                 + ("" if self.summarizer else "; a summarizer would free more")
             )
         view, prefix = self.request_view()
-        request = build.build(self.model, view, prefix, self.profile)
+        request = build.build(self.model, view, prefix, self.profile) if whole or self._view is not None else None
         if self.recall_enabled:
             extra = build.with_tools(extra, [build.tool(RECALL_TOOL, RECALL_DESCRIPTION, RECALL_PARAMETERS)])
         previous = self._sent
@@ -519,7 +531,7 @@ class Session:
         )
         if self.on_request is not None:
             self.on_request(self.last_request)
-        return merge_extra(request, extra)
+        return None if request is None else merge_extra(request, extra)
 
     def call(self, client: Any, *, api: Api | None = None, **extra: Any) -> Message:
         """One model call of the common loop, through the official SDK's ``client``:
