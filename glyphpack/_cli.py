@@ -521,7 +521,16 @@ def _write_view(result: Compaction, directory: Path | None) -> list[str]:
 def cmd_compact(args: argparse.Namespace) -> int:
     from ._compaction.ladder import compact, shake
     from ._compaction.results import CompactionPolicy
+    from ._history.store import is_database_location
 
+    if is_database_location(args.transcript) or Path(args.transcript, "tree.sqlite3").is_file():
+        return _compact_in_workspace(args)
+    if args.conversation:
+        raise UsageError(f"{args.transcript} is a session file, not a workspace: it takes no conversation id")
+    if not args.model:
+        raise UsageError(f"{args.command} of a file needs --model (the reader's model id)")
+    if args.command == "compact" and args.budget is None:
+        raise UsageError("compact of a file needs --budget (tokens the view must fit in)")
     out = _output_dir(args.out)
     history = _load_history(args.transcript, args.format)
     fidelity = _fidelity(getattr(args, "fidelity", "exact"))  # shake draws no pages
@@ -540,6 +549,25 @@ def cmd_compact(args: argparse.Namespace) -> int:
     return 0 if result.report.fits else 1
 
 
+def _compact_in_workspace(args: argparse.Namespace) -> int:
+    """``compact``/``shake WORKSPACE CONVERSATION``: the session's own /compact (to
+    ``--budget``, default its target) or /shake, kept as the compaction in force; exit
+    status 1 when it does not fit, as for a file."""
+    from ._history.store import Workspace
+
+    if not args.conversation:
+        raise UsageError(f"{args.transcript} is a workspace: name the conversation (glyphpack {args.command} WS CONVERSATION)")
+    _tree(args.transcript, write=True).close()  # sound before anything is written
+    with Workspace(args.transcript) as workspace:
+        tips = workspace.tree.agent_tips(args.conversation)
+        agent = _stored_agent(workspace, args.transcript, args.conversation, args.agent or next(iter(tips), None))
+        summarizer = getattr(args, "summarizer", None)
+        session = _workspace_session(workspace, args.transcript, args.conversation, agent, args, summarizer=summarizer)
+        result = session.compact(args.budget) if args.command == "compact" else session.shake()
+    print("\n".join(result.report.lines()))
+    return 0 if result.report.fits else 1
+
+
 def cmd_context(args: argparse.Namespace) -> int:
     """What fills the context. A workspace's conversation: exactly ``/context`` (the
     compaction in force, the calibration). A session file: its messages as they are, and
@@ -552,6 +580,8 @@ def cmd_context(args: argparse.Namespace) -> int:
         return _context_of_workspace(args)
     if args.conversation:
         raise UsageError(f"{args.transcript} is a session file, not a workspace: it takes no conversation id")
+    if not args.model:
+        raise UsageError("context of a file needs --model (the reader's model id)")
     session = _load_session(args.transcript, args.format)
     agents = {agent.name: agent for agent in session.agents}
     if args.agent is not None and args.agent not in agents:
@@ -591,7 +621,6 @@ def cmd_context(args: argparse.Namespace) -> int:
 def _context_of_workspace(args: argparse.Namespace) -> int:
     """``/context`` of a workspace's conversation (``--agent``, else its main agent)."""
     from ._history.store import Workspace
-    from ._session.session import Session
 
     if not args.conversation:
         raise UsageError(f"{args.transcript} is a workspace: name the conversation (glyphpack context WS CONVERSATION)")
@@ -599,7 +628,7 @@ def _context_of_workspace(args: argparse.Namespace) -> int:
     with Workspace(args.transcript) as workspace:
         tips = workspace.tree.agent_tips(args.conversation)
         agent = _stored_agent(workspace, args.transcript, args.conversation, args.agent or next(iter(tips), None))
-        session = Session(workspace, args.conversation, agent, model=args.model, context_window=args.context_window)
+        session = _workspace_session(workspace, args.transcript, args.conversation, agent, args)
         print(session.command("/context").text)
     return 0
 
@@ -701,6 +730,22 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _workspace_session(workspace: Any, path: str, conversation: str, agent: str, args: argparse.Namespace, **options: Any) -> Any:
+    """A ``Session`` on a stored transcript with what the workspace remembers of it
+    (``Workspace.settings``: the model, window and thresholds its last run used; a
+    proxy's included), each overridden by what the command says."""
+    from ._session.session import Session
+
+    settings = workspace.settings(conversation, agent)
+    model = args.model or settings.get("model")
+    if model is None:
+        raise UsageError(f"pass --model: no model was called on {conversation} {agent} in {_shown(path)}, so the workspace has not recorded one")
+    same = model == settings.get("model")  # the window and thresholds remembered are that model's
+    window = getattr(args, "context_window", None) or (settings.get("context_window") if same else None)
+    thresholds = {key: settings.get(key) for key in ("threshold", "target")} if same and window == settings.get("context_window") else {}
+    return Session(workspace, conversation, agent, model=model, context_window=window, **thresholds, **options)
+
+
 def _stored_agent(workspace: Any, path: str, conversation: str, agent: str | None) -> str:
     """``agent``, when it has a transcript in ``conversation``; else ``StoreError``
     listing what is stored."""
@@ -713,12 +758,11 @@ def _stored_agent(workspace: Any, path: str, conversation: str, agent: str | Non
 def cmd_session(args: argparse.Namespace) -> int:
     """A shell over a stored session's slash commands: no model is called."""
     from ._history.store import Workspace
-    from ._session.session import Session
 
     _tree(args.workspace, write=True).close()  # a workspace, and sound, before anything is written
     with Workspace(args.workspace) as workspace:
         _stored_agent(workspace, args.workspace, args.conversation, args.agent)
-        session = Session(workspace, args.conversation, args.agent, model=args.model, summarizer=args.summarizer)
+        session = _workspace_session(workspace, args.workspace, args.conversation, args.agent, args, summarizer=args.summarizer)
         interactive = not args.command and sys.stdin.isatty()
         if interactive:
             print(f"{session!r}; /help lists the commands, an empty line or Ctrl-D ends")
@@ -915,11 +959,13 @@ def build_parser() -> argparse.ArgumentParser:
         ("shake", "run only the free rungs (reasoning drop, elision, image drop) on a transcript"),
     ):
         p = sub.add_parser(name, help=helptext)
-        p.add_argument("transcript", help="any session file glyphpack reads (see import)")
+        p.add_argument("transcript", metavar="FILE|WORKSPACE", help="any session file glyphpack reads (see import), or a workspace")
+        p.add_argument("conversation", nargs="?", help="with a workspace: the conversation (its compaction is kept in force)")
+        p.add_argument("--agent", help="with a workspace: whose transcript (default: the main agent)")
         p.add_argument("--format", choices=FORMAT_NAMES, help="the file's format (default: detected from its content)")
-        p.add_argument("--model", required=True, help="the reader's model id")
+        p.add_argument("--model", help="the reader's model id (a workspace's default: the one its conversation ran with)")
         if name == "compact":
-            p.add_argument("--budget", type=int, required=True, help="tokens the view must fit in")
+            p.add_argument("--budget", type=int, help="tokens the view must fit in (a workspace's default: the session's target)")
             p.add_argument("--summarizer", metavar="MODEL",
                            help="the last rung: this model summarizes, through its SDK with the key in its usual variable")
             p.add_argument("--fidelity", choices=("exact", "gist", "dense"), default="exact",
@@ -933,8 +979,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("conversation", nargs="?", help="with a workspace: the conversation (its /context, compaction included)")
     p.add_argument("--agent", help="whose history (default: the main agent)")
     p.add_argument("--format", choices=FORMAT_NAMES, help="the file's format (default: detected from its content)")
-    p.add_argument("--model", required=True)
-    p.add_argument("--context-window", type=int, metavar="TOKENS", help="the model's window (default: its provider family's)")
+    p.add_argument("--model", help="the reader's model id (a workspace's default: the one its conversation ran with)")
+    p.add_argument("--context-window", type=int, metavar="TOKENS",
+                   help="the model's window (default: what the workspace recorded, else its provider family's)")
     p.set_defaults(run=cmd_context)
 
     p = sub.add_parser("import", help="import session files (Claude Code, pi, Codex, OpenHands, SWE-agent, mini-swe-agent, aider, Gemini CLI, provider lists) into a workspace")
@@ -955,7 +1002,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("workspace", help=WORKSPACE_HELP)
     p.add_argument("conversation")
     p.add_argument("agent")
-    p.add_argument("--model", required=True, help="the reader's model id (page geometry and prices)")
+    p.add_argument("--model", help="the reader's model id (page geometry and prices; default: the one the session ran with)")
     p.add_argument("--summarizer", metavar="MODEL", help="the model /compact summarizes with (its key in its usual variable)")
     p.add_argument("-c", "--command", action="append", metavar="LINE",
                    help="run this command and exit (repeatable); default: read commands from stdin")

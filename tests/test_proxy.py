@@ -577,6 +577,8 @@ def test_an_sdk_loop_through_the_proxy_is_compacted_at_the_threshold_and_every_r
     assert files and not [p for p in files if API_KEY.encode() in p.read_bytes()]
     # Nothing the client sent is lost: the transcript holds its whole history and the answer.
     ((conversation, agent_name),) = workspace.transcripts()
+    # What the proxy ran with is remembered: `glyphpack context WS CONVERSATION` uses it.
+    assert workspace.settings(conversation, agent_name) == {"model": agent[0]["model"], "context_window": 24_000, "threshold": 9_000}
     stored = workspace.load(conversation, agent_name).messages
     theirs = history_of(api, {"model": "m", key: harness.history, **({"system": "You are terse."} if api == "anthropic" else {})})
     assert digests(stored) == digests(theirs)

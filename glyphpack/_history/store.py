@@ -699,11 +699,24 @@ class Workspace:
             return record["calibration"]
         return {"overhead": record["overhead"]} if "overhead" in record else None  # before the scale was learned
 
-    def save_calibration(self, conversation: str, agent: str, learned: Mapping[str, Any]) -> None:
+    def save_calibration(self, conversation: str, agent: str, learned: Mapping[str, Any], settings: Mapping[str, Any] | None = None) -> None:
         """Keep ``learned`` (a JSON object: ``Calibration.to_record``) beside the
-        transcript, with the import's record."""
+        transcript, with the import's record; and ``settings``, what the session ran
+        with (``settings``)."""
         record = self._measured_record(conversation, agent)[1] or {"format": MEASURED_FORMAT}
-        self._store.put_measured(conversation, agent, json_bytes(record | {"calibration": dict(learned)}))
+        extra = {"settings": dict(settings)} if settings is not None else {}
+        self._store.put_measured(conversation, agent, json_bytes(record | {"calibration": dict(learned)} | extra))
+
+    def settings(self, conversation: str, agent: str) -> dict[str, Any]:
+        """What the session that last called a model on this transcript ran with: its
+        ``model``, ``context_window``, and the ``threshold`` and ``target`` it was given
+        (None: the window's defaults); {} when no session has (commands then need them
+        said). A proxy's sessions record the proxy's window and threshold."""
+        record = self._measured_record(conversation, agent)[1].get("settings")
+        if not isinstance(record, dict):
+            return {}
+        kinds = {"model": str, "context_window": int, "threshold": int, "target": int}
+        return {key: value for key, value in record.items() if key in kinds and isinstance(value, kinds[key]) and not isinstance(value, bool)}
 
     def owner(self, conversation: str) -> dict[str, str] | None:
         """Who holds ``conversation``, as ``set_owner`` kept it (a salted, keyed digest of a

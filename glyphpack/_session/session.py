@@ -271,6 +271,8 @@ class Session:
                 policy, self._fallback = dataclasses.replace(policy, rungs=SESSION_RUNGS), policy
         self.policy = policy
         self.thresholds = Thresholds.for_window(window, threshold, target)
+        # Kept with each calibration, so commands on the workspace later use what this ran with.
+        self._settings = {"model": model, "context_window": window, "threshold": threshold, "target": target}
         # With recall on, a summarizer to reach the depth, and neither given, the
         # economics choose both (``threshold``).
         self._economic = recall and threshold is None and target is None and self.summarizer is not None
@@ -649,7 +651,7 @@ class Session:
         """Learn from the provider's count for a request carrying ``sent``, and keep what
         was learned for the next process."""
         calibration = self._calibration.learn(self.cost(), sent, measured_tokens)
-        self.workspace.save_calibration(self.conversation, self.agent, calibration.to_record())
+        self.workspace.save_calibration(self.conversation, self.agent, calibration.to_record(), self._settings)
         self._calibration = calibration
 
     def _no_pending(self, what: str) -> None:

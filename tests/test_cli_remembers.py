@@ -1,0 +1,69 @@
+"""The CLI on a workspace uses what the conversation ran with: its model, window and
+thresholds (a proxy's included), unless the command says otherwise; compact and shake
+take a workspace's conversation as well as a file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import glyphpack
+from glyphpack._cli import main
+from glyphpack._history.view import read_view
+from glyphpack.testing.fake import Turn, answer_body
+
+
+def _ran(ws: Path, **options: object) -> None:
+    """A session that called its model once per turn, as a loop or a proxy does."""
+    with glyphpack.Workspace(ws) as workspace:
+        session = glyphpack.Session(workspace, "run", "main", model="claude-sonnet-4-5", **options)  # type: ignore[arg-type]
+        for turn in range(12):
+            session.add_user(f"turn {turn}: " + "the log says the auth service failed at 10:00:03; " * 40)
+            session.request("anthropic")
+            session.add_response(answer_body("anthropic", Turn(text=f"noted {turn}"), turn, 900 * (turn + 1)), "anthropic")
+
+
+def test_context_uses_the_model_and_window_the_conversation_ran_with(tmp_path, capsys):
+    _ran(tmp_path / "ws", context_window=60_000, threshold=30_000)
+    with glyphpack.Workspace(tmp_path / "ws") as workspace:
+        assert workspace.settings("run", "main") == {"model": "claude-sonnet-4-5", "context_window": 60_000, "threshold": 30_000}
+    assert main(["context", str(tmp_path / "ws"), "run"]) == 0
+    out = capsys.readouterr().out
+    assert "window 60,000" in out and "compacts at 30,000" in out
+    # another model named: its own window, not the one remembered for claude-sonnet-4-5
+    assert main(["context", str(tmp_path / "ws"), "run", "--model", "gpt-5.4"]) == 0
+    assert "window 60,000" not in capsys.readouterr().out
+    # a window said on the command line wins
+    assert main(["context", str(tmp_path / "ws"), "run", "--context-window", "100000"]) == 0
+    assert "window 100,000" in capsys.readouterr().out
+
+
+def test_nothing_remembered_asks_for_the_model_and_a_file_always_does(tmp_path, capsys):
+    with glyphpack.Workspace(tmp_path / "ws") as workspace:
+        glyphpack.Session(workspace, "quiet", "main", model="claude-sonnet-4-5").add_user("hello")
+    assert main(["context", str(tmp_path / "ws"), "quiet"]) == 2
+    assert "pass --model: no model was called on quiet main" in capsys.readouterr().err
+    session_file = tmp_path / "s.json"
+    session_file.write_text('[{"role": "user", "content": "hi"}]')
+    for command in (["context", str(session_file)], ["compact", str(session_file), "--budget", "100"], ["shake", str(session_file)]):
+        assert main(command) == 2
+        assert "needs --model" in capsys.readouterr().err
+    assert main(["compact", str(session_file), "--model", "claude-sonnet-4-5"]) == 2
+    assert "needs --budget" in capsys.readouterr().err
+
+
+def test_compact_takes_a_workspace_conversation_and_says_whether_it_fit(tmp_path, capsys):
+    _ran(tmp_path / "ws", context_window=60_000)
+    assert main(["compact", str(tmp_path / "ws"), "run", "--budget", "6000"]) == 0
+    assert "fits" in capsys.readouterr().out
+    with glyphpack.Workspace(tmp_path / "ws") as workspace:
+        view = read_view(workspace, "run", "main")
+        assert view is not None and view.trigger == "/compact"
+    assert main(["compact", str(tmp_path / "ws"), "run", "--budget", "2500"]) == 1  # cannot fit: exit 1, as for a file
+    capsys.readouterr()
+    assert main(["compact", str(tmp_path / "ws")]) == 2
+    assert "name the conversation" in capsys.readouterr().err
+    assert main(["shake", str(tmp_path / "ws"), "run"]) in (0, 1)
+    with pytest.raises(SystemExit):
+        main(["compact", str(tmp_path / "ws"), "run", "--budget", "many"])
