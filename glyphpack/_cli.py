@@ -475,8 +475,9 @@ def _export_html(args: argparse.Namespace, out: Path | None) -> int:
     _tree(args.workspace, write=False).close()  # a workspace, and sound, before anything is read
     with Workspace(args.workspace, read_only=True) as workspace:
         page = export_html(workspace, args.conversation)
-    _write(out, page.encode("utf-8"))
-    print(f"wrote {out} ({len(page):,} bytes); open it in a browser, no network needed")
+    data = page.encode("utf-8")
+    _write(out, data)
+    print(f"wrote {out} ({len(data):,} bytes); open it in a browser, no network needed")
     return 0
 
 
@@ -841,7 +842,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     out.mkdir(exist_ok=True)
     bar, update = _progress_bar("probing")
     with bar:
-        data = run.run_eval(plan, client, results, progress=update)
+        try:
+            data = run.run_eval(plan, client, results, progress=update)
+        except Exception as exc:
+            if type(exc).__name__ not in ("APIConnectionError", "APITimeoutError", "ConnectError"):
+                raise
+            # The SDKs' own message is "Connection error."; say where and what to check.
+            where = args.base_url or f"the {api} API's default endpoint"
+            raise UsageError(
+                f"cannot reach {where} ({type(exc).__name__}: {exc}): check that the server is running and the URL"
+                + (" (an OpenAI-compatible server usually ends in /v1)" if args.base_url else ", and the network")
+                + f"; finished trials are kept in {results}"
+            ) from None
     report = run.markdown(data)
     _write(out / "report.md", report.encode("utf-8"))
     written = [results, out / "report.md"]

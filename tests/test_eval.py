@@ -349,3 +349,21 @@ def test_a_damaged_results_file_is_named_with_what_is_wrong(tmp_path, capsys, co
     assert cli_main(["eval", "--apply", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"glyphpack: error: {path}") and problem in err and "internal error" not in err
+
+
+def test_a_server_that_is_down_is_named_with_what_to_check(tmp_path, monkeypatch, capsys):
+    """Not "internal error (APIConnectionError)": the URL, and what to check."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    url = f"http://127.0.0.1:{port}/v1"
+    args = ["eval", "--model", "gpt-5.4", "--api", "openai-chat", "--base-url", url, "--shapes", "5x8", "--per-shape", "1",
+            "--out", str(tmp_path / "eval"), "--yes"]
+    monkeypatch.setattr(run, "make_client", lambda api, base_url=None: __import__("openai").OpenAI(base_url=base_url, api_key="k", max_retries=0))
+    assert cli_main(args) == 2
+    err = capsys.readouterr().err
+    assert f"cannot reach {url} (APIConnectionError: Connection error.): check that the server is running and the URL" in err
+    assert "internal error" not in err

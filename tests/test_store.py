@@ -447,3 +447,19 @@ def test_a_copy_into_a_folder_that_holds_transcripts_but_no_tree_is_refused_and_
             copy_workspace(source, target)
         assert target.tree.conversations() == [] and target.transcripts() == [("d", "a")]
     assert {p: p.read_bytes() for p in (destination / "transcripts").rglob("*.json")} == before
+
+
+def test_a_fork_refused_mid_turn_leaves_nothing_behind(tmp_path, capsys):
+    from glyphpack import Message, Text, ToolCall, ToolResult, Workspace
+    from glyphpack._cli import main
+
+    history = [Message("user", "q0", id="u0"), Message("assistant", (ToolCall("c1", "ls", {}),), id="a0"),
+               Message("tool", (ToolResult("c1", (Text("a.txt"),)),), id="t0"), Message("assistant", "done", id="a1")]
+    with Workspace(tmp_path / "ws") as ws:
+        ws.save("c", "main", history, revision=0)
+        before = [c.id for c in ws.tree.conversations()]
+    assert main(["fork", str(tmp_path / "ws"), "c", "--at", "a0", "--new", "mid"]) == 2
+    assert "cannot fork 'c' at 'a0': it is mid-turn (calls c1 have no results there)" in capsys.readouterr().err
+    with Workspace(tmp_path / "ws") as ws:
+        assert [c.id for c in ws.tree.conversations()] == before  # no empty conversation left
+        assert [m.text for m in ws.fork("c", "main", at="t0", new_conversation="after").messages] == ["q0", "", "a.txt"]

@@ -32,7 +32,7 @@ from .backend import StoreBackend, StoredTranscript
 from .codec import history_from_json, history_to_json, json_bytes
 from .ids import check_id, unique_name
 from .importers.base import ImportedAgent, ImportedSession
-from .messages import Message, Text, turn_boundaries, validate_history
+from .messages import Message, Text, pending_calls, turn_boundaries, validate_history
 from .pricing import EstimatePricer, message_tokens
 from .tree import SessionTree, displayable
 
@@ -907,6 +907,12 @@ class Workspace:
         tree = self.tree
         point = tree.find(conversation, at) if at is not None else tree.agent_tip(conversation, agent) or tree.tip(conversation)
         self._labels(conversation, self.load(conversation, agent))
+        pending = pending_calls(tree.path_to(point))
+        if pending:  # checked before anything is written: a refused fork leaves nothing behind
+            raise HistoryError(
+                f"cannot fork {conversation!r} at {point!r}: it is mid-turn (calls {', '.join(pending)} have no results there); "
+                "fork at the message with their results, or before the call"
+            )
         new = tree.fork(conversation, point, new_conversation=new_conversation)
         return self.save(new, agent, tree.path(new), revision=0, checkpoints=tree.labels(new))
 
