@@ -446,6 +446,36 @@ def cmd_branch(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_delete(args: argparse.Namespace) -> int:
+    """Delete a conversation: said first, done only with --yes."""
+    from ._history.store import Workspace
+
+    _tree(args.workspace, write=True).close()
+    with Workspace(args.workspace) as workspace:
+        known = {c.id for c in workspace.tree.conversations()}
+        if args.conversation not in known:
+            raise StoreError(f"no conversation {args.conversation!r} in {_shown(args.workspace)} (stored: {', '.join(sorted(known)) or 'none'})")
+        messages = len(workspace.tree.nodes(args.conversation))
+        agents = [agent for conversation, agent in workspace.transcripts() if conversation == args.conversation]
+        what = f"conversation {args.conversation}: {messages:,} messages in its tree, {len(agents)} transcript(s) ({', '.join(agents) or 'none'}) and their compactions"
+        if not args.yes:
+            raise UsageError(f"this would delete {what}; nothing was deleted: add --yes to delete it")
+        workspace.delete(args.conversation)
+    print(f"deleted {what}")
+    return 0
+
+
+def cmd_rename(args: argparse.Namespace) -> int:
+    """Give a conversation a title (its id stays: message ids and recall refs use it)."""
+    from ._history.store import Workspace
+
+    _tree(args.workspace, write=True).close()
+    with Workspace(args.workspace) as workspace:
+        workspace.tree.set_title(args.conversation, args.title)
+    print(f"{args.conversation}: titled {args.title!r}")
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from ._history.export import export_json, export_markdown
 
@@ -961,6 +991,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = tree_command("branch", "move a conversation's tip to one of its messages", cmd_branch)
     p.add_argument("message", help="message id or a unique prefix of it")
     p.add_argument("--agent", help="whose tip and transcript (default: the conversation's main agent)")
+    p = tree_command("delete", "delete a conversation: its tree, transcripts and compactions (says what first; --yes does it)", cmd_delete)
+    p.add_argument("--yes", action="store_true", help="delete it (without: print what would be deleted, delete nothing)")
+    p = tree_command("rename", "give a conversation a title (its id stays)", cmd_rename)
+    p.add_argument("title")
     p = tree_command("export", "a conversation as JSON or Markdown, or the workspace as a browsable HTML file", cmd_export, "?")
     p.add_argument("--format", choices=("json", "md", "html"), default="md")
     p.add_argument("--whole-tree", action="store_true", help="every branch, not just the path to the tip")

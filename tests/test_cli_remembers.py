@@ -67,3 +67,34 @@ def test_compact_takes_a_workspace_conversation_and_says_whether_it_fit(tmp_path
     assert main(["shake", str(tmp_path / "ws"), "run"]) in (0, 1)
     with pytest.raises(SystemExit):
         main(["compact", str(tmp_path / "ws"), "run", "--budget", "many"])
+
+
+def test_delete_says_what_first_then_removes_every_trace_and_leaves_the_rest(workspace_location, capsys):
+    """On a folder and on PostgreSQL: without --yes nothing goes; with it the
+    conversation's tree, transcripts, compactions, records and index entries go, and
+    another conversation (a fork of it included) is untouched."""
+    with glyphpack.Workspace(workspace_location) as workspace:
+        session = glyphpack.Session(workspace, "gone", "main", model="claude-sonnet-4-5")
+        for turn in range(3):
+            session.add_user(f"turn {turn}: " + "the log says auth failed; " * 60)
+            session.request("anthropic")
+            session.add_response(answer_body("anthropic", Turn(text=f"noted {turn}"), turn, 500 * (turn + 1)), "anthropic")
+        session.compact(1_500)
+        workspace.tree.set_ends({("gone", "main"): [b"digest"]})
+        workspace.fork("gone", "main", new_conversation="kept")
+        kept = workspace.load("kept", "main").messages
+    assert main(["delete", workspace_location, "gone"]) == 2
+    assert "this would delete conversation gone: 6 messages in its tree, 1 transcript(s) (main) and their compactions; nothing was deleted" in capsys.readouterr().err
+    assert main(["delete", workspace_location, "gone", "--yes"]) == 0
+    assert capsys.readouterr().out.startswith("deleted conversation gone: 6 messages")
+    with glyphpack.Workspace(workspace_location) as workspace:
+        assert [c.id for c in workspace.tree.conversations()] == ["kept"]
+        assert workspace.transcripts() == [("kept", "main")] and workspace.load("kept", "main").messages == kept
+        assert read_view(workspace, "gone", "main") is None and workspace.settings("gone", "main") == {}
+        assert workspace.tree.ending_with([b"digest"]) == []
+        assert workspace.load("gone", "main").messages == ()
+    assert main(["delete", workspace_location, "gone", "--yes"]) == 2
+    assert "no conversation 'gone'" in capsys.readouterr().err
+    assert main(["rename", workspace_location, "kept", "the login bug, take two"]) == 0
+    assert main(["tree", workspace_location]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith("kept  the login bug, take two")

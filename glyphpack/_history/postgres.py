@@ -508,6 +508,11 @@ class PostgresStore:
     def count_views(self, conversation: str, agent: str) -> int:
         return int(self.database.query("SELECT count(*) FROM views WHERE conversation = ? AND agent = ?", (conversation, agent))[0][0])
 
+    def delete(self, conversation: str) -> None:
+        with self.database.write(conversation) as statements:
+            for table in ("transcript_messages", "transcripts", "views", "measured"):
+                statements.execute(f"DELETE FROM {table} WHERE conversation = ?", (check_id(conversation, "conversation"),))
+
     def put_view(self, conversation: str, agent: str, document: bytes) -> None:
         with self.database.write(conversation) as statements:
             statements.execute(

@@ -18,6 +18,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -370,6 +371,19 @@ class FolderStore:
 
     def transcript_path(self, conversation: str, agent: str) -> Path:
         return self.path / "transcripts" / check_id(conversation, "conversation") / f"{check_id(agent, 'agent')}.json"
+
+    def delete(self, conversation: str) -> None:
+        _refuse_read_only(self)
+        folder = self.path / "transcripts" / check_id(conversation, "conversation")
+        if folder.is_dir():
+            try:
+                # Moved aside first, in one rename, so a crash never leaves half a conversation.
+                doomed = folder.with_name(f".deleting-{folder.name}-{os.getpid()}")
+                folder.rename(doomed)
+                shutil.rmtree(doomed)
+            except OSError as exc:
+                raise StoreError(f"could not delete {folder}: {exc.strerror or exc}") from exc
+        self._known = {path: known for path, known in self._known.items() if folder not in path.parents}
 
     def where(self, conversation: str, agent: str) -> str:
         return str(self.transcript_path(conversation, agent))
@@ -899,6 +913,15 @@ class Workspace:
         labels = self._on_path(self._labels(conversation, loaded), path)  # a checkpoint on the path comes back
         current = revision if revision is not None else loaded.revision
         return self.save(conversation, agent, path, revision=current, checkpoints=labels, replace=True)
+
+    def delete(self, conversation: str) -> None:
+        """Delete ``conversation``: its transcripts, compactions and records, then its
+        tree (every message, tip and label). Conversations forked from it keep their own
+        copies. ``StoreError`` when there is no such conversation."""
+        if conversation not in {c.id for c in self.tree.conversations()} and not any(c == conversation for c, _ in self.transcripts()):
+            raise StoreError(f"no conversation {conversation!r} in {self.location}")
+        self._store.delete(conversation)
+        self.tree.delete(conversation)
 
     def fork(self, conversation: str, agent: str, *, at: str | None = None, new_conversation: str | None = None) -> Transcript:
         """Copy ``agent``'s history (to ``at``, an id or unique prefix; default: its tip)

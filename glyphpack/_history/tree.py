@@ -568,6 +568,25 @@ class SessionTree:
             )
         return len(history) - known
 
+    def set_title(self, conversation: str, title: str) -> None:
+        """Give ``conversation`` the title ``title`` (a tree shows it beside the id)."""
+        self.conversation(conversation)
+        with self._write(conversation) as db:
+            db.execute("UPDATE conversations SET title = ? WHERE id = ?", (check_title(title), conversation))
+
+    def delete(self, conversation: str) -> int:
+        """Remove ``conversation`` and every message, tip, label and index entry of it,
+        in one transaction; returns how many messages went. Conversations forked from
+        it keep their own copies (``forked_from`` still names it)."""
+        self.conversation(conversation)
+        with self._write(conversation) as db:
+            for table in ("labels", "agent_tips", "history_ends"):
+                db.execute(f"DELETE FROM {table} WHERE conversation = ?", (conversation,))
+            db.execute("UPDATE conversations SET tip = NULL WHERE id = ?", (conversation,))
+            removed = db.execute("DELETE FROM messages WHERE conversation = ?", (conversation,)).rowcount
+            db.execute("DELETE FROM conversations WHERE id = ?", (conversation,))
+        return int(removed)
+
     def set_ends(self, ends: Mapping[tuple[str, str], Sequence[bytes]]) -> None:
         """Keep where each (conversation, agent) history ends, as digests (``ends``:
         the new ends of each, replacing the old), in one transaction."""
