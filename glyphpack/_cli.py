@@ -1067,8 +1067,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--apply", metavar="RESULTS.json", help="write the reading profile these results support")
     p.set_defaults(run=cmd_eval)
 
-    p = sub.add_parser("proxy", help="an Anthropic- and OpenAI-compatible endpoint that records and compacts any harness's requests")
-    p.add_argument("--upstream", required=True, metavar="anthropic|openai|URL", help="where requests go (the only place they go)")
+    p = sub.add_parser("proxy", help="an Anthropic-, OpenAI- and Gemini-compatible endpoint that records and compacts any harness's requests")
+    p.add_argument("--upstream", required=True, metavar="anthropic|openai|gemini|URL", help="where requests go (the only place they go)")
     p.add_argument("--workspace", required=True, metavar="WS", help=WORKSPACE_HELP + ", where conversations are recorded")
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1, this machine only)")
     p.add_argument("--port", type=int, default=8787, help="the port (default 8787; 0: any free one, printed)")

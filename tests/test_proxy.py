@@ -113,6 +113,10 @@ def test_a_stream_accumulates_to_the_response_it_streams(api: str, turn: Turn, d
         assert result == answer  # the Messages stream rebuilds the very response
     elif api == "openai-responses":
         assert result == answer  # the completed event carries the very response
+    elif api == "gemini":  # each event a response of its own: the parts joined, the end and usage of the last
+        assert result["candidates"][0]["content"]["parts"] == answer["candidates"][0]["content"]["parts"]
+        assert {k: result[k] for k in ("usageMetadata", "modelVersion")} == {k: answer[k] for k in ("usageMetadata", "modelVersion")}
+        assert result["candidates"][0]["finishReason"] == answer["candidates"][0]["finishReason"]
     else:  # the Chat stream: the same head, finish and usage
         assert {k: result[k] for k in ("id", "created", "model", "usage", "object")} == {k: answer[k] for k in ("id", "created", "model", "usage", "object")}
         assert result["choices"][0]["finish_reason"] == answer["choices"][0]["finish_reason"]
@@ -451,11 +455,15 @@ class Harness:
             import anthropic
 
             self.client: Any = anthropic.Anthropic(base_url=base_url, api_key=API_KEY, max_retries=0)
+        elif api == "gemini":
+            from google import genai
+
+            self.client = genai.Client(api_key=API_KEY, http_options={"base_url": base_url, "retry_options": {"attempts": 1}})
         else:
             import openai
 
             self.client = openai.OpenAI(base_url=f"{base_url}/v1", api_key=API_KEY, max_retries=0)
-        self.history: list[Any] = [{"role": "user", "content": TASK}]
+        self.history: list[Any] = [{"role": "user", "parts": [{"text": TASK}]}] if api == "gemini" else [{"role": "user", "content": TASK}]
 
     def run(self, limit: int = 40) -> str:
         for _ in range(limit):
@@ -477,6 +485,22 @@ class Harness:
         if not calls:
             return "".join(b.text for b in response.content if b.type == "text")
         self.history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": c.id, "content": _tool_output(c.input["command"])} for c in calls]})
+        return None
+
+    def _turn_gemini(self) -> str | None:
+        config = {"system_instruction": "You are terse.", "tools": [{"function_declarations": [TOOL]}]}
+        request = {"model": "gemini-2.5-flash", "contents": self.history, "config": config}
+        if self.stream:
+            chunks = list(self.client.models.generate_content_stream(**request))
+            parts = [p for c in chunks for p in (c.candidates[0].content.parts or ())]
+        else:
+            parts = list(self.client.models.generate_content(**request).candidates[0].content.parts)
+        self.history.append({"role": "model", "parts": [p.model_dump(exclude_none=True) for p in parts]})
+        calls = [p.function_call for p in parts if p.function_call]
+        if not calls:
+            return "".join(p.text for p in parts if p.text)
+        self.history.append({"role": "user", "parts": [
+            {"function_response": {"id": c.id, "name": c.name, "response": {"output": _tool_output(c.args["command"])}}} for c in calls]})
         return None
 
     def _turn_openai_chat(self) -> str | None:
@@ -520,7 +544,7 @@ def _serve(workspace: Workspace, upstream: FakeUpstream, settings: ProxySettings
 
 def _task_of(api: str, body: Json) -> str:
     first = [m for m in body[provider_api(api).request_key] if m.get("role") == "user"][0]
-    content = first["content"]
+    content = first["parts"] if api == "gemini" else first["content"]
     return content if isinstance(content, str) else content[0]["text"]
 
 
@@ -534,6 +558,8 @@ def _task_of(api: str, body: Json) -> str:
         pytest.param("openai-chat", False, marks=pytest.mark.slow),
         pytest.param("openai-responses", False, marks=pytest.mark.slow),
         pytest.param("openai-responses", True, marks=pytest.mark.slow),
+        pytest.param("gemini", True, marks=pytest.mark.slow),
+        pytest.param("gemini", False, marks=pytest.mark.slow),
     ],
 )
 def test_an_sdk_loop_through_the_proxy_is_compacted_at_the_threshold_and_every_request_is_accepted(
@@ -551,8 +577,9 @@ def test_an_sdk_loop_through_the_proxy_is_compacted_at_the_threshold_and_every_r
     tokens = [count_tokens(body) for body in agent]
     compacted = [i for i in range(1, len(agent)) if tokens[i] < tokens[i - 1]]
     # Compacted once, at the threshold, to the target: the summary (through the upstream,
-    # with the caller's key) made room for the rest of the run.
-    assert len(compacted) == 1 and len(summaries) >= 1, tokens
+    # with the caller's key) made room for the rest of the run. Gemini bills a page at
+    # 258 tokens a 768-pixel tile: there the pages alone make the room.
+    assert len(compacted) == 1 and len(summaries) >= (0 if api == "gemini" else 1), tokens
     first = compacted[0]
     # Compacted to the session's target (by the provider's count, within the 5% the
     # calibration may be off): about half of what the threshold allowed.
@@ -567,20 +594,22 @@ def test_an_sdk_loop_through_the_proxy_is_compacted_at_the_threshold_and_every_r
     # Every request, the summarizer's included, carried the caller's key (the SDK sends
     # it as x-api-key or as a bearer token, by version); the workspace holds it nowhere.
     assert len(upstream.headers) == len(model.requests)
-    assert all(API_KEY in (h.get("x-api-key"), h.get("authorization", "").removeprefix("Bearer ")) for h in upstream.headers)
+    assert all(API_KEY in (h.get("x-api-key"), h.get("x-goog-api-key"), h.get("authorization", "").removeprefix("Bearer ")) for h in upstream.headers)
     # A summary request carries the caller's credentials once: one header, its key.
     for body, raw in zip(model.requests, upstream.raw_headers):
         if summary_prompt(body) is not None:
-            credentials = [(k, v) for k, v in raw if k in ("x-api-key", "authorization")]
+            credentials = [(k, v) for k, v in raw if k in ("x-api-key", "x-goog-api-key", "authorization")]
             assert len(credentials) == 1 and API_KEY in credentials[0][1], credentials
     files = [p for p in Path(workspace.path).rglob("*") if p.is_file()]
     assert files and not [p for p in files if API_KEY.encode() in p.read_bytes()]
     # Nothing the client sent is lost: the transcript holds its whole history and the answer.
     ((conversation, agent_name),) = workspace.transcripts()
     # What the proxy ran with is remembered: `glyphpack context WS CONVERSATION` uses it.
-    assert workspace.settings(conversation, agent_name) == {"model": agent[0]["model"], "context_window": 24_000, "threshold": 9_000}
+    model_name = "gemini-2.5-flash" if api == "gemini" else agent[0]["model"]  # Gemini names it in the path
+    assert workspace.settings(conversation, agent_name) == {"model": model_name, "context_window": 24_000, "threshold": 9_000}
     stored = workspace.load(conversation, agent_name).messages
-    theirs = history_of(api, {"model": "m", key: harness.history, **({"system": "You are terse."} if api == "anthropic" else {})})
+    system = {"system": "You are terse."} if api == "anthropic" else {"systemInstruction": {"parts": [{"text": "You are terse."}]}} if api == "gemini" else {}
+    theirs = history_of(api, {"model": "m", key: harness.history, **system})
     assert digests(stored) == digests(theirs)
     assert stored[-1].role == "assistant" and stored[-1].text.endswith("auth failed first, at 10:00:03.")
     # glyphpack tree shows where the compaction in force ends and what it stands for.
@@ -823,7 +852,7 @@ def test_glyphpack_proxy_serves_until_sigterm_and_the_conversation_is_in_the_tre
 @pytest.mark.parametrize(
     ("args", "error"),
     [
-        (["--upstream", "ftp://example.com"], "--upstream must be anthropic, openai or an http(s) URL, not 'ftp://example.com'"),
+        (["--upstream", "ftp://example.com"], "--upstream must be anthropic, openai, gemini or an http(s) URL, not 'ftp://example.com'"),
         (["--upstream", "anthropic", "--context-window", "1000", "--threshold", "2000"], "need 0 < target < threshold <= window"),
         (["--upstream", "anthropic", "--host", "203.0.113.7"], "cannot listen on 203.0.113.7:8787"),
         (["--upstream", "anthropic", "--log-json", "/nonexistent-dir/log.jsonl"], "--log-json /nonexistent-dir/log.jsonl: cannot write it (No such file or directory)"),
@@ -840,8 +869,12 @@ def test_the_log_reads_each_apis_input_cached_and_output_counts(api: str) -> Non
     from glyphpack._proxy.log import provider_usage
 
     answer = answer_body(api, Turn(text="ok"), 1, 1_234)
-    usage = answer["usage"]
-    if api == "anthropic":
+    key = "usageMetadata" if api == "gemini" else "usage"
+    usage = answer[key]
+    if api == "gemini":
+        usage["cachedContentTokenCount"] = 100
+        expected = (1_234, 100, 50)
+    elif api == "anthropic":
         usage.update(cache_creation_input_tokens=50, cache_read_input_tokens=100)
         expected = (1_234 + 50 + 100, 100, 50)  # Anthropic's input counts its cache apart
     elif api == "openai-chat":
@@ -851,7 +884,7 @@ def test_the_log_reads_each_apis_input_cached_and_output_counts(api: str) -> Non
         usage["input_tokens_details"] = {"cached_tokens": 100}
         expected = (1_234, 100, 50)
     assert provider_usage(api, answer) == expected  # type: ignore[arg-type]
-    assert provider_usage(api, {**answer, "usage": "n/a"}) == (None, None, None)  # type: ignore[arg-type]
+    assert provider_usage(api, {**answer, key: "n/a"}) == (None, None, None)  # type: ignore[arg-type]
 
 
 def test_the_log_has_a_line_per_request_and_the_totals_say_what_was_saved(workspace: Workspace, tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ from .._compaction.recovery import parse_overflow
 from .._compaction.summarize import Summarizer
 from .._errors import CompactionError, ConflictError, GlyphpackError, HistoryError, StoreError
 from .._history.apis import provider_api
+from .._history.apis.gemini import from_rest, to_rest
 from .._history.codec import json_text
 from .._history.ids import check_id, unique_name
 from .._history.messages import Message, Opaque, RedactedThinking, Text, Thinking, ToolCall, ToolResult
@@ -245,10 +246,18 @@ def history_of(api: Api, body: Json) -> list[Message]:
         items = [{"role": "user", "content": items}]
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
         raise BadRequest(f"{build.request_key}: expected a list of objects, got {type(items).__name__}")
+    if api == "gemini":  # the REST wire: camelCase, base64
+        items = from_rest(items)
     return build.from_wire(items, _system_text(api, body))
 
 
 def _system_text(api: Api, body: Json) -> str | None:
+    if api == "gemini":
+        instruction = body.get("systemInstruction", body.get("system_instruction"))
+        if isinstance(instruction, str):
+            return instruction or None
+        parts = instruction.get("parts") if isinstance(instruction, dict) else None
+        return "\n\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)) or None if isinstance(parts, list) else None
     system = body.get("system") if api == "anthropic" else body.get("instructions") if api == "openai-responses" else None
     if isinstance(system, list):
         return "\n\n".join(b.get("text", "") for b in system if isinstance(b, dict)) or None
@@ -550,7 +559,7 @@ class Recorder:
         if session.view is None:
             return body
         build = provider_api(api)
-        forwarded = {**body, build.request_key: built[build.request_key]}
+        forwarded = {**body, build.request_key: to_rest(built[build.request_key]) if api == "gemini" else built[build.request_key]}
         if offers_recall(api, body):
             forwarded["tools"] = [*(body.get("tools") or ()), recall_tool(api)]
         if api == "anthropic":
@@ -763,8 +772,8 @@ def offers_recall(api: Api, body: Json) -> bool:
     """Whether the proxy adds ``glyphpack_recall`` to ``body``'s tools (once a compaction
     is in force): not when the client defines a tool of that name itself."""
     tools = body.get("tools")
-    if tools is not None and not isinstance(tools, list):
-        return False
+    if api == "gemini" or (tools is not None and not isinstance(tools, list)):
+        return False  # Gemini: the proxy does not answer recall there yet (no relay for its stream)
     build = provider_api(api)
     return not any(RECALL_TOOL in build.tool_names(t) for t in tools or ())
 

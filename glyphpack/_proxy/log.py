@@ -55,12 +55,16 @@ class RequestRecord:
 def provider_usage(api: Api, response: Json | None) -> tuple[int | None, int | None, int | None]:
     """(input, cached, output) tokens a whole response reports; None where it says nothing.
     Anthropic's input is its uncached, cache-written and cache-read tokens together."""
-    usage = response.get("usage") if isinstance(response, dict) else None
+    key = "usageMetadata" if api == "gemini" else "usage"
+    usage = response.get(key) if isinstance(response, dict) else None
     if not isinstance(usage, dict):
         return None, None, None
 
     def number(value: object) -> int | None:
         return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    if api == "gemini":
+        return number(usage.get("promptTokenCount")), number(usage.get("cachedContentTokenCount")), number(usage.get("candidatesTokenCount"))
 
     if api == "anthropic":
         parts = [number(usage.get(k)) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")]

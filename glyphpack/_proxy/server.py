@@ -50,7 +50,10 @@ SAME_MODEL = "same"
 #: The path of the proxy's own status: its totals, as JSON.
 STATUS_PATH = "/glyphpack/status"
 #: Where ``--upstream anthropic`` and ``--upstream openai`` go.
-UPSTREAMS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com"}
+UPSTREAMS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com", "gemini": "https://generativelanguage.googleapis.com"}
+#: Gemini's REST methods the proxy records (the model is in the path:
+#: ``/v1beta/models/gemini-2.5-flash:streamGenerateContent``).
+GEMINI_METHODS = ("generateContent", "streamGenerateContent")
 #: Headers that describe one hop, not the request: never passed on.
 _HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "accept-encoding", "content-encoding", "upgrade", "te"}
 #: How long the upstream may take: a long answer streams for minutes.
@@ -59,7 +62,8 @@ TIMEOUT = httpx.Timeout(600.0, connect=15.0)
 
 #: The caller's headers a summary call through the upstream carries (its credentials and
 #: API version; nothing else of the caller's request).
-_SUMMARY_HEADERS = ("x-api-key", "authorization", "anthropic-version", "anthropic-beta", "openai-organization", "openai-project", "api-key")
+_SUMMARY_HEADERS = ("x-api-key", "authorization", "anthropic-version", "anthropic-beta", "openai-organization", "openai-project", "api-key",
+                    "x-goog-api-key")
 
 
 class UpstreamSummary:
@@ -100,6 +104,11 @@ class UpstreamSummary:
 
     def _client(self) -> Any:
         token = self.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        if self.api == "gemini":
+            from google import genai
+
+            google_key = self.headers.get("x-goog-api-key") or token or "unused"
+            return genai.Client(api_key=google_key, http_options={"base_url": self.upstream, "headers": self.headers})
         if self.api == "anthropic":
             import anthropic
 
@@ -157,12 +166,15 @@ def upstream_url(name: str) -> str:
     """The base URL for ``--upstream`` (``anthropic``, ``openai`` or an http(s) URL)."""
     url = UPSTREAMS.get(name, name)
     if not url.startswith(("http://", "https://")):
-        raise UsageError(f"--upstream must be anthropic, openai or an http(s) URL, not {redacted(name)!r}")
+        raise UsageError(f"--upstream must be anthropic, openai, gemini or an http(s) URL, not {redacted(name)!r}")
     return url.rstrip("/")
 
 
 def error_body(api: Api, status: int, message: str) -> Json:
     """An error in the shape the API's clients parse."""
+    if api == "gemini":  # Google's: a code, a message, a status name
+        names = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 502: "UNAVAILABLE"}
+        return {"error": {"code": status, "message": message, "status": names.get(status, "INTERNAL")}}
     if api == "anthropic":
         kind = {400: "invalid_request_error", 403: "permission_error", 502: "api_error"}.get(status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": message}}
@@ -192,6 +204,7 @@ class Proxy:
             Route("/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
             *(Route(path, self._endpoint("openai-chat"), methods=["POST"]) for path in ("/v1/chat/completions", "/chat/completions")),
             *(Route(path, self._endpoint("openai-responses"), methods=["POST"]) for path in ("/v1/responses", "/responses")),
+            Route("/{version:str}/models/{target:str}", self._gemini, methods=["POST"]),
             Route(STATUS_PATH, self._status, methods=["GET"]),
             Route("/{path:path}", self._pass, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]),
         ]
@@ -229,10 +242,21 @@ class Proxy:
         return {k: v for k, v in response.headers.items() if k.lower() not in _HOP}
 
     async def _send(self, request: Request, exchange: Exchange, raw: bytes) -> httpx.Response:
-        content = raw if exchange.forwarded is exchange.body else json_bytes(exchange.forwarded)
+        forwarded = exchange.forwarded
+        if exchange.api == "gemini":  # the model goes in the path, never in the body
+            forwarded = {k: v for k, v in forwarded.items() if k != "model"}
+        content = raw if exchange.forwarded is exchange.body else json_bytes(forwarded)
         return await self.client.send(self._upstream_request(request, content), stream=True)
 
     # ------------------------------------------------------------------ endpoints
+
+    async def _gemini(self, request: Request) -> Response:
+        """``/v1beta/models/MODEL:METHOD``: generateContent and streamGenerateContent are
+        recorded (the model is the path's); any other method (countTokens, ...) passes."""
+        model, _, method = request.path_params["target"].partition(":")
+        if method not in GEMINI_METHODS or not model:
+            return await self._pass(request)
+        return await self._proxied(request, "gemini", model)
 
     def _endpoint(self, api: Api) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
@@ -260,11 +284,14 @@ class Proxy:
         """The totals so far (``ProxyLog.totals``), as JSON."""
         return JSONResponse(self.log.totals())
 
-    async def _proxied(self, request: Request, api: Api) -> Response:
+    async def _proxied(self, request: Request, api: Api, model: str | None = None) -> Response:
+        """``model``: the model a Gemini request names in its path (its body has none)."""
         started = time.perf_counter()
         raw = await request.body()
         try:
             body = _parsed(raw)
+            if model is not None and isinstance(body, dict):
+                body = {**body, "model": model}
             client = Client.of(request.headers, request.query_params)
             exchange = await run_in_threadpool(self.recorder.prepare, api, body, self._summarizer(api, body, request), client)
         except BadRequest as exc:
@@ -324,7 +351,7 @@ class Proxy:
         fn = UpstreamSummary(self.upstream, api, chosen, request.headers, body if isinstance(body, dict) else None, request.url.path)
         # The request's own model continues the conversation it is in (a prompt-cache
         # read); another model gets the text.
-        continues = fn.continued if chosen == model else None
+        continues = fn.continued if chosen == model and api != "gemini" else None
         return Summarizer(fn, window=window, output_reserve=SUMMARY_OUTPUT_TOKENS, continues=continues)
 
     @staticmethod

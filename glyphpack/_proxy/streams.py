@@ -215,8 +215,51 @@ class ResponsesAccumulator(Accumulator):
         return None if self.failed else self.response
 
 
+class GeminiAccumulator(Accumulator):
+    """Gemini's ``streamGenerateContent?alt=sse``: each event is a response of its own
+    holding the next parts (text in pieces, each function call whole); the one with the
+    candidate's ``finishReason`` ends it (usage rides on the last events)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[Json] = []
+        self.finish: str | None = None
+        self.head: Json = {}
+
+    def event(self, event: str, payload: Json) -> None:
+        if "error" in payload:
+            self.failed = True
+            return
+        self.head.update({k: payload[k] for k in ("usageMetadata", "modelVersion", "responseId") if k in payload})
+        candidates = payload.get("candidates")
+        first = _object(candidates[0]) if isinstance(candidates, list) and candidates else {}
+        for part in _object(first.get("content")).get("parts") or ():
+            if not isinstance(part, dict):
+                continue
+            last = self.parts[-1] if self.parts else None
+            pieces_of_one_text = (
+                last is not None and isinstance(last.get("text"), str) and isinstance(part.get("text"), str)
+                and bool(last.get("thought")) == bool(part.get("thought")) and len(part) == len({"text", "thought", "thoughtSignature"} & part.keys())
+            )
+            if pieces_of_one_text and last is not None:
+                last["text"] += part["text"]
+                if "thoughtSignature" in part:
+                    last["thoughtSignature"] = part["thoughtSignature"]
+            else:
+                self.parts.append(dict(part))
+        if isinstance(first.get("finishReason"), str):
+            self.finish = first["finishReason"]
+
+    def result(self) -> Json | None:
+        if self.failed or self.finish is None:
+            return None
+        candidate = {"content": {"role": "model", "parts": self.parts}, "finishReason": self.finish, "index": 0}
+        return {"candidates": [candidate], **self.head}
+
+
 ACCUMULATORS: dict[Api, type[Accumulator]] = {
     "anthropic": AnthropicAccumulator,
     "openai-chat": ChatAccumulator,
     "openai-responses": ResponsesAccumulator,
+    "gemini": GeminiAccumulator,
 }

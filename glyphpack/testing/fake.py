@@ -62,20 +62,31 @@ def snake_keys(value: Any) -> Any:
 
 
 def image_tokens(block: Json) -> int:
-    """The fake's count of one image block: by its pixels as Claude bills them (width
-    times height over 750, at most ``IMAGE_TOKENS``) when it carries a base64 PNG, else
-    ``IMAGE_TOKENS``."""
+    """The fake's count of one image block, as its provider bills it, when it carries a
+    base64 PNG: a Gemini part (``inline_data``) 258 tokens per 768-pixel tile (one when
+    both sides are 384 or less); any other by its pixels as Claude bills them (width times
+    height over 750, at most ``IMAGE_TOKENS``). ``IMAGE_TOKENS`` when it has no PNG."""
+    size = _png_size(block)
+    if size is None:
+        return IMAGE_TOKENS
+    width, height = size
+    if "inline_data" in block or "inlineData" in block:
+        return 258 if width <= 384 and height <= 384 else 258 * -(-width // 768) * -(-height // 768)
+    return min(IMAGE_TOKENS, max(1, -(-width * height // 750)))
+
+
+def _png_size(block: Json) -> tuple[int, int] | None:
+    """(width, height) of the base64 PNG an image block carries, if any."""
     found = [v for v in json.dumps(block).split('"') if len(v) > 40]
     for value in found:
-        data = value.split("base64,", 1)[-1]
+        data = value.split("base64,", 1)[-1].replace("-", "+").replace("_", "/")  # the Gemini SDK sends it URL-safe
         try:
             head = base64.b64decode(data[:64] + "=" * (-len(data[:64]) % 4))
         except ValueError:
             continue
         if head[:8] == b"\x89PNG\r\n\x1a\n" and len(head) >= 24:
-            width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
-            return min(IMAGE_TOKENS, max(1, -(-width * height // 750)))
-    return IMAGE_TOKENS
+            return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    return None
 
 
 def count_tokens(body: Json) -> int:
@@ -419,6 +430,8 @@ def error_response(api: str, status: int, kind: str, *, message: str = "", token
 
 #: The paths a ``FakeUpstream`` answers, and the API each speaks.
 UPSTREAM_PATHS = {"/v1/messages": "anthropic", "/v1/chat/completions": "openai-chat", "/v1/responses": "openai-responses"}
+#: Gemini's REST paths (the model and method in the path; streamed with ``?alt=sse``).
+GEMINI_PATH = re.compile(r"/v1(beta)?/models/[^/:]+:(generateContent|streamGenerateContent)")
 
 
 def sse_events(api: str, answer: Json, *, usage: bool = False) -> list[bytes]:
@@ -449,6 +462,21 @@ def sse_events(api: str, answer: Json, *, usage: bool = False) -> list[bytes]:
         end = {"stop_reason": answer["stop_reason"], "stop_sequence": None}
         out.append(event("message_delta", {"type": "message_delta", "delta": end, "usage": {"output_tokens": answer["usage"]["output_tokens"]}}))
         return [*out, event("message_stop", {"type": "message_stop"})]
+    if api == "gemini":  # each event a response of its own: the text in two pieces, then the calls, the end and usage
+        candidate = answer["candidates"][0]
+        texts = [p for p in candidate["content"]["parts"] if "text" in p]
+        calls = [p for p in candidate["content"]["parts"] if "text" not in p]
+        pieces = [{"text": t} for p in texts for t in halves(p["text"]) if t]
+
+        def piece(parts: list[Json], last: bool) -> bytes:
+            body: Json = {"candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}], "modelVersion": answer["modelVersion"]}
+            if last:
+                body["candidates"][0]["finishReason"] = candidate["finishReason"]
+                body["usageMetadata"] = answer["usageMetadata"]
+            return event(None, body)
+
+        groups = [[p] for p in pieces[:-1]] + [pieces[-1:] + calls]
+        return [piece(parts, n == len(groups) - 1) for n, parts in enumerate(groups)]
     if api == "openai-chat":
         head = {k: answer[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
         message = answer["choices"][0]["message"]
@@ -560,12 +588,16 @@ class FakeUpstream:
             status, answer = (400, {"type": "error", "error": {"type": "invalid_request_error", "message": problem}}) if problem else (200, {"input_tokens": count_tokens(body)})
             handler._reply(status, json.dumps(answer).encode())
             return
-        api = UPSTREAM_PATHS.get(path)
+        api = UPSTREAM_PATHS.get(path) or ("gemini" if GEMINI_PATH.fullmatch(path) else None)
         if api is None:
             handler._reply(404, b'{"error":{"message":"no such path"}}')
             return
+        if api == "gemini" and "model" in body:  # the REST API names the model in the path only
+            handler._reply(400, b'{"error":{"code":400,"message":"Invalid JSON payload received. Unknown name \\"model\\": Cannot find field.","status":"INVALID_ARGUMENT"}}')
+            return
         response = self.route(body).answer(api, body, path)
-        if response.status_code != 200 or not body.get("stream"):
+        streamed = path.endswith(":streamGenerateContent") if api == "gemini" else body.get("stream")
+        if response.status_code != 200 or not streamed:
             handler._reply(response.status_code, response.content, response.headers.get("content-type", "application/json"))
             return
         handler.send_response(200)

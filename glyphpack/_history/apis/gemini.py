@@ -192,6 +192,48 @@ def check_gemini(contents: Sequence[Json], *, max_images: int | None = None) -> 
             raise HistoryError(f"content {index}: calls {calls} answered by {answered} in the next turn")
 
 
+# ------------------------------------------------------------------ the REST wire
+# The SDK speaks snake_case and bytes; the REST API (what Gemini CLI and a proxy see)
+# camelCase and base64. Keys are renamed everywhere but inside a call's ``args`` and a
+# response's ``response``: those are the tool's own data, never renamed.
+
+#: Keys whose values are a tool's own data.
+_PAYLOADS = frozenset({"args", "response"})
+
+
+def _snake(key: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", lambda m: "_" + m.group(1).lower(), key)
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
+
+
+def _renamed(value: Any, rename: Any, *, encode: bool) -> Any:
+    if isinstance(value, dict):
+        return {rename(k): v if k in _PAYLOADS else _renamed(v, rename, encode=encode) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_renamed(v, rename, encode=encode) for v in value]
+    if encode and isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode("ascii")
+    return value
+
+
+@public
+def from_rest(value: Any) -> Any:
+    """Gemini REST JSON (camelCase: ``functionCall``, ``usageMetadata``) in the SDK's
+    snake_case, which ``from_gemini`` and ``Gemini.parse`` read; base64 stays text."""
+    return _renamed(value, _snake, encode=False)
+
+
+@public
+def to_rest(value: Any) -> Any:
+    """``to_gemini``'s contents (snake_case, bytes) as the REST API's JSON (camelCase,
+    base64), as a REST client sends them."""
+    return _renamed(value, _camel, encode=True)
+
+
 #: Models that enforce thought signatures on the current turn's function calls.
 _GEMINI_3 = re.compile(r"(models/)?gemini-([3-9]|\d\d)")
 
@@ -261,6 +303,10 @@ class Gemini(ProviderApi):
 
     def reply_limit(self, tokens: int) -> Json:
         return {"config": {"max_output_tokens": tokens}}
+
+    def parse(self, response: object) -> Any:
+        """As ``ProviderApi.parse``, for an SDK response or its REST JSON alike."""
+        return super().parse(from_rest(response) if isinstance(response, dict) else response)
 
     def assistant_messages(self, data: Json) -> list[Message]:
         candidates = data.get("candidates")
