@@ -315,6 +315,28 @@ def test_below_the_threshold_no_request_is_built(tmp_path: Path, monkeypatch: py
     assert exchange.forwarded is not exchange.body and built
 
 
+@pytest.mark.parametrize("instructions", [None, "Answer in English."])
+def test_a_compacted_responses_request_keeps_the_clients_developer_items(tmp_path: Path, instructions: str | None) -> None:
+    """Codex sends its system prompt as developer items in ``input`` (found running Codex
+    CLI through the proxy: after a compaction the prompt was gone, 7,030 tokens to 1,504).
+    Whatever the client's ``instructions`` do not carry goes first in ``input``."""
+    recorder = Recorder(Workspace(tmp_path), ProxySettings(context_window=24_000, threshold=9_000))
+    developer = {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are Codex. Run commands with exec_command."}]}
+    history: list[Json] = [developer, {"type": "message", "role": "user", "content": [{"type": "input_text", "text": TASK}]}]
+    extra = {"instructions": instructions} if instructions else {}
+    for turn in range(12):
+        body = {"model": "gpt-5.4", "input": list(history), **extra}
+        exchange = recorder.prepare("openai-responses", body, Summarizer(fake_summary))
+        recorder.finish(exchange, answer_body("openai-responses", Turn(text=f"noted {turn}"), turn, count_tokens(exchange.forwarded)))
+        history += [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": f"noted {turn}"}]},
+                    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": f"log {turn}: " + "auth ok; db slow; " * 200}]}]
+    assert exchange.forwarded is not exchange.body  # compacted
+    first = exchange.forwarded["input"][0]
+    assert first["role"] == "developer" and first["content"][0]["text"] == "You are Codex. Run commands with exec_command."
+    assert exchange.forwarded.get("instructions") == instructions  # the client's own, as it sent them
+    assert json.dumps(exchange.forwarded).count("You are Codex.") == 1
+
+
 @pytest.mark.parametrize(
     ("body", "problem"),
     [

@@ -560,6 +560,17 @@ class Recorder:
             return body
         build = provider_api(api)
         forwarded = {**body, build.request_key: to_rest(built[build.request_key]) if api == "gemini" else built[build.request_key]}
+        if api == "openai-responses":
+            # The session builds every system message into ``instructions``; a client
+            # such as Codex sends its own as developer items in ``input`` (and may send
+            # ``instructions`` too): what the client's ``instructions`` does not carry goes
+            # first in ``input``, as a developer item, so no system text is lost.
+            built_text, own = built.get("instructions"), body.get("instructions")
+            own = own if isinstance(own, str) else ""
+            if isinstance(built_text, str) and built_text and built_text != own:
+                extra = built_text[len(own) + 2 :] if own and built_text.startswith(own + "\n\n") else built_text
+                developer = {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": extra}]}
+                forwarded["input"] = [developer, *forwarded["input"]]
         if offers_recall(api, body):
             forwarded["tools"] = [*(body.get("tools") or ()), recall_tool(api)]
         if api == "anthropic":
