@@ -16,8 +16,9 @@ from glyphpack import import_file
 from glyphpack._compaction.cost import CostModel
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "sessions"
-#: Real files the tests copied from elsewhere (a Claude Code 2.1 subagent in progress lines).
-EXTRA = [Path(__file__).resolve().parents[1] / "tests" / "data" / "sessions" / "spotter-subagent.jsonl"]
+#: Real files the tests hold that shared/ does not (a Claude Code 2.1 subagent in progress
+#: lines; an export OpenCode wrote itself).
+EXTRA = [Path(__file__).resolve().parents[1] / "tests" / "data" / "sessions" / name for name in ("spotter-subagent.jsonl", "opencode-export.json")]
 FILES = sorted(p for p in SHARED.glob("*/*") if p.parent.name != "licenses") + EXTRA if SHARED.is_dir() else []
 ROWS: list[str] = []
 

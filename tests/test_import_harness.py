@@ -17,7 +17,7 @@ from glyphpack._history.importers import claude_code_attachments
 from glyphpack._history.importers.base import epoch_seconds
 from glyphpack._history.messages import first_task
 from glyphpack._history.view import read_archive, read_view
-from tests.test_importers import session_path
+from tests.test_importers import assert_valid_for_every_provider, session_path
 
 
 def _lines(path: Path) -> list[dict]:
@@ -284,3 +284,48 @@ def test_an_untitled_conversation_is_named_by_its_first_task_and_its_reminders_s
     assert lines[0] == "proxy-20261204  Fix the flaky login test"
     assert lines[1].startswith("* user: (system reminder) The date is 2026-12-04.")
     assert lines[2].startswith("* user: Fix the flaky login test (+1 system reminder)")
+
+
+def test_an_opencode_export_keeps_every_call_with_its_result_its_usage_and_times():
+    """Read off the raw export with no importer code: each tool part's call and result,
+    each step's measured tokens, each message's time and the title."""
+    path = session_path("opencode/opencode-export.json")
+    raw = json.loads(path.read_text())
+    tools = [p for m in raw["messages"] for p in m["parts"] if p["type"] == "tool"]
+    steps = [p["tokens"] for m in raw["messages"] for p in m["parts"] if p["type"] == "step-finish"]
+    session = import_file(path)
+    assert session.report.format == "opencode" and session.title == raw["info"]["title"] == "Auth failure in app logs"
+    calls = {c.id: (c.name, c.arguments) for m in session.messages for c in m.tool_calls}
+    assert calls == {p["callID"]: (p["tool"], p["state"]["input"]) for p in tools} and len(calls) == 4
+    results = {r.call_id: r.text for m in session.messages for r in m.tool_results}
+    assert results == {p["callID"]: p["state"]["output"] for p in tools}
+    assert session.report.repaired == {} and session.report.skipped == {}
+    usage = session.agents[0].usage
+    assert [u.tokens for u in usage] == [s["input"] + s["cache"]["read"] + s["cache"]["write"] for s in steps]
+    assert all(session.messages[u.end].role == "assistant" for u in usage)
+    two = [m for m in session.messages if len(m.tool_calls) == 2]
+    assert len(two) == 1 and [c.name for c in two[0].tool_calls] == ["read", "bash"]  # one step, two calls
+    created = [m["info"]["time"]["created"] / 1000 for m in raw["messages"]]
+    assert [m.time for m in session.messages if m.role != "tool"] == created
+    assert_valid_for_every_provider(session.messages)
+
+
+def test_an_opencode_step_in_flight_gets_the_stand_in_and_other_parts_are_counted(tmp_path):
+    document = {"info": {"id": "ses_1", "title": ""}, "messages": [
+        {"info": {"id": "msg_1", "role": "user", "time": {"created": 1_700_000_000_000}},
+         "parts": [{"type": "text", "text": "fix it"}, {"type": "file", "mime": "text/plain", "filename": "a.py", "url": "file:///a.py"}]},
+        {"info": {"id": "msg_2", "role": "assistant", "time": {"created": 1_700_000_001_000}}, "parts": [
+            {"type": "step-start"}, {"type": "reasoning", "text": "look first"},
+            {"type": "tool", "tool": "bash", "callID": "c1", "state": {"status": "error", "input": {"command": "make"}, "error": "exit 2"}},
+            {"type": "tool", "tool": "bash", "callID": "c2", "state": {"status": "running", "input": {"command": "sleep 9"}}},
+            {"type": "patch", "hash": "abc", "files": []}, {"type": "compaction", "auto": True}]},
+    ]}
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(document))
+    session = import_file(path)
+    assert session.title == "fix it [file attached: a.py]" and session.report.compactions == 1
+    assert session.messages[0].text == "fix it\n[file attached: a.py]"
+    results = {r.call_id: (r.text, r.is_error) for m in session.messages for r in m.tool_results}
+    assert results["c1"] == ("exit 2", True) and results["c2"][1] is True  # the one still running: the stand-in
+    assert session.report.repaired == {"unanswered tool calls given an error result": 1}
+    assert session.report.skipped == {"patch parts (not sent to the model)": 1}

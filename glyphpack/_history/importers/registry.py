@@ -18,7 +18,7 @@ from typing import Any, Literal
 from ..._errors import HistoryError
 from ..._types import public
 from ..messages import first_task
-from . import aider, claude_code, codex, copilot_cli, gemini_cli, mini_swe_agent, openhands, pi, plain, swe_agent
+from . import aider, claude_code, codex, copilot_cli, gemini_cli, mini_swe_agent, opencode, openhands, pi, plain, swe_agent
 from .base import ImportedSession, jsonl_records
 
 
@@ -40,6 +40,7 @@ _FORMATS = (
     Format(openhands.FORMAT, "jsonl", openhands.detect, openhands.read),
     Format(copilot_cli.FORMAT, "jsonl", copilot_cli.detect, copilot_cli.read),
     Format(gemini_cli.FORMAT, "json", gemini_cli.detect, gemini_cli.read),
+    Format(opencode.FORMAT, "json", opencode.detect, opencode.read),
     Format(swe_agent.FORMAT, "json", swe_agent.detect, swe_agent.read),
     Format(mini_swe_agent.FORMAT, "json", mini_swe_agent.detect, mini_swe_agent.read),
     Format(openhands.EVENTS_FORMAT, "json", openhands.detect_events, openhands.read_events),
