@@ -2,12 +2,13 @@ import gzip
 import os
 import subprocess
 import sys
+import unicodedata
 
 import numpy as np
 import pytest
 
 from glyphpack import FontAtlas, FontError
-from glyphpack._render.fonts import NEWLINE, REPLACEMENT, WRAP, load_atlas
+from glyphpack._render.fonts import BLANK_BY_NATURE, NEWLINE, REPLACEMENT, WRAP, load_atlas
 
 TINY_BDF = """STARTFONT 2.1
 FONT tiny
@@ -122,6 +123,10 @@ def test_shipped_fonts(name):
     for marker in (atlas.newline_index, atlas.wrap_index):
         same = np.all(atlas.bitmaps == atlas.bitmaps[marker], axis=(1, 2))
         assert same.sum() == 1
+    # no character that has ink draws blank (5x8 defined Ѝ and ѝ with empty glyphs: they
+    # drew as spaces and read back as spaces, and no report counted them)
+    blank = [int(cp) for cp, bitmap in zip(atlas.codepoints, atlas.bitmaps) if not bitmap.any()]
+    assert all(unicodedata.category(chr(cp)) == "Zs" or cp in BLANK_BY_NATURE for cp in blank), [hex(cp) for cp in blank]
     # canonical: identical bitmaps read back as the smallest codepoint among them
     for i in np.flatnonzero(atlas.canonical != atlas.codepoints)[:50]:
         j = atlas.index_of(int(atlas.canonical[i]))
@@ -214,3 +219,12 @@ def test_listing_commands_import_no_kernel(command):
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_a_character_the_font_leaves_blank_folds_to_one_it_draws_and_is_counted():
+    from glyphpack import render
+
+    pages = render("Ѝ ѝ", shape="5x8")
+    assert pages.report.folded == 2 and pages.report.replaced == 0  # drawn as И and и, and said
+    with_them, plain = render("Ѝ", shape="5x8"), render("И", shape="5x8")
+    assert len(with_them) == 1 and with_them[0].png == plain[0].png

@@ -66,7 +66,7 @@ _NO_CLASSES = np.zeros(0, dtype=np.uint8)
 WRAP = 0x110000
 
 # Bump when parsing or atlas building changes: it is part of the disk cache key.
-_ATLAS_FORMAT = 4
+_ATLAS_FORMAT = 5
 
 # Categories never drawn as glyphs: controls, format characters, surrogates and
 # private use are all handled by text normalization instead. Combining marks are
@@ -222,10 +222,23 @@ def _drawable(codepoint: int) -> bool:
     return unicodedata.category(chr(codepoint)) not in _UNDRAWN_CATEGORIES
 
 
+#: Characters whose glyph is rightly empty although they are not spaces (Braille's blank
+#: pattern, Hangul fillers).
+BLANK_BY_NATURE = frozenset({0x2800, 0x115F, 0x1160, 0x3164, 0xFFA0})
+
+
+def _inked(codepoint: int, bitmap: np.ndarray) -> bool:
+    """Whether a font's glyph draws its character: a glyph with no ink for a character
+    that is not a space is a hole in the font (5x8 has two, Ѝ and ѝ); left out, the
+    character folds to one the font draws (И) or is replaced, and the report counts it."""
+    return bool(bitmap.any()) or unicodedata.category(chr(codepoint)) == "Zs" or codepoint in BLANK_BY_NATURE
+
+
 def _build_atlas(parsed: ParsedFont, sha256: str) -> FontAtlas:
-    """Sorted arrays from a parsed font: drop undrawable codepoints, add markers, canonicalize."""
+    """Sorted arrays from a parsed font: drop undrawable codepoints and empty glyphs of
+    characters that have ink, add markers, canonicalize."""
     w, h = parsed.glyph_width, parsed.glyph_height
-    glyphs = {cp: g for cp, g in parsed.glyphs.items() if _drawable(cp)}
+    glyphs = {cp: g for cp, g in parsed.glyphs.items() if _drawable(cp) and _inked(cp, g[0])}
     if 0x20 not in glyphs:
         glyphs[0x20] = (np.zeros((h, w), np.uint8), 1)
     markers = _marker_bitmaps(w, h)
