@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -56,6 +55,7 @@ from glyphpack.testing.fake import (
 )
 from glyphpack.testing.fake import _check_anthropic as fake_check_anthropic
 from glyphpack.testing.fake import http as fake_http
+from tests.harness_clients import installed
 
 Json = dict[str, Any]
 API_KEY = "sk-test-d0n0tst0re"
@@ -951,16 +951,7 @@ RECALL_AGAIN = Turn(text="Checking an earlier log again.", calls=((RECALL_TOOL, 
 
 
 def _claude() -> str:
-    """The Claude Code executable: $GLYPHPACK_CLAUDE, ``claude`` on the PATH, or the one
-    ``.ci/run`` installs under ``.ci/node``; skips the test without one (fails where
-    ``GLYPHPACK_REQUIRE_CLAUDE`` is set, as in CI)."""
-    local = Path(__file__).resolve().parent.parent / ".ci" / "node" / "node_modules" / ".bin" / "claude"
-    found = os.environ.get("GLYPHPACK_CLAUDE") or shutil.which("claude") or (str(local) if local.exists() else None)
-    if found is None:
-        if os.environ.get("GLYPHPACK_REQUIRE_CLAUDE"):
-            pytest.fail("Claude Code is required here (GLYPHPACK_REQUIRE_CLAUDE) but was not found")
-        pytest.skip("Claude Code is not installed (npm install @anthropic-ai/claude-code, or set GLYPHPACK_CLAUDE)")
-    return found
+    return installed("claude", "GLYPHPACK_CLAUDE", "@anthropic-ai/claude-code")
 
 
 def _run_claude(tmp_path: Path, proxy: Running, prompt: str, turns: int) -> Json:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 from glyphpack import Workspace
 from glyphpack._proxy.conversations import ProxySettings
 from glyphpack.testing.fake import FakeModel, FakeUpstream, Turn, count_tokens, summary_prompt
+from tests.harness_clients import installed
 from tests.test_proxy import API_KEY, _serve, _tool_output
 
 #: Words of Codex's own system prompt (a developer item in every request's ``input``).
@@ -24,15 +24,7 @@ CODEX_PROMPT = "You are a coding agent running in the Codex CLI"
 
 
 def _codex() -> str:
-    """Codex CLI: $GLYPHPACK_CODEX, ``codex`` on the PATH, or the one ``.ci/run`` installs
-    under ``.ci/node``; skips without one (fails where ``GLYPHPACK_REQUIRE_CODEX`` is set)."""
-    local = Path(__file__).resolve().parent.parent / ".ci" / "node" / "node_modules" / ".bin" / "codex"
-    found = os.environ.get("GLYPHPACK_CODEX") or shutil.which("codex") or (str(local) if local.exists() else None)
-    if found is None:
-        if os.environ.get("GLYPHPACK_REQUIRE_CODEX"):
-            pytest.fail("Codex CLI is required here (GLYPHPACK_REQUIRE_CODEX) but was not found")
-        pytest.skip("Codex CLI is not installed (npm install @openai/codex, or set GLYPHPACK_CODEX)")
-    return found
+    return installed("codex", "GLYPHPACK_CODEX", "@openai/codex")
 
 
 def _run_codex(tmp_path: Path, base_url: str, prompt: str) -> str:

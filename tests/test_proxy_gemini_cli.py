@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,22 +16,14 @@ import pytest
 from glyphpack import Workspace
 from glyphpack._proxy.conversations import ProxySettings
 from glyphpack.testing.fake import FakeModel, FakeUpstream, Turn, count_tokens, summary_prompt
+from tests.harness_clients import installed
 from tests.test_proxy import API_KEY, _serve, _tool_output
 
 Json = dict[str, Any]
 
 
 def _gemini_cli() -> str:
-    """Gemini CLI: $GLYPHPACK_GEMINI_CLI, ``gemini`` on the PATH, or the one ``.ci/run``
-    installs under ``.ci/node``; skips without one (fails where
-    ``GLYPHPACK_REQUIRE_GEMINI_CLI`` is set, as in CI)."""
-    local = Path(__file__).resolve().parent.parent / ".ci" / "node" / "node_modules" / ".bin" / "gemini"
-    found = os.environ.get("GLYPHPACK_GEMINI_CLI") or shutil.which("gemini") or (str(local) if local.exists() else None)
-    if found is None:
-        if os.environ.get("GLYPHPACK_REQUIRE_GEMINI_CLI"):
-            pytest.fail("Gemini CLI is required here (GLYPHPACK_REQUIRE_GEMINI_CLI) but was not found")
-        pytest.skip("Gemini CLI is not installed (npm install @google/gemini-cli, or set GLYPHPACK_GEMINI_CLI)")
-    return found
+    return installed("gemini", "GLYPHPACK_GEMINI_CLI", "@google/gemini-cli")
 
 
 def _run_gemini(tmp_path: Path, base_url: str, prompt: str) -> Json:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 from glyphpack import Workspace
 from glyphpack._proxy.conversations import ProxySettings
 from glyphpack.testing.fake import FakeModel, FakeUpstream, Turn, count_tokens, summary_prompt
+from tests.harness_clients import installed
 from tests.test_proxy import API_KEY, _serve, _tool_output
 
 Json = dict[str, Any]
@@ -28,15 +28,7 @@ NO_REGISTRY = "http://127.0.0.1:9"
 
 
 def _opencode() -> str:
-    """OpenCode: $GLYPHPACK_OPENCODE, ``opencode`` on the PATH, or the one ``.ci/run``
-    installs under ``.ci/node``; skips without one (fails where ``GLYPHPACK_REQUIRE_OPENCODE`` is set)."""
-    local = Path(__file__).resolve().parent.parent / ".ci" / "node" / "node_modules" / ".bin" / "opencode"
-    found = os.environ.get("GLYPHPACK_OPENCODE") or shutil.which("opencode") or (str(local) if local.exists() else None)
-    if found is None:
-        if os.environ.get("GLYPHPACK_REQUIRE_OPENCODE"):
-            pytest.fail("OpenCode is required here (GLYPHPACK_REQUIRE_OPENCODE) but was not found")
-        pytest.skip("OpenCode is not installed (npm install opencode-ai, or set GLYPHPACK_OPENCODE)")
-    return found
+    return installed("opencode", "GLYPHPACK_OPENCODE", "opencode-ai")
 
 
 def _run_opencode(tmp_path: Path, base_url: str, prompt: str) -> str:
