@@ -787,7 +787,8 @@ def _stored_agent(workspace: Any, path: str, conversation: str, agent: str | Non
 
 
 def cmd_session(args: argparse.Namespace) -> int:
-    """A shell over a stored session's slash commands: no model is called."""
+    """A shell over a stored session's slash commands: no model is called. Exit status 1
+    when a /compact or /shake did not fit its budget (kept, as the session keeps it)."""
     from ._history.store import Workspace
 
     _tree(args.workspace, write=True).close()  # a workspace, and sound, before anything is written
@@ -795,6 +796,7 @@ def cmd_session(args: argparse.Namespace) -> int:
         _stored_agent(workspace, args.workspace, args.conversation, args.agent)
         session = _workspace_session(workspace, args.workspace, args.conversation, args.agent, args, summarizer=args.summarizer)
         interactive = not args.command and sys.stdin.isatty()
+        unfit = False
         if interactive:
             print(f"{session!r}; /help lists the commands, an empty line or Ctrl-D ends")
         for line in _shell_lines(args.command, interactive):
@@ -809,12 +811,14 @@ def cmd_session(args: argparse.Namespace) -> int:
                         f"{line.split()[0]!r} is not a command: this shell runs slash commands over the stored "
                         "session and calls no model; /help lists them"
                     )
-                print(session.command(line).text, flush=True)
+                result = session.command(line)
+                print(result.text, flush=True)
+                unfit = unfit or result.data.get("fits") is False
             except GlyphpackError as exc:
                 print(f"glyphpack: error: {' '.join(str(exc).split())}", file=sys.stderr, flush=True)
                 if not interactive:  # what a script runs next may depend on what failed
                     return 2
-    return 0
+    return 1 if unfit else 0
 
 
 def _shell_lines(commands: list[str] | None, interactive: bool) -> Iterator[str]:

@@ -98,3 +98,12 @@ def test_delete_says_what_first_then_removes_every_trace_and_leaves_the_rest(wor
     assert main(["rename", workspace_location, "kept", "the login bug, take two"]) == 0
     assert main(["tree", workspace_location]) == 0
     assert capsys.readouterr().out.splitlines()[1].startswith("kept  the login bug, take two")
+
+
+def test_the_session_shell_exits_1_when_a_compact_does_not_fit(tmp_path, capsys):
+    _ran(tmp_path / "ws", context_window=60_000)
+    ws = str(tmp_path / "ws")
+    assert main(["session", ws, "run", "main", "-c", "/compact 6000"]) == 0
+    assert "fits" in capsys.readouterr().out
+    assert main(["session", ws, "run", "main", "-c", "/compact 2500", "-c", "/context"]) == 1  # kept, and said
+    assert "does not fit" in capsys.readouterr().out
