@@ -340,6 +340,46 @@ def test_calls_markdown_and_the_compaction_panel_in_a_browser(compacted, tmp_pat
             driver.save_screenshot(str(DOCS / "navigator-calls.png"))
 
 
+@pytest.mark.slow  # Chromium
+def test_runs_open_whole_search_folds_back_and_marks_and_paged_messages_say_so(compacted, tmp_path):
+    """A folded run opens whole in one click; a search marks each word it finds, opens
+    what holds a hit and folds it again when cleared; Enter walks the hits; a message the
+    model sees only on a compaction's pages says so."""
+    out = tmp_path / "compacted.html"
+    with glyphpack.Workspace(compacted, read_only=True) as ws:
+        out.write_text(export_html(ws))
+        (compaction,) = workspace_data(ws)["compactions"]
+        path = [m.id for m in ws.tree.path("c")]
+    with browser() as driver:
+        driver.get(out.as_uri())
+        (run,) = driver.find_elements("css selector", "#tree .node.run")
+        hidden = int(run.get_attribute("data-count"))
+        before = len([i for i in node_ids(driver) if i])
+        run.click()
+        assert not driver.find_elements("css selector", "#tree .node.run")  # one click: the whole run
+        assert len([i for i in node_ids(driver) if i]) == before + hidden
+        open_before = driver.execute_script("return document.querySelectorAll('#transcript details[open]').length")
+        box = driver.find_element("id", "search")
+        box.send_keys("return 7")  # inside the folded results of module 7
+        marks = driver.execute_script("return [...document.querySelectorAll('#transcript mark.find')].map(m => m.textContent)")
+        assert marks and set(marks) == {"return 7"}
+        assert driver.execute_script("return document.querySelectorAll('#transcript details[open]').length") > open_before
+        box.send_keys("\n")
+        assert len(driver.find_elements("css selector", "#transcript .msg.current-hit")) == 1
+        box.clear()
+        box.send_keys("x")
+        box.send_keys("\ue003")  # Backspace: the box is empty again
+        assert driver.execute_script("return document.querySelectorAll('#transcript details[open]').length") == open_before
+        assert not driver.find_elements("css selector", "#transcript mark.find")
+        assert "Enter/Shift+Enter" in driver.find_element("css selector", ".keys").text
+        first, last = path.index(compaction["source"][0]), path.index(compaction["source"][1])
+        paged = driver.execute_script("return [...document.querySelectorAll('#transcript .msg.paged')].map(m => m.id.slice(2))")
+        assert paged == path[first : last + 1] and paged
+        badge = driver.find_element("css selector", "#transcript .msg.paged .badge.paged").text
+        assert badge == f"drawn on the {len(compaction['pages'])} page(s) of compaction 1"
+        assert page_errors(driver) == []
+
+
 @pytest.mark.parametrize(
     ("call", "label"),
     [

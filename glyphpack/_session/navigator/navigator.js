@@ -23,7 +23,7 @@
   };
   const shortId = (id) => id.split("/").pop().slice(0, 8);
   const callId = (id) => id.length > 12 ? "…" + id.slice(-8) : id;  // provider call ids share long prefixes
-  const state = { conv: null, agent: null, end: null, path: [], focus: -1, hits: [], hit: -1, open: new Set() };
+  const state = { conv: null, agent: null, end: null, path: [], focus: -1, hits: [], hit: -1, open: new Set(), opened: [] };
   //: A run of single-child messages longer than this shows its ends and a count.
   const RUN = 6, RUN_ENDS = 2;
 
@@ -103,7 +103,8 @@
       for (let i = 0; i < chain.length; i++) {
         let j = i;
         while (j < chain.length && !marked(chain[j])) j++;
-        if (j - i > RUN && !state.open.has(chain[i + RUN_ENDS])) {  // fold the middle of an unmarked stretch
+        // fold the middle of an unmarked stretch, unless one of it was opened (a run opens whole)
+        if (j - i > RUN && !chain.slice(i + RUN_ENDS, j - RUN_ENDS).some((id) => state.open.has(id))) {
           for (const id of chain.slice(i, i + RUN_ENDS)) { nav.appendChild(nodeRow(id, prefix, onPath, tips, c)); prefix = childPrefix; }
           nav.appendChild(runRow(chain.slice(i + RUN_ENDS, j - RUN_ENDS), prefix, onPath));
           i = j - RUN_ENDS - 1;
@@ -133,7 +134,7 @@
     row.dataset.run = ids[0];
     row.dataset.count = String(ids.length);
     row.appendChild(document.createTextNode(prefix + "  … " + ids.length + " messages …"));
-    row.addEventListener("click", () => { state.open.add(ids[0]); renderTree(); });
+    row.addEventListener("click", () => { for (const id of ids) state.open.add(id); renderTree(); });
     return row;
   }
   function branchPrefix(prefix, i, count) {
@@ -156,11 +157,24 @@
     const box = $("transcript");
     box.textContent = "";
     const here = compactions.filter((c) => c.conv === state.conv && (!state.agent || c.agent === state.agent));
-    const elidedAt = new Map();
+    const elidedAt = new Map(), pagedAt = new Map();
     for (const c of here) for (const id of c.elided) elidedAt.set(id, c.n);
+    // The messages a compaction drew on its pages (its source range, on this path): the
+    // model sees those only as page pixels, until it recalls them.
+    for (const c of here) {
+      if (!c.source || !c.pages.length) continue;
+      const from = state.path.indexOf(c.source[0]), to = state.path.indexOf(c.source[1]);
+      if (from >= 0 && to >= from) for (const id of state.path.slice(from, to + 1)) pagedAt.set(id, c);
+    }
     const results = resultsOf(state.path);
     for (const id of state.path) {
-      box.appendChild(messageElement(byId.get(id), elidedAt.get(id), results, "msg"));
+      const m = messageElement(byId.get(id), elidedAt.get(id), results, "msg");
+      const paged = pagedAt.get(id);
+      if (paged) {
+        m.classList.add("paged");
+        m.querySelector(".head").appendChild(el("span", "badge paged", "drawn on the " + paged.pages.length + " page(s) of compaction " + paged.n));
+      }
+      box.appendChild(m);
       for (const c of here) if (c.covers === id) box.appendChild(compactionElement(c));
     }
     if (!state.path.length) box.appendChild(el("div", "empty", "(no messages)"));
@@ -411,18 +425,49 @@
   }
 
   // ------------------------------------------------------------------ search
+  // Each word found is marked where it is (<mark class="find">); what a search opened to
+  // show a hit is folded again when the search changes or is cleared.
+  function unmark() {
+    for (const mark of document.querySelectorAll("#transcript mark.find")) {
+      const parent = mark.parentNode;
+      parent.replaceChild(document.createTextNode(mark.textContent), mark);
+      parent.normalize();
+    }
+    for (const d of state.opened || []) d.open = false;
+    state.opened = [];
+  }
+  function markIn(root, q) {
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    const found = [];
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) if (node.nodeValue.toLowerCase().includes(q)) found.push(node);
+    for (const node of found) {
+      const text = node.nodeValue, lower = text.toLowerCase(), parts = document.createDocumentFragment();
+      let at = 0;
+      for (let k = lower.indexOf(q); k >= 0; k = lower.indexOf(q, k + q.length)) {
+        parts.appendChild(document.createTextNode(text.slice(at, k)));
+        parts.appendChild(el("mark", "find", text.slice(k, k + q.length)));
+        at = k + q.length;
+      }
+      parts.appendChild(document.createTextNode(text.slice(at)));
+      node.parentNode.replaceChild(parts, node);
+    }
+  }
   function runSearch() {
     const q = $("search").value.trim().toLowerCase();
     state.hits = [];
     state.hit = -1;
+    unmark();
     document.querySelectorAll(".hit").forEach((e) => e.classList.remove("hit"));
     if (!q) { $("hits").textContent = ""; return; }
     for (const m of document.querySelectorAll("#transcript .msg")) {
       if (!m.textContent.toLowerCase().includes(q)) continue;
       m.classList.add("hit");
       state.hits.push(m);
-      // open what holds it: a collapsed call, result or thinking
-      for (const d of m.querySelectorAll("details")) if (!d.open && d.textContent.toLowerCase().includes(q)) d.open = true;
+      // open what holds it: a collapsed call, result or thinking (and fold it again after)
+      for (const d of m.querySelectorAll("details")) {
+        if (!d.open && d.textContent.toLowerCase().includes(q)) { d.open = true; state.opened.push(d); }
+      }
+      markIn(m, q);
     }
     let inTree = 0;
     const matches = (id) => byId.get(id).b.map((b) => (b.x || "") + " " + (b.a || "") + " " + (b.n || "")).join(" ").toLowerCase().includes(q);
@@ -441,6 +486,8 @@
   $("search").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && state.hits.length) {
       state.hit = (state.hit + (e.shiftKey ? state.hits.length - 1 : 1)) % state.hits.length;
+      document.querySelectorAll(".msg.current-hit").forEach((m) => m.classList.remove("current-hit"));
+      state.hits[state.hit].classList.add("current-hit");
       state.hits[state.hit].scrollIntoView({ block: "center" });
     } else if (e.key === "Escape") { e.target.blur(); }
   });
