@@ -380,6 +380,46 @@ def test_runs_open_whole_search_folds_back_and_marks_and_paged_messages_say_so(c
         assert page_errors(driver) == []
 
 
+@pytest.mark.slow  # Chromium
+def test_checkpoints_errors_folded_results_and_scroll_read_as_the_tree_does(tmp_path):
+    """The navigator says what ``glyphpack tree`` says: checkpoint labels on their
+    messages, ``[error]`` for a failed result; a tool message whose results all sit under
+    their calls is not drawn as an empty box; another conversation opens at its top."""
+    from glyphpack._history.export import draw_tree
+
+    ws_path = tmp_path / "ws"
+    with glyphpack.Workspace(ws_path) as ws:
+        for conversation in ("first", "second"):
+            s = glyphpack.open_session(ws, conversation, "main", model="claude-sonnet-4-5")
+            for n in range(30):
+                s.add_user(f"step {n}")
+                call = {"type": "tool_use", "id": f"{conversation}-t{n}", "name": "Bash", "input": {"command": f"make {n}"}}
+                s.add_response({"role": "assistant", "content": [call]}, "anthropic")
+                s.add_tool_results([glyphpack.ToolResult(f"{conversation}-t{n}", (glyphpack.Text(f"exit {n % 2}\n" * 30),), bool(n % 2))])
+            s.command("/checkpoint before-the-fix")
+            s.add_user("now fix it")
+        tree_lines = draw_tree(ws.tree, "first", collapse=False)
+        html = export_html(ws)
+    out = tmp_path / "nav.html"
+    out.write_text(html)
+    with browser() as driver:
+        driver.get(out.as_uri())
+        for run in driver.find_elements("css selector", "#tree .node.run"):
+            run.click()
+        rows = [e.text for e in driver.find_elements("css selector", "#tree .node")]
+        assert sum("[checkpoint before-the-fix]" in r for r in rows) == 1 == sum("[checkpoint before-the-fix]" in line for line in tree_lines)
+        assert sum("[error]" in r for r in rows) == sum("[error]" in line for line in tree_lines) == 15
+        assert driver.find_elements("css selector", "#transcript .badge.checkpoint")
+        assert "results shown under their calls" not in driver.find_element("id", "transcript").text
+        folded = driver.find_elements("css selector", "#transcript .msg.tool.folded")
+        assert folded and not [m for m in folded if m.is_displayed()]
+        driver.execute_script("const t = document.getElementById('transcript'); t.scrollTop = t.scrollHeight")
+        assert driver.execute_script("return document.getElementById('transcript').scrollTop") > 0
+        driver.execute_script("const s = document.getElementById('conversation'); s.value = 'second'; s.dispatchEvent(new Event('change'))")
+        assert driver.execute_script("return document.getElementById('transcript').scrollTop") == 0
+        assert page_errors(driver) == []
+
+
 @pytest.mark.parametrize(
     ("call", "label"),
     [

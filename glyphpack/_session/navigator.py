@@ -148,7 +148,7 @@ def workspace_data(workspace: Workspace, conversation: str | None = None) -> Jso
                           "t": node.message.time, "b": [_block(b, images) for b in node.message.content]})
         agents = tree.agent_tips(info.id)
         out_conversations.append({
-            "id": info.id, "title": info.title, "tip": info.tip, "agents": agents,
+            "id": info.id, "title": info.title, "tip": info.tip, "agents": agents, "labels": tree.labels(info.id),
             "forked_from": info.forked_from, "forked_at": info.forked_at,
         })
         for agent in agents:

@@ -38,8 +38,12 @@
     for (;;) { const k = childrenOf(cur, byId.get(cur).c); if (!k.length) return cur; cur = k[0]; }
   }
   function leaves(conv) { return D.nodes.filter((n) => n.c === conv && !childrenOf(n.id, conv).length).map((n) => n.id); }
+  function labelsAt(id) {  // the checkpoints set on a message (as glyphpack tree shows them)
+    const c = conversations.get(byId.get(id).c);
+    return Object.entries(c.labels || {}).filter(([, at]) => at === id).map(([name]) => name).sort();
+  }
   function summary(n) {
-    const parts = n.b.map((b) => b.k === "text" ? b.x : b.k === "call" ? b.label : b.k === "result" ? "[result]" :
+    const parts = n.b.map((b) => b.k === "text" ? b.x : b.k === "call" ? b.label : b.k === "result" ? (b.e ? "[error]" : "[result]") :
       b.k === "image" ? "[image]" : b.k === "thinking" ? "[thinking]" : "[" + (b.n || b.k) + "]");
     const text = parts.join(" ").replace(/\s+/g, " ").trim();
     return text.length > 70 ? text.slice(0, 67) + "..." : text;
@@ -80,6 +84,9 @@
     }
     const tip = state.agent ? c.agents[state.agent] : c.tip;
     showPath(tip || c.tip || (leaves(conv)[0] || null));
+    // another conversation starts at its top, not at the old scroll position
+    $("transcript").scrollTop = 0;
+    $("tree").scrollTop = 0;
   }
 
   // ------------------------------------------------------------------ tree
@@ -125,6 +132,7 @@
     row.appendChild(document.createTextNode(prefix));
     row.appendChild(el("span", "dot", "* "));
     row.appendChild(document.createTextNode(n.r + ": " + summary(n) + " [" + shortId(id) + "]"));
+    for (const name of labelsAt(id)) row.appendChild(el("span", "mark", "  [checkpoint " + name + "]"));
     if (tips.has(id)) row.appendChild(el("span", "mark", "  <- " + (id === c.tip ? "tip" : "") + (Object.keys(c.agents).length > 1 ? " (" + tips.get(id).join(", ") + ")" : "")));
     row.addEventListener("click", () => { showPath(leafBelow(id)); scrollToMessage(id); });
     return row;
@@ -207,6 +215,7 @@
     const siblings = n.p === null ? childrenOf(null, n.c) : childrenOf(n.p, n.c);
     if (siblings.length > 1) head.appendChild(el("span", "", "branch " + (siblings.indexOf(n.id) + 1) + " of " + siblings.length));
     if (elided) head.appendChild(el("span", "badge", "elided or dropped in compaction " + elided));
+    if (cls === "msg") for (const name of labelsAt(n.id)) head.appendChild(el("span", "badge checkpoint", "checkpoint " + name));
     m.appendChild(head);
     let shown = 0;
     for (const b of n.b) {
@@ -214,7 +223,7 @@
       m.appendChild(b.k === "call" ? callElement(b, results.get(b.id), n.c) : blockElement(b, n.r));
       shown++;
     }
-    if (!shown) { m.classList.add("folded"); m.appendChild(el("div", "dim", "results shown under their calls above")); }
+    if (!shown) m.classList.add("folded");  // every result shown under its call above: the message is not drawn again
     return m;
   }
 
@@ -416,7 +425,8 @@
   }
 
   function scrollToMessage(id) {
-    const target = document.getElementById("m-" + id);
+    let target = document.getElementById("m-" + id);
+    while (target && target.classList.contains("folded") && target.previousElementSibling) target = target.previousElementSibling;  // its results sit under the calls above
     if (!target) return;
     document.querySelectorAll(".msg.target").forEach((e) => e.classList.remove("target"));
     target.classList.add("target");
@@ -494,7 +504,7 @@
 
   // ------------------------------------------------------------------ keys
   function focusMessage(index) {
-    const all = document.querySelectorAll("#transcript .msg");
+    const all = document.querySelectorAll("#transcript .msg:not(.folded)");
     if (!all.length) return;
     state.focus = Math.max(0, Math.min(all.length - 1, index));
     document.querySelectorAll(".msg.focused").forEach((e) => e.classList.remove("focused"));
