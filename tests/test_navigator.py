@@ -397,7 +397,7 @@ def test_checkpoints_errors_folded_results_and_scroll_read_as_the_tree_does(tmp_
                 s.add_response({"role": "assistant", "content": [call]}, "anthropic")
                 s.add_tool_results([glyphpack.ToolResult(f"{conversation}-t{n}", (glyphpack.Text(f"exit {n % 2}\n" * 30),), bool(n % 2))])
             s.command("/checkpoint before-the-fix")
-            s.add_user("now fix it")
+            s.add_user("now fix it:\n1. reproduce\n   - run make 3\n   - read its log\n2. patch\n3. test\n\nthen:\n4. ship\n5. tell me")
         tree_lines = draw_tree(ws.tree, "first", collapse=False)
         html = export_html(ws)
     out = tmp_path / "nav.html"
@@ -410,6 +410,13 @@ def test_checkpoints_errors_folded_results_and_scroll_read_as_the_tree_does(tmp_
         assert sum("[checkpoint before-the-fix]" in r for r in rows) == 1 == sum("[checkpoint before-the-fix]" in line for line in tree_lines)
         assert sum("[error]" in r for r in rows) == sum("[error]" in line for line in tree_lines) == 15
         assert driver.find_elements("css selector", "#transcript .badge.checkpoint")
+        # a nested list nests, and numbering goes on where the text says
+        lists = driver.execute_script(
+            "const md = [...document.querySelectorAll('#transcript .msg.user .md')].pop();"
+            "return [...md.children].filter(e => e.tagName === 'OL').map(ol => [ol.start, [...ol.children].map(li => li.childNodes[0].textContent),"
+            " [...ol.querySelectorAll('ul > li')].map(li => li.textContent)])"
+        )
+        assert lists == [[1, ["reproduce", "patch", "test"], ["run make 3", "read its log"]], [4, ["ship", "tell me"], []]]
         assert "results shown under their calls" not in driver.find_element("id", "transcript").text
         folded = driver.find_elements("css selector", "#transcript .msg.tool.folded")
         assert folded and not [m for m in folded if m.is_displayed()]

@@ -284,7 +284,7 @@
 
   // Markdown as elements whose text is set with textContent: fences, headings, lists,
   // paragraphs; inline code, bold, italic, http(s) links. No HTML in the text is parsed.
-  const LIST_ITEM = /^\s*([-*+]|\d+[.)])\s+(.*)$/;
+  const LIST_ITEM = /^(\s*)([-*+]|\d+[.)])\s+(.*)$/;
   function markdown(text) {
     const box = el("div", "text md");
     const lines = text.split("\n");
@@ -305,9 +305,26 @@
       if (heading) { flush(); const h = el("h" + Math.min(6, heading[1].length + 2)); inline(h, heading[2]); box.appendChild(h); i++; continue; }
       if (LIST_ITEM.test(line)) {
         flush();
-        const list = el(/\d/.test(line.match(LIST_ITEM)[1]) ? "ol" : "ul");
-        for (let m; i < lines.length && (m = lines[i].match(LIST_ITEM)); i++) { const item = el("li"); inline(item, m[2]); list.appendChild(item); }
-        box.appendChild(list);
+        // Nested by indentation: a deeper item opens a list inside the item before it; an
+        // ordered list keeps the number it starts at.
+        const stack = [];  // [indent, list element]
+        for (let m; i < lines.length && (m = lines[i].match(LIST_ITEM)); i++) {
+          const indent = m[1].length, ordered = /\d/.test(m[2]);
+          while (stack.length && stack[stack.length - 1][0] > indent) stack.pop();
+          const top = stack[stack.length - 1];
+          if (!top || top[0] < indent || (top[1].tagName === "OL") !== ordered) {
+            if (top && top[0] === indent) stack.pop();
+            const list = el(ordered ? "ol" : "ul");
+            const number = parseInt(m[2], 10);
+            if (ordered && number !== 1) list.start = number;
+            const parent = stack.length ? stack[stack.length - 1][1].lastElementChild || stack[stack.length - 1][1] : box;
+            parent.appendChild(list);
+            stack.push([indent, list]);
+          }
+          const item = el("li");
+          inline(item, m[3]);
+          stack[stack.length - 1][1].appendChild(item);
+        }
         continue;
       }
       if (!line.trim()) flush(); else para.push(line);
