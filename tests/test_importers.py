@@ -18,6 +18,7 @@ import glyphpack
 from glyphpack import HistoryError, Message, Opaque, RedactedThinking, Text, Thinking, import_file
 from glyphpack._cli import main
 from glyphpack._history.codec import history_from_json, history_to_json
+from glyphpack._history.importers.base import MISSING_RESULT
 from glyphpack._history.messages import validate_history
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "sessions"
@@ -705,3 +706,44 @@ def test_a_changed_past_is_refused_for_that_file_and_the_rest_of_the_folder_goes
         assert workspace.load("6beb436f6cd8", "main") == before  # nothing of the changed file written
     assert main(["import", str(tmp_path / "nowhere"), "--workspace", str(ws)]) == 2
     assert "no such file or folder" in capsys.readouterr().err
+
+
+def _raw_codex_and_pi(path: Path) -> tuple[dict[str, str], set[str]]:
+    """Each tool call's name by id, and the ids of the calls that have a real result,
+    read straight from a Codex rollout or a pi session with no importer code."""
+    calls: dict[str, str] = {}
+    answered: set[str] = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        payload = record.get("payload") if isinstance(record, dict) else None
+        if record.get("type") == "response_item" and isinstance(payload, dict):  # Codex
+            if payload.get("type") in ("function_call", "custom_tool_call"):
+                calls[payload["call_id"]] = payload["name"]
+            elif payload.get("type") in ("function_call_output", "custom_tool_call_output"):
+                answered.add(payload["call_id"])
+        message = record.get("message") if isinstance(record, dict) else None
+        if isinstance(message, dict) and message.get("role") == "assistant":  # pi
+            calls.update({b["id"]: b["name"] for b in message.get("content") or () if isinstance(b, dict) and b.get("type") == "toolCall"})
+        elif isinstance(message, dict) and message.get("role") == "toolResult":
+            answered.add(message["toolCallId"])
+    return calls, answered
+
+
+@pytest.mark.parametrize(("name", "calls", "stand_ins"), [
+    ("codex/neurodata-rollout-2025-09-26T17-01-04-019985ca-7ef7-7580-a921-c20ac619f40b.jsonl", 17, 0),
+    ("pi/pimono-session.jsonl", 189, 0),
+    ("pi/pimono-before-compaction.jsonl", 454, 6),
+])
+def test_codex_and_pi_keep_every_call_and_every_real_result(name, calls, stand_ins):
+    """Counted from the raw file: every call comes back once under its name, every real
+    result answers its call, and only the calls the file never answered get the stand-in."""
+    path = session_path(name)
+    raw_calls, answered = _raw_codex_and_pi(path)
+    session = import_file(path)
+    assert {c.id: c.name for m in session.messages for c in m.tool_calls} == raw_calls and len(raw_calls) == calls
+    results = [r for m in session.messages for r in m.tool_results]
+    real = {r.call_id for r in results if r.text != MISSING_RESULT}
+    assert real == answered and len(results) - len(real) == stand_ins == len(raw_calls) - len(answered)
