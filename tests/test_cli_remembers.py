@@ -11,7 +11,7 @@ import pytest
 import glyphpack
 from glyphpack._cli import main
 from glyphpack._history.view import read_view
-from glyphpack.testing.fake import Turn, answer_body
+from glyphpack.testing.fake import Turn, answer_body, count_tokens
 
 
 def _ran(ws: Path, **options: object) -> None:
@@ -107,3 +107,34 @@ def test_the_session_shell_exits_1_when_a_compact_does_not_fit(tmp_path, capsys)
     assert "fits" in capsys.readouterr().out
     assert main(["session", ws, "run", "main", "-c", "/compact 2500", "-c", "/context"]) == 1  # kept, and said
     assert "does not fit" in capsys.readouterr().out
+
+
+def test_a_branch_back_past_the_compaction_in_force_uses_the_newest_one_still_on_its_path(tmp_path):
+    """/branch two messages back used to drop the compaction in force and send the whole
+    transcript again; the newest earlier compaction that stands for messages of the new
+    path is used instead (made from those very messages)."""
+    with glyphpack.Workspace(tmp_path / "ws") as workspace:
+        session = glyphpack.Session(workspace, "run", "main", model="claude-sonnet-4-5", context_window=60_000)
+        for turn in range(16):
+            session.add_user(f"turn {turn}: " + "the log says the auth service failed at 10:00:03; " * 40)
+            request = session.request("anthropic")
+            session.add_response(answer_body("anthropic", Turn(text=f"noted {turn}"), turn, count_tokens(request)), "anthropic")
+        first = session.compact(9_000)
+        first_view = session.view
+        for turn in range(16, 32):
+            session.add_user(f"turn {turn}: " + "the db was slow at 10:00:05; " * 40)
+            request = session.request("anthropic")
+            session.add_response(answer_body("anthropic", Turn(text=f"noted {turn}"), turn, count_tokens(request)), "anthropic")
+        session.compact(15_000)
+        second_view = session.view
+        assert first.report.fits and first_view is not None and second_view is not None and second_view.covers != first_view.covers
+        ids = [m.id for m in session.messages]
+        back = ids[ids.index(second_view.covers) - 2]  # before the newest compaction's end, after the first's
+        assert ids.index(first_view.covers) < ids.index(back)
+        whole = session.cost().history(session.messages[: ids.index(back) + 1])
+        session.command(f"/branch {back}")
+        assert session.view is not None and session.view.covers == first_view.covers
+        sent, prefix = session.request_view()
+        assert sent[:prefix] == first_view.messages and session.estimate() < whole  # its pages, then the path after it
+        reopened = glyphpack.Session(workspace, "run", "main", model="claude-sonnet-4-5", context_window=60_000)
+        assert reopened.view is not None and reopened.view.covers == first_view.covers  # the same after a restart

@@ -50,7 +50,7 @@ from .._history.messages import Block, Image, Message, Text, ToolCall, ToolResul
 from .._history.recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, RECALL_TOOL, Recalled
 from .._history.recall import recall as recall_from
 from .._history.store import Workspace
-from .._history.view import StoredView, read_view, write_view
+from .._history.view import StoredView, read_archive, read_view, write_view
 from .._providers.catalog import CACHE_PRICES, CONTEXT_WINDOWS, OUTPUT_PRICES
 from .._providers.profile import Profile
 from .._providers.resolve import resolve, text_estimator
@@ -319,7 +319,14 @@ class Session:
         transcript = self.workspace.load(self.conversation, self.agent)
         self.messages = transcript.messages
         self.revision = transcript.revision
-        self._view = self._applicable(read_view(self.workspace, self.conversation, self.agent))
+        in_force = read_view(self.workspace, self.conversation, self.agent)
+        self._view = self._applicable(in_force)
+        if self._view is None and in_force is not None:
+            # A branch or rewind went back past it: the newest earlier compaction that
+            # still stands for messages of this path is used (made from those very
+            # messages), rather than the whole transcript again.
+            kept = {m.id for m in self.messages}
+            self._view = next((v for v in reversed(read_archive(self.workspace, self.conversation, self.agent)) if v.covers in kept), None)
         return transcript.state
 
     def _applicable(self, view: StoredView | None) -> StoredView | None:
