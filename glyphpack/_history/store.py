@@ -36,6 +36,7 @@ from .importers.base import ImportedAgent, ImportedSession
 from .messages import Message, Text, pending_calls, turn_boundaries, validate_history
 from .pricing import EstimatePricer, message_tokens
 from .tree import SessionTree, displayable
+from .view import harness_view, read_view, write_view
 
 try:
     import fcntl
@@ -640,8 +641,6 @@ class Workspace:
         """The harness's own compactions as the transcript's compactions (``view.harness_view``),
         oldest first, the newest in force: each one newer than the view in force is kept,
         so a sync adds only what is new and never undoes a later compaction of glyphpack's."""
-        from .view import harness_view, read_view, write_view
-
         ids = [m.id for m in messages]
         current = read_view(self, conversation, agent)
         after = ids.index(current.covers) if current is not None and current.covers in ids else -1

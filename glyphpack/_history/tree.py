@@ -543,9 +543,10 @@ class SessionTree:
                 "INSERT INTO conversations (id, title, tip, created) VALUES (?, ?, NULL, ?) ON CONFLICT (id) DO NOTHING",
                 (check_id(conversation, "conversation"), check_title(title), time.time()),
             )
-            task = displayable(first_task(history))
+            untitled = db.execute("SELECT title FROM conversations WHERE id = ?", (conversation,)).fetchone()[0] == ""
+            task = displayable(first_task(history)) if untitled else ""
             if task:  # untitled (a proxy's, a new session's): its first task names it
-                db.execute("UPDATE conversations SET title = ? WHERE id = ? AND title = ''", (task, conversation))
+                db.execute("UPDATE conversations SET title = ? WHERE id = ?", (task, conversation))
             known = self.stored_prefix(conversation, history)
             parents = [history[known - 1].id if known else None] + [m.id for m in history[known:-1]]
             db.executemany(

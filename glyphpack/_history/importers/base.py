@@ -5,7 +5,9 @@ from __future__ import annotations
 import codecs
 import collections
 import dataclasses
+import datetime
 import json
+import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -94,10 +96,11 @@ def measured_usage(
     tokens = input_tokens(usage, *total)
     if not tokens:
         return None
-    return Usage(start, end, tokens, _count_at(usage, read), _count_at(usage, written))
+    return Usage(start, end, tokens, count_at(usage, read), count_at(usage, written))
 
 
-def _count_at(record: object, path: Sequence[str]) -> int:
+def count_at(record: object, path: Sequence[str]) -> int:
+    """The token count at ``path`` (keys) in a usage record; 0 when there is none."""
     for key in path:
         record = record.get(key) if isinstance(record, dict) else None
     return _count(record)
@@ -454,9 +457,6 @@ def epoch_seconds(value: object) -> float | None:
     (``2026-02-10T21:54:15.897Z``; without a zone, UTC), or a number of seconds or of
     milliseconds (a number past the year 5138 in seconds is read as milliseconds).
     None for anything else, so a malformed time never stops an import."""
-    import datetime
-    import math
-
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):

@@ -28,6 +28,7 @@ from .base import (
     Usage,
     append_message,
     compaction_ids,
+    count_at,
     epoch_seconds,
     objects,
     repair,
@@ -153,11 +154,9 @@ class _Steps:
 
     def measured(self, tokens: object, end: int | None) -> None:
         """A step's measured input: OpenCode counts input apart from the cache read and written."""
-        if end is None or not isinstance(tokens, dict):
+        if end is None:
             return
-        cache: dict[str, Any] = tokens["cache"] if isinstance(tokens.get("cache"), dict) else {}
-        counts = [tokens.get("input"), cache.get("read"), cache.get("write")]
-        read, written = (c if isinstance(c, int) and not isinstance(c, bool) and c > 0 else 0 for c in counts[1:])
-        first = counts[0] if isinstance(counts[0], int) and not isinstance(counts[0], bool) else 0
-        if first + read + written > 0:
-            self.usage.append(Usage(self.starts[-1] if self.starts else 0, end, first + read + written, read, written))
+        read, written = count_at(tokens, ("cache", "read")), count_at(tokens, ("cache", "write"))
+        total = count_at(tokens, ("input",)) + read + written
+        if total > 0:
+            self.usage.append(Usage(self.starts[-1] if self.starts else 0, end, total, read, written))
