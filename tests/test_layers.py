@@ -11,6 +11,7 @@ Layers (each may import only the layers listed for it):
     _eval        the reading probe            -> base, _providers, _render, _history, _session, _eval
     _proxy       the HTTP proxy               -> base, _providers, _history, _compaction, _session, _proxy
     testing      the session generator        -> base, _history
+    adapters     framework adapters           -> base, _providers, _history, _compaction, _session, adapters
     _cli         the command line             -> anything; nothing imports it but __main__
 
 numba is imported by ``_render.kernels`` alone. Every import counts, those inside
@@ -39,6 +40,7 @@ ALLOWED = {
     "_eval": {"base", "_providers", "_render", "_history", "_session", "_eval"},
     "_proxy": {"base", "_providers", "_history", "_compaction", "_session", "_proxy"},
     "testing": {"base", "_history"},
+    "adapters": {"base", "_providers", "_history", "_compaction", "_session", "adapters"},
     "_cli": {"base", "_providers", "_render", "_history", "_compaction", "_session", "_eval", "_proxy", "testing", "package"},
     "__main__": {"_cli"},
     "package": {"base"},

@@ -654,6 +654,17 @@ class Session:
         self._append(message, save=True)
         return message
 
+    def measured(self, input_tokens: int) -> None:
+        """The provider counted ``input_tokens`` for the last request this session built
+        (for a caller that sends it and reads the usage itself, as a framework's model
+        does): the estimate learns from it, as ``add_response`` does from a response."""
+        if isinstance(input_tokens, bool) or not isinstance(input_tokens, int) or input_tokens < 0:
+            raise UsageError(f"input_tokens must be a whole number of tokens, not {input_tokens!r}")
+        if self._sent is None:
+            raise UsageError("no request was built by this session to measure")
+        if input_tokens and self.policy.tokenizer is None:
+            self._learn(self._sent, input_tokens)
+
     def _learn(self, sent: Sequence[Message], measured_tokens: int) -> None:
         """Learn from the provider's count for a request carrying ``sent``, and keep what
         was learned for the next process."""

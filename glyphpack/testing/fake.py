@@ -16,7 +16,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -218,6 +218,18 @@ class FakeModel:
                 if "thoughtSignature" in part:
                     self.signed[part["functionCall"]["id"]] = part["thoughtSignature"]
         return http().Response(200, json=answer)
+
+    def async_handler(self, api: str) -> Callable[[httpx.Request], Awaitable[httpx.Response]]:
+        """``handler`` for ``httpx.MockTransport`` under an async client (the SDKs'
+        ``AsyncOpenAI``, ``AsyncAnthropic``, as agent frameworks use them)."""
+        handle = self.handler(api)
+
+        async def answer(request: httpx.Request) -> httpx.Response:
+            await request.aread()
+            response = handle(request)
+            return http().Response(response.status_code, headers=response.headers, content=response.content)
+
+        return answer
 
     def client(self, api: str) -> Any:
         """The official SDK client for ``api``, talking to this fake (retries fast)."""

@@ -1,0 +1,161 @@
+"""The OpenAI Agents SDK (the real ``openai-agents`` package) over a glyphpack workspace,
+against the fake Responses server: ten tool turns, a compaction, a recall the runner
+executes, an overflow recovered, every request valid; what is stored equals what the
+SDK's own SQLiteSession keeps; a run resumed in a new process sends byte for byte what
+the first process would have sent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+agents = pytest.importorskip("agents")
+from agents import Agent, OpenAIResponsesModel, Runner, SQLiteSession, function_tool, set_tracing_disabled  # noqa: E402
+from openai import AsyncOpenAI  # noqa: E402
+
+import glyphpack  # noqa: E402
+from glyphpack import UsageError  # noqa: E402
+from glyphpack.adapters.openai_agents import GlyphpackSession  # noqa: E402
+from glyphpack.testing.fake import NEWEST_REF, FakeModel, Turn, http  # noqa: E402
+
+set_tracing_disabled(True)
+MODEL = "gpt-5.4"
+FILE = "line {n}: def parse(value, index): return value[index] + {n}\n"
+
+
+def script(turns: int, *, recall: bool) -> list[Turn]:
+    """The model reads ``turns`` files, then (``recall``) brings back what a note names, then answers."""
+    reads = [Turn(text=f"reading module {n}", calls=(("read_file", {"path": f"mod_{n:02d}.py"}),)) for n in range(turns)]
+    back = [Turn(text="checking what I read first", calls=((glyphpack.RECALL_TOOL, {"ref": NEWEST_REF}),))] if recall else []
+    return [*reads, *back, Turn(text="All modules read; the parser is in mod_03.py.")]
+
+
+@function_tool
+def read_file(path: str) -> str:
+    """Read one module of the project."""
+    n = int(path[4:6])
+    return "".join(FILE.format(n=n * 100 + k) for k in range(60))
+
+
+def model(fake: FakeModel) -> OpenAIResponsesModel:
+    client = AsyncOpenAI(api_key="test", max_retries=0, http_client=http().AsyncClient(transport=http().MockTransport(fake.async_handler("openai-responses"))))
+    return OpenAIResponsesModel(MODEL, client)
+
+
+def coder(fake: FakeModel) -> Agent[Any]:
+    return Agent(name="coder", instructions="You read code and answer briefly.", tools=[read_file], model=model(fake))
+
+
+def test_ten_tool_turns_a_compaction_a_recall_and_an_overflow_through_the_real_runner(tmp_path):
+    fake = FakeModel(script(10, recall=True), faults={9: "overflow"})
+    session = GlyphpackSession(tmp_path / "ws", "task-1", model=MODEL, threshold=6_000, context_window=40_000)
+    result = asyncio.run(Runner.run(session.agent(coder(fake)), "Read every module and tell me where the parser is.", session=session, max_turns=20))
+    assert result.final_output == "All modules read; the parser is in mod_03.py."
+    # Every request was valid (the fake answers an invalid one with a 400), one overflow recovered.
+    assert fake.statuses.count(400) == 1 and fake.statuses[8] == 400 and fake.statuses[-1] == 200
+    assert len(fake.requests) == 13  # 10 reads, the recall, the answer, and the rejected one sent again
+    sent = [json.dumps(body["input"]) for body in fake.requests]
+    full = len(json.dumps(fake.requests[-1]["input"]))
+    assert session.glyphpack.view is not None and session.glyphpack.last_compaction is not None
+    # The compaction shrank what is sent: the last request is smaller than the history it stands for.
+    _, whole = glyphpack.to_openai_responses(session.glyphpack.messages)
+    assert full < len(json.dumps(whole)) * 0.8
+    # The recall was answered by the runner from the stored transcript: the text of the
+    # result its ref named, exactly, in the next request.
+    recall_calls = [m for m in session.glyphpack.messages for c in m.tool_calls if c.name == glyphpack.RECALL_TOOL]
+    assert len(recall_calls) == 1
+    answers = [r for m in session.glyphpack.messages for r in m.tool_results if r.call_id == recall_calls[0].tool_calls[0].id]
+    assert answers and not answers[0].is_error and "line " in answers[0].text
+    assert json.dumps(answers[0].text)[1:-1] in sent[-1]
+    # Everything is stored: ten reads with their whole results.
+    results = [r for m in session.glyphpack.messages for r in m.tool_results]
+    assert sum("line 0:" in r.text or f"line {n * 100}:" in r.text for n in range(10) for r in results) >= 10
+    # The recall tool is the runner's: the requests define it.
+    assert all(glyphpack.RECALL_TOOL in json.dumps(body["tools"]) for body in fake.requests)
+    session.close()
+
+
+def test_what_is_stored_equals_what_the_sdks_own_session_keeps(tmp_path):
+    fake_ours, fake_theirs = FakeModel(script(3, recall=False)), FakeModel(script(3, recall=False))
+    ours = GlyphpackSession(tmp_path / "ws", "task-1", model=MODEL, recall=False)
+    theirs = SQLiteSession("task-1", str(tmp_path / "sdk.db"))
+    for fake, session in ((fake_ours, ours), (fake_theirs, theirs)):
+        agent = coder(fake) if session is theirs else ours.agent(coder(fake))
+        asyncio.run(Runner.run(agent, "Read three modules.", session=session))
+        asyncio.run(Runner.run(agent, "And now?", session=session))
+    kept = glyphpack.from_openai_responses(asyncio.run(theirs.get_items()))
+    call_ids = {c.id: n for n, c in enumerate(c for m in kept for c in m.tool_calls)}
+    ours_ids = {c.id: n for n, c in enumerate(c for m in ours.glyphpack.messages for c in m.tool_calls)}
+    rename = {mine: theirs_id for mine, n in ours_ids.items() for theirs_id, k in call_ids.items() if n == k}
+
+    def neutral(messages: Any) -> list[tuple[str, str]]:
+        out = []
+        for m in messages:
+            text = json.dumps([b.to_json() for b in m.content if not isinstance(b, glyphpack.Opaque)], sort_keys=True)
+            for old, new in rename.items():
+                text = text.replace(old, new)
+            out.append((m.role, text))
+        return out
+
+    assert neutral(ours.glyphpack.messages) == neutral(kept)  # every message, in order, the calls' ids aside (the fake's are random)
+    assert len(ours.glyphpack.messages) == 10  # two user messages, three calls and results, three texts... as the SDK kept them
+    assert asyncio.run(ours.get_items()) == glyphpack.to_openai_responses(ours.glyphpack.messages)[1]  # no compaction yet: the whole history
+    ours.close()
+
+
+RESUME = """
+import asyncio, json, sys
+sys.path.insert(0, {tests!r})
+from test_adapter_openai_agents import coder, script
+from agents import Runner
+from glyphpack.adapters.openai_agents import GlyphpackSession
+from glyphpack.testing.fake import FakeModel
+fake = FakeModel(script(0, recall=False))
+session = GlyphpackSession({workspace!r}, "task-1", model="gpt-5.4", threshold=6_000, context_window=40_000)
+asyncio.run(Runner.run(session.agent(coder(fake)), "One more question.", session=session))
+print(json.dumps(fake.requests[0]))
+"""
+
+
+def test_a_run_resumed_in_a_new_process_sends_what_the_first_would_have(tmp_path):
+    fake = FakeModel(script(10, recall=False))
+    session = GlyphpackSession(tmp_path / "ws", "task-1", model=MODEL, threshold=6_000, context_window=40_000)
+    asyncio.run(Runner.run(session.agent(coder(fake)), "Read every module.", session=session, max_turns=20))
+    assert session.glyphpack.view is not None  # a compaction is in force
+    shutil.copytree(tmp_path / "ws", tmp_path / "copy")
+    then = FakeModel(script(0, recall=False))
+    asyncio.run(Runner.run(session.agent(coder(then)), "One more question.", session=session))
+    session.close()
+    code = RESUME.format(tests=str(Path(__file__).parent), workspace=str(tmp_path / "copy"))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == json.dumps(then.requests[0])
+
+
+def test_items_of_an_unfinished_turn_wait_and_a_pop_or_a_foreign_input_is_refused_clearly(tmp_path):
+    session = GlyphpackSession(tmp_path / "ws", "c", model=MODEL)
+    call = {"type": "function_call", "call_id": "call_1", "name": "read_file", "arguments": "{}"}
+    asyncio.run(session.add_items([{"role": "user", "content": "hi"}, call]))
+    assert [m.role for m in session.glyphpack.messages] == ["user"]  # the call waits for its output
+    assert asyncio.run(session.get_items())[-1] == call
+    asyncio.run(session.add_items([{"type": "function_call_output", "call_id": "call_1", "output": "done"}]))
+    assert [m.role for m in session.glyphpack.messages] == ["user", "assistant", "tool"]
+    with pytest.raises(UsageError, match="would leave calls \\['call_1'\\] unanswered"):
+        asyncio.run(session.pop_item())
+    asyncio.run(session.add_items([{"role": "assistant", "content": "all done"}]))
+    assert asyncio.run(session.pop_item()) == {"role": "assistant", "content": "all done"}
+    assert [m.role for m in session.glyphpack.messages] == ["user", "assistant", "tool"]
+    with pytest.raises(UsageError, match="has not stored: pass session="):
+        session.model_input([{"role": "user", "content": "something else"}])
+    asyncio.run(session.clear_session())
+    assert asyncio.run(session.get_items()) == [] and asyncio.run(session.pop_item()) is None
+    # What was cleared is still in the tree.
+    assert len(session.glyphpack.workspace.tree.nodes("c")) >= 3
+    session.close()
