@@ -492,8 +492,17 @@ class Session:
         the compaction and the request's report are as ``request`` makes them."""
         return self._request(api, extra, whole=False)
 
-    def _request(self, api: Api, extra: dict[str, Any], *, whole: bool) -> dict[str, Any] | None:
-        build = provider_api(api)
+    def next_view(self, api: Api) -> tuple[Message, ...]:
+        """The messages the next request sends, as ``request`` decides them (compacting
+        at the threshold, eliding a due batch), for a caller that builds the request in
+        its own shapes (a framework's chat model). ``api`` is the provider API it talks
+        (``measured`` and ``recover`` then apply to this view)."""
+        self._request(api, {}, whole=False, build=False)
+        assert self._sent is not None
+        return self._sent
+
+    def _request(self, api: Api, extra: dict[str, Any], *, whole: bool, build: bool = True) -> dict[str, Any] | None:
+        provider = provider_api(api)
         self._no_pending("build a request")
         if not any(m.role != "system" for m in self.messages):
             raise UsageError("nothing to send yet: add a user message first")
@@ -518,9 +527,9 @@ class Session:
                 + ("" if self.summarizer else "; a summarizer would free more")
             )
         view, prefix = self.request_view()
-        request = build.build(self.model, view, prefix, self.profile) if whole or self._view is not None else None
+        request = provider.build(self.model, view, prefix, self.profile) if build and (whole or self._view is not None) else None
         if self.recall_enabled:
-            extra = build.with_tools(extra, [build.tool(RECALL_TOOL, RECALL_DESCRIPTION, RECALL_PARAMETERS)])
+            extra = provider.with_tools(extra, [provider.tool(RECALL_TOOL, RECALL_DESCRIPTION, RECALL_PARAMETERS)])
         previous = self._sent
         self._sent, self._api = view, api
         tools = extra.get("tools")

@@ -1,0 +1,240 @@
+"""LangChain 1.x agents over a glyphpack workspace: agent middleware.
+
+    from langchain.agents import create_agent
+    from glyphpack.adapters.langchain import GlyphpackMiddleware
+
+    memory = GlyphpackMiddleware("runs/ws", "task-42", model="gpt-5.4")
+    agent = create_agent("openai:gpt-5.4", tools=[read_file], middleware=[memory])
+    agent.invoke({"messages": [{"role": "user", "content": "fix the failing test"}]})
+
+Around each model call (``wrap_model_call``) the middleware stores the messages of the
+agent's state it has not stored yet (at turn boundaries, in the workspace's transcript
+and session tree), sends the model the session's view in their place (compacting at the
+threshold, eliding old results in batches, recovering from "too long" and sending
+again) and learns from the provider's count. The agent's state keeps every message as
+it was: only what is sent changes. ``glyphpack_recall`` is one of the agent's tools,
+registered by the middleware. Unlike ``SummarizationMiddleware``, nothing is replaced
+in the state and everything put away comes back on request. The framework packages are
+imported here only (``pip install 'glyphpack[langchain]'``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import BaseTool, StructuredTool
+
+from .._compaction.recovery import parse_overflow
+from .._compaction.summarize import Summarizer
+from .._errors import UsageError
+from .._history.apis.common import image_from_url
+from .._history.messages import Block, Image, Message, Opaque, Text, ToolCall, ToolResult
+from .._history.recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, RECALL_TOOL
+from .._history.store import Workspace
+from .._session.session import Session, open_session
+from .._types import Api
+from ._common import recall_answer, store_turns, unsaved_suffix
+
+FRAMEWORK = "LangChain"
+#: The provider API a model family's requests are shaped like (what ``recover`` parses).
+NATIVE_API: dict[str, Api] = {"anthropic": "anthropic", "openai": "openai-chat", "google": "gemini"}
+
+
+# ------------------------------------------------------------------ conversion
+
+
+def _blocks(content: str | list[Any], where: str) -> list[Block]:
+    """A LangChain message's content as blocks: text, images (LangChain's standard
+    ``image`` block, OpenAI's ``image_url``), anything else kept as it came."""
+    if isinstance(content, str):
+        return [Text(content)] if content else []
+    blocks: list[Block] = []
+    for part in content:
+        if isinstance(part, str):
+            blocks.append(Text(part))
+            continue
+        if not isinstance(part, dict):
+            raise UsageError(f"{FRAMEWORK}: {where} holds a content part that is not an object: {type(part).__name__}")
+        kind = part.get("type")
+        if kind == "text" and isinstance(part.get("text"), str) and set(part) <= {"type", "text"}:
+            blocks.append(Text(part["text"]))
+        elif kind == "image" and isinstance(part.get("base64"), str) and set(part) <= {"type", "base64", "mime_type"}:
+            blocks.append(Image(part.get("mime_type") or "image/png", base64.b64decode(part["base64"])))
+        elif kind == "image_url" and isinstance(part.get("image_url"), dict) and set(part) == {"type", "image_url"}:
+            blocks.append(image_from_url(part["image_url"].get("url")))
+        else:
+            blocks.append(Opaque(str(kind), dict(part)))
+    return blocks
+
+
+def _part(block: Block) -> Any:
+    if isinstance(block, Text):
+        return {"type": "text", "text": block.text}
+    if isinstance(block, Image):
+        if block.data is None:
+            return {"type": "image", "url": block.ref}
+        return {"type": "image", "base64": base64.b64encode(block.data).decode("ascii"), "mime_type": block.media_type}
+    if isinstance(block, Opaque):
+        return dict(block.payload)
+    raise UsageError(f"{FRAMEWORK}: a {type(block).__name__} block has no LangChain content part")
+
+
+def _content(blocks: Sequence[Block]) -> str | list[Any]:
+    """Blocks as LangChain content: one text is a string, as LangChain writes it."""
+    if not blocks:
+        return ""
+    if len(blocks) == 1 and isinstance(blocks[0], Text):
+        return blocks[0].text
+    return [_part(b) for b in blocks]
+
+
+def from_langchain(messages: Sequence[BaseMessage]) -> list[Message]:
+    """LangChain messages as glyphpack messages: consecutive ``ToolMessage``s (the
+    answers to one ``AIMessage``'s calls) form one tool message."""
+    out: list[Message] = []
+    for index, message in enumerate(messages):
+        where = f"message {index} ({type(message).__name__})"
+        if isinstance(message, SystemMessage):
+            out.append(Message("system", tuple(_blocks(message.content, where))))
+        elif isinstance(message, HumanMessage):
+            out.append(Message("user", tuple(_blocks(message.content, where))))
+        elif isinstance(message, AIMessage):
+            calls = [ToolCall(c["id"] or f"call_{index}_{n}", c["name"], dict(c["args"])) for n, c in enumerate(message.tool_calls)]
+            out.append(Message("assistant", (*_blocks(message.content, where), *calls)))
+        elif isinstance(message, ToolMessage):
+            # A tool result holds text and images: any other part is kept as its JSON text.
+            parts = [b if isinstance(b, (Text, Image)) else Text(json.dumps(_part(b), sort_keys=True)) for b in _blocks(message.content, where)]
+            result = ToolResult(message.tool_call_id, tuple(parts), is_error=message.status == "error")
+            if out and out[-1].role == "tool":
+                out[-1] = out[-1].with_content((*out[-1].content, result))
+            else:
+                out.append(Message("tool", (result,)))
+        else:
+            raise UsageError(f"{FRAMEWORK}: {where} is not a system, human, AI or tool message")
+    return out
+
+
+def to_langchain(messages: Sequence[Message]) -> list[BaseMessage]:
+    """glyphpack messages as LangChain messages (the inverse of ``from_langchain``)."""
+    out: list[BaseMessage] = []
+    for message in messages:
+        if message.role == "system":
+            out.append(SystemMessage(content=_content(message.content)))
+        elif message.role == "user":
+            out.append(HumanMessage(content=_content(message.content)))
+        elif message.role == "assistant":
+            calls = [{"id": c.id, "name": c.name, "args": dict(c.arguments), "type": "tool_call"} for c in message.tool_calls]
+            blocks = [b for b in message.content if not isinstance(b, ToolCall)]
+            out.append(AIMessage(content=_content(blocks), tool_calls=calls))
+        else:
+            for result in message.tool_results:
+                out.append(
+                    ToolMessage(content=_content(result.content), tool_call_id=result.call_id, status="error" if result.is_error else "success")
+                )
+    return out
+
+
+# ------------------------------------------------------------------ the middleware
+
+
+class GlyphpackMiddleware(AgentMiddleware):
+    """Agent middleware keeping one (conversation, agent) of a glyphpack workspace.
+
+    Args:
+        workspace: a folder (created if new), a PostgreSQL URL or an open ``Workspace``.
+        conversation: the conversation (a thread of the agent).
+        model: the model id the agent runs (page geometry, window and prices).
+        agent: the glyphpack agent the transcript belongs to (default ``"agent"``).
+        api: the provider API the chat model talks (default: its provider's own).
+        summarizer, context_window, threshold, recall: as ``glyphpack.open_session``.
+    """
+
+    def __init__(
+        self,
+        workspace: str | os.PathLike[str] | Workspace,
+        conversation: str,
+        *,
+        model: str,
+        agent: str = "agent",
+        api: Api | None = None,
+        summarizer: Summarizer | Callable[[str], str] | str | None = None,
+        context_window: int | None = None,
+        threshold: int | None = None,
+        recall: bool = True,
+    ):
+        super().__init__()
+        self.session: Session = open_session(
+            workspace, conversation, agent, model=model, summarizer=summarizer,
+            context_window=context_window, threshold=threshold, recall=recall,
+        )
+        self.api: Api = api or NATIVE_API[self.session.profile.reader.provider]
+        self.tools: list[BaseTool] = [self.recall_tool()] if recall else []
+
+    def recall_tool(self) -> BaseTool:
+        """``glyphpack_recall`` as a LangChain tool: what a compaction's note names comes
+        back exactly from the stored transcript."""
+
+        def run(ref: str, page: int = 1) -> str | list[Any]:
+            text, images, is_error = recall_answer(self.session, {"ref": ref, "page": page})
+            if is_error:
+                return f"[error] {text}"
+            return [{"type": "text", "text": text}, *(_part(i) for i in images)] if images else text
+
+        return StructuredTool.from_function(func=run, name=RECALL_TOOL, description=RECALL_DESCRIPTION, args_schema=dict(RECALL_PARAMETERS))
+
+    def sent_messages(self, messages: Sequence[AnyMessage]) -> list[BaseMessage]:
+        """Store what of the agent's ``messages`` is new, and return what to send in their
+        place (the session's view, compacted at the threshold)."""
+        store_turns(self.session, unsaved_suffix(self.session, from_langchain(messages), FRAMEWORK))
+        return to_langchain([m for m in self.session.next_view(self.api) if m.role != "system"])
+
+    def _answered(self, response: Any, messages: Sequence[AnyMessage]) -> None:
+        """Learn the provider's count; store an answer that ends the turn (one with calls
+        is stored with its results, at the next model call)."""
+        result = getattr(response, "model_response", response)
+        answers = [m for m in getattr(result, "result", [result]) if isinstance(m, AIMessage)]
+        if not answers:
+            return
+        usage = answers[-1].usage_metadata
+        if usage and usage.get("input_tokens"):
+            self.session.measured(int(usage["input_tokens"]))
+        if not answers[-1].tool_calls:
+            store_turns(self.session, unsaved_suffix(self.session, from_langchain([*messages, answers[-1]]), FRAMEWORK))
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
+        while True:
+            sent = request.override(messages=self.sent_messages(request.messages))  # type: ignore[arg-type]
+            try:
+                response = handler(sent)
+            except Exception as error:
+                if parse_overflow(error) is None:
+                    raise
+                self.session.recover(error)
+                continue
+            self._answered(response, request.messages)
+            return response
+
+    async def awrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]) -> Any:
+        while True:
+            sent = request.override(messages=self.sent_messages(request.messages))  # type: ignore[arg-type]
+            try:
+                response = await handler(sent)
+            except Exception as error:
+                if parse_overflow(error) is None:
+                    raise
+                self.session.recover(error)
+                continue
+            self._answered(response, request.messages)
+            return response
+
+    def close(self) -> None:
+        self.session.close()
+
+
+__all__ = ["GlyphpackMiddleware", "from_langchain", "to_langchain"]

@@ -1,0 +1,131 @@
+"""LangChain 1.x (the real ``langchain`` and ``langchain-openai`` packages) with glyphpack's
+middleware, against the fake Chat Completions server: ten tool turns, a compaction, a
+recall the agent's tool node executes, an overflow recovered, every request valid; the
+agent's state keeps every message and the workspace stores the same; messages convert
+both ways exactly."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("langchain.agents")
+pytest.importorskip("langchain_openai")
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+
+import glyphpack
+from glyphpack import UsageError
+from glyphpack.adapters.langchain import GlyphpackMiddleware, from_langchain, to_langchain
+from glyphpack.testing.fake import NEWEST_REF, FakeModel, Turn, http
+
+MODEL = "gpt-5.4"
+FILE = "line {n}: def parse(value, index): return value[index] + {n}\n"
+
+
+def script(turns: int, *, recall: bool) -> list[Turn]:
+    reads = [Turn(text=f"reading module {n}", calls=(("read_file", {"path": f"mod_{n:02d}.py"}),)) for n in range(turns)]
+    back = [Turn(text="checking what I read first", calls=((glyphpack.RECALL_TOOL, {"ref": NEWEST_REF}),))] if recall else []
+    return [*reads, *back, Turn(text="All modules read; the parser is in mod_03.py.")]
+
+
+@tool
+def read_file(path: str) -> str:
+    """Read one module of the project."""
+    n = int(path[4:6])
+    return "".join(FILE.format(n=n * 100 + k) for k in range(60))
+
+
+def chat_model(fake: FakeModel) -> ChatOpenAI:
+    transport = http().Client(transport=http().MockTransport(fake.handler("openai-chat")))
+    return ChatOpenAI(model=MODEL, api_key="test", max_retries=0, http_client=transport)  # type: ignore[arg-type]
+
+
+def test_ten_tool_turns_a_compaction_a_recall_and_an_overflow_through_a_real_agent(tmp_path):
+    fake = FakeModel(script(10, recall=True), faults={9: "overflow"})
+    memory = GlyphpackMiddleware(tmp_path / "ws", "task-1", model=MODEL, threshold=6_000, context_window=40_000)
+    agent = create_agent(chat_model(fake), tools=[read_file], system_prompt="You read code and answer briefly.", middleware=[memory])
+    state = agent.invoke({"messages": [{"role": "user", "content": "Read every module and tell me where the parser is."}]}, {"recursion_limit": 60})
+    assert state["messages"][-1].content == "All modules read; the parser is in mod_03.py."
+    assert fake.statuses.count(400) == 1 and fake.statuses[8] == 400 and fake.statuses[-1] == 200
+    assert len(fake.requests) == 13  # 10 reads, the recall, the answer, and the rejected one sent again
+    session = memory.session
+    assert session.view is not None and session.last_compaction is not None
+    # The state keeps every message as it was; the workspace stores the same, all of it.
+    kept = from_langchain(state["messages"])
+    assert [(m.role, m.content) for m in session.messages] == [(m.role, m.content) for m in kept]
+    assert len(state["messages"]) == 1 + 11 * 2 + 1
+    # What was sent is smaller than the history it stands for, and says so in its system prompt's place.
+    last = fake.requests[-1]["messages"]
+    assert last[0] == {"role": "system", "content": "You read code and answer briefly."}
+    assert len(json.dumps(last)) < 0.8 * len(json.dumps(glyphpack.to_openai_chat(kept)))
+    # The recall was answered by the agent's tool node from the stored transcript.
+    recall_calls = [c for m in session.messages for c in m.tool_calls if c.name == glyphpack.RECALL_TOOL]
+    answer = next(r for m in session.messages for r in m.tool_results if r.call_id == recall_calls[0].id)
+    assert not answer.is_error and "line " in answer.text and json.dumps(answer.text)[1:-1] in json.dumps(last)
+    assert all(glyphpack.RECALL_TOOL in json.dumps(body["tools"]) for body in fake.requests)
+    # The provider's counts were learned.
+    assert len(session.calibration.counts) >= 10
+    # A second invocation on the same thread (the state carried, as a checkpointer does) stores only what is new.
+    fake.script.append(Turn(text="Nothing else."))
+    state = agent.invoke({"messages": [*state["messages"], HumanMessage("Anything else?")]})
+    assert [(m.role, m.content) for m in session.messages] == [(m.role, m.content) for m in from_langchain(state["messages"])]
+    memory.close()
+
+
+def test_a_history_that_does_not_begin_with_the_stored_one_is_refused_before_anything_is_stored(tmp_path):
+    fake = FakeModel([Turn(text="hello")])
+    memory = GlyphpackMiddleware(tmp_path / "ws", "t", model=MODEL)
+    agent = create_agent(chat_model(fake), tools=[], middleware=[memory])
+    agent.invoke({"messages": [HumanMessage("first")]})
+    stored = memory.session.messages
+    with pytest.raises(UsageError, match="message 0 of the history \\(user\\) differs from the stored one"):
+        agent.invoke({"messages": [HumanMessage("another first")]})
+    assert memory.session.messages == stored and len(fake.requests) == 1
+    memory.close()
+
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(40))).decode()
+texts = st.text(min_size=1, max_size=30)
+parts = st.one_of(
+    texts.map(lambda t: {"type": "text", "text": t}),
+    st.just({"type": "image", "base64": PNG, "mime_type": "image/png"}),
+    st.just({"type": "reasoning", "reasoning": "thinking it over"}),
+)
+contents = st.one_of(texts, st.lists(parts, min_size=2, max_size=4))
+result_contents = st.one_of(texts, st.lists(parts.filter(lambda p: p["type"] != "reasoning"), min_size=2, max_size=4))
+
+
+@st.composite
+def conversations(draw: Any) -> list[Any]:
+    out: list[Any] = [SystemMessage("be brief")]
+    for turn in range(draw(st.integers(1, 4))):
+        out.append(HumanMessage(content=draw(contents)))
+        calls = [{"id": f"c{turn}_{n}", "name": draw(st.sampled_from(["read", "grep"])), "args": {"q": draw(texts)}, "type": "tool_call"}
+                 for n in range(draw(st.integers(0, 3)))]
+        out.append(AIMessage(content=draw(contents), tool_calls=calls))
+        for call in calls:
+            error = draw(st.booleans())
+            out.append(ToolMessage(content=draw(result_contents), tool_call_id=call["id"], status="error" if error else "success"))
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(conversations())
+def test_messages_convert_both_ways_exactly(messages):
+    back = to_langchain(from_langchain(messages))
+    fields = ("type", "content", "tool_calls", "tool_call_id", "status")
+    assert [{k: getattr(m, k, None) for k in fields} for m in back] == [{k: getattr(m, k, None) for k in fields} for m in messages]
+
+
+def test_a_tool_message_part_that_is_neither_text_nor_image_is_kept_as_its_json_text():
+    message = ToolMessage(content=[{"type": "text", "text": "see"}, {"type": "file", "id": "f1"}], tool_call_id="c1")
+    (stored,) = from_langchain([AIMessage("", tool_calls=[{"id": "c1", "name": "read", "args": {}}]), message])[1:]
+    assert stored.tool_results[0].text == 'see\n{"id": "f1", "type": "file"}'
