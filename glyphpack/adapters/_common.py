@@ -18,10 +18,14 @@ def same_content(a: Message, b: Message) -> bool:
 
 
 def unsaved_suffix(session: Session, history: Sequence[Message], framework: str) -> tuple[Message, ...]:
-    """The messages of ``history`` (a framework's whole history, system messages aside)
-    that ``session`` has not stored yet. The stored history must begin it: a framework
-    that dropped or edited what it sent before is refused with where they part, since
-    storing it would lose what was stored."""
+    """The messages of ``history`` (a framework's whole history) that ``session`` has not
+    stored yet: on a new transcript all of them, its system prompt included; then those
+    after the stored ones (system messages aside: a framework may send its system prompt
+    apart). The stored history must begin it: a framework that dropped or edited what it
+    sent before is refused with where they part, since storing it would lose what was
+    stored."""
+    if not session.messages:
+        return tuple(history)
     stored = [m for m in session.messages if m.role != "system"]
     given = [m for m in history if m.role != "system"]
     for index, (kept, now) in enumerate(zip(stored, given)):

@@ -1,0 +1,264 @@
+"""Pydantic AI agents over a glyphpack workspace: a capability.
+
+    from pydantic_ai import Agent
+    from glyphpack.adapters.pydantic_ai import GlyphpackHistory
+
+    memory = GlyphpackHistory("runs/ws", "task-42", model="gpt-5.4")
+    agent = Agent("openai:gpt-5.4", tools=[read_file], capabilities=[memory])
+    result = agent.run_sync("fix the failing test", message_history=previous)
+
+Before each attempt at a model request (``prepare_model_request``) the capability stores
+the run's messages it has not stored yet (at turn boundaries, in the workspace's
+transcript and session tree) and puts the session's view in the request in their place
+(compacting at the threshold, eliding old results in batches). The change is the
+request's only: the run's own history (``result.all_messages()``) keeps every message
+as it was, where a history processor's output would replace it. A "too long" rejection
+compacts further and attempts again (``RetryModelRequest``); the provider's counts
+calibrate the estimate; ``glyphpack_recall`` is one of the agent's tools. The framework
+package is imported here only (``pip install 'glyphpack[pydantic-ai]'``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import TypeAdapter
+from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import RetryModelRequest
+from pydantic_ai.messages import (
+    ERROR_OUTCOMES,
+    BinaryContent,
+    ImageUrl,
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    ModelResponsePart,
+    RetryFeedbackPart,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.toolsets import FunctionToolset
+
+from .._compaction.recovery import parse_overflow
+from .._compaction.summarize import Summarizer
+from .._errors import UsageError
+from .._history.apis.common import image_from_url
+from .._history.messages import Block, Image, Message, Opaque, Text, ToolCall, ToolResult
+from .._history.recall import RECALL_DESCRIPTION, RECALL_TOOL
+from .._history.store import Workspace
+from .._session.session import Session, open_session
+from .._types import Api
+from ._common import recall_answer, store_turns, unsaved_suffix
+
+FRAMEWORK = "Pydantic AI"
+NATIVE_API: dict[str, Api] = {"anthropic": "anthropic", "openai": "openai-chat", "google": "gemini"}
+
+
+# ------------------------------------------------------------------ conversion
+
+
+def _user_blocks(content: str | Sequence[Any], where: str) -> list[Block]:
+    if isinstance(content, str):
+        return [Text(content)]
+    blocks: list[Block] = []
+    for part in content:
+        if isinstance(part, str):
+            blocks.append(Text(part))
+        elif isinstance(part, BinaryContent) and part.is_image:
+            blocks.append(Image(part.media_type, bytes(part.data)))
+        elif isinstance(part, ImageUrl):
+            blocks.append(image_from_url(part.url))
+        else:
+            raise UsageError(f"{FRAMEWORK}: {where} holds a {type(part).__name__}, which glyphpack does not store yet")
+    return blocks
+
+
+def _text(content: object) -> str:
+    return content if isinstance(content, str) else json.dumps(content, default=str, sort_keys=True)
+
+
+def from_pydantic_ai(messages: Sequence[ModelMessage]) -> list[Message]:
+    """Pydantic AI messages as glyphpack messages: a request's system prompts, tool
+    returns and user prompts become system, tool and user messages (a return that
+    failed or asks for a retry an error result, sent back as ``outcome="failed"``); a response's text and calls one assistant message (its
+    thinking kept as it came). A tool's return that is not a string is kept as its JSON."""
+    out: list[Message] = []
+
+    def add(role: str, block: Block) -> None:
+        if out and out[-1].role == role and role in ("tool", "user", "system"):
+            out[-1] = out[-1].with_content((*out[-1].content, block))
+        else:
+            out.append(Message(role, (block,)))  # type: ignore[arg-type]
+
+    for index, message in enumerate(messages):
+        where = f"message {index} ({type(message).__name__})"
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, SystemPromptPart):
+                    add("system", Text(part.content))
+                elif isinstance(part, UserPromptPart):
+                    for block in _user_blocks(part.content, where):
+                        add("user", block)
+                elif isinstance(part, ToolReturnPart):
+                    failed = part.outcome in ERROR_OUTCOMES
+                    add("tool", ToolResult(part.tool_call_id, (Text(_text(part.content)),), is_error=failed))
+                elif isinstance(part, RetryPromptPart) and part.tool_name is not None:  # before ToolReturnPart's outcome
+                    add("tool", ToolResult(part.tool_call_id, (Text(_text(part.content)),), is_error=True))
+                elif isinstance(part, (RetryPromptPart, RetryFeedbackPart)):
+                    add("user", Text(part.model_response()))
+                else:
+                    raise UsageError(f"{FRAMEWORK}: {where} holds a {type(part).__name__}, which glyphpack does not store yet")
+        elif isinstance(message, ModelResponse):
+            blocks: list[Block] = []
+            for said in message.parts:
+                if isinstance(said, TextPart):
+                    blocks.append(Text(said.content))
+                elif isinstance(said, ToolCallPart):
+                    blocks.append(ToolCall(said.tool_call_id, said.tool_name, said.args_as_dict()))
+                else:  # thinking, builtin tools, files: kept as they came, not sent again
+                    blocks.append(Opaque(said.part_kind, json.loads(json.dumps(_dump(said), default=str))))
+            out.append(Message("assistant", tuple(blocks)))
+        else:
+            raise UsageError(f"{FRAMEWORK}: {where} is neither a ModelRequest nor a ModelResponse")
+    return out
+
+
+def _dump(part: object) -> dict[str, Any]:
+    return TypeAdapter(type(part)).dump_python(part, mode="json")
+
+
+def to_pydantic_ai(messages: Sequence[Message]) -> list[ModelMessage]:
+    """glyphpack messages as Pydantic AI messages (the inverse of ``from_pydantic_ai``
+    for what it takes); consecutive system, user and tool messages form one request."""
+    names = {c.id: c.name for m in messages for c in m.tool_calls}
+    out: list[ModelMessage] = []
+    parts: list[ModelRequestPart] = []
+
+    def user_content(blocks: Sequence[Block]) -> str | list[Any]:
+        if len(blocks) == 1 and isinstance(blocks[0], Text):
+            return blocks[0].text
+        return [b.text if isinstance(b, Text) else _image(b) for b in blocks if isinstance(b, (Text, Image))]
+
+    for message in messages:
+        if message.role == "assistant":
+            if parts:
+                out.append(ModelRequest(parts=parts))
+                parts = []
+            response: list[ModelResponsePart] = []
+            for block in message.content:
+                if isinstance(block, Text):
+                    response.append(TextPart(block.text))
+                elif isinstance(block, ToolCall):
+                    response.append(ToolCallPart(block.name, dict(block.arguments), tool_call_id=block.id))
+            out.append(ModelResponse(parts=response))
+        elif message.role == "system":
+            parts.extend(SystemPromptPart(b.text) for b in message.content if isinstance(b, Text))
+        elif message.role == "user":
+            parts.append(UserPromptPart(user_content(message.content)))
+        else:
+            for result in message.tool_results:
+                name = names.get(result.call_id, "")
+                text = result.text
+                images = result.images()
+                outcome: Any = "failed" if result.is_error else "success"
+                parts.append(ToolReturnPart(name, text, tool_call_id=result.call_id, outcome=outcome))
+                if images:  # a tool return carries no images: they follow as the user's
+                    parts.append(UserPromptPart([_image(i) for i in images]))
+    if parts:
+        out.append(ModelRequest(parts=parts))
+    return out
+
+
+def _image(image: Image) -> BinaryContent | ImageUrl:
+    if image.data is None:
+        return ImageUrl(url=image.ref or "")
+    return BinaryContent(data=image.data, media_type=image.media_type)
+
+
+# ------------------------------------------------------------------ the capability
+
+
+class GlyphpackHistory(AbstractCapability[Any]):
+    """A Pydantic AI capability keeping one (conversation, agent) of a glyphpack workspace.
+
+    Args:
+        workspace: a folder (created if new), a PostgreSQL URL or an open ``Workspace``.
+        conversation: the conversation.
+        model: the model id the agent runs (page geometry, window and prices).
+        agent: the glyphpack agent the transcript belongs to (default ``"agent"``).
+        api: the provider API the model talks (default: its provider's own).
+        summarizer, context_window, threshold, recall: as ``glyphpack.open_session``.
+    """
+
+    def __init__(
+        self,
+        workspace: str | os.PathLike[str] | Workspace,
+        conversation: str,
+        *,
+        model: str,
+        agent: str = "agent",
+        api: Api | None = None,
+        summarizer: Summarizer | Callable[[str], str] | str | None = None,
+        context_window: int | None = None,
+        threshold: int | None = None,
+        recall: bool = True,
+    ):
+        self.session: Session = open_session(
+            workspace, conversation, agent, model=model, summarizer=summarizer,
+            context_window=context_window, threshold=threshold, recall=recall,
+        )
+        self.api: Api = api or NATIVE_API[self.session.profile.reader.provider]
+
+    def get_toolset(self) -> FunctionToolset[Any] | None:
+        """``glyphpack_recall``: what a compaction's note names comes back exactly."""
+        if not self.session.recall_enabled:
+            return None
+        toolset: FunctionToolset[Any] = FunctionToolset()
+
+        def glyphpack_recall(ref: str, page: int = 1) -> str | list[Any]:
+            text, images, is_error = recall_answer(self.session, {"ref": ref, "page": page})
+            if is_error:
+                return f"[error] {text}"
+            return [text, *(_image(i) for i in images)] if images else text
+
+        toolset.add_function(glyphpack_recall, name=RECALL_TOOL, description=RECALL_DESCRIPTION)
+        return toolset
+
+    def sent_messages(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+        """Store what of the run's ``messages`` is new, and return what to send in their
+        place (the session's view, compacted at the threshold)."""
+        store_turns(self.session, unsaved_suffix(self.session, from_pydantic_ai(messages), FRAMEWORK))
+        return to_pydantic_ai(self.session.next_view(self.api))
+
+    async def prepare_model_request(self, ctx: RunContext[Any], request_context: ModelRequestContext) -> ModelRequestContext:
+        request_context.messages = self.sent_messages(ctx.messages)
+        return request_context
+
+    async def on_model_request_error(self, ctx: RunContext[Any], *, request_context: ModelRequestContext, error: Exception) -> ModelResponse:
+        if parse_overflow(error) is None:
+            raise error
+        self.session.recover(error)  # escalates, then raises: never a loop
+        raise RetryModelRequest()
+
+    async def after_model_request(self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse) -> ModelResponse:
+        if response.usage.input_tokens:
+            self.session.measured(response.usage.input_tokens)
+        if not response.tool_calls:  # an answer that ends the turn; one with calls is stored with its results
+            store_turns(self.session, unsaved_suffix(self.session, from_pydantic_ai([*ctx.messages, response]), FRAMEWORK))
+        return response
+
+    def close(self) -> None:
+        self.session.close()
+
+
+__all__ = ["GlyphpackHistory", "from_pydantic_ai", "to_pydantic_ai"]

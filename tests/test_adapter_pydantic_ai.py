@@ -1,0 +1,139 @@
+"""Pydantic AI (the real ``pydantic-ai-slim`` package) with glyphpack's capability, against
+the fake Chat Completions server: ten tool turns, a compaction, a recall the agent's
+toolset executes, an overflow recovered, every request valid; the run's own history keeps
+every message and the workspace stores the same; messages convert both ways exactly."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("pydantic_ai")
+from openai import AsyncOpenAI
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    BinaryContent,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+import glyphpack
+from glyphpack import UsageError
+from glyphpack.adapters.pydantic_ai import GlyphpackHistory, from_pydantic_ai, to_pydantic_ai
+from glyphpack.testing.fake import NEWEST_REF, FakeModel, Turn, http
+
+MODEL = "gpt-5.4"
+FILE = "line {n}: def parse(value, index): return value[index] + {n}\n"
+
+
+def script(turns: int, *, recall: bool) -> list[Turn]:
+    reads = [Turn(text=f"reading module {n}", calls=(("read_file", {"path": f"mod_{n:02d}.py"}),)) for n in range(turns)]
+    back = [Turn(text="checking what I read first", calls=((glyphpack.RECALL_TOOL, {"ref": NEWEST_REF}),))] if recall else []
+    return [*reads, *back, Turn(text="All modules read; the parser is in mod_03.py.")]
+
+
+def read_file(path: str) -> str:
+    """Read one module of the project."""
+    n = int(path[4:6])
+    return "".join(FILE.format(n=n * 100 + k) for k in range(60))
+
+
+def chat_model(fake: FakeModel) -> OpenAIChatModel:
+    client = AsyncOpenAI(api_key="test", max_retries=0, http_client=http().AsyncClient(transport=http().MockTransport(fake.async_handler("openai-chat"))))
+    return OpenAIChatModel(MODEL, provider=OpenAIProvider(openai_client=client))
+
+
+def test_ten_tool_turns_a_compaction_a_recall_and_an_overflow_through_a_real_agent(tmp_path):
+    fake = FakeModel(script(10, recall=True), faults={9: "overflow"})
+    memory = GlyphpackHistory(tmp_path / "ws", "task-1", model=MODEL, threshold=6_000, context_window=40_000)
+    agent = Agent(chat_model(fake), tools=[read_file], system_prompt="You read code and answer briefly.", capabilities=[memory])
+    result = agent.run_sync("Read every module and tell me where the parser is.")
+    assert result.output == "All modules read; the parser is in mod_03.py."
+    assert fake.statuses.count(400) == 1 and fake.statuses[8] == 400 and fake.statuses[-1] == 200
+    assert len(fake.requests) == 13  # 10 reads, the recall, the answer, and the rejected one sent again
+    session = memory.session
+    assert session.view is not None and session.last_compaction is not None
+    # The run's own history keeps every message as it was; the workspace stores the same, all of it.
+    kept = from_pydantic_ai(result.all_messages())
+    assert [(m.role, m.content) for m in session.messages] == [(m.role, m.content) for m in kept]
+    assert sum(len(m.tool_results) for m in kept) == 11
+    last = fake.requests[-1]["messages"]
+    assert last[0] == {"role": "system", "content": "You read code and answer briefly."}
+    assert len(json.dumps(last)) < 0.8 * len(json.dumps(glyphpack.to_openai_chat(kept)))
+    recall_calls = [c for m in session.messages for c in m.tool_calls if c.name == glyphpack.RECALL_TOOL]
+    answer = next(r for m in session.messages for r in m.tool_results if r.call_id == recall_calls[0].id)
+    assert not answer.is_error and "line " in answer.text and json.dumps(answer.text)[1:-1] in json.dumps(last)
+    assert all(glyphpack.RECALL_TOOL in json.dumps(body["tools"]) for body in fake.requests)
+    assert len(session.calibration.counts) >= 10
+    # The next run continues the same history (passed back, as Pydantic AI asks): only what is new is stored.
+    fake.script.append(Turn(text="Nothing else."))
+    again = agent.run_sync("Anything else?", message_history=result.all_messages())
+    assert [(m.role, m.content) for m in session.messages] == [(m.role, m.content) for m in from_pydantic_ai(again.all_messages())]
+    memory.close()
+
+
+def test_a_history_that_does_not_begin_with_the_stored_one_is_refused_before_anything_is_stored(tmp_path):
+    fake = FakeModel([Turn(text="hello")])
+    memory = GlyphpackHistory(tmp_path / "ws", "t", model=MODEL)
+    agent = Agent(chat_model(fake), capabilities=[memory])
+    agent.run_sync("first")
+    stored = memory.session.messages
+    with pytest.raises(UsageError, match="message 0 of the history \\(user\\) differs from the stored one"):
+        agent.run_sync("another first")
+    assert memory.session.messages == stored and len(fake.requests) == 1
+    memory.close()
+
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(40))).decode()
+texts = st.text(min_size=1, max_size=30)
+user_contents = st.one_of(texts, st.lists(st.one_of(texts, st.just(BinaryContent(base64.b64decode(PNG), media_type="image/png"))), min_size=2, max_size=4))
+
+
+@st.composite
+def conversations(draw: Any) -> list[Any]:
+    out: list[Any] = []
+    for turn in range(draw(st.integers(1, 4))):
+        parts: list[Any] = [SystemPromptPart("be brief")] if turn == 0 else []
+        out.append(ModelRequest(parts=[*parts, UserPromptPart(draw(user_contents))]))
+        calls = [ToolCallPart(draw(st.sampled_from(["read", "grep"])), {"q": draw(texts)}, tool_call_id=f"c{turn}_{n}") for n in range(draw(st.integers(0, 3)))]
+        out.append(ModelResponse(parts=[TextPart(draw(texts)), *calls]))
+        if calls:
+            returns = [
+                ToolReturnPart(c.tool_name, draw(texts), tool_call_id=c.tool_call_id, outcome=draw(st.sampled_from(["success", "failed"])))
+                for c in calls
+            ]
+            out.append(ModelRequest(parts=returns))
+            out.append(ModelResponse(parts=[TextPart(draw(texts))]))
+    return out
+
+
+def comparable(messages: list[Any]) -> list[Any]:
+    keep = ("part_kind", "content", "tool_name", "args", "tool_call_id", "outcome")
+    return [[{k: getattr(p, k, None) for k in keep} for p in m.parts] for m in messages]
+
+
+@settings(max_examples=60, deadline=None)
+@given(conversations())
+def test_messages_convert_both_ways_exactly(messages):
+    assert comparable(to_pydantic_ai(from_pydantic_ai(messages))) == comparable(messages)
+
+
+def test_a_retry_prompt_of_older_histories_is_an_error_result():
+    call = ModelResponse(parts=[ToolCallPart("read", {"q": "x"}, tool_call_id="c1")])
+    with pytest.warns(Warning, match="RetryPromptPart. is deprecated"):
+        retry = RetryPromptPart("path must exist", tool_name="read", tool_call_id="c1")
+    (_, stored) = from_pydantic_ai([call, ModelRequest(parts=[retry])])
+    assert stored.tool_results[0].is_error and stored.tool_results[0].text == "path must exist"
