@@ -5,8 +5,10 @@ optional extra whose framework package only its own module imports:
   (``pip install 'glyphpack[openai-agents]'``).
 - ``glyphpack.adapters.langchain``: agent middleware for LangChain 1.x
   (``pip install 'glyphpack[langchain]'``).
-- ``glyphpack.adapters.pydantic_ai``: a history processor for Pydantic AI
+- ``glyphpack.adapters.pydantic_ai``: a capability for Pydantic AI
   (``pip install 'glyphpack[pydantic-ai]'``).
+- ``glyphpack.adapters.google_adk``: a session service and a plugin for Google ADK
+  (``pip install 'glyphpack[google-adk]'``).
 
 Each keeps every message the framework gives it in a glyphpack workspace, sends the
 model the compacted view (compacting at the threshold, recovering from "too long")
