@@ -124,6 +124,7 @@ print(json.dumps(fake.requests[0]))
 """
 
 
+@pytest.mark.slow
 def test_a_run_resumed_in_a_new_process_sends_what_the_first_would_have(tmp_path):
     fake = FakeModel(script(10, recall=False))
     session = GlyphpackSession(tmp_path / "ws", "task-1", model=MODEL, threshold=6_000, context_window=40_000)
