@@ -130,6 +130,8 @@ SESSIONS = (
 )
 WINDOWS = (200_000, 100_000)
 BASELINES = ("none", "claude code", "clearing", "masking")
+#: What puts words away for good (a summary or a placeholder stands for them).
+LOSSY = (*BASELINES, "langchain summary")
 #: glyphpack's: its defaults (recall on), recall off, and both for a Claude reader known to read 5x8.
 DEFAULTS = ("default", "5x8 default")
 STRATEGIES = (*BASELINES, "default", "recall off", "5x8 default", "5x8 recall off")
@@ -365,6 +367,49 @@ class ClaudeCode:
         return self.view(messages)
 
 
+#: LangChain's SummarizationMiddleware: its default ``keep=("messages", 20)`` and
+#: ``trim_tokens_to_summarize=4000``, triggered at ``("fraction", 0.8)`` of the window
+#: (its documentation's example; it has no default trigger, and never summarizes without one).
+LANGCHAIN_KEEP, LANGCHAIN_TRIM, LANGCHAIN_TRIGGER, LANGCHAIN_PROMPT = 20, 4_000, 0.8, 350
+
+
+class LangChainSummary:
+    """LangChain 1.x ``SummarizationMiddleware`` as a view of the history: past
+    ``LANGCHAIN_TRIGGER`` of the window, every message but the newest ``LANGCHAIN_KEEP``
+    (LangChain counts each tool result as a message; a call and its results stay
+    together) is replaced in the state by a summary (gone for good), written by a fresh
+    call on the newest ``LANGCHAIN_TRIM`` tokens of what it replaces (uncached input, the
+    summary as output)."""
+
+    def __init__(self, window: int, bill: Bill, priced: CostModel) -> None:
+        self.window, self.bill, self.priced = window, bill, priced
+        self.cut: int | None = None
+        self.summary = Message("user", (Text("Here is a summary of the conversation to date:\n\n" + SUMMARY),))
+        self.compactions = 0
+
+    def view(self, messages: Sequence[Message]) -> tuple[Message, ...]:
+        return tuple(messages) if self.cut is None else (self.summary, *messages[self.cut :])
+
+    def __call__(self, messages: Sequence[Message], count: Callable[[Sequence[Message]], int]) -> tuple[Message, ...]:
+        view = self.view(messages)
+        if count(view) < LANGCHAIN_TRIGGER * self.window:
+            return view
+        kept, cut = 0, len(messages)
+        while cut > (self.cut or 0) and kept < LANGCHAIN_KEEP:
+            cut -= 1
+            kept += max(1, len(messages[cut].tool_results))
+        while cut > (self.cut or 0) and messages[cut].role == "tool":  # a call's results stay with it
+            cut -= 1
+        if cut <= (self.cut or 0):
+            return view
+        replaced = self.view(messages)[: cut - (self.cut or 0) + (1 if self.cut is not None else 0)]
+        self.bill.summarizer_in += min(count(replaced), LANGCHAIN_TRIM) + LANGCHAIN_PROMPT
+        self.bill.summarizer_out += self.priced.text(SUMMARY)
+        self.compactions += 1
+        self.cut = cut
+        return self.view(messages)
+
+
 TRANSFORMS = {"clearing": clearing, "masking": masking}
 
 
@@ -383,8 +428,9 @@ def replay(history: Sequence[Message], strategy: str, provider: Provider, prices
     bill = Bill(prices)
     model = DENSE_READER if strategy.startswith("5x8") else provider.model
     priced = provider.cost()
-    claude_code = ClaudeCode(window, bill, priced) if strategy == "claude code" else None
-    transform = claude_code or TRANSFORMS.get(strategy)
+    summarizing = {"claude code": ClaudeCode, "langchain summary": LangChainSummary}
+    summarized = summarizing[strategy](window, bill, priced) if strategy in summarizing else None
+    transform = summarized or TRANSFORMS.get(strategy)
     cache = PromptCache(prices.automatic)
     options: dict = {"context_window": window}
     if strategy == "none" or transform:  # the whole history is the session's; what is sent is decided here
@@ -440,8 +486,8 @@ def replay(history: Sequence[Message], strategy: str, provider: Provider, prices
             s.add_response(response_with_count(message, provider.count(view)), "anthropic")
             calls += 1
         final, _ = s.request_view()
-        if claude_code is not None:
-            final = claude_code.view(final)
+        if summarized is not None:
+            final = summarized.view(final)
         elif transform:
             final = transform(final, provider.count)
         total_chars = sum(chars_of(m) for m in s.messages)
@@ -453,9 +499,9 @@ def replay(history: Sequence[Message], strategy: str, provider: Provider, prices
     rest = 1 - held["verbatim"] - held["pixels"]
     # glyphpack's notes name a ref for everything they put away (tests/test_recall.py);
     # a summary, a placeholder or a cleared result stands for what is gone.
-    recallable = rest if strategy not in BASELINES else 0.0
+    recallable = rest if strategy not in LOSSY else 0.0
     return {
-        "strategy": strategy, "calls": calls, "compactions": claude_code.compactions if claude_code else compactions, "bill": bill,
+        "strategy": strategy, "calls": calls, "compactions": summarized.compactions if summarized else compactions, "bill": bill,
         **held, "recallable": recallable, "lost": rest - recallable,
         "stopped": stopped, "seconds": time.perf_counter() - started,
     }
