@@ -60,4 +60,4 @@ def test_framework_strategies_replayed(tmp_path):
             f"| {who} | {row['strategy']} | {row['calls']:,} of {calls:,}{stopped} | {row['compactions']} | {bill.total:,.0f} | {per_call:,.0f} "
             f"| {per_call / ours:.2f}x | {row['verbatim']:.0%} | {row['pixels']:.0%} | {row['recallable']:.0%} | {row['lost']:.0%} |"
         )
-    TABLES[f"framework strategies replayed (benchmarks/test_bench_frameworks.py)"] = lines
+    TABLES["framework strategies replayed (benchmarks/test_bench_frameworks.py)"] = lines
