@@ -129,3 +129,19 @@ def test_a_tool_message_part_that_is_neither_text_nor_image_is_kept_as_its_json_
     message = ToolMessage(content=[{"type": "text", "text": "see"}, {"type": "file", "id": "f1"}], tool_call_id="c1")
     (stored,) = from_langchain([AIMessage("", tool_calls=[{"id": "c1", "name": "read", "args": {}}]), message])[1:]
     assert stored.tool_results[0].text == 'see\n{"id": "f1", "type": "file"}'
+
+
+def test_a_langgraph_checkpointer_thread_continues_and_only_what_is_new_is_stored(tmp_path):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    fake = FakeModel([Turn(text="reading", calls=(("read_file", {"path": "mod_01.py"}),)), Turn(text="It parses."), Turn(text="Nothing else.")])
+    memory = GlyphpackMiddleware(tmp_path / "ws", "thread-1", model=MODEL)
+    agent = create_agent(chat_model(fake), tools=[read_file], middleware=[memory], checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "thread-1"}}
+    agent.invoke({"messages": [HumanMessage("What does mod_01 do?")]}, thread)
+    state = agent.invoke({"messages": [HumanMessage("Anything else?")]}, thread)
+    assert [m.type for m in state["messages"]] == ["human", "ai", "tool", "ai", "human", "ai"]
+    assert [(m.role, m.content) for m in memory.session.messages] == [(m.role, m.content) for m in from_langchain(state["messages"])]
+    # The second request sent the whole thread (nothing to compact yet), as the checkpointer holds it.
+    assert [m["role"] for m in fake.requests[-1]["messages"]] == ["user", "assistant", "tool", "assistant", "user"]
+    memory.close()
