@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("langchain.agents")
 pytest.importorskip("langchain_openai")
+from frameworks import ANSWER, check_the_loop, module_text, script
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
@@ -24,23 +25,15 @@ from langchain_openai import ChatOpenAI
 import glyphpack
 from glyphpack import UsageError
 from glyphpack.adapters.langchain import GlyphpackMiddleware, from_langchain, to_langchain
-from glyphpack.testing.fake import NEWEST_REF, FakeModel, Turn, http
+from glyphpack.testing.fake import FakeModel, Turn, http
 
 MODEL = "gpt-5.4"
-FILE = "line {n}: def parse(value, index): return value[index] + {n}\n"
-
-
-def script(turns: int, *, recall: bool) -> list[Turn]:
-    reads = [Turn(text=f"reading module {n}", calls=(("read_file", {"path": f"mod_{n:02d}.py"}),)) for n in range(turns)]
-    back = [Turn(text="checking what I read first", calls=((glyphpack.RECALL_TOOL, {"ref": NEWEST_REF}),))] if recall else []
-    return [*reads, *back, Turn(text="All modules read; the parser is in mod_03.py.")]
 
 
 @tool
 def read_file(path: str) -> str:
     """Read one module of the project."""
-    n = int(path[4:6])
-    return "".join(FILE.format(n=n * 100 + k) for k in range(60))
+    return module_text(path)
 
 
 def chat_model(fake: FakeModel) -> ChatOpenAI:
@@ -53,26 +46,13 @@ def test_ten_tool_turns_a_compaction_a_recall_and_an_overflow_through_a_real_age
     memory = GlyphpackMiddleware(tmp_path / "ws", "task-1", model=MODEL, threshold=6_000, context_window=40_000)
     agent = create_agent(chat_model(fake), tools=[read_file], system_prompt="You read code and answer briefly.", middleware=[memory])
     state = agent.invoke({"messages": [{"role": "user", "content": "Read every module and tell me where the parser is."}]}, {"recursion_limit": 60})
-    assert state["messages"][-1].content == "All modules read; the parser is in mod_03.py."
-    assert fake.statuses.count(400) == 1 and fake.statuses[8] == 400 and fake.statuses[-1] == 200
-    assert len(fake.requests) == 13  # 10 reads, the recall, the answer, and the rejected one sent again
+    assert state["messages"][-1].content == ANSWER
     session = memory.session
-    assert session.view is not None and session.last_compaction is not None
-    # The state keeps every message as it was; the workspace stores the same, all of it.
     kept = from_langchain(state["messages"])
-    assert [(m.role, m.content) for m in session.messages] == [(m.role, m.content) for m in kept]
-    assert len(state["messages"]) == 1 + 11 * 2 + 1
-    # What was sent is smaller than the history it stands for, and says so in its system prompt's place.
     last = fake.requests[-1]["messages"]
-    assert last[0] == {"role": "system", "content": "You read code and answer briefly."}
-    assert len(json.dumps(last)) < 0.8 * len(json.dumps(glyphpack.to_openai_chat(kept)))
-    # The recall was answered by the agent's tool node from the stored transcript.
-    recall_calls = [c for m in session.messages for c in m.tool_calls if c.name == glyphpack.RECALL_TOOL]
-    answer = next(r for m in session.messages for r in m.tool_results if r.call_id == recall_calls[0].id)
-    assert not answer.is_error and "line " in answer.text and json.dumps(answer.text)[1:-1] in json.dumps(last)
-    assert all(glyphpack.RECALL_TOOL in json.dumps(body["tools"]) for body in fake.requests)
-    # The provider's counts were learned.
-    assert len(session.calibration.counts) >= 10
+    assert last[0] == {"role": "system", "content": "You read code and answer briefly."}  # the system prompt stays the agent's
+    check_the_loop(fake, session, kept, json.dumps(last), json.dumps(glyphpack.to_openai_chat(kept)))
+    assert len(state["messages"]) == 1 + 11 * 2 + 1  # the state keeps every message as it was
     # A second invocation on the same thread (the state carried, as a checkpointer does) stores only what is new.
     fake.script.append(Turn(text="Nothing else."))
     state = agent.invoke({"messages": [*state["messages"], HumanMessage("Anything else?")]})

@@ -18,30 +18,22 @@ import pytest
 
 agents = pytest.importorskip("agents")
 from agents import Agent, OpenAIResponsesModel, Runner, SQLiteSession, function_tool, set_tracing_disabled  # noqa: E402
+from frameworks import ANSWER, check_the_loop, module_text, script  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
 
 import glyphpack  # noqa: E402
 from glyphpack import UsageError  # noqa: E402
 from glyphpack.adapters.openai_agents import GlyphpackSession  # noqa: E402
-from glyphpack.testing.fake import NEWEST_REF, FakeModel, Turn, http  # noqa: E402
+from glyphpack.testing.fake import FakeModel, http  # noqa: E402
 
 set_tracing_disabled(True)
 MODEL = "gpt-5.4"
-FILE = "line {n}: def parse(value, index): return value[index] + {n}\n"
-
-
-def script(turns: int, *, recall: bool) -> list[Turn]:
-    """The model reads ``turns`` files, then (``recall``) brings back what a note names, then answers."""
-    reads = [Turn(text=f"reading module {n}", calls=(("read_file", {"path": f"mod_{n:02d}.py"}),)) for n in range(turns)]
-    back = [Turn(text="checking what I read first", calls=((glyphpack.RECALL_TOOL, {"ref": NEWEST_REF}),))] if recall else []
-    return [*reads, *back, Turn(text="All modules read; the parser is in mod_03.py.")]
 
 
 @function_tool
 def read_file(path: str) -> str:
     """Read one module of the project."""
-    n = int(path[4:6])
-    return "".join(FILE.format(n=n * 100 + k) for k in range(60))
+    return module_text(path)
 
 
 def model(fake: FakeModel) -> OpenAIResponsesModel:
@@ -57,28 +49,9 @@ def test_ten_tool_turns_a_compaction_a_recall_and_an_overflow_through_the_real_r
     fake = FakeModel(script(10, recall=True), faults={9: "overflow"})
     session = GlyphpackSession(tmp_path / "ws", "task-1", model=MODEL, threshold=6_000, context_window=40_000)
     result = asyncio.run(Runner.run(session.agent(coder(fake)), "Read every module and tell me where the parser is.", session=session, max_turns=20))
-    assert result.final_output == "All modules read; the parser is in mod_03.py."
-    # Every request was valid (the fake answers an invalid one with a 400), one overflow recovered.
-    assert fake.statuses.count(400) == 1 and fake.statuses[8] == 400 and fake.statuses[-1] == 200
-    assert len(fake.requests) == 13  # 10 reads, the recall, the answer, and the rejected one sent again
-    sent = [json.dumps(body["input"]) for body in fake.requests]
-    full = len(json.dumps(fake.requests[-1]["input"]))
-    assert session.glyphpack.view is not None and session.glyphpack.last_compaction is not None
-    # The compaction shrank what is sent: the last request is smaller than the history it stands for.
+    assert result.final_output == ANSWER
     _, whole = glyphpack.to_openai_responses(session.glyphpack.messages)
-    assert full < len(json.dumps(whole)) * 0.8
-    # The recall was answered by the runner from the stored transcript: the text of the
-    # result its ref named, exactly, in the next request.
-    recall_calls = [m for m in session.glyphpack.messages for c in m.tool_calls if c.name == glyphpack.RECALL_TOOL]
-    assert len(recall_calls) == 1
-    answers = [r for m in session.glyphpack.messages for r in m.tool_results if r.call_id == recall_calls[0].tool_calls[0].id]
-    assert answers and not answers[0].is_error and "line " in answers[0].text
-    assert json.dumps(answers[0].text)[1:-1] in sent[-1]
-    # Everything is stored: ten reads with their whole results.
-    results = [r for m in session.glyphpack.messages for r in m.tool_results]
-    assert sum("line 0:" in r.text or f"line {n * 100}:" in r.text for n in range(10) for r in results) >= 10
-    # The recall tool is the runner's: the requests define it.
-    assert all(glyphpack.RECALL_TOOL in json.dumps(body["tools"]) for body in fake.requests)
+    check_the_loop(fake, session.glyphpack, session.glyphpack.messages, json.dumps(fake.requests[-1]["input"]), json.dumps(whole))
     session.close()
 
 

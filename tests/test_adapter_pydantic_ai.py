@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("pydantic_ai")
+from frameworks import ANSWER, check_the_loop, module_text, script
 from openai import AsyncOpenAI
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
@@ -33,22 +34,14 @@ from pydantic_ai.providers.openai import OpenAIProvider
 import glyphpack
 from glyphpack import UsageError
 from glyphpack.adapters.pydantic_ai import GlyphpackHistory, from_pydantic_ai, to_pydantic_ai
-from glyphpack.testing.fake import NEWEST_REF, FakeModel, Turn, http
+from glyphpack.testing.fake import FakeModel, Turn, http
 
 MODEL = "gpt-5.4"
-FILE = "line {n}: def parse(value, index): return value[index] + {n}\n"
-
-
-def script(turns: int, *, recall: bool) -> list[Turn]:
-    reads = [Turn(text=f"reading module {n}", calls=(("read_file", {"path": f"mod_{n:02d}.py"}),)) for n in range(turns)]
-    back = [Turn(text="checking what I read first", calls=((glyphpack.RECALL_TOOL, {"ref": NEWEST_REF}),))] if recall else []
-    return [*reads, *back, Turn(text="All modules read; the parser is in mod_03.py.")]
 
 
 def read_file(path: str) -> str:
     """Read one module of the project."""
-    n = int(path[4:6])
-    return "".join(FILE.format(n=n * 100 + k) for k in range(60))
+    return module_text(path)
 
 
 def chat_model(fake: FakeModel) -> OpenAIChatModel:
@@ -61,23 +54,14 @@ def test_ten_tool_turns_a_compaction_a_recall_and_an_overflow_through_a_real_age
     memory = GlyphpackHistory(tmp_path / "ws", "task-1", model=MODEL, threshold=6_000, context_window=40_000)
     agent = Agent(chat_model(fake), tools=[read_file], system_prompt="You read code and answer briefly.", capabilities=[memory])
     result = agent.run_sync("Read every module and tell me where the parser is.")
-    assert result.output == "All modules read; the parser is in mod_03.py."
-    assert fake.statuses.count(400) == 1 and fake.statuses[8] == 400 and fake.statuses[-1] == 200
-    assert len(fake.requests) == 13  # 10 reads, the recall, the answer, and the rejected one sent again
+    assert result.output == ANSWER
     session = memory.session
-    assert session.view is not None and session.last_compaction is not None
-    # The run's own history keeps every message as it was; the workspace stores the same, all of it.
     kept = from_pydantic_ai(result.all_messages())
-    assert [(m.role, m.content) for m in session.messages] == [(m.role, m.content) for m in kept]
-    assert sum(len(m.tool_results) for m in kept) == 11
     last = fake.requests[-1]["messages"]
     assert last[0] == {"role": "system", "content": "You read code and answer briefly."}
-    assert len(json.dumps(last)) < 0.8 * len(json.dumps(glyphpack.to_openai_chat(kept)))
-    recall_calls = [c for m in session.messages for c in m.tool_calls if c.name == glyphpack.RECALL_TOOL]
-    answer = next(r for m in session.messages for r in m.tool_results if r.call_id == recall_calls[0].id)
-    assert not answer.is_error and "line " in answer.text and json.dumps(answer.text)[1:-1] in json.dumps(last)
-    assert all(glyphpack.RECALL_TOOL in json.dumps(body["tools"]) for body in fake.requests)
-    assert len(session.calibration.counts) >= 10
+    check_the_loop(fake, session, kept, json.dumps(last), json.dumps(glyphpack.to_openai_chat(kept)))
+    # The run's own history keeps every message as it was, the system prompt included, as stored.
+    assert [(m.role, m.content) for m in session.messages] == [(m.role, m.content) for m in kept]
     # The next run continues the same history (passed back, as Pydantic AI asks): only what is new is stored.
     fake.script.append(Turn(text="Nothing else."))
     again = agent.run_sync("Anything else?", message_history=result.all_messages())

@@ -3,13 +3,51 @@ one, and the recall tool's answer as text and images."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .._compaction.recovery import parse_overflow
+from .._compaction.summarize import Summarizer
 from .._errors import UsageError
 from .._history.messages import Image, Message, Text, validate_history
 from .._history.recall import RECALL_TOOL
-from .._session.session import Session
+from .._history.store import Workspace
+from .._session.session import Session, open_session
+from .._types import Api
+
+#: The provider API a model family's requests are shaped like (what ``recover`` parses),
+#: for frameworks whose chat models speak each provider's own.
+NATIVE_API: dict[str, Api] = {"anthropic": "anthropic", "openai": "openai-chat", "google": "gemini"}
+
+
+def open_framework_session(
+    workspace: str | os.PathLike[str] | Workspace,
+    conversation: str,
+    agent: str,
+    *,
+    model: str,
+    api: Api | None,
+    summarizer: Summarizer | Callable[[str], str] | str | None,
+    context_window: int | None,
+    threshold: int | None,
+    recall: bool,
+) -> tuple[Session, Api]:
+    """The glyphpack session an adapter keeps, and the API its requests are shaped like
+    (``api``, else the model's provider's own)."""
+    session = open_session(
+        workspace, conversation, agent, model=model, summarizer=summarizer, context_window=context_window, threshold=threshold, recall=recall
+    )
+    return session, api or NATIVE_API[session.profile.reader.provider]
+
+
+def recover_or_raise(session: Session, error: Exception) -> None:
+    """After a model call failed with ``error``: a "too long" rejection compacts further
+    (``Session.recover`` escalates, then raises: a caller that sends again never loops);
+    any other error is raised as it came."""
+    if parse_overflow(error) is None:
+        raise error
+    session.recover(error)
 
 
 def same_content(a: Message, b: Message) -> bool:
@@ -59,4 +97,4 @@ def recall_answer(session: Session, arguments: Mapping[str, Any]) -> tuple[str, 
     return text, images, recalled.is_error
 
 
-__all__ = ["RECALL_TOOL", "recall_answer", "same_content", "store_turns", "unsaved_suffix"]
+__all__ = ["NATIVE_API", "RECALL_TOOL", "open_framework_session", "recall_answer", "recover_or_raise", "same_content", "store_turns", "unsaved_suffix"]

@@ -30,20 +30,16 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 
-from .._compaction.recovery import parse_overflow
 from .._compaction.summarize import Summarizer
 from .._errors import UsageError
 from .._history.apis.common import image_from_url
 from .._history.messages import Block, Image, Message, Opaque, Text, ToolCall, ToolResult
 from .._history.recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, RECALL_TOOL
 from .._history.store import Workspace
-from .._session.session import Session, open_session
 from .._types import Api
-from ._common import recall_answer, store_turns, unsaved_suffix
+from ._common import open_framework_session, recall_answer, recover_or_raise, store_turns, unsaved_suffix
 
 FRAMEWORK = "LangChain"
-#: The provider API a model family's requests are shaped like (what ``recover`` parses).
-NATIVE_API: dict[str, Api] = {"anthropic": "anthropic", "openai": "openai-chat", "google": "gemini"}
 
 
 # ------------------------------------------------------------------ conversion
@@ -120,9 +116,9 @@ def from_langchain(messages: Sequence[BaseMessage]) -> list[Message]:
     return out
 
 
-def to_langchain(messages: Sequence[Message]) -> list[BaseMessage]:
+def to_langchain(messages: Sequence[Message]) -> list[AnyMessage]:
     """glyphpack messages as LangChain messages (the inverse of ``from_langchain``)."""
-    out: list[BaseMessage] = []
+    out: list[AnyMessage] = []
     for message in messages:
         if message.role == "system":
             out.append(SystemMessage(content=_content(message.content)))
@@ -169,11 +165,10 @@ class GlyphpackMiddleware(AgentMiddleware):
         recall: bool = True,
     ):
         super().__init__()
-        self.session: Session = open_session(
-            workspace, conversation, agent, model=model, summarizer=summarizer,
+        self.session, self.api = open_framework_session(
+            workspace, conversation, agent, model=model, api=api, summarizer=summarizer,
             context_window=context_window, threshold=threshold, recall=recall,
         )
-        self.api: Api = api or NATIVE_API[self.session.profile.reader.provider]
         self.tools: list[BaseTool] = [self.recall_tool()] if recall else []
 
     def recall_tool(self) -> BaseTool:
@@ -188,7 +183,7 @@ class GlyphpackMiddleware(AgentMiddleware):
 
         return StructuredTool.from_function(func=run, name=RECALL_TOOL, description=RECALL_DESCRIPTION, args_schema=dict(RECALL_PARAMETERS))
 
-    def sent_messages(self, messages: Sequence[AnyMessage]) -> list[BaseMessage]:
+    def sent_messages(self, messages: Sequence[AnyMessage]) -> list[AnyMessage]:
         """Store what of the agent's ``messages`` is new, and return what to send in their
         place (the session's view, compacted at the threshold)."""
         store_turns(self.session, unsaved_suffix(self.session, from_langchain(messages), FRAMEWORK))
@@ -209,26 +204,20 @@ class GlyphpackMiddleware(AgentMiddleware):
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
         while True:
-            sent = request.override(messages=self.sent_messages(request.messages))  # type: ignore[arg-type]
             try:
-                response = handler(sent)
+                response = handler(request.override(messages=self.sent_messages(request.messages)))
             except Exception as error:
-                if parse_overflow(error) is None:
-                    raise
-                self.session.recover(error)
+                recover_or_raise(self.session, error)
                 continue
             self._answered(response, request.messages)
             return response
 
     async def awrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]) -> Any:
         while True:
-            sent = request.override(messages=self.sent_messages(request.messages))  # type: ignore[arg-type]
             try:
-                response = await handler(sent)
+                response = await handler(request.override(messages=self.sent_messages(request.messages)))
             except Exception as error:
-                if parse_overflow(error) is None:
-                    raise
-                self.session.recover(error)
+                recover_or_raise(self.session, error)
                 continue
             self._answered(response, request.messages)
             return response

@@ -49,19 +49,16 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.toolsets import FunctionToolset
 
-from .._compaction.recovery import parse_overflow
 from .._compaction.summarize import Summarizer
 from .._errors import UsageError
 from .._history.apis.common import image_from_url
 from .._history.messages import Block, Image, Message, Opaque, Text, ToolCall, ToolResult
 from .._history.recall import RECALL_DESCRIPTION, RECALL_TOOL
 from .._history.store import Workspace
-from .._session.session import Session, open_session
 from .._types import Api
-from ._common import recall_answer, store_turns, unsaved_suffix
+from ._common import open_framework_session, recall_answer, recover_or_raise, store_turns, unsaved_suffix
 
 FRAMEWORK = "Pydantic AI"
-NATIVE_API: dict[str, Api] = {"anthropic": "anthropic", "openai": "openai-chat", "google": "gemini"}
 
 
 # ------------------------------------------------------------------ conversion
@@ -213,11 +210,10 @@ class GlyphpackHistory(AbstractCapability[Any]):
         threshold: int | None = None,
         recall: bool = True,
     ):
-        self.session: Session = open_session(
-            workspace, conversation, agent, model=model, summarizer=summarizer,
+        self.session, self.api = open_framework_session(
+            workspace, conversation, agent, model=model, api=api, summarizer=summarizer,
             context_window=context_window, threshold=threshold, recall=recall,
         )
-        self.api: Api = api or NATIVE_API[self.session.profile.reader.provider]
 
     def get_toolset(self) -> FunctionToolset[Any] | None:
         """``glyphpack_recall``: what a compaction's note names comes back exactly."""
@@ -245,9 +241,7 @@ class GlyphpackHistory(AbstractCapability[Any]):
         return request_context
 
     async def on_model_request_error(self, ctx: RunContext[Any], *, request_context: ModelRequestContext, error: Exception) -> ModelResponse:
-        if parse_overflow(error) is None:
-            raise error
-        self.session.recover(error)  # escalates, then raises: never a loop
+        recover_or_raise(self.session, error)
         raise RetryModelRequest()
 
     async def after_model_request(self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse) -> ModelResponse:
