@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -528,13 +530,22 @@ def test_fork_carries_the_compaction_in_force(tmp_path):
         assert s.view is not None
         s.add_user("and now?")
         before = s.request("anthropic")
+        old_ids = [m.id for m in s.messages]
         result = s.command("/fork")
         assert "with the compaction in force" in result.text
         after = s.request("anthropic")
-        assert json.dumps(after) == json.dumps(before)  # the same request: no id is sent
+        expected = renamed_ids(json.dumps(before), old_ids, s.messages)
+        assert json.dumps(after) == expected  # the same request, the refs its notes name under the new ids
         assert s.view is not None and s.view.covers in {m.id for m in s.messages}
     with glyphpack.open_session(tmp_path / "ws", s.conversation, "coder", model=MODEL, policy=DENSE_SESSION) as again:
-        assert again.view is not None and json.dumps(again.request("anthropic")) == json.dumps(before)
+        assert again.view is not None and json.dumps(again.request("anthropic")) == expected
+
+
+def renamed_ids(text: str, old_ids: list[str], messages: Sequence[glyphpack.Message]) -> str:
+    """``text`` with each of ``old_ids`` replaced by the id of the message at its place in ``messages``."""
+    for old, new in zip(old_ids, (m.id for m in messages)):
+        text = text.replace(old, new)
+    return text
 
 
 def test_a_restart_prices_and_sends_the_next_request_as_the_old_process_would(tmp_path):
@@ -646,3 +657,55 @@ def test_tree_counts_long_runs_unless_all(tmp_path, capsys):
     ws = str(tmp_path / "ws")
     assert cli_main(["tree", ws, "task"]) == 0 and "messages …" in capsys.readouterr().out
     assert cli_main(["tree", ws, "task", "--all"]) == 0 and "…" not in capsys.readouterr().out
+
+
+def test_a_fork_sends_what_the_conversation_would_have_elided_results_included(tmp_path):
+    """``/fork`` under a compaction that elided tool results sent 132,476 tokens where the
+    original sent 112,510: the carried view took each elided message's original back by
+    id. The fork's next request is now the original's with the messages' new ids, and a
+    ref its notes name is recalled in the fork."""
+    with open_session(tmp_path) as s:  # recall on: the whole ladder, elision first
+        for n in range(12):
+            s.add_user(f"read file {n}")
+            s.request("anthropic")
+            s.add_response(anthropic_reply(f"reading {n}", ((f"t{n}", "read"),)))
+            s.add_tool_results({f"t{n}": f"line {n}: " + "some content of the file " * 200})
+        s.command("/compact 8000")  # elision alone gets there: the stubs stand in the view under their messages' ids
+        stored = {m.id: m for m in s.messages}
+        assert sum(m.id in stored and m != stored[m.id] for m in s.view.messages) == 10
+        s.add_user("and now?")
+        before = json.dumps(s.request("anthropic"))
+        old_ids = [m.id for m in s.messages]
+        s.command("/fork")
+        after = json.dumps(s.request("anthropic"))
+        assert after == renamed_ids(before, old_ids, s.messages) and len(after) == len(before)
+        refs = re.findall(r'ref \\"([^"\\]+)\\"', after)
+        assert refs and all(not any(old in ref for old in old_ids) for ref in refs)
+        recalled = s.recall(refs[0])  # the fork's own messages answer it
+        assert not recalled.is_error and "some content of the file" in "".join(b.text for b in recalled.content)
+
+
+def test_the_cli_fork_carries_the_compaction_in_force_too(tmp_path):
+    """``glyphpack fork`` copied the transcript without its compaction: a session on the
+    copy compacted anew (or sent the whole history). Now the copy's next request is the
+    original's, under the new ids; a fork at a point before the compaction carries none."""
+    with open_session(tmp_path) as s:
+        for n in range(12):
+            s.add_user(f"read file {n}")
+            s.request("anthropic")
+            s.add_response(anthropic_reply(f"reading {n}", ((f"t{n}", "read"),)))
+            s.add_tool_results({f"t{n}": f"line {n}: " + "some content of the file " * 200})
+        s.command("/compact 8000")
+        early = s.messages[3].id
+        s.add_user("and now?")
+        original = [m.id for m in s.messages]
+    ws = str(tmp_path / "ws")
+    assert cli_main(["fork", ws, "task", "--new", "copy"]) == 0
+    assert cli_main(["fork", ws, "task", "--new", "early", "--at", early]) == 0
+    with open_session(tmp_path) as s:
+        before = json.dumps(s.request("anthropic"))
+    with glyphpack.open_session(tmp_path / "ws", "copy", "coder", model=MODEL) as copy:
+        assert copy.view is not None
+        assert json.dumps(copy.request("anthropic")) == renamed_ids(before, original, copy.messages)
+    with glyphpack.Workspace(ws) as workspace:
+        assert glyphpack._history.view.read_view(workspace, "early", "coder") is None

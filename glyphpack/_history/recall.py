@@ -17,7 +17,7 @@ import dataclasses
 import json
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from .._types import Api, public
 from .apis import provider_api
@@ -70,6 +70,31 @@ def recall_hint(ref: str) -> str:
     """How a stub names what it stands for: the ref ``glyphpack_recall`` takes (a
     session without the tool still shows it, a harmless label)."""
     return f"ref {json.dumps(ref, ensure_ascii=False)}"
+
+
+#: A ``recall_hint`` in a text: the ref as JSON wrote it.
+_HINT = re.compile(r'ref ("(?:[^"\\]|\\.)*")')
+
+
+def renamed_refs(text: str, rename: Mapping[str, str]) -> str:
+    """``text`` with the message ids its hints' refs name (an image's message, a
+    range's ends) renamed by ``rename`` (old id -> new id; a call's id, which a fork
+    keeps, and an id not in ``rename`` stay)."""
+
+    def one(ref: str) -> str:
+        if ref.startswith(_RANGE) and _RANGE_TO in ref:
+            first, _, last = ref[len(_RANGE) :].partition(_RANGE_TO)
+            return range_ref(rename.get(first, first), rename.get(last, last))
+        head, _, number = ref.rpartition(_IMAGE)
+        if head and _IMAGE_NUMBER.fullmatch(number):
+            return f"{rename.get(head, head)}{_IMAGE}{number}"
+        return ref
+
+    def hint(match: re.Match[str]) -> str:
+        ref = json.loads(match.group(1))
+        return recall_hint(one(ref)) if isinstance(ref, str) else match.group(0)
+
+    return _HINT.sub(hint, text)
 
 
 @public

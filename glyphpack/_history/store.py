@@ -36,7 +36,7 @@ from .importers.base import ImportedAgent, ImportedSession
 from .messages import Message, Text, pending_calls, turn_boundaries, validate_history
 from .pricing import EstimatePricer, message_tokens
 from .tree import SessionTree, displayable
-from .view import harness_view, read_view, write_view
+from .view import harness_view, read_view, renamed_view, view_for, write_view
 
 try:
     import fcntl
@@ -936,7 +936,14 @@ class Workspace:
                 "fork at the message with their results, or before the call"
             )
         new = tree.fork(conversation, point, new_conversation=new_conversation)
-        return self.save(new, agent, tree.path(new), revision=0, checkpoints=tree.labels(new))
+        copied = self.save(new, agent, tree.path(new), revision=0, checkpoints=tree.labels(new))
+        # The compaction that stands for the forked path comes along, under the new ids:
+        # the fork's next request is the one the conversation would have sent there.
+        original = tree.path_to(point)
+        carried = view_for(self, conversation, agent, original)
+        if carried is not None:
+            write_view(self, new, agent, renamed_view(carried, {o.id: n.id for o, n in zip(original, copied.messages)}))
+        return copied
 
 
 @public

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._errors import HistoryError, StoreError
 from .codec import history_from_json, history_to_json, json_bytes
-from .messages import Message
+from .messages import Block, Message, Text, ToolResult
+from .recall import renamed_refs
 
 if TYPE_CHECKING:
     from .backend import StoreBackend
@@ -102,6 +104,45 @@ def read_view(workspace: Workspace, conversation: str, agent: str) -> StoredView
     ``StoreError`` naming where it is kept."""
     found = workspace.backend.view(conversation, agent)
     return None if found is None else _decoded(*found)
+
+
+def view_for(workspace: Workspace, conversation: str, agent: str, messages: Sequence[Message]) -> StoredView | None:
+    """The compaction that stands for ``messages`` (the transcript, or a path of it): the
+    one in force when its ``covers`` is among them; else, after a branch or rewind back
+    past it, the newest earlier compaction that still stands for messages of this path
+    (made from those very messages), rather than the whole transcript again; else None."""
+    in_force = read_view(workspace, conversation, agent)
+    kept = {m.id for m in messages}
+    if in_force is None or in_force.covers in kept:
+        return in_force
+    return next((v for v in reversed(read_archive(workspace, conversation, agent)) if v.covers in kept), None)
+
+
+def renamed_view(view: StoredView, renamed: Mapping[str, str]) -> StoredView:
+    """``view`` for a copy of its transcript under new message ids (``renamed``: old id ->
+    new id, as a fork makes them): each message as the view has it (an elided result stays
+    a stub) under its new id, the message ids its notes' recall refs name renamed with it."""
+
+    def text(block: Text) -> Text:
+        return Text(renamed_refs(block.text, renamed))
+
+    def block(b: Block) -> Block:
+        if isinstance(b, Text):
+            return text(b)
+        if isinstance(b, ToolResult):
+            return dataclasses.replace(b, content=tuple(text(p) if isinstance(p, Text) else p for p in b.content))
+        return b
+
+    def message(m: Message) -> Message:
+        return dataclasses.replace(m, id=renamed.get(m.id, m.id), content=tuple(map(block, m.content)))
+
+    source = view.source
+    return dataclasses.replace(
+        view,
+        covers=renamed.get(view.covers, view.covers),
+        messages=tuple(map(message, view.messages)),
+        source=None if source is None else (renamed.get(source[0], source[0]), renamed.get(source[1], source[1])),
+    )
 
 
 def _decoded(where: str, raw: bytes) -> StoredView:

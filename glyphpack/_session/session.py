@@ -50,7 +50,7 @@ from .._history.messages import Block, Image, Message, Text, ToolCall, ToolResul
 from .._history.recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, RECALL_TOOL, Recalled
 from .._history.recall import recall as recall_from
 from .._history.store import Workspace
-from .._history.view import StoredView, read_archive, read_view, write_view
+from .._history.view import StoredView, view_for, write_view
 from .._providers.catalog import CACHE_PRICES, CONTEXT_WINDOWS, OUTPUT_PRICES
 from .._providers.profile import Profile
 from .._providers.resolve import resolve, text_estimator
@@ -319,20 +319,8 @@ class Session:
         transcript = self.workspace.load(self.conversation, self.agent)
         self.messages = transcript.messages
         self.revision = transcript.revision
-        in_force = read_view(self.workspace, self.conversation, self.agent)
-        self._view = self._applicable(in_force)
-        if self._view is None and in_force is not None:
-            # A branch or rewind went back past it: the newest earlier compaction that
-            # still stands for messages of this path is used (made from those very
-            # messages), rather than the whole transcript again.
-            kept = {m.id for m in self.messages}
-            self._view = next((v for v in reversed(read_archive(self.workspace, self.conversation, self.agent)) if v.covers in kept), None)
+        self._view = view_for(self.workspace, self.conversation, self.agent, self.messages)
         return transcript.state
-
-    def _applicable(self, view: StoredView | None) -> StoredView | None:
-        if view is not None and view.covers in {m.id for m in self.messages}:
-            return view
-        return None
 
     def close(self) -> None:
         if self._owns_workspace:
@@ -891,27 +879,10 @@ class Session:
         there; returns the new conversation's id. The original is untouched."""
         self._no_pending("fork")
         self._sync()
-        old_messages, old_view = self.messages, self._view
+        # The workspace carries the compaction in force along (Workspace.fork): the fork's
+        # next request is the one this conversation would have sent, under the new ids.
         self.conversation = self.workspace.fork(self.conversation, self.agent, new_conversation=new_conversation).conversation
         self._reload()
-        if old_view is not None and len(self.messages) == len(old_messages):
-            # The compaction in force comes along, its messages under their new ids: the
-            # fork's next request is the one this conversation would have sent.
-            renamed = {old.id: new for old, new in zip(old_messages, self.messages)}
-
-            def new_id(old_id: str) -> str:
-                return renamed[old_id].id if old_id in renamed else old_id
-
-            if old_view.covers in renamed:
-                source = old_view.source
-                carried = dataclasses.replace(
-                    old_view,
-                    covers=new_id(old_view.covers),
-                    messages=tuple(renamed.get(m.id, m) for m in old_view.messages),
-                    source=None if source is None else (new_id(source[0]), new_id(source[1])),
-                )
-                write_view(self.workspace, self.conversation, self.agent, carried)
-                self._view = carried
         return self.conversation
 
     def _sync(self) -> None:
