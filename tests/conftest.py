@@ -1,5 +1,6 @@
 import os
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +24,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def run_slow(config: pytest.Config) -> bool:
     """Slow tests run in CI (``CI`` set, as ``.ci/run`` has it) or with ``--run-slow``."""
     return bool(config.getoption("--run-slow") or os.environ.get("CI"))
+
+
+#: Test modules that drive an agent framework (each imports its package, seconds apiece):
+#: all slow, so the default run does not even import them.
+FRAMEWORK_MODULES = ("test_adapter_", "test_docs_frameworks")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if collection_path.name.startswith(FRAMEWORK_MODULES) and not run_slow(config):
+        return True
+    return None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

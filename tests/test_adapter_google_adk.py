@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.slow  # drives the framework: CI runs it, and --run-slow (tests/conftest.py)
 pytest.importorskip("google.adk")
 from frameworks import ANSWER, check_the_loop, module_text, script
 from google.adk.agents import LlmAgent
@@ -64,7 +65,6 @@ def test_ten_tool_turns_a_compaction_a_recall_and_an_overflow_through_a_real_run
     service.close()
 
 
-@pytest.mark.slow
 def test_a_session_resumed_by_a_new_service_sends_what_the_first_would_have(tmp_path, monkeypatch):
     """Everything a runner needs is on disk: ADK's events in the workspace's SQLite file,
     the transcript and its compaction in the workspace."""

@@ -16,15 +16,16 @@ from typing import Any
 
 import pytest
 
-agents = pytest.importorskip("agents")
-from agents import Agent, OpenAIResponsesModel, Runner, SQLiteSession, function_tool, set_tracing_disabled  # noqa: E402
-from frameworks import ANSWER, check_the_loop, module_text, script  # noqa: E402
-from openai import AsyncOpenAI  # noqa: E402
+agents = pytestmark = pytest.mark.slow  # drives the framework: CI runs it, and --run-slow (tests/conftest.py)
+pytest.importorskip("agents")
+from agents import Agent, OpenAIResponsesModel, Runner, SQLiteSession, function_tool, set_tracing_disabled
+from frameworks import ANSWER, check_the_loop, module_text, script
+from openai import AsyncOpenAI
 
-import glyphpack  # noqa: E402
-from glyphpack import UsageError  # noqa: E402
-from glyphpack.adapters.openai_agents import GlyphpackSession  # noqa: E402
-from glyphpack.testing.fake import FakeModel, http  # noqa: E402
+import glyphpack
+from glyphpack import UsageError
+from glyphpack.adapters.openai_agents import GlyphpackSession
+from glyphpack.testing.fake import FakeModel, http
 
 set_tracing_disabled(True)
 MODEL = "gpt-5.4"
@@ -97,7 +98,6 @@ print(json.dumps(fake.requests[0]))
 """
 
 
-@pytest.mark.slow
 def test_a_run_resumed_in_a_new_process_sends_what_the_first_would_have(tmp_path):
     fake = FakeModel(script(10, recall=False))
     session = GlyphpackSession(tmp_path / "ws", "task-1", model=MODEL, threshold=6_000, context_window=40_000)

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+pytestmark = pytest.mark.slow  # drives the framework: CI runs it, and --run-slow (tests/conftest.py)
 pytest.importorskip("pydantic_ai")
 from frameworks import ANSWER, check_the_loop, module_text, script
 from openai import AsyncOpenAI
