@@ -747,3 +747,20 @@ def test_codex_and_pi_keep_every_call_and_every_real_result(name, calls, stand_i
     results = [r for m in session.messages for r in m.tool_results]
     real = {r.call_id for r in results if r.text != MISSING_RESULT}
     assert real == answered and len(results) - len(real) == stand_ins == len(raw_calls) - len(answered)
+
+
+def test_every_session_file_imports_the_same_twice_and_a_second_folder_import_changes_nothing(tmp_path, capsys):
+    """An old Claude Code file's calls without ids were named by object address: a second
+    import of the unchanged file was refused as "its harness rewrote the past"."""
+    folder = Path(__file__).parent / "data" / "sessions"
+    for path in sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in (".json", ".jsonl", ".md") and p.name != "SOURCES.md"):
+        first, second = glyphpack.import_file(path), glyphpack.import_file(path)
+        assert [a.messages for a in first.agents] == [a.messages for a in second.agents], path.name
+        (tmp_path / "sessions").mkdir(exist_ok=True)
+        (tmp_path / "sessions" / path.name).write_bytes(path.read_bytes())
+    ws = str(tmp_path / "ws")
+    assert main(["import", str(tmp_path / "sessions"), "--workspace", ws]) == 0
+    capsys.readouterr()
+    assert main(["import", str(tmp_path / "sessions"), "--workspace", ws]) == 0
+    out = capsys.readouterr().out
+    assert "not imported" not in out and out.strip().endswith(", 0 not")

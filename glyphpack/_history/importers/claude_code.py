@@ -425,15 +425,22 @@ def _progress_of(record: dict[str, Any], agents: dict[str, _ProgressAgent]) -> b
     return True
 
 
+#: The id prefix of a call the file wrote without one.
+ANONYMOUS = "anonymous-"
+
+
 def _pair_anonymous_results(messages: list[Message], tally: Tally) -> list[Message]:
     """Older files write a ``tool_use`` without an id and its ``tool_result`` without
-    one: give each such call an id and pair the next anonymous result with it."""
+    one: give each such call an id (from its message's id and its place there, so a
+    second import of the file gives the same ids and syncs as unchanged) and pair the
+    next anonymous result with it."""
     out: list[Message] = []
     waiting: list[str] = []
     for message in messages:
         content: list[Block] = []
-        for block in message.content:
-            if isinstance(block, ToolCall) and block.id.startswith("anonymous-"):
+        for place, block in enumerate(message.content):
+            if isinstance(block, ToolCall) and block.id.startswith(ANONYMOUS):
+                block = dataclasses.replace(block, id=f"{ANONYMOUS}{message.id}-{place}")
                 waiting.append(block.id)
             if isinstance(block, ToolResult) and block.call_id == "":
                 if not waiting:
@@ -474,7 +481,7 @@ def _block(item: dict[str, Any], tally: Tally) -> Block | None:
     if kind == "tool_use":
         if not item.get("id"):
             tally.repair("tool calls without an id given one")
-            item = item | {"id": f"anonymous-{id(item):x}"}
+            item = item | {"id": ANONYMOUS}  # named by _pair_anonymous_results, from its message
         arguments: dict[str, Any] = item["input"] if isinstance(item.get("input"), dict) else {"input": item.get("input")}
         return safe_block(lambda: ToolCall(item["id"], str(item.get("name") or "tool"), arguments), tally, "malformed tool calls")
     if kind == "tool_result":

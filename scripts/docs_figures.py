@@ -1,0 +1,108 @@
+"""The figures the docs quote, written from the code that uses them, never typed.
+
+Each figure lives in a page between ``<!-- figures: NAME -->`` and ``<!-- /figures -->``;
+this script rewrites every such block from the catalog, the reading profiles and the
+page geometry. ``--check`` rewrites nothing and exits 1 naming each stale block (the
+test suite runs it, so a change to a provider fact that the docs do not follow fails).
+
+    python scripts/docs_figures.py           # rewrite the blocks
+    python scripts/docs_figures.py --check   # exit 1 if any is stale
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from glyphpack._providers.catalog import CACHE_PRICES, CONTEXT_WINDOWS, OUTPUT_PRICES, READERS
+from glyphpack._providers.reading import READING_PROFILES
+from glyphpack._providers.resolve import profile_rows, reading_profile, resolve
+from glyphpack._render.shapes import SHAPES
+
+ROOT = Path(__file__).resolve().parent.parent
+BLOCK = re.compile(r"(<!-- figures: ([a-z-]+) -->\n)(.*?)(<!-- /figures -->)", re.S)
+#: A model id per reader of the reading-profiles table (the conservative one last).
+EXAMPLES = {
+    "claude-fable-5": "claude-fable-5",
+    "claude-opus-5": "claude-opus-5",
+    "claude-opus-4-8": "claude-opus-4-8",
+    "gpt-5.6": "gpt-5.6",
+    "gemini-3": "gemini-3-pro",
+    "conservative": "claude-sonnet-4-5",
+}
+
+
+def _chars_per_token(model: str, shape: str) -> str:
+    profile = resolve(model)
+    (row,) = [r for r in profile_rows([(shape, SHAPES[shape])]) if r.profile == profile.name]
+    return "free" if row.chars_per_token is None else f"{row.chars_per_token:.1f}"
+
+
+def reading_profiles() -> list[str]:
+    rows = [
+        "| reader (example id) | exact: shape, characters per image token | gist: shape, characters per image token | exact's source |",
+        "|---|---|---|---|",
+    ]
+    for name, model in EXAMPLES.items():
+        found = READING_PROFILES.get(name) or reading_profile(model)
+        exact, gist = found.exact, found.gist
+        rows.append(
+            f"| {name} (`{model}`) | `{exact.shape}`, {_chars_per_token(model, exact.shape)} "
+            f"| `{gist.shape}`, {_chars_per_token(model, gist.shape)} | {exact.source} |"
+        )
+    return rows
+
+
+def readers() -> list[str]:
+    rows = ["| reader | provider | vision | resize (so nothing is downscaled) | billing | images per request | bytes per image |", "|---|---|---|---|---|---|---|"]
+    for reader in READERS.values():
+        size = f"{reader.max_image_bytes / 2**20:.1f} MiB" if reader.max_image_bytes else "—"
+        rows.append(
+            f"| `{reader.name}` | {reader.provider} | {'yes' if reader.vision else 'no'} | `{reader.resize}` | `{reader.billing}` "
+            f"| {reader.max_images or '—'} | {size} |"
+        )
+    return rows
+
+
+def economics() -> list[str]:
+    rows = ["| provider | context window (default) | cache write | cache read | output |", "|---|---|---|---|---|"]
+    for provider, window in CONTEXT_WINDOWS.items():
+        write, read = CACHE_PRICES[provider]
+        rows.append(f"| {provider} | {window:,} | {write}x | {read}x | {OUTPUT_PRICES[provider]}x |")
+    return rows
+
+
+FIGURES: dict[str, Callable[[], list[str]]] = {"reading-profiles": reading_profiles, "readers": readers, "economics": economics}
+
+
+def rewrite(text: str, where: str, stale: list[str]) -> str:
+    def one(match: re.Match[str]) -> str:
+        name = match.group(2)
+        if name not in FIGURES:
+            raise SystemExit(f"{where}: no figures named {name!r} (known: {', '.join(FIGURES)})")
+        body = "\n".join(FIGURES[name]()) + "\n"
+        if body != match.group(3):
+            stale.append(f"{where}: {name}")
+        return match.group(1) + body + match.group(4)
+
+    return BLOCK.sub(one, text)
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    stale: list[str] = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = path.read_text()
+        new = rewrite(text, str(path.relative_to(ROOT)), stale)
+        if new != text and not check:
+            path.write_text(new)
+    if check and stale:
+        print("stale figures (run python scripts/docs_figures.py): " + ", ".join(stale))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
