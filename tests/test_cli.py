@@ -195,8 +195,8 @@ def test_context_of_a_file_by_agent_and_of_a_workspace_as_its_slash_command(tmp_
     assert main(["context", str(source), "--model", "claude-sonnet-4-5", "--agent", "sidechain-1", "--context-window", "1000"]) == 0
     shown = capsys.readouterr()
     lines = shown.out.splitlines()
-    assert lines[0] == "agent sidechain-1: 5 messages, ~83 tokens for claude-sonnet-4-5 (claude via anthropic)"
-    assert lines[1] == "window 1,000: 8% used, 917 free"
+    assert lines[0] == "agent sidechain-1: 5 messages, ~77 tokens for claude-sonnet-4-5 (claude via anthropic)"
+    assert lines[1] == "window 1,000: 8% used, 923 free"
     assert "messages of agent main" in shown.err
     assert main(["context", str(source), "--model", "claude-sonnet-4-5", "--agent", "nobody"]) == 2
     assert "no agent 'nobody' in " in (err := capsys.readouterr().err) and "(agents: main, sidechain-1)" in err
