@@ -491,3 +491,28 @@ def test_a_result_exactly_a_multiple_of_the_page_comes_back_in_that_many_pages(c
     assert "".join(got) == text
     past = recall(messages, "c1", pages + 1)
     assert past.is_error and past.content[0].text == f"glyphpack recall: 'c1' has {pages} page(s), not a page {pages + 1}"
+
+
+def test_a_compactions_range_ref_is_short_printed_by_its_report_and_recalled():
+    """A range ref was two whole message ids (~75 characters) and the report said
+    "messages 2-372", which recall does not take. Now the note names the shortest unique
+    starts of the two ids (8 characters each here), the report prints that same ref, and
+    recall takes it, or the whole ids, and says so when a start is not unique."""
+    history = [Message(m.role, m.content) for m in glyphpack.generate_session(60_000, seed=3)]  # ids as a session makes them
+    summarizer = glyphpack.Summarizer(lambda prompt: "what happened, in short")
+    result = glyphpack.compact(history, "claude-sonnet-4-5", 4_000, summarizer=summarizer, policy=glyphpack.CompactionPolicy(rungs=("summarization",)))
+    report = result.report.rung("summarization")
+    assert re.fullmatch(r"messages:[0-9a-f]{8}\.\.[0-9a-f]{8}", report.ref)
+    assert f'ref "{report.ref}"' in result.view[report.first_message - 1].text  # the note names it
+    assert f'ref "{report.ref}"' in report.details  # the report prints it
+    first, last = history[report.first_message - 1], history[report.last_message - 1]
+    text = "".join(map(serialize_message, history[report.first_message - 1 : report.last_message]))
+    for ref in (report.ref, f"messages:{first.id}..{last.id}"):
+        answer = recall(history, ref, range_text=lambda ms: "".join(map(serialize_message, ms)))
+        assert not answer.is_error and text[:2_000] in answer.content[-1].text
+    twins = [Message("user", (Text("a"),), id="abcdefgh-1"), Message("user", (Text("b"),), id="abcdefgh-2")]
+    assert recall(twins, "messages:abcdefgh..abcdefgh-2", range_text=str).content[0].text == (
+        "glyphpack recall: no range of messages 'abcdefgh'..'abcdefgh-2' in this conversation "
+        "(2 messages have ids starting 'abcdefgh')"
+    )
+    assert recall(twins, "abcdefg:image:1").content[0].text == "glyphpack recall: no message 'abcdefg' in this conversation"  # under 8: whole ids only

@@ -542,9 +542,13 @@ def test_fork_carries_the_compaction_in_force(tmp_path):
 
 
 def renamed_ids(text: str, old_ids: list[str], messages: Sequence[glyphpack.Message]) -> str:
-    """``text`` with each of ``old_ids`` replaced by the id of the message at its place in ``messages``."""
+    """``text`` with each of ``old_ids`` replaced by the id of the message at its place in
+    ``messages``, whole or as the short id a ref names (its first ``SHORT_ID`` characters)."""
+    from glyphpack._history.recall import SHORT_ID
+
     for old, new in zip(old_ids, (m.id for m in messages)):
-        text = text.replace(old, new)
+        text = text.replace(old, new).replace(f"messages:{old[:SHORT_ID]}", f"messages:{new[:SHORT_ID]}")
+        text = text.replace(f"..{old[:SHORT_ID]}", f"..{new[:SHORT_ID]}")
     return text
 
 

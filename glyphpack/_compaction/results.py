@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._errors import UsageError
 from .._history.messages import Message, ToolCall, ToolResult
+from .._history.recall import range_ref, recall_hint, short_id
 from .._providers.text_tokens import TextEstimator
 from .._types import RUNGS, Fidelity, Layout, Rung, check_kind, public
 
@@ -103,6 +104,8 @@ class RungReport:
         seconds: time the rung took.
         skipped: why the rung changed nothing (None when it ran).
         first_message, last_message: 1-based range of the messages a snapshot or summary replaced.
+        ref: the recall ref of that range, as the view's note names it (``glyphpack_recall``
+            and ``Session.recall`` take it).
         middle_chars: characters of the middle a snapshot rendered.
         middle_text_tokens: estimated text tokens of that middle.
         pages: snapshot pages; ``image_tokens``: what they take in the context.
@@ -125,6 +128,7 @@ class RungReport:
     skipped: str | None = None
     first_message: int | None = None
     last_message: int | None = None
+    ref: str = ""
     middle_chars: int = 0
     middle_text_tokens: int = 0
     pages: int = 0
@@ -144,12 +148,13 @@ class RungReport:
 
     @classmethod
     def replaced_middle(
-        cls, rung: Rung, before: int, after: int, head: int, cut: int, started: float, **figures: Any
+        cls, rung: Rung, before: int, after: int, messages: Sequence[Message], head: int, cut: int, started: float, **figures: Any
     ) -> RungReport:
         """The report of a rung that replaced ``messages[head:cut]`` (snapshot, summarization)."""
+        ref = range_ref(short_id(messages[head].id, messages), short_id(messages[cut - 1].id, messages))
         return cls(
             rung=rung, tokens_before=before, tokens_after=after, changed=cut - head, seconds=time.perf_counter() - started,
-            first_message=head + 1, last_message=cut, **figures,
+            first_message=head + 1, last_message=cut, ref=ref, **figures,
         )
 
     @property
@@ -163,14 +168,14 @@ class RungReport:
             text = f"{self.changed} images dropped"
         elif self.rung == "snapshot":
             text = (
-                f"messages {self.first_message}-{self.last_message} ({self.middle_chars:,} chars, "
+                f"messages {self.first_message}-{self.last_message} ({recall_hint(self.ref)}; {self.middle_chars:,} chars, "
                 f"~{self.middle_text_tokens:,} text tokens) -> {self.pages} pages, {self.image_tokens:,} image tokens"
             )
             if self.results_cut:
                 text += f"; {self.results_cut} long tool results cut to {self.result_cap:,} chars at each end to fit"
         else:
             text = (
-                f"messages {self.first_message}-{self.last_message} -> {self.summary_tokens:,} tokens of summary "
+                f"messages {self.first_message}-{self.last_message} ({recall_hint(self.ref)}) -> {self.summary_tokens:,} tokens of summary "
                 f"in {self.summarizer_calls} summarizer call(s)"
                 + (f" billed {self.summarizer_input_tokens:,} in, {self.summarizer_output_tokens:,} out" if self.summarizer_input_tokens else "")
             )

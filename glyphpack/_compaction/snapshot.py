@@ -28,7 +28,7 @@ from .._history.messages import (
     ToolResult,
     turn_boundaries,
 )
-from .._history.recall import range_ref, recall_hint, result_ref
+from .._history.recall import range_ref, recall_hint, result_ref, short_id
 from .._providers.profile import Profile
 from .._types import Role
 from .cost import CostModel
@@ -234,6 +234,7 @@ def snapshot(
         "snapshot",
         before,
         cost.history(view),
+        messages,
         search.head,
         t,
         started,
@@ -375,7 +376,7 @@ class _Search:
             middle_text, arguments, cap = self._widest_cap(t, middle_text, arguments)
         pages = render(middle_text, max_pages=100_000, **arguments)
         digest = hashlib.sha256(middle_text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-        note = range_note(self.messages[head].id, self.messages[t - 1].id)
+        note = range_note(short_id(self.messages[head].id, self.messages), short_id(self.messages[t - 1].id, self.messages))
         blocks = (Text(SNAPSHOT_HEADER), *(Image("image/png", p.png) for p in pages), Text(note))
         view = (*self.messages[:head], Message("user", blocks, id=f"snapshot-{digest}"), *self.messages[t:])
         cut = 0 if cap is None else sum(1 for m in self.messages[head:t] for r in m.tool_results if len(r.text) > 2 * cap)

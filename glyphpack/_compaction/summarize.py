@@ -11,7 +11,7 @@ from typing import Protocol, runtime_checkable
 
 from .._errors import CompactionError, UsageError
 from .._history.messages import Message, Text, turn_boundaries
-from .._history.recall import range_ref, recall_hint
+from .._history.recall import range_ref, recall_hint, short_id
 from .._types import public
 from .cost import CostModel
 from .results import CompactionPolicy, RungReport, RungResult
@@ -235,13 +235,14 @@ def _summarized(
             break
     summary = "".join(texts).strip()
     digest = hashlib.sha256(summary.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    stands_for = recall_hint(range_ref(messages[head].id, messages[t - 1].id))
+    stands_for = recall_hint(range_ref(short_id(messages[head].id, messages), short_id(messages[t - 1].id, messages)))
     note = Message("user", (Text(f"[glyphpack summary of messages {head + 1}-{t}, {stands_for}]\n{summary}"),), id=f"summary-{digest}")
     view = (*messages[:head], note, *messages[t:])
     report = RungReport.replaced_middle(
         "summarization",
         before,
         cost.history(view),
+        messages,
         head,
         t,
         started,

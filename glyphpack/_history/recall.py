@@ -66,6 +66,35 @@ def range_ref(first_id: str, last_id: str) -> str:
     return f"{_RANGE}{first_id}{_RANGE_TO}{last_id}"
 
 
+#: The fewest characters of a message id a ref names (more where fewer would not be
+#: unique): a range ref is two of them, not two whole ids (about 160 characters).
+SHORT_ID = 8
+
+
+def short_id(message_id: str, messages: Sequence[Message]) -> str:
+    """The shortest start of ``message_id``, at least ``SHORT_ID`` characters, that no
+    other message id of ``messages`` begins with (the whole id where none is shorter);
+    ``recall`` takes it for the whole id."""
+    others = [m.id for m in messages if m.id != message_id]
+    for length in range(min(SHORT_ID, len(message_id)), len(message_id)):
+        start = message_id[:length]
+        if not any(other.startswith(start) for other in others):
+            return start
+    return message_id
+
+
+def _find_message(messages: Sequence[Message], given: str) -> int | str:
+    """The index of the message ``given`` names (its id, or a start of it no other id
+    shares); else why not, as text."""
+    for n, message in enumerate(messages):
+        if message.id == given:
+            return n
+    starting = [n for n, m in enumerate(messages) if m.id.startswith(given)] if len(given) >= SHORT_ID else []
+    if len(starting) == 1:
+        return starting[0]
+    return f"{len(starting)} messages have ids starting {given!r}" if starting else f"no message {given!r} in this conversation"
+
+
 def recall_hint(ref: str) -> str:
     """How a stub names what it stands for: the ref ``glyphpack_recall`` takes (a
     session without the tool still shows it, a harmless label)."""
@@ -81,13 +110,26 @@ def renamed_refs(text: str, rename: Mapping[str, str]) -> str:
     range's ends) renamed by ``rename`` (old id -> new id; a call's id, which a fork
     keeps, and an id not in ``rename`` stay)."""
 
+    def new(given: str) -> str:
+        if given in rename:
+            return rename[given]
+        # A short id: the same start of the new id (longer where the copies share it).
+        full = [old for old in rename if old.startswith(given)] if len(given) >= SHORT_ID else []
+        if len(full) != 1:
+            return given
+        renamed = rename[full[0]]
+        length = len(given)
+        while length < len(renamed) and sum(other.startswith(renamed[:length]) for other in rename.values()) > 1:
+            length += 1
+        return renamed[:length]
+
     def one(ref: str) -> str:
         if ref.startswith(_RANGE) and _RANGE_TO in ref:
             first, _, last = ref[len(_RANGE) :].partition(_RANGE_TO)
-            return range_ref(rename.get(first, first), rename.get(last, last))
+            return range_ref(new(first), new(last))
         head, _, number = ref.rpartition(_IMAGE)
         if head and _IMAGE_NUMBER.fullmatch(number):
-            return f"{rename.get(head, head)}{_IMAGE}{number}"
+            return f"{new(head)}{_IMAGE}{number}"
         return ref
 
     def hint(match: re.Match[str]) -> str:
@@ -130,21 +172,22 @@ def recall(
         return _error(f"page must be a whole number from 1, not {page!r}")
     if ref.startswith(_RANGE) and _RANGE_TO in ref:
         first, _, last = ref[len(_RANGE) :].partition(_RANGE_TO)
-        where = {m.id: n for n, m in enumerate(messages)}
-        if first not in where or last not in where or where[first] > where[last]:
-            return _error(f"no range of messages {first!r}..{last!r} in this conversation")
+        start, end = _find_message(messages, first), _find_message(messages, last)
+        if isinstance(start, str) or isinstance(end, str) or start > end:
+            ambiguous = [why for why in (start, end) if isinstance(why, str) and not why.startswith("no message")]
+            return _error(f"no range of messages {first!r}..{last!r} in this conversation" + "".join(f" ({why})" for why in ambiguous))
         if range_text is None:
             return _error("this session cannot render a range of messages as text")
-        return _paged(ref, range_text(messages[where[first] : where[last] + 1]), page, ())
+        return _paged(ref, range_text(messages[start : end + 1]), page, ())
     head, _, number = ref.rpartition(_IMAGE)
     if head and _IMAGE_NUMBER.fullmatch(number):
-        for message in messages:
-            if message.id == head:
-                images = message.images
-                if not 1 <= int(number) <= len(images):
-                    return _error(f"message {head!r} has {len(images)} image(s), not an image {number}")
-                return Recalled(content=(images[int(number) - 1],))
-        return _error(f"no message {head!r} in this conversation")
+        found = _find_message(messages, head)
+        if isinstance(found, str):
+            return _error(found)
+        images = messages[found].images
+        if not 1 <= int(number) <= len(images):
+            return _error(f"message {head!r} has {len(images)} image(s), not an image {number}")
+        return Recalled(content=(images[int(number) - 1],))
     if ref.endswith(_ARGUMENTS):
         call_id = ref[: -len(_ARGUMENTS)]
         for message in messages:
