@@ -128,11 +128,27 @@ def _fidelity(choice: str) -> Fidelity | None:
     return None if choice == "dense" else cast(Fidelity, choice)
 
 
+def _compression(ratio: float | None) -> str:
+    if not ratio:
+        return "image area not billed on this route"
+    return f"{ratio:.2f}x fewer tokens" if ratio >= 1 else f"{1 / ratio:.2f}x more tokens than the text"
+
+
 def cmd_render(args: argparse.Namespace) -> int:
-    from ._render.render import render
+    from ._render.render import plan, render
 
     out, sheet = _output_dir(args.out), _output_file(args.contact_sheet)
     text = _read_input(args.file)
+    if args.model is not None:
+        # Said before anything is drawn or written: pages that cost more than the text.
+        planned = plan(text, model=args.model, shape=args.shape, layout=args.layout, page_size=args.page_size, fidelity=_render_fidelity(args))
+        if planned.image_tokens is not None and planned.image_tokens > planned.text_tokens > 0:
+            print(
+                f"warning: these pages cost {planned.image_tokens:,} image tokens, {planned.image_tokens / planned.text_tokens:.2f}x "
+                f"the ~{planned.text_tokens:,} tokens the same text costs as text ({planned.shape}, {planned.layout} layout); "
+                f"the flow layout or a denser shape the reader reads costs less",
+                file=sys.stderr,
+            )
     bar, update = _progress_bar("rendering")
     try:
         pages = render(
@@ -183,7 +199,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         rows += [
             ("image tokens", f"{report.image_tokens:,} billed for the pages"),
             ("text tokens", f"~{report.text_tokens:,} estimated for the same text sent as text"),
-            ("compression", f"{report.compression:.2f}x fewer tokens" if report.compression else "image area not billed on this route"),
+            ("compression", _compression(report.compression)),
             ("requests", f"{report.requests} (images per request limit)"),
         ]
     else:

@@ -1,4 +1,5 @@
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -229,3 +230,20 @@ def test_compact_draws_the_readers_exact_shape_unless_told_dense(tmp_path, capsy
     assert main(argv + (["--fidelity", fidelity] if fidelity else [])) == 0
     pages = [b["data"] for m in json.loads((out / "view.json").read_text()) for b in m["content"] if b["type"] == "image"]
     assert pages and all(shape in base64.b64decode(page)[:200] for page in pages)
+
+
+def test_render_warns_before_drawing_when_the_pages_cost_more_than_the_text(tmp_path, capsys):
+    """``--layout lines`` for Sonnet cost 1.56x the text's tokens without a word."""
+    from glyphpack._cli import main
+
+    code = tmp_path / "short.py"
+    code.write_text("def f(x):\n    return x\n" + "".join(f"    a = {n}\n" for n in range(200)))
+    assert main(["render", str(code), "--model", "claude-sonnet-4-5", "--layout", "lines", "--out", str(tmp_path / "pages")]) == 0
+    captured = capsys.readouterr()
+    assert re.search(r"^warning: these pages cost [\d,]+ image tokens, [\d.]+x the ~[\d,]+ tokens the same text costs as text \(9x15-loose, lines layout\)", captured.err, re.M)
+    assert re.search(r"compression +[\d.]+x more tokens than the text", captured.out)
+    prose = tmp_path / "prose.txt"
+    prose.write_text("plain words that run on " * 2_000)
+    assert main(["render", str(prose), "--model", "claude-sonnet-4-5", "--out", str(tmp_path / "prose")]) == 0
+    captured = capsys.readouterr()
+    assert "warning" not in captured.err and re.search(r"compression +[\d.]+x fewer tokens", captured.out)
