@@ -331,11 +331,24 @@ def cmd_fonts(args: argparse.Namespace) -> int:
 
 
 def cmd_profiles(args: argparse.Namespace) -> int:
-    from ._providers.resolve import profile_rows
+    from ._providers.reading import READING_EXAMPLES
+    from ._providers.resolve import default_shapes, profile_rows
     from ._render.shapes import SHAPES
 
-    every = args.json or args.shape in (None, "all")
-    shown = profile_rows((name, shape) for name, shape in SHAPES.items() if every or name == args.shape)
+    if args.model or (args.shape is None and not args.json):
+        # What each model gets by default: render --model, compact and Session draw its exact shape.
+        models = args.model or list(READING_EXAMPLES.values())
+        print(f"{'model':<28} {'default (exact)':<16} {'chars/token':>11}   {'with recall (gist)':<18} {'chars/token':>11}  evidence")
+        for model in models:
+            found = default_shapes(model, SHAPES)
+            exact, gist = (f"{v:.1f}" if v else "free" for v in (found.exact_chars_per_token, found.gist_chars_per_token))
+            print(f"{model:<28} {found.exact:<16} {exact:>11}   {found.gist:<18} {gist:>11}  {found.source}")
+        if args.model:
+            return 0
+        print("\nEvery route, the densest shape (5x8; --shape NAME or all for others):")
+    shape = args.shape or "5x8"
+    every = args.json or shape == "all"
+    shown = profile_rows((name, cells) for name, cells in SHAPES.items() if every or name == shape)
     if args.json:
         print(json.dumps([row.as_dict() for row in shown], indent=2))
         return 0
@@ -982,7 +995,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_read)
 
     p = sub.add_parser("profiles", help="page size and characters per billed token per provider profile")
-    p.add_argument("--shape", default="5x8", choices=sorted(SHAPE_NAMES) + ["all"], help="one shape's rows, or all (default: 5x8)")
+    p.add_argument("--shape", choices=sorted(SHAPE_NAMES) + ["all"], help="one shape's rows on every route, or all (default: each model's default, then 5x8)")
+    p.add_argument("--model", action="append", metavar="ID", help="what this model gets by default (its exact and gist shapes); repeatable")
     p.add_argument("--json", action="store_true", help="every profile and shape, as JSON")
     p.set_defaults(run=cmd_profiles)
 

@@ -17,42 +17,28 @@ from collections.abc import Callable
 from pathlib import Path
 
 from glyphpack._providers.catalog import CACHE_PRICES, CONTEXT_WINDOWS, OUTPUT_PRICES, READERS
-from glyphpack._providers.reading import READING_PROFILES
-from glyphpack._providers.resolve import profile_rows, reading_profile, resolve
+from glyphpack._providers.reading import READING_EXAMPLES
+from glyphpack._providers.resolve import default_shapes
 from glyphpack._render.shapes import SHAPES
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"(<!-- figures: ([a-z-]+) -->\n)(.*?)(<!-- /figures -->)", re.S)
-#: A model id per reader of the reading-profiles table (the conservative one last).
-EXAMPLES = {
-    "claude-fable-5": "claude-fable-5",
-    "claude-opus-5": "claude-opus-5",
-    "claude-opus-4-8": "claude-opus-4-8",
-    "gpt-5.6": "gpt-5.6",
-    "gemini-3": "gemini-3-pro",
-    "conservative": "claude-sonnet-4-5",
-}
-
-
-def _chars_per_token(model: str, shape: str) -> str:
-    profile = resolve(model)
-    (row,) = [r for r in profile_rows([(shape, SHAPES[shape])]) if r.profile == profile.name]
-    return "free" if row.chars_per_token is None else f"{row.chars_per_token:.1f}"
-
-
 def reading_profiles() -> list[str]:
     rows = [
         "| reader (example id) | exact: shape, characters per image token | gist: shape, characters per image token | exact's source |",
         "|---|---|---|---|",
     ]
-    for name, model in EXAMPLES.items():
-        found = READING_PROFILES.get(name) or reading_profile(model)
-        exact, gist = found.exact, found.gist
+    for name, model in READING_EXAMPLES.items():
+        found = default_shapes(model, SHAPES)
         rows.append(
-            f"| {name} (`{model}`) | `{exact.shape}`, {_chars_per_token(model, exact.shape)} "
-            f"| `{gist.shape}`, {_chars_per_token(model, gist.shape)} | {exact.source} |"
+            f"| {name} (`{model}`) | `{found.exact}`, {_per_token(found.exact_chars_per_token)} "
+            f"| `{found.gist}`, {_per_token(found.gist_chars_per_token)} | {found.source} |"
         )
     return rows
+
+
+def _per_token(value: float | None) -> str:
+    return "free" if value is None else f"{value:.1f}"
 
 
 def readers() -> list[str]:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import glyphpack
 from glyphpack._cli import main
 
 
@@ -247,3 +248,22 @@ def test_render_warns_before_drawing_when_the_pages_cost_more_than_the_text(tmp_
     assert main(["render", str(prose), "--model", "claude-sonnet-4-5", "--out", str(tmp_path / "prose")]) == 0
     captured = capsys.readouterr()
     assert "warning" not in captured.err and re.search(r"compression +[\d.]+x fewer tokens", captured.out)
+
+
+def test_profiles_shows_what_each_model_gets_by_default(capsys):
+    """``profiles`` listed 5x8 for every reader while ``render --model`` drew 9x15 for
+    most: it now shows each model's default (exact) shape and its gist shape first, the
+    very shapes render and a Session choose."""
+    from glyphpack._cli import main
+
+    assert main(["profiles"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:3] == ["model", "default", "(exact)"]
+    assert re.match(r"claude-sonnet-4-5 +9x15-loose +4\.9 +9x15-loose +4\.9 ", next(line for line in out if line.startswith("claude-sonnet-4-5")))
+    assert re.match(r"claude-fable-5 +5x8 +19\.6 +5x8 +19\.6 ", out[1])
+    assert any(line.startswith("claude via anthropic") and " 5x8 " in line for line in out)
+    assert main(["profiles", "--model", "gpt-5.4"]) == 0
+    (header, row) = capsys.readouterr().out.splitlines()
+    assert row.split()[:5] == ["gpt-5.4", "9x15-loose", "5.3", "9x15-loose", "5.3"]
+    pages = glyphpack.render("x" * 50, model="gpt-5.4", fidelity="exact")
+    assert pages.report.shape == "9x15-loose"  # what profiles said

@@ -153,3 +153,15 @@ def warn_once(message: str, stacklevel: int = 3) -> None:
         return
     _WARNED.add(message)
     warnings.warn(message, ProfileWarning, stacklevel=stacklevel)
+
+
+#: A model id per published reading profile, for the tables that show each reader's
+#: default (``glyphpack profiles``, the docs): the conservative one last.
+READING_EXAMPLES: dict[str, str] = {
+    "claude-fable-5": "claude-fable-5",
+    "claude-opus-5": "claude-opus-5",
+    "claude-opus-4-8": "claude-opus-4-8",
+    "gpt-5.6": "gpt-5.6",
+    "gemini-3": "gemini-3-pro",
+    "conservative": "claude-sonnet-4-5",
+}

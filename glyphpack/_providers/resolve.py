@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._errors import GlyphpackError
@@ -220,3 +220,30 @@ def profile_rows(shapes: Iterable[tuple[str, CellGeometry]]) -> list[ProfileRow]
 def text_estimator(profile: Profile) -> TextEstimator:
     """The text-token estimate for ``profile``'s provider family (``TEXT_RATE_SCALE``)."""
     return DEFAULT_ESTIMATOR.scaled(TEXT_RATE_SCALE.get(profile.reader.provider, 1.0))
+
+
+@dataclasses.dataclass(frozen=True)
+class DefaultShapes:
+    """What ``render --model``, ``compact`` and ``Session`` draw for one model: its exact
+    shape (the default) and its gist shape (with recall), each with characters per image
+    token on a full page of the model's size (None: image area not billed)."""
+
+    model: str
+    profile: str
+    exact: str
+    exact_chars_per_token: float | None
+    gist: str
+    gist_chars_per_token: float | None
+    source: str
+
+
+def default_shapes(model: str, shapes: Mapping[str, CellGeometry]) -> DefaultShapes:
+    """``model``'s exact and gist shapes (``reading_profile``) and what a page of each holds
+    per token (``shapes``: the shape table, ``glyphpack._render.shapes.SHAPES``)."""
+    profile, found = resolve(model), reading_profile(model)
+
+    def per_token(shape: str) -> float | None:
+        (row,) = [r for r in profile_rows([(shape, shapes[shape])]) if r.profile == profile.name]
+        return row.chars_per_token
+
+    return DefaultShapes(model, profile.name, found.exact.shape, per_token(found.exact.shape), found.gist.shape, per_token(found.gist.shape), found.exact.source)
