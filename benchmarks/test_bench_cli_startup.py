@@ -5,15 +5,20 @@ runs each; numba's cache is warm (as after ``glyphpack warm``)."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from conftest import TABLES
 
 COMMANDS = (["--version"], ["--help"], ["profiles"], ["profiles", "--shape", "all"], ["fonts"], ["render", "--help"])
 RUNS = 5
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def wall(argv: list[str]) -> float:
@@ -36,3 +41,45 @@ def test_listing_commands_start_fast():
         seconds = wall([sys.executable, "-m", "glyphpack", *command])
         rows.append(f"| `glyphpack {' '.join(command)}` | {seconds:.2f} | {seconds / baseline:.1f}x |")
     TABLES["CLI start-up, fresh processes (benchmarks/test_bench_cli_startup.py)"] = rows
+
+
+def _first_render(site: str, scratch: Path) -> float:
+    """One ``glyphpack render`` of this repository's README for Sonnet, in a fresh process
+    with an empty user cache, the package imported from ``site``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "GLYPHPACK_CACHE_DIR")}
+    env |= {"PYTHONPATH": site, "GLYPHPACK_CACHE_DIR": str(scratch / "cache")}
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "glyphpack", "render", str(ROOT / "README.md"), "--model", "claude-sonnet-4-5", "--out", str(scratch / "pages")],
+        capture_output=True, check=True, timeout=300, env=env, cwd=scratch,
+    )
+    return time.perf_counter() - started
+
+
+def test_a_fresh_installs_first_render(tmp_path):
+    """A fresh install's first render: the wheel ``pip install .`` builds (its build step
+    compiles the kernels into the package, setup.py), against the same wheel without them
+    (they compile on first use) and against importing numpy and Pillow, in the same run;
+    each first render with an empty user cache, median of three."""
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)], check=True, timeout=900, capture_output=True)
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), *map(str, wheels.glob("*.whl"))], check=True, timeout=300, capture_output=True)
+    prebuilt = site / "glyphpack" / "_render" / "_prebuilt" / "numba"
+    assert any(prebuilt.glob("*.nbi")), "the build step prebuilt no kernels"
+    bare = tmp_path / "bare"
+    shutil.copytree(site, bare)
+    shutil.rmtree(bare / "glyphpack" / "_render" / "_prebuilt")
+    imports = statistics.median(wall_once([sys.executable, "-c", "import numpy, PIL.Image"]) for _ in range(RUNS))
+    rows = ["| first render of a fresh install | seconds (median of 3) | against importing numpy + Pillow |", "|---|---|---|"]
+    rows.append(f"| `python -c \"import numpy, PIL.Image\"` | {imports:.2f} | 1.0x |")
+    for label, where in (("kernels prebuilt by the build (`pip install .`)", site), ("kernels compiled on first use", bare)):
+        seconds = statistics.median(_first_render(str(where), Path(tempfile.mkdtemp(dir=tmp_path))) for _ in range(3))
+        rows.append(f"| {label} | {seconds:.2f} | {seconds / imports:.1f}x |")
+    TABLES["A fresh install's first render (benchmarks/test_bench_cli_startup.py)"] = rows
+
+
+def wall_once(argv: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, capture_output=True, check=True, timeout=300)
+    return time.perf_counter() - started

@@ -287,3 +287,27 @@ def test_a_forked_child_renders(tmp_path):
 
 def _child_render() -> int:
     return len(render("y" * 30674 * 3))
+
+
+def test_the_kernels_a_build_prebuilt_are_seeded_once_and_never_over_a_users_own(tmp_path, monkeypatch):
+    """A fresh install's first render loads the kernels its build compiled
+    (glyphpack/_render/prebuilt.py; benchmarks/test_bench_cli_startup.py times it)."""
+    from glyphpack._render import prebuilt
+
+    packaged = tmp_path / "packaged"
+    packaged.mkdir()
+    (packaged / "kernels.draw_page-1.py311.nbi").write_bytes(b"index")
+    (packaged / "kernels.draw_page-1.py311.1.nbc").write_bytes(b"code")
+    monkeypatch.setattr(prebuilt, "KERNELS", packaged)
+    target = tmp_path / "cache" / "numba" / "_render_abc"
+    assert prebuilt.seed_kernel_cache(target) == 2
+    assert (target / "kernels.draw_page-1.py311.1.nbc").read_bytes() == b"code"
+    (target / "kernels.draw_page-1.py311.nbi").write_bytes(b"the user's own, newer")
+    assert prebuilt.seed_kernel_cache(target) == 0  # nothing overwritten
+    assert (target / "kernels.draw_page-1.py311.nbi").read_bytes() == b"the user's own, newer"
+    assert not list(target.glob("*.seeding"))
+    monkeypatch.setattr(prebuilt, "KERNELS", tmp_path / "absent")
+    assert prebuilt.seed_kernel_cache(tmp_path / "other") == 0  # a checkout has none
+    (tmp_path / "blocked").write_text("a file where the folder would go")
+    monkeypatch.setattr(prebuilt, "KERNELS", packaged)
+    assert prebuilt.seed_kernel_cache(tmp_path / "blocked" / "numba") == 0  # never raises

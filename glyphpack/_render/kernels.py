@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+from pathlib import Path
 from typing import Any
 
 # numba's OpenMP threads otherwise spin after every parallel launch (the legibility
@@ -30,9 +31,11 @@ from typing import Any
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numba
+import numba.core.caching
 import numpy as np
 
 from .._files import cache_dir
+from .prebuilt import seed_kernel_cache
 
 # numba caches compiled kernels beside their source file by default: inside
 # site-packages, where the files outlive an uninstall and leave a folder that shadows
@@ -41,6 +44,16 @@ from .._files import cache_dir
 _numba_config: Any = numba.config
 if not _numba_config.CACHE_DIR:
     _numba_config.CACHE_DIR = str(cache_dir() / "numba")
+
+
+def _seed_from_the_package() -> None:
+    """Put the kernels the package was built with where numba looks for this file's
+    cache (``prebuilt``): the first render of a fresh install loads them."""
+    locator: Any = numba.core.caching._CacheLocator  # numba's own rule for the folder of a source file
+    seed_kernel_cache(Path(_numba_config.CACHE_DIR) / locator.get_suitable_cache_subpath(__file__))
+
+
+_seed_from_the_package()
 
 
 def kernel_cache_dir() -> str:
