@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -764,3 +765,69 @@ def test_every_session_file_imports_the_same_twice_and_a_second_folder_import_ch
     assert main(["import", str(tmp_path / "sessions"), "--workspace", ws]) == 0
     out = capsys.readouterr().out
     assert "not imported" not in out and out.strip().endswith(", 0 not")
+
+
+def _raw_openai_style(path: Path) -> list[tuple[list[tuple[str, str]], list[str]]]:
+    """(call id -> name, answered call ids) per agent of a mini-swe-agent or SWE-agent
+    trajectory (OpenAI-style messages with ``tool_calls``) or an OpenHands output file
+    (per instance: action events with ``tool_call_metadata``, observations answering
+    them), read with json alone: the calls (id, name) and the answered ids, in file order
+    (SWE-agent reuses a call id in later turns)."""
+    if path.suffix == ".jsonl":
+        agents = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            events = json.loads(line)["history"]
+            calls = [(e["tool_call_metadata"]["tool_call_id"], e["tool_call_metadata"]["function_name"]) for e in events if e.get("action") and e.get("tool_call_metadata")]
+            answered = [e["tool_call_metadata"]["tool_call_id"] for e in events if e.get("observation") and e.get("tool_call_metadata")]
+            agents.append((calls, answered))
+        return agents
+    document = json.loads(path.read_text(encoding="utf-8"))
+    messages = document.get("messages") or document["history"]
+    calls = [(c["id"], c["function"]["name"]) for m in messages if m.get("role") == "assistant" for c in m.get("tool_calls") or ()]
+    # A tool message names its call (mini-swe-agent: tool_call_id; SWE-agent: tool_call_ids);
+    # mini-swe-agent's closing "exit" record answers the submission call before it.
+    answered = []
+    for before, message in zip([{}, *messages], messages):
+        if message.get("role") == "tool":
+            answered += [message["tool_call_id"]] if "tool_call_id" in message else message["tool_call_ids"]
+        elif message.get("role") == "exit":
+            answered += [c["id"] for c in before.get("tool_calls") or ()]
+    return [(calls, answered)]
+
+
+@pytest.mark.parametrize(("name", "calls", "stand_ins"), [
+    ("mini-swe-agent/miniswe-django__django-12470.traj.json", [131], [0]),
+    ("swe-agent/marshmallow-1867-fc-replace-from-source.traj", [13], [0]),
+    ("openhands/openhands-multi_swe_bench-output.jsonl", [23, 33, 49], [1, 1, 0]),
+])
+def test_mini_swe_agent_swe_agent_and_openhands_keep_every_call_and_every_real_result(name, calls, stand_ins):
+    """Counted from the raw file with json alone (issue 40): every call comes back once
+    under its id and name, every real result answers its call, and only the calls the
+    file never answered (an instance stopped mid-call) get the stand-in."""
+    path = session_path(name)
+    raw = _raw_openai_style(path)
+    session = import_file(path)
+    assert [len(c) for c, _ in raw] == calls and len(session.agents) == len(raw)
+    for agent, (raw_calls, answered), missing in zip(session.agents, raw, stand_ins):
+        imported = [(c.id, c.name) for m in agent.messages for c in m.tool_calls]
+        # In file order, under the file's id (one reused in a later turn made unique: id#2, ...).
+        assert [n for _, n in imported] == [n for _, n in raw_calls]
+        assert all(new == old or re.fullmatch(re.escape(old) + r"#[0-9]+", new) for (new, _), (old, _) in zip(imported, raw_calls))
+        unique = dict(zip((i for i, _ in imported), (i for i, _ in raw_calls)))  # imported id -> the file's
+        results = [r for m in agent.messages for r in m.tool_results]
+        real = [unique[r.call_id] for r in results if r.text != MISSING_RESULT]
+        assert sorted(real) == sorted(answered) and len(results) - len(real) == missing == len(raw_calls) - len(answered)
+
+
+def test_aider_keeps_every_exchange_of_its_chat_history():
+    """aider's chat history has no tool calls: each ``#### `` prompt is a user message
+    and the text after it the answer; counted from the raw lines (issue 40)."""
+    path = session_path("aider/mozgoslav-aider.chat.history.md")
+    lines = [line[5:].strip() for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("#### ")]
+    # The answers to aider's own confirmations ("Add file to the chat? ... [Yes]: all") are
+    # not sent to the model and are not messages.
+    prompts = [line for line in lines if not re.search(r"\[(Yes|No)\]: \S*$", line)]
+    session = import_file(path)
+    users = "\n".join(m.text for m in session.messages if m.role == "user")
+    assert len(prompts) == 295 and len(lines) - len(prompts) == 10 and not any(m.tool_calls for m in session.messages)
+    assert [line for line in prompts if line not in users] == []
