@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import UsageError
 from .._history.messages import Message, ToolCall, ToolResult
-from .._history.recall import range_ref, recall_hint, short_id
+from .._history.recall import recall_hint, short_range_ref
 from .._providers.text_tokens import TextEstimator
 from .._types import RUNGS, Fidelity, Layout, Rung, check_kind, public
 
@@ -151,7 +151,7 @@ class RungReport:
         cls, rung: Rung, before: int, after: int, messages: Sequence[Message], head: int, cut: int, started: float, **figures: Any
     ) -> RungReport:
         """The report of a rung that replaced ``messages[head:cut]`` (snapshot, summarization)."""
-        ref = range_ref(short_id(messages[head].id, messages), short_id(messages[cut - 1].id, messages))
+        ref = short_range_ref(messages, head, cut - 1)
         return cls(
             rung=rung, tokens_before=before, tokens_after=after, changed=cut - head, seconds=time.perf_counter() - started,
             first_message=head + 1, last_message=cut, ref=ref, **figures,

@@ -28,7 +28,7 @@ from .._history.messages import (
     ToolResult,
     turn_boundaries,
 )
-from .._history.recall import range_ref, recall_hint, result_ref, short_id
+from .._history.recall import range_ref, recall_hint, result_ref, short_range_ref
 from .._providers.profile import Profile
 from .._types import Role
 from .cost import CostModel
@@ -50,16 +50,16 @@ SNAPSHOT_HEADER = (
     "text, oldest first. Lines start with the role: [user], [assistant], [tool call NAME #ID], "
     "[tool result #ID], [tool error #ID]; the return-arrow glyph marks a line break."
 )
-def range_note(first_id: str, last_id: str) -> str:
-    """What a snapshot's pages or a summary stand for: the range's ref."""
-    return f"[the pages above show the stored messages {recall_hint(range_ref(first_id, last_id))}]"
+def range_note(ref: str) -> str:
+    """What a snapshot's pages stand for: the range's ``ref``."""
+    return f"[the pages above show the stored messages {recall_hint(ref)}]"
 
 
 def priced_header(messages: Sequence[Message]) -> Message:
     """The snapshot message without its pages, as the cut search prices it: the header
     and the range note at the longest ids it may name."""
     longest = max((m.id for m in messages), key=len, default="")
-    return Message("user", (Text(SNAPSHOT_HEADER), Text(range_note(longest, longest))))
+    return Message("user", (Text(SNAPSHOT_HEADER), Text(range_note(range_ref(longest, longest)))))
 
 
 #: Layouts the search prices exactly (pages laid out, not drawn) before it gives up.
@@ -376,7 +376,7 @@ class _Search:
             middle_text, arguments, cap = self._widest_cap(t, middle_text, arguments)
         pages = render(middle_text, max_pages=100_000, **arguments)
         digest = hashlib.sha256(middle_text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-        note = range_note(short_id(self.messages[head].id, self.messages), short_id(self.messages[t - 1].id, self.messages))
+        note = range_note(short_range_ref(self.messages, head, t - 1))
         blocks = (Text(SNAPSHOT_HEADER), *(Image("image/png", p.png) for p in pages), Text(note))
         view = (*self.messages[:head], Message("user", blocks, id=f"snapshot-{digest}"), *self.messages[t:])
         cut = 0 if cap is None else sum(1 for m in self.messages[head:t] for r in m.tool_results if len(r.text) > 2 * cap)

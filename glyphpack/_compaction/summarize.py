@@ -11,7 +11,7 @@ from typing import Protocol, runtime_checkable
 
 from .._errors import CompactionError, UsageError
 from .._history.messages import Message, Text, turn_boundaries
-from .._history.recall import range_ref, recall_hint, short_id
+from .._history.recall import recall_hint, short_range_ref
 from .._types import public
 from .cost import CostModel
 from .results import CompactionPolicy, RungReport, RungResult
@@ -235,7 +235,7 @@ def _summarized(
             break
     summary = "".join(texts).strip()
     digest = hashlib.sha256(summary.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    stands_for = recall_hint(range_ref(short_id(messages[head].id, messages), short_id(messages[t - 1].id, messages)))
+    stands_for = recall_hint(short_range_ref(messages, head, t - 1))
     note = Message("user", (Text(f"[glyphpack summary of messages {head + 1}-{t}, {stands_for}]\n{summary}"),), id=f"summary-{digest}")
     view = (*messages[:head], note, *messages[t:])
     report = RungReport.replaced_middle(

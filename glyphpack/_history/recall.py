@@ -83,6 +83,11 @@ def short_id(message_id: str, messages: Sequence[Message]) -> str:
     return message_id
 
 
+def short_range_ref(messages: Sequence[Message], first: int, last: int) -> str:
+    """The ref of ``messages[first..last]`` (inclusive), by the short ids of its ends."""
+    return range_ref(short_id(messages[first].id, messages), short_id(messages[last].id, messages))
+
+
 def _find_message(messages: Sequence[Message], given: str) -> int | str:
     """The index of the message ``given`` names (its id, or a start of it no other id
     shares); else why not, as text."""

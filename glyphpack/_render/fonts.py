@@ -25,7 +25,6 @@ from .._files import atomic_write, cache_dir
 from .._types import public
 from .bdf import parse_bdf
 from .parsed import ParsedFont
-from .prebuilt import ATLASES
 from .unifont_hex import parse_hex
 
 
@@ -304,7 +303,7 @@ def with_fallback(atlas: FontAtlas, fallback: FontAtlas) -> FontAtlas:
     from the disk cache when a process built it before (0.3-0.6 s to build)."""
     key = hashlib.sha256((atlas.source_sha256 + fallback.source_sha256).encode()).hexdigest()
     cache_file = cache_dir() / f"atlas-v{_ATLAS_FORMAT}-{key[:32]}.npz"
-    cached = _cached_atlas(cache_file)
+    cached = _read_cached(cache_file)
     if cached is not None and cached.source_sha256 == key:
         return cached
     merged = _merged(atlas, fallback, key)
@@ -365,12 +364,6 @@ def _resolve_font_path(font: str | os.PathLike[str]) -> Path:
     return path
 
 
-def _cached_atlas(cache_file: Path) -> FontAtlas | None:
-    """The atlas in the user cache, else the one built with the package (``prebuilt``)."""
-    cached = _read_cached(cache_file)
-    return cached if cached is not None else _read_cached(ATLASES / cache_file.name)
-
-
 def _read_cached(cache_file: Path) -> FontAtlas | None:
     try:
         with np.load(cache_file, allow_pickle=False) as z:
@@ -419,7 +412,7 @@ def _load_atlas_from(path: Path) -> FontAtlas:
         raise FontError(f"{path}: cannot read font file ({exc.strerror})") from None
     sha256 = hashlib.sha256(data).hexdigest()
     cache_file = cache_dir() / f"atlas-v{_ATLAS_FORMAT}-{sha256[:32]}.npz"
-    cached = _cached_atlas(cache_file)
+    cached = _read_cached(cache_file)
     if cached is not None and cached.source_sha256 == sha256:
         return cached
     atlas = _build_atlas(parse_font_bytes(path, data), sha256)

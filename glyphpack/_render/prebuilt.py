@@ -4,9 +4,8 @@ compiling (the kernels took 2-3 s to compile).
 ``pip install .`` builds a wheel on the machine it installs on; its build step
 (``setup.py``, ``build_py``) runs ``glyphpack warm`` against the built package and puts
 numba's cache files for ``kernels.py`` in ``numba/``; they are copied into the user cache
-at the first import, as numba finds them only there. ``atlases/`` is read in place when
-the user cache lacks an atlas (the build puts none there: with Unifont merged they take
-90 MB, and build in 0.5 s). A checkout, an editable install or a
+at the first import, as numba finds them only there. The font atlases are not prebuilt
+(with Unifont merged they take 90 MB, and build in 0.5 s). A checkout, an editable install or a
 failed build step has none, and everything is built on first use as before. numba checks
 a copied file itself: its source hash against ``kernels.py`` as installed and its CPU
 against this machine's, and compiles anew when either differs.
@@ -18,7 +17,6 @@ import shutil
 from pathlib import Path
 
 PREBUILT = Path(__file__).resolve().parent / "_prebuilt"
-ATLASES = PREBUILT / "atlases"
 KERNELS = PREBUILT / "numba"
 
 
