@@ -23,7 +23,7 @@ FILES = sorted(p for p in SHARED.glob("*/*") if p.parent.name != "licenses") if 
 MODELS = ("claude-sonnet-4-5", "claude-opus-4-7", "gpt-5.4", "gemini-3-pro")
 SHARES = (0.5, 0.2, 0.05)
 ROWS: list[str] = []
-DENSE = glyphpack.CompactionPolicy(fidelity=None)
+DENSE = glyphpack.CompactionPolicy(fidelity="dense")
 
 
 def _adapters():

@@ -156,9 +156,9 @@ def with_controls(corpus: str) -> str:
 @pytest.mark.parametrize("kind", ["plain", "controls"])
 def test_end_to_end_with_and_without_controls(benchmark, corpus, results, kind):
     text = corpus if kind == "plain" else with_controls(corpus)
-    glyphpack.render(text, model="claude-sonnet-4-5")  # warm
+    glyphpack.render(text, model="claude-sonnet-4-5", fidelity="dense")  # warm: the 5x8 engine
     benchmark.group = "controls"
-    benchmark(glyphpack.render, text, model="claude-sonnet-4-5")
+    benchmark(glyphpack.render, text, model="claude-sonnet-4-5", fidelity="dense")
     results[f"end to end, {kind} corpus"] = (len(text) / fastest(benchmark) / 1e6, "M chars/s")
     if kind == "controls" and "end to end, plain corpus" in results:
         plain = results["end to end, plain corpus"][0]
@@ -174,12 +174,12 @@ def test_small_calls(results, size, model):
     import time
 
     text = ("def f(x): return x * 2  # a small call\n" * (size // 38 + 1))[:size]
-    glyphpack.render(text, model=model)
+    glyphpack.render(text, model=model, fidelity="dense")
     times = []
     cpu, wall = time.process_time(), time.perf_counter()
     for _ in range(300):
         started = time.perf_counter()
-        glyphpack.render(text, model=model)
+        glyphpack.render(text, model=model, fidelity="dense")
         times.append(time.perf_counter() - started)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     results[f"small call {size // 1000}k chars, {model}: median"] = (float(np.median(times)) * 1000, "ms")
@@ -195,7 +195,7 @@ import glyphpack
 size = {size}
 base = stdlib_corpus()
 text = (base * (size // len(base) + 1))[:size]
-glyphpack.render(base[:200_000], model="claude-sonnet-4-5")  # warm: kernels, pool, atlas
+glyphpack.render(base[:200_000], model="claude-sonnet-4-5", fidelity="dense")  # warm: kernels, pool, atlas
 
 def status(key):
     for line in open("/proc/self/status"):
@@ -206,7 +206,7 @@ before = status("VmRSS:")
 with open("/proc/self/clear_refs", "w") as f:
     f.write("5")  # reset the peak (VmHWM) to the current size
 started = time.perf_counter()
-pages = glyphpack.render(text, model="claude-sonnet-4-5", max_pages=100_000)
+pages = glyphpack.render(text, model="claude-sonnet-4-5", max_pages=100_000, fidelity="dense")
 seconds = time.perf_counter() - started
 print((status("VmHWM:") - before) / size, seconds, len(pages), sum(len(p.png) for p in pages) / size)
 """

@@ -115,17 +115,10 @@ def _progress_bar(description: str) -> tuple[Any, Callable[[int, int], None]]:
     return bar, update
 
 
-def _render_fidelity(args: argparse.Namespace) -> Fidelity | None:
-    """What ``render`` aims at: with a model and no shape, what that reader reads exactly
-    unless told otherwise (pages it cannot read save nothing); ``dense``: no aim."""
-    if args.fidelity is not None:
-        return _fidelity(args.fidelity)
-    return "exact" if args.model is not None and args.shape is None else None
-
-
-def _fidelity(choice: str) -> Fidelity | None:
-    """A ``--fidelity`` choice as the library takes it: ``dense`` is no aim (None)."""
-    return None if choice == "dense" else cast(Fidelity, choice)
+def _fidelity(choice: str | None) -> Fidelity | None:
+    """A ``--fidelity`` choice as the library takes it (argparse checked it); none given:
+    the library's default (the reader's exact shape with a model, 5x8 without)."""
+    return cast("Fidelity | None", choice)
 
 
 def _compression(ratio: float | None) -> str:
@@ -141,7 +134,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     text = _read_input(args.file)
     if args.model is not None:
         # Said before anything is drawn or written: pages that cost more than the text.
-        planned = plan(text, model=args.model, shape=args.shape, layout=args.layout, page_size=args.page_size, fidelity=_render_fidelity(args))
+        planned = plan(text, model=args.model, shape=args.shape, layout=args.layout, page_size=args.page_size, fidelity=_fidelity(args.fidelity))
         if planned.image_tokens is not None and planned.image_tokens > planned.text_tokens > 0:
             print(
                 f"warning: these pages cost {planned.image_tokens:,} image tokens, {planned.image_tokens / planned.text_tokens:.2f}x "
@@ -159,7 +152,7 @@ def cmd_render(args: argparse.Namespace) -> int:
             page_size=args.page_size,
             max_pages=args.max_pages,
             progress=update,
-            fidelity=_render_fidelity(args),
+            fidelity=_fidelity(args.fidelity),
         )
     finally:
         bar.close()
@@ -593,7 +586,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         raise UsageError("compact of a file needs --budget (tokens the view must fit in)")
     out = _output_dir(args.out)
     history = _load_history(args.transcript, args.format)
-    fidelity = _fidelity(getattr(args, "fidelity", "exact"))  # shake draws no pages
+    fidelity = _fidelity(getattr(args, "fidelity", "exact")) or "exact"  # shake draws no pages
     policy = CompactionPolicy(protect_turns=args.protect_turns, fidelity=fidelity)
     if args.command == "shake":
         result = shake(history, args.model, policy=policy)

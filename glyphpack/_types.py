@@ -28,8 +28,9 @@ OverflowKind = Literal["tokens", "bytes"]
 #: or the model's answer is due (after the user's message or tool results: mid-loop, or a
 #: turn to retry after a crash).
 LoadState = Literal["empty", "answered", "unanswered"]
-#: What a snapshot must keep readable: every character, or the gist.
-Fidelity = Literal["exact", "gist"]
+#: What pages must keep readable for their reader: every character, the gist, or
+#: nothing asked ("dense": the densest shape, 5x8, whatever the reader).
+Fidelity = Literal["exact", "gist", "dense"]
 #: The compaction ladder's rungs, cheapest first.
 Rung = Literal["reasoning drop", "elision", "image drop", "snapshot", "summarization"]
 

@@ -27,7 +27,7 @@ from glyphpack.testing import generate_session
 CLAUDE = resolve("claude-sonnet-4-5")
 #: The dense pages (5x8), for the tests of the ladder's mechanics: the default shape is
 #: the reader's exact one (tested in test_the_default_snapshot_is_the_readers_exact_shape).
-DENSE = CompactionPolicy(fidelity=None)
+DENSE = CompactionPolicy(fidelity="dense")
 
 
 @pytest.fixture(scope="module")
@@ -438,7 +438,7 @@ def test_snapshot_pages_count_the_requests_other_images():
     more than 20 images (each at most 2000 px), and a request never exceeds 100 images."""
     history = generate_session(400_000, seed=4) + _screenshot_turn(24)
     profile = resolve("claude-opus-4-7")
-    policy = CompactionPolicy(protect_turns=1, fidelity=None)
+    policy = CompactionPolicy(protect_turns=1, fidelity="dense")
     cost = CostModel(profile)
     shaken = cost.history(shake(history, profile, policy=policy).view)
     room = cost.history(history[:2]) + cost.history(history[-4:])  # the head and the screenshot turn
@@ -639,7 +639,7 @@ def test_the_newest_round_is_never_put_on_pages():
     def least(messages):
         """The cheapest view with ``messages`` after the head on pages, results cut."""
         middle = "".join(serialize_message(m, SNAPSHOT_RESULT_CAP) for m in messages)
-        return cost.history(history[:2]) + header + sum(CLAUDE.context_tokens(w, h) for w, h in page_sizes(middle, model=CLAUDE))
+        return cost.history(history[:2]) + header + sum(CLAUDE.context_tokens(w, h) for w, h in page_sizes(middle, model=CLAUDE, fidelity="dense"))
 
     kept = snapshot(history, cost, least(history[2:-2]) + cost.history(newest), DENSE)
     assert kept.pages and list(kept.view[-2:]) == newest
@@ -658,7 +658,7 @@ def test_a_pinned_page_size_gives_way_to_the_many_image_rule():
     cost = CostModel(opus)
     first = compact(history, opus, cost.history(shake(history, opus).view) // 3, policy=DENSE)
     assert first.pages and max(first.pages[0].width, first.pages[0].full_height) > 2000
-    pinned = first.keep_geometry(CompactionPolicy(fidelity=None, protect_turns=1))
+    pinned = first.keep_geometry(CompactionPolicy(fidelity="dense", protect_turns=1))
     few = history + _screenshot_turn(2)
     again = compact(few, opus, CostModel(opus).history(shake(few, opus, policy=pinned).view) // 3, policy=pinned)
     assert {(p.width, p.full_height) for p in again.pages} == {(first.pages[0].width, first.pages[0].full_height)}

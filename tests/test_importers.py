@@ -511,7 +511,7 @@ def test_ten_passes_over_a_growing_real_session_keep_the_cached_prefix():
     history = list(import_file(SHARED / "pi/pimono-before-compaction.jsonl").messages)
     boundaries = [t for t in turn_boundaries(history) if t >= 300 and history[t - 1].role == "assistant"]
     ends = boundaries[:: max(1, len(boundaries) // 10)][:10]
-    policy = CompactionPolicy(fidelity=None)  # dense pages: the mechanics of a growing snapshot
+    policy = CompactionPolicy(fidelity="dense")  # dense pages: the mechanics of a growing snapshot
     previous = None
     shared_pages = 0
     for end in ends:

@@ -162,14 +162,14 @@ def test_the_readers_image_limit_holds_at_exactly_the_limit_and_caps_one_over(ex
 
 def test_the_pages_handed_back_are_the_ones_the_view_carries():
     history = generate_session(120_000, seed=5)
-    paged = compact(history, CLAUDE, 20_000, summarizer=recording_summarizer([]), policy=CompactionPolicy(fidelity=None))
+    paged = compact(history, CLAUDE, 20_000, summarizer=recording_summarizer([]), policy=CompactionPolicy(fidelity="dense"))
     assert paged.pages and all(_carries(paged.view, page) for page in paged.pages)
     other = Message("user", (Image("image/png", bytes(bytearray(paged.pages[0].png))),))  # equal bytes, another object: not the page
     assert not _carries([other, Message("user", (Text("x"),))], paged.pages[0])
     # A step after the snapshot that takes every image (the 413 path's image drop) takes
     # the pages too: they are not handed back.
     steps = {step.rung: step for step in LADDER}
-    context = Climb(CostModel.for_model(CLAUDE), 20_000, CompactionPolicy(fidelity=None), every_image=True)
+    context = Climb(CostModel.for_model(CLAUDE), 20_000, CompactionPolicy(fidelity="dense"), every_image=True)
     view, _, pages, page_text = climb(history, [steps["snapshot"], steps["image drop"]], context, lambda current: False)
     assert not any(m.images for m in view) and pages == () and page_text == ""  # no pages: no text they draw
     view, _, pages, page_text = climb(history, [steps["snapshot"]], context, lambda current: False)

@@ -53,7 +53,7 @@ def workspace(tmp_path_factory) -> Path:
     """Branches, a fork (carrying the compaction in force), a rewind, two agents, two compactions, hostile text."""
     path = tmp_path_factory.mktemp("nav") / "ws"
     with glyphpack.Workspace(path) as ws:
-        dense = glyphpack.CompactionPolicy(rungs=("image drop", "snapshot", "summarization"), fidelity=None)
+        dense = glyphpack.CompactionPolicy(rungs=("image drop", "snapshot", "summarization"), fidelity="dense")
         s = glyphpack.open_session(ws, "task", "coder", model=MODEL, system="You are careful.", policy=dense)
         for n in range(4):
             turn(s, n)

@@ -191,10 +191,10 @@ def test_byte_limits_shrink_pages_before_rendering():
 
 def test_image_count_is_reported_before_rendering():
     profile = resolve("bedrock/anthropic.claude-sonnet-4-5-v1:0")
-    report = glyphpack.plan("y" * 30674 * 25, model=profile)
+    report = glyphpack.plan("y" * 30674 * 25, model=profile, fidelity="dense")
     assert report.pages == 25 and report.requests == 2
     with pytest.warns(ProfileWarning, match="25 pages exceed claude via bedrock's 20 images per request: they need 2"):
-        glyphpack.render("y" * 30674 * 25, model=profile)
+        glyphpack.render("y" * 30674 * 25, model=profile, fidelity="dense")
 
 
 VISION_PROFILES = [p for p in all_profiles()]

@@ -214,7 +214,7 @@ def test_pages_and_summaries_name_the_range_they_stand_for(rungs):
     from glyphpack.testing import generate_session
 
     history = generate_session(60_000, seed=3)
-    policy = glyphpack.CompactionPolicy(rungs=rungs, fidelity=None)
+    policy = glyphpack.CompactionPolicy(rungs=rungs, fidelity="dense")
     summarizer = glyphpack.Summarizer(lambda prompt: "the work so far, in short")
     result = glyphpack.compact(history, MODEL, 8_000, summarizer=summarizer, policy=policy)
     assert result.report.fits

@@ -92,7 +92,7 @@ def test_cjk_text_chooses_unifont():
     assert pages[0].shape == "unifont"
     assert read_page(pages[0]) == "日本語のテキストです。" * 10
     # one character the dense font lacks is enough: no character is replaced silently
-    one = render("mostly ascii with one 字", model="claude-sonnet-4-5")
+    one = render("mostly ascii with one 字", model="claude-sonnet-4-5", fidelity="dense")
     assert one[0].shape == "unifont" and one.report.replaced == 0
     assert "lacks characters of the text (1 CJK" in one.report.shape_reason
     assert read_page(one[0]) == "mostly ascii with one 字"

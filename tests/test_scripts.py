@@ -83,7 +83,7 @@ def test_snapshot_pages_of_any_script_read_back_to_the_source(texts, shape):
         history.append(Message("user" if n % 2 else "assistant", text))
     history.append(Message("user", "and now?"))
     cost = CostModel(CLAUDE)
-    policy = CompactionPolicy(fidelity=None, shape=shape, tail_tokens=0)
+    policy = CompactionPolicy(fidelity="dense", shape=shape, tail_tokens=0)
     result = snapshot(history, cost, cost.history(history) * 2 // 3, policy)
     assert result.pages, result.report.skipped
     report = result.report

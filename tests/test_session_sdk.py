@@ -26,7 +26,7 @@ MODELS = {"anthropic": "claude-sonnet-4-5", "openai-chat": "gpt-5.4", "openai-re
 APIS = tuple(MODELS)
 #: The session's rungs with dense (5x8) pages, for tests of its mechanics with pages in
 #: small windows (by default a reader's pages are in the shape it reads exactly).
-DENSE_SESSION = glyphpack.CompactionPolicy(rungs=("image drop", "snapshot", "summarization"), fidelity=None)
+DENSE_SESSION = glyphpack.CompactionPolicy(rungs=("image drop", "snapshot", "summarization"), fidelity="dense")
 #: The Anthropic case runs by default; the other APIs' in CI (and with --run-slow).
 APIS_ANTHROPIC_FIRST = [APIS[0], *(pytest.param(api, marks=pytest.mark.slow) for api in APIS[1:])]
 WIRE = {"anthropic": "messages", "openai-chat": "messages", "openai-responses": "input", "gemini": "contents"}

@@ -12,7 +12,7 @@ from .._errors import UsageError
 from .._history.messages import Message, ToolCall, ToolResult
 from .._history.recall import recall_hint, short_range_ref
 from .._providers.text_tokens import TextEstimator
-from .._types import RUNGS, Fidelity, Layout, Rung, check_kind, public
+from .._types import FIDELITIES, RUNGS, Fidelity, Layout, Rung, check_kind, public
 
 if TYPE_CHECKING:  # the renderer (numba) is imported only when a snapshot is rendered
     from .._render.render import Page
@@ -38,8 +38,8 @@ class CompactionPolicy:
             pages past 20 images) would redraw every page.
         fidelity: with no ``shape``, pages in the densest shape the reader is known to
             read ``"exact"``-ly (the default: a snapshot the model cannot read is a deleted
-            conversation) or for the ``"gist"`` (``glyphpack.reading_profile``); None: the
-            dense 5x8 pages, whatever the reader.
+            conversation) or for the ``"gist"`` (``glyphpack.reading_profile``); ``"dense"``:
+            the densest pages (5x8), whatever the reader.
         estimator: text token rates (None: the default estimate).
         tokenizer: an exact ``tokenizer(text) -> tokens``, used instead of the estimate.
         tail_tokens: the newest work the snapshot and summary keep verbatim: the newest
@@ -63,7 +63,7 @@ class CompactionPolicy:
     layout: Layout = "flow"
     shape: Shape | str | None = None
     page_size: tuple[int, int] | None = None
-    fidelity: Fidelity | None = "exact"
+    fidelity: Fidelity = "exact"
     estimator: TextEstimator | None = None
     tokenizer: Callable[[str], int] | None = None
     tail_tokens: int = 20_000
@@ -75,6 +75,7 @@ class CompactionPolicy:
         return min(self.tail_tokens, budget // 10)
 
     def __post_init__(self) -> None:
+        check_kind(self.fidelity, FIDELITIES, "fidelity")
         for rung in self.rungs:
             check_kind(rung, RUNGS, "a rung")
         if list(self.rungs) != [rung for rung in RUNGS if rung in self.rungs]:

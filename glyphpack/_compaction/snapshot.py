@@ -173,7 +173,7 @@ def snapshot_shape(profile: Profile, policy: CompactionPolicy) -> Shape:
     """The shape snapshot pages start in: the policy's, else the reader's for its fidelity."""
     from .._render.shapes import get_shape, reading_shape  # shapes only: no numba
 
-    if policy.shape is None and policy.fidelity is not None:
+    if policy.shape is None and policy.fidelity != "dense":
         return reading_shape(profile, policy.fidelity)[0]
     return get_shape(policy.shape)
 

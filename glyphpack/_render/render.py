@@ -169,11 +169,15 @@ def _preferred_shape(shape: Shape | str | None, profile: Profile | None, fidelit
     """The shape to try first, and why (the report's ``shape_reason``)."""
     if shape is not None:
         return get_shape(shape), "given by the caller"
-    if fidelity is None:
-        return SHAPES[DEFAULT_SHAPE], "the default"
+    if fidelity is None:  # the reader's exact shape when there is a reader: pages it cannot read save nothing
+        if profile is None:
+            return SHAPES[DEFAULT_SHAPE], "the default without a model"
+        fidelity = "exact"
     check_kind(fidelity, FIDELITIES, "fidelity")
+    if fidelity == "dense":
+        return SHAPES[DEFAULT_SHAPE], "the densest shape (fidelity 'dense')"
     if profile is None:
-        raise UsageError("fidelity needs a model: it picks the shape the model is known to read")
+        raise UsageError(f"fidelity {fidelity!r} needs a model: it picks the shape the model is known to read")
     chosen, reading = reading_shape(profile, fidelity)
     evidence = reading.evidence(fidelity)
     why = f"the densest shape {reading.name} is known to read for {fidelity} ({evidence.source}: {evidence.note})"
@@ -390,10 +394,11 @@ def render(
             (or the model's).
         max_pages: refuse, before rasterizing, a text that needs more pages.
         progress: called as ``progress(pages_done, pages_total)`` after each page.
-        fidelity: with a model and no shape, ``"exact"`` picks the densest shape the
-            model is known to read exactly (ids, numbers, code), ``"gist"`` the densest
-            known to keep the gist (``glyphpack.reading_profile``); the report's
-            ``shape_reason`` says which and why. None: the dense default.
+        fidelity: with no shape, ``"exact"`` picks the densest shape the model is
+            known to read exactly (ids, numbers, code), ``"gist"`` the densest known to
+            keep the gist (``glyphpack.reading_profile``), ``"dense"`` the densest shape
+            (5x8) whatever the reader; the report's ``shape_reason`` says which and why.
+            None (the default): ``"exact"`` with a model, ``"dense"`` without one.
         other_images: images the same request carries besides these pages; they count
             toward the provider's many-image rule (Anthropic: more than 20 images in a
             request, each at most 2000 px), which can make pages smaller.
