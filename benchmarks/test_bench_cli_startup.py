@@ -1,7 +1,8 @@
 """Wall time of the CLI's commands that draw nothing, each in a fresh process, against
 ``python -c "import glyphpack"`` in the same run (the interpreter's and the package's
-own start): listing commands must not import numba or compile a kernel. Median of five
-runs each; numba's cache is warm (as after ``glyphpack warm``)."""
+own start): listing commands must not import numba or compile a kernel, and those that
+read a workspace nothing numeric. Median of five runs each; numba's cache is warm (as
+after ``glyphpack warm``)."""
 
 from __future__ import annotations
 
@@ -30,15 +31,25 @@ def wall(argv: list[str]) -> float:
     return statistics.median(times)
 
 
-def test_listing_commands_start_fast():
+def test_listing_commands_start_fast(tmp_path):
+    """Also the commands that read a workspace (one real Claude Code session imported):
+    ``tree``, ``context`` and ``export``, against importing numpy and Pillow."""
+    workspace = tmp_path / "ws"
+    session = ROOT / "tests" / "data" / "sessions" / "ohmyposh-6beb436f6cd8-0.jsonl"
+    subprocess.run([sys.executable, "-m", "glyphpack", "import", "--workspace", str(workspace), str(session)], check=True, capture_output=True, timeout=300)
+    conversation = session.stem
     baseline = wall([sys.executable, "-c", "import glyphpack"])
+    numeric = wall([sys.executable, "-c", "import numpy, PIL.Image"])
     rows = [
         "| command | seconds (median of 5) | against `import glyphpack` |",
         "|---|---|---|",
         f"| `python -c \"import glyphpack\"` | {baseline:.2f} | 1.0x |",
+        f"| `python -c \"import numpy, PIL.Image\"` | {numeric:.2f} | {numeric / baseline:.1f}x |",
     ]
-    for command in COMMANDS:
-        seconds = wall([sys.executable, "-m", "glyphpack", *command])
+    workspace_commands = (["tree", "WS"], ["context", "WS", conversation, "--model", "claude-sonnet-4-5"], ["export", "WS", conversation])
+    for command in (*COMMANDS, *workspace_commands):
+        argv = [str(workspace) if part == "WS" else part for part in command]
+        seconds = wall([sys.executable, "-m", "glyphpack", *argv])
         rows.append(f"| `glyphpack {' '.join(command)}` | {seconds:.2f} | {seconds / baseline:.1f}x |")
     TABLES["CLI start-up, fresh processes (benchmarks/test_bench_cli_startup.py)"] = rows
 

@@ -267,3 +267,37 @@ def test_profiles_shows_what_each_model_gets_by_default(capsys):
     assert row.split()[:5] == ["gpt-5.4", "9x15-loose", "5.3", "9x15-loose", "5.3"]
     pages = glyphpack.render("x" * 50, model="gpt-5.4", fidelity="exact")
     assert pages.report.shape == "9x15-loose"  # what profiles said
+
+
+NUMERIC = ("numpy", "numba", "PIL")
+#: Runs a command in this process and prints the numeric packages it imported.
+IMPORTS_PROBE = """
+import sys
+from glyphpack._cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(sorted(name for name in {numeric!r} if name in sys.modules), file=sys.stderr)
+"""
+
+
+def test_commands_that_read_a_workspace_import_nothing_numeric(tmp_path):
+    """``tree`` and ``export`` of a real session (non-ASCII text, images, usage), and
+    ``context`` of a small ASCII one, start without numpy, numba or Pillow: only counting
+    non-ASCII text (numpy counts it 7-22x faster than a pure-Python pass on large texts),
+    fitting a calibration or drawing pages needs them (``tree`` once took 0.69 s to print
+    7 lines)."""
+    session = Path(__file__).parent / "data" / "sessions" / "ohmyposh-6beb436f6cd8-0.jsonl"
+    workspace = tmp_path / "ws"
+    assert main(["import", "--workspace", str(workspace), str(session)]) == 0
+    probe = IMPORTS_PROBE.format(numeric=NUMERIC)
+    with glyphpack.open_session(workspace, "ascii", "main", model="claude-sonnet-4-5") as s:
+        s.add_user("hello")
+    for command in (["tree", str(workspace)], ["export", str(workspace), session.stem], ["context", str(workspace), "ascii", "--model", "claude-sonnet-4-5"]):
+        done = subprocess.run([sys.executable, "-c", probe, *command], capture_output=True, text=True, timeout=120)
+        assert done.stdout.strip(), command
+        assert done.stderr.strip().splitlines()[-1] == "[]", (command, done.stderr)
+    # the probe sees an import: a command that draws pages loads them
+    done = subprocess.run([sys.executable, "-c", probe, "render", "-", "--out", str(tmp_path / "p")], input="x", capture_output=True, text=True, timeout=300)
+    assert done.stderr.strip().splitlines()[-1] == "['numba', 'numpy']", done.stderr  # PNGs need no Pillow

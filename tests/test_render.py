@@ -267,10 +267,10 @@ def test_the_estimate_of_a_cleaned_text_is_the_inputs(text):
 
 
 def normalize_classes(text):
-    from glyphpack._providers.text_tokens import SCRIPT_CLASSES
+    from glyphpack._providers.text_tokens import script_classes
     from glyphpack._render.text import normalize
 
-    return normalize(text, SHAPES["5x8"].atlas, "flow", SCRIPT_CLASSES).classes_counted[:5].tolist()
+    return normalize(text, SHAPES["5x8"].atlas, "flow", script_classes()).classes_counted[:5].tolist()
 
 
 def test_a_forked_child_renders(tmp_path):

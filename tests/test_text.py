@@ -117,14 +117,14 @@ def test_pieces_normalize_as_one_text(layout, text, piece_chars):
     from concurrent.futures import ThreadPoolExecutor
 
     import glyphpack._render.text as text_module
-    from glyphpack._providers.text_tokens import SCRIPT_CLASSES
+    from glyphpack._providers.text_tokens import script_classes
 
-    whole = normalize(text, ATLAS, layout, SCRIPT_CLASSES)
+    whole = normalize(text, ATLAS, layout, script_classes())
     saved = text_module.PIECE_CHARS
     text_module.PIECE_CHARS = piece_chars
     try:
         with ThreadPoolExecutor(2) as pool:
-            cut = normalize(text, ATLAS, layout, SCRIPT_CLASSES, pool.map)
+            cut = normalize(text, ATLAS, layout, script_classes(), pool.map)
     finally:
         text_module.PIECE_CHARS = saved
     assert cut.glyphs.tolist() == whole.glyphs.tolist()

@@ -25,8 +25,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from .._errors import UsageError
 from .._history.messages import Message
 from .._providers.profile import Profile
@@ -120,6 +118,8 @@ def fit_scale(counts: Sequence[tuple[float, int]]) -> float:
     module's note), in ``SCALE_STEP`` steps within ``SCALE_BOUNDS``; 1.0 for one count."""
     if len(counts) < 2:
         return 1.0
+    import numpy as np  # here, not at the top: a command that only reads a workspace needs no fit
+
     data = np.array(counts, dtype=np.float64)  # float64[n, 2]: text, rest
     text, rest = data[:, 0], data[:, 1]
     unit = float(np.mean(text)) or 1.0

@@ -15,8 +15,6 @@ import dataclasses
 import math
 from typing import Any, ClassVar, Literal
 
-import numpy as np
-
 ResizeKind = Literal["patch-cap", "patch-budget", "tile", "fit"]
 BillingKind = Literal["patch", "tile", "flat", "gemini-tile"]
 
@@ -46,6 +44,8 @@ class Resize(abc.ABC):
 
     def fits(self, w: IntLike, h: IntLike) -> IntLike:
         """Whether an image of w x h px (ints or int arrays) is left untouched."""
+        import numpy as np  # here, not at the top: listing a workspace resolves profiles without numpy
+
         ok = np.maximum(w, h) <= self.max_edge
         if self.short_edge is not None:
             ok = ok & (np.minimum(w, h) <= self.short_edge)
@@ -218,6 +218,8 @@ class GeminiTileBilling(Billing):
     small_edge: int = 384
 
     def tokens(self, w: IntLike, h: IntLike) -> IntLike:
+        import numpy as np  # here, not at the top: listing a workspace resolves profiles without numpy
+
         small = (w <= self.small_edge) & (h <= self.small_edge)
         tiled = self.base * ceil_div(w, self.tile) * ceil_div(h, self.tile)
         out = np.where(small, self.base, tiled)

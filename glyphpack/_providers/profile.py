@@ -13,8 +13,6 @@ import dataclasses
 import functools
 from typing import Protocol
 
-import numpy as np
-
 from .._errors import GlyphpackError, LimitError, TextOnlyModelError
 from .._types import PROVIDERS, ROUTE_BILLINGS, Provider, RouteBilling, check_kind, public
 from .geometry import Billing, IntLike, Resize, worst_case_png_bytes
@@ -138,6 +136,8 @@ class Profile:
 
     def fits(self, w: IntLike, h: IntLike) -> IntLike:
         """Whether w x h px (ints or int arrays) reaches the model unresized and within edge limits."""
+        import numpy as np  # here, not at the top: listing a workspace resolves profiles without numpy
+
         resize, _ = self._vision()
         ok = resize.fits(w, h)
         if self.route.max_edge is not None:
@@ -160,6 +160,8 @@ class Profile:
         """Tokens one w x h image takes in the model's context (after the provider's
         resize), whatever the route bills: a per-request route makes image area free
         to pay for, not free of context."""
+        import numpy as np  # here, not at the top: listing a workspace resolves profiles without numpy
+
         _, billing = self._vision()
         if np.ndim(w) == 0 and np.ndim(h) == 0:
             w, h = self.resize(int(w), int(h))
@@ -194,6 +196,8 @@ def _best_page_size(
     """The search behind ``Profile.page_size``, on what decides it alone (the resize
     rule, the billing, the byte and edge limits: many profiles share them, and a
     listing of every profile searches each set once). None: no page fits."""
+    import numpy as np  # here, not at the top: listing a workspace resolves profiles without numpy
+
     edge_cap = min(resize.max_edge, max_edge or LARGEST_PAGE_EDGE, LARGEST_PAGE_EDGE)
     cols = np.arange(MIN_COLUMNS, edge_cap // advance + 1)
     rows = np.arange(1, edge_cap // pitch + 1)

@@ -14,39 +14,40 @@ Python source (``textwrap.py``), 2.6 for Russian prose and 1.0 for Chinese. What
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .._types import public
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Script classes, by codepoint range: index into ``TextEstimator.rates``.
 SCRIPTS = ("latin", "punctuation", "cyrillic_greek", "cjk", "other")
 _LATIN, _PUNCT, _CYRILLIC_GREEK, _CJK, _OTHER = range(5)
+# ASCII holds two classes, latin and punctuation: an ASCII text's punctuation is what
+# is left once its latin bytes are deleted (one pass, no widening to code points).
+# Spaces and newlines count as latin: they mostly merge into the following word's token.
+_ASCII_LATIN = b" \n0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
-def _class_table() -> np.ndarray:
-    """uint8[0x110000]: the script class of every code point (one gather per text,
-    no clipping of astral code points first)."""
+@functools.cache
+def script_classes() -> np.ndarray:
+    """uint8[0x110000]: the script class of every code point (an index into
+    ``SCRIPTS``; one gather per text, no clipping of astral code points first). Built on
+    first use: numpy is imported only by what counts non-ASCII text or renders, so a
+    command that lists a workspace starts without it."""
+    import numpy as np
+
     table = np.full(0x110000, _OTHER, dtype=np.uint8)
     table[0x00:0x80] = _PUNCT
-    for lo, hi in ((0x30, 0x3A), (0x41, 0x5B), (0x61, 0x7B), (0xC0, 0x250)):
-        table[lo:hi] = _LATIN
-    table[0x20] = _LATIN  # spaces mostly merge into the following word's token
-    table[0x0A] = _LATIN
+    table[list(_ASCII_LATIN)] = _LATIN
+    table[0xC0:0x250] = _LATIN
     table[0x370:0x530] = _CYRILLIC_GREEK
     for lo, hi in ((0x2E80, 0xA000), (0xAC00, 0xD7B0), (0xF900, 0xFB00), (0xFF00, 0xFFF0)):
         table[lo:hi] = _CJK
     return table
-
-
-#: uint8[0x110000], the script class of every code point (an index into ``SCRIPTS``);
-#: the renderer counts a text's classes with it in its own pass over the code points.
-SCRIPT_CLASSES = _class_table()
-# ASCII holds two classes, latin and punctuation: an ASCII text's punctuation is what
-# is left once its latin bytes are deleted (one pass, no widening to code points).
-_ASCII_LATIN = bytes(np.flatnonzero(SCRIPT_CLASSES[:128] == _LATIN).tolist())
-assert set(SCRIPT_CLASSES[:128].tolist()) == {_LATIN, _PUNCT}
 
 
 def _class_counts(text: str) -> list[int]:
@@ -54,8 +55,10 @@ def _class_counts(text: str) -> list[int]:
     if text.isascii():  # most of what an agent reads
         punctuation = len(text.encode("ascii").translate(None, _ASCII_LATIN))
         return [len(text) - punctuation, punctuation, 0, 0, 0]
+    import numpy as np
+
     codepoints = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    classes = np.take(SCRIPT_CLASSES, codepoints)  # take: 3x faster than indexing with the array
+    classes = np.take(script_classes(), codepoints)  # take: 3x faster than indexing with the array
     # One comparison per class beats bincount, which widens every byte to int64 first.
     return [int(np.count_nonzero(classes == k)) for k in range(len(SCRIPTS))]
 
@@ -76,6 +79,8 @@ class TextEstimator:
 
     def counts(self, text: str) -> np.ndarray:
         """int64[5]: characters of ``text`` per script class."""
+        import numpy as np
+
         return np.array(_class_counts(text), dtype=np.int64)
 
     def estimate(self, text: str) -> int:

@@ -16,7 +16,7 @@ from .._errors import LimitError, ProfileWarning, UsageError
 from .._providers.blocks import image_block
 from .._providers.profile import Profile
 from .._providers.resolve import resolve
-from .._providers.text_tokens import DEFAULT_ESTIMATOR, SCRIPT_CLASSES
+from .._providers.text_tokens import DEFAULT_ESTIMATOR, script_classes
 from .._types import FIDELITIES, LAYOUTS, Api, Fidelity, Layout, check_kind, public
 from .layout import PageBreaks, page_breaks, wrap_glyph
 from .png import encode_png
@@ -154,12 +154,12 @@ def _normalize_for(
     chosen so, is what ``preferred`` would have replaced, per script."""
     if shape is not None:
         chosen = get_shape(shape)
-        return chosen, normalize(text, chosen.atlas, layout, SCRIPT_CLASSES, _pool().map), None
-    normalized = normalize(text, preferred.atlas, layout, SCRIPT_CLASSES, _pool().map)
+        return chosen, normalize(text, chosen.atlas, layout, script_classes(), _pool().map), None
+    normalized = normalize(text, preferred.atlas, layout, script_classes(), _pool().map)
     if normalized.counts.replaced == 0:
         return preferred, normalized, None
     wide = SHAPES[WIDE_SCRIPT_SHAPE]
-    wide_normalized = normalize(text, wide.atlas, layout, SCRIPT_CLASSES, _pool().map)
+    wide_normalized = normalize(text, wide.atlas, layout, script_classes(), _pool().map)
     if wide_normalized.counts.replaced < normalized.counts.replaced:
         return wide, wide_normalized, normalized.counts.replaced_scripts
     return preferred, normalized, None
@@ -273,7 +273,7 @@ def _text_tokens(prepared: _Plan) -> int:
     """The text-token estimate of the input, from the classes normalization counted
     (in its own pass over the code points: no second decode of the text)."""
     counted = prepared.normalized.classes_counted
-    assert counted is not None, "render normalizes with SCRIPT_CLASSES"
+    assert counted is not None, "render normalizes with script_classes()"
     return DEFAULT_ESTIMATOR.estimate_counts(counted)
 
 
