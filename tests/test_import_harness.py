@@ -329,3 +329,83 @@ def test_an_opencode_step_in_flight_gets_the_stand_in_and_other_parts_are_counte
     assert results["c1"] == ("exit 2", True) and results["c2"][1] is True  # the one still running: the stand-in
     assert session.report.repaired == {"unanswered tool calls given an error result": 1}
     assert session.report.skipped == {"patch parts (not sent to the model)": 1}
+
+
+def _last_model_in(path: Path) -> str | None:
+    """The model a session file's newest model call names, read from the raw file with
+    json alone: Claude Code and pi responses, Codex turn contexts, Gemini CLI answers."""
+    if path.suffix == ".json":
+        entries = json.loads(path.read_text(encoding="utf-8"))["messages"]
+        names = [e.get("model") for e in entries if e.get("type") == "gemini"]
+    else:
+        names = []
+        for raw in path.read_text(encoding="utf-8").splitlines():
+            try:
+                line = json.loads(raw)
+            except ValueError:  # a line cut short (the pi file has one): no call of its own
+                continue
+            message = line.get("message") if isinstance(line.get("message"), dict) else {}
+            if line.get("type") in ("assistant", "message") and message.get("role", "assistant") == "assistant":
+                names.append(message.get("model"))
+            if line.get("type") == "turn_context":
+                names.append(line["payload"].get("model"))
+    names = [n for n in names if isinstance(n, str) and n and not n.startswith("<")]
+    return names[-1] if names else None
+
+
+@pytest.mark.parametrize("name, model", [
+    ("claude-code/ohmyposh-6beb436f6cd8-0.jsonl", "claude-sonnet-5"),
+    ("codex/simonw-sample_codex_session.jsonl", "gpt-5.2-codex"),
+    ("gemini-cli/entirecli-gemini-9c53780d06b7-0.json", "gemini-2.5-flash"),
+    ("claude-code/ccl-todowrite_examples.jsonl", "claude-sonnet-4"),
+    ("pi/pimono-session.jsonl", "claude-opus-4-5"),  # in ../shared only
+    ("claude-code/as-claude-small-schemadrift.jsonl", "claude-sonnet-5"),  # five models called in turn
+    ("codex/as-codex-small-schemadrift.jsonl", "gpt-5.6-sol"),  # eight; in ../shared only
+])
+def test_the_workspace_remembers_the_model_the_harness_called(tmp_path, capsys, name, model):
+    """``context`` on an imported session needs no ``--model``: the import keeps the
+    model the file's newest call names (the file's own, read independently here); a
+    session that runs on the transcript later sets its own, which a re-import keeps."""
+    path = session_path(name)
+    assert _last_model_in(path) == model
+    assert import_file(path).agents[0].model == model
+    ws = tmp_path / "ws"
+    assert main(["import", str(path), "--workspace", str(ws)]) == 0
+    conversation = Path(name).name.split(".")[0]  # the file's stem, as the import names it
+    capsys.readouterr()
+    assert main(["context", str(ws), conversation]) == 0
+    assert f"for {model}," in capsys.readouterr().out
+
+
+def test_a_model_a_session_set_outlasts_a_sync_of_the_grown_file(tmp_path, capsys):
+    lines = session_path("claude-code/ohmyposh-6beb436f6cd8-0.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    path, ws = tmp_path / "grown.jsonl", tmp_path / "ws"
+    path.write_text("".join(lines[:60]), encoding="utf-8")
+    assert main(["import", str(path), "--workspace", str(ws)]) == 0
+    with glyphpack.Workspace(ws) as workspace:
+        assert workspace.settings("grown", "main") == {"model": "claude-sonnet-5"}
+        workspace.save_calibration("grown", "main", {"overhead": 0}, {"model": "claude-opus-4-8"})
+    path.write_text("".join(lines), encoding="utf-8")
+    assert main(["import", str(path), "--workspace", str(ws)]) == 0
+    assert "appended" in capsys.readouterr().out
+    with glyphpack.Workspace(ws) as workspace:
+        assert workspace.settings("grown", "main") == {"model": "claude-opus-4-8"}
+
+
+
+def test_the_model_is_the_newest_calls_on_each_agents_own_path(tmp_path):
+    """A Claude Code session that switched models (``/model``) keeps the newest; a
+    subagent keeps its own; a line no model wrote (``<synthetic>``) names none."""
+    def line(uuid, parent, kind, model=None, sidechain=False):
+        message = {"role": kind, "content": f"{kind} {uuid}"}
+        if model:
+            message |= {"model": model, "id": f"msg-{uuid}"}
+        return {"type": kind, "uuid": uuid, "parentUuid": parent, "isSidechain": sidechain, "message": message,
+                "timestamp": "2026-02-12T16:00:00Z"}
+    lines = [line("u1", None, "user"), line("a1", "u1", "assistant", "claude-opus-4-8"),
+             line("u2", "a1", "user"), line("a2", "u2", "assistant", "claude-sonnet-4-5"),
+             line("u3", "a2", "user"), line("a3", "u3", "assistant", "<synthetic>"),
+             line("s1", None, "user", sidechain=True), line("s2", "s1", "assistant", "claude-haiku-4-5", sidechain=True)]
+    path = tmp_path / "switched.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines))
+    assert [(a.name, a.model) for a in import_file(path).agents] == [("main", "claude-sonnet-4-5"), ("sidechain-1", "claude-haiku-4-5")]

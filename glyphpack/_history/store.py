@@ -651,10 +651,21 @@ class Workspace:
                 after = ids.index(view.covers)
 
     def _keep_usage(self, conversation: str, agent: str, messages: Sequence[Message], imported: ImportedAgent) -> None:
-        """What the harness's last requests measured, for the session's estimate."""
+        """What the harness's last requests measured, for the session's estimate; and the
+        model it called, as the workspace's setting (``settings``) unless a session that
+        ran on this transcript since set one."""
+        current = self._measured_record(conversation, agent)[1]
+        record = dict(current) or {"format": MEASURED_FORMAT}
         if imported.usage:
             requests = [[messages[start].id, messages[end - 1].id, tokens] for start, end, tokens, *_ in imported.usage]
             record = {"format": MEASURED_FORMAT, "requests": requests[-MEASURED_KEPT:]}
+        kept = current.get("settings")
+        settings: dict[str, Any] = kept if isinstance(kept, dict) else {}
+        if imported.model is not None and "model" not in settings:
+            settings = {**settings, "model": imported.model}
+        if settings:
+            record["settings"] = settings
+        if record != current and len(record) > 1:
             self._store.put_measured(conversation, agent, json_bytes(record))
 
     def sync_session(self, session: ImportedSession, conversation: str) -> tuple[SyncState, list[Transcript]]:

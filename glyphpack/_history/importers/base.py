@@ -99,6 +99,14 @@ def measured_usage(
     return Usage(start, end, tokens, count_at(usage, read), count_at(usage, written))
 
 
+def named_model(value: object) -> str | None:
+    """``value`` when it names a model: a non-empty string, not a harness's own marker in
+    angle brackets (Claude Code writes ``<synthetic>`` for messages no model wrote)."""
+    if isinstance(value, str) and value.strip() and not value.startswith("<"):
+        return value.strip()
+    return None
+
+
 def count_at(record: object, path: Sequence[str]) -> int:
     """The token count at ``path`` (keys) in a usage record; 0 when there is none."""
     for key in path:
@@ -127,6 +135,9 @@ class ImportedAgent:
     #: The harness's own compactions: for each, the id of the first message its later
     #: requests carried (its summary, or the first message kept), oldest first.
     compactions: tuple[str, ...] = ()
+    #: The model the harness last called for this agent, as the file names it (None:
+    #: the file does not say); the workspace remembers it, so commands need no --model.
+    model: str | None = None
 
 
 @public

@@ -38,6 +38,7 @@ from .base import (
     image_or_stub,
     jsonl_records,
     measured_usage,
+    named_model,
     repair,
     safe_block,
     text_of,
@@ -176,7 +177,7 @@ def read(path: Path, data: bytes, leaf: str | None = None, *, file_order: bool =
     main_path = path_to(main) if main >= 0 else []
     if main >= 0:
         messages, usage, compactions = _history(nodes, main_path, tally)
-        agents.append(ImportedAgent("main", tuple(messages), usage, compactions))
+        agents.append(ImportedAgent("main", tuple(messages), usage, compactions, _model_on(nodes, main_path)))
     # A leaf is another branch only when it holds a message the main path does not: a
     # hook's attachment hanging off a call, or a parallel call's result taken in above,
     # is not a branch.
@@ -193,9 +194,10 @@ def read(path: Path, data: bytes, leaf: str | None = None, *, file_order: bool =
         roots[root] = max(roots.get(root, -1), index)
     for number, (_, sub_leaf) in enumerate(sorted(roots.items()), start=1):
         name = str(nodes[sub_leaf].record.get("agentId") or f"sidechain-{number}")
-        messages, usage, compactions = _history(nodes, path_to(sub_leaf), tally)
+        sidechain = path_to(sub_leaf)
+        messages, usage, compactions = _history(nodes, sidechain, tally)
         if messages:
-            agents.append(ImportedAgent(unique_name(name, {a.name for a in agents}), tuple(messages), usage, compactions))
+            agents.append(ImportedAgent(unique_name(name, {a.name for a in agents}), tuple(messages), usage, compactions, _model_on(nodes, sidechain)))
     for name, sub_path in subagent_files(path).items():
         if any(a.name == name for a in agents):
             continue
@@ -215,9 +217,10 @@ def read(path: Path, data: bytes, leaf: str | None = None, *, file_order: bool =
         if any(a.name == name for a in agents):  # the same subagent's sidechain lines: already read
             tally.skip("agent_progress lines of a subagent also written as sidechain lines", len(sub.nodes))
             continue
-        messages, usage, compactions = _history(sub.nodes, [n.index for n in sub.nodes], tally)
+        every = [n.index for n in sub.nodes]
+        messages, usage, compactions = _history(sub.nodes, every, tally)
         if messages:
-            agents.append(ImportedAgent(unique_name(name, {a.name for a in agents}), tuple(messages), usage, compactions))
+            agents.append(ImportedAgent(unique_name(name, {a.name for a in agents}), tuple(messages), usage, compactions, _model_on(sub.nodes, every)))
     return ImportedSession(custom_title or ai_title or title, tuple(agents), branches, tally.report(FORMAT, agents, len(branches)))
 
 
@@ -317,6 +320,16 @@ def _below(nodes: list[_Node], index: int) -> list[int]:
         found.append(current)
         stack.extend(nodes[current].children)
     return found
+
+
+def _model_on(nodes: list[_Node], path: list[int]) -> str | None:
+    """The model of the newest response along ``path`` that names one."""
+    for index in reversed(path):
+        record = nodes[index].record
+        message = record.get("message")
+        if record.get("type") == "assistant" and isinstance(message, dict) and (model := named_model(message.get("model"))):
+            return model
+    return None
 
 
 def _history(nodes: list[_Node], path: list[int], tally: Tally) -> tuple[list[Message], tuple[Usage, ...], tuple[str, ...]]:

@@ -20,6 +20,7 @@ from .base import (
     epoch_seconds,
     jsonl_records,
     measured_usage,
+    named_model,
     repair,
     safe_block,
     text_of,
@@ -39,6 +40,7 @@ def read(path: Path, data: bytes) -> ImportedSession:
     messages: list[Message] = []
     usage = _Usage()
     starts: list[int] = []  # where the requests after each compaction began
+    model: str | None = None  # each turn's context names the model it calls
 
     def add(role: str, blocks: list[Block], number: str, time: float | None = None) -> None:
         if not blocks:
@@ -59,6 +61,8 @@ def read(path: Path, data: bytes) -> ImportedSession:
             if isinstance(instructions, str) and instructions and not any(m.role == "system" for m in messages):
                 messages.insert(0, Message("system", (Text(instructions),), id=f"codex-{number}"))
             continue
+        if kind == "turn_context":  # not a message (counted below), but it names the model
+            model = named_model(payload.get("model")) or model
         if kind == "event_msg" and payload.get("type") == "token_count":
             usage.measured(_last_input(payload.get("info")))
             continue
@@ -76,7 +80,7 @@ def read(path: Path, data: bytes) -> ImportedSession:
         role, blocks = _item(payload, tally)
         add(role, blocks, number, epoch_seconds(record.get("timestamp")))
     repaired = repair(messages, tally)
-    agents = (ImportedAgent("main", tuple(repaired), usage_in(repaired, messages, usage.records), compaction_ids(repaired, messages, starts)),)
+    agents = (ImportedAgent("main", tuple(repaired), usage_in(repaired, messages, usage.records), compaction_ids(repaired, messages, starts), model),)
     return ImportedSession("", agents, (), tally.report(FORMAT, agents, 0))
 
 

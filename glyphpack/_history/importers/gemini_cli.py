@@ -27,6 +27,7 @@ from .base import (
     epoch_seconds,
     image_or_stub,
     measured_usage,
+    named_model,
     objects,
     repair,
     usage_in,
@@ -48,6 +49,7 @@ def read(path: Path, document: dict[str, Any]) -> ImportedSession:
     tally = Tally()
     messages: list[Message] = []
     usage: list[Usage] = []
+    model: str | None = None
     for number, entry in objects(document["messages"], tally):
         kind = entry.get("type")
         message_id = str(entry.get("id") or f"gemini-cli-{number}")
@@ -63,6 +65,7 @@ def read(path: Path, document: dict[str, Any]) -> ImportedSession:
         if kind != "gemini":
             tally.skip(f"{kind or 'untyped'} messages")
             continue
+        model = named_model(entry.get("model")) or model
         calls, results = _tool_calls(entry.get("toolCalls"), tally)
         blocks = [*_thoughts(entry.get("thoughts")), *_parts(entry.get("content"), tally), *calls]
         if not blocks:
@@ -78,7 +81,7 @@ def read(path: Path, document: dict[str, Any]) -> ImportedSession:
         if results:
             append_message(messages, Message("tool", tuple(results), id=f"{message_id}-results", time=time))
     repaired = repair(messages, tally)
-    agents = (ImportedAgent("main", tuple(repaired), usage_in(repaired, messages, usage)),)
+    agents = (ImportedAgent("main", tuple(repaired), usage_in(repaired, messages, usage), model=model),)
     first_task = next((m.text for m in repaired if m.role == "user"), "")
     title = title_from(str(document.get("summary") or first_task))
     return ImportedSession(title, agents, (), tally.report(FORMAT, agents, 0))

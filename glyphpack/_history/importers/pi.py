@@ -23,6 +23,7 @@ from .base import (
     image_or_stub,
     jsonl_records,
     measured_usage,
+    named_model,
     repair,
     safe_block,
     text_of,
@@ -49,6 +50,7 @@ def read(path: Path, data: bytes) -> ImportedSession:
     numbers: list[int] = []  # each message's entry number, for compactions' first kept entry
     context_start = 0
     starts: list[int] = []  # where the requests after each compaction began
+    model: str | None = None
     for number, record in enumerate(records):
         kind = record.get("type")
         if kind == "compaction":
@@ -72,6 +74,7 @@ def read(path: Path, data: bytes) -> ImportedSession:
             continue
         message = dataclasses.replace(message, time=epoch_seconds(record.get("timestamp")))
         if message.role == "assistant":
+            model = named_model(record["message"].get("model")) or model
             measured = measured_usage(
                 context_start, len(messages), record["message"].get("usage"), ("input", "cacheRead", "cacheWrite"), ("cacheRead",), ("cacheWrite",)
             )
@@ -80,7 +83,7 @@ def read(path: Path, data: bytes) -> ImportedSession:
         if append_message(messages, message):
             numbers.append(number)
     repaired = repair(messages, tally)
-    agents = (ImportedAgent("main", tuple(repaired), usage_in(repaired, messages, usage), compaction_ids(repaired, messages, starts)),)
+    agents = (ImportedAgent("main", tuple(repaired), usage_in(repaired, messages, usage), compaction_ids(repaired, messages, starts), model),)
     return ImportedSession("", agents, (), tally.report(FORMAT, agents, 0))
 
 
