@@ -46,7 +46,7 @@ def test_listing_commands_start_fast(tmp_path):
         f"| `python -c \"import glyphpack\"` | {baseline:.2f} | 1.0x |",
         f"| `python -c \"import numpy, PIL.Image\"` | {numeric:.2f} | {numeric / baseline:.1f}x |",
     ]
-    workspace_commands = (["tree", "WS"], ["context", "WS", conversation, "--model", "claude-sonnet-4-5"], ["export", "WS", conversation])
+    workspace_commands = (["tree", "WS"], ["context", "WS", conversation], ["export", "WS", conversation])
     for command in (*COMMANDS, *workspace_commands):
         argv = [str(workspace) if part == "WS" else part for part in command]
         seconds = wall([sys.executable, "-m", "glyphpack", *argv])
