@@ -516,3 +516,20 @@ def test_a_compactions_range_ref_is_short_printed_by_its_report_and_recalled():
         "(2 messages have ids starting 'abcdefgh')"
     )
     assert recall(twins, "abcdefg:image:1").content[0].text == "glyphpack recall: no message 'abcdefg' in this conversation"  # under 8: whole ids only
+
+
+def test_recall_at_the_page_size_and_of_arguments_exactly():
+    """A result exactly one page long comes back as its own blocks (two texts stay two,
+    not joined); arguments come back as indented JSON with their own characters; a page
+    past the end names the ref; a range whose ends are ambiguous says so for each."""
+    half = RECALL_PAGE_CHARS // 2
+    blocks = (Text("a" * (half - 1)), Text("b" * half))  # joined by a newline: exactly one page
+    call = ToolCall("c1", "write", {"path": "café.txt", "lines": [1, 2]})
+    messages = [Message("assistant", (call,), id="conv/aaaaaaaa-1"), Message("tool", (ToolResult("c1", blocks),), id="conv/aaaaaaaa-2")]
+    assert len(messages[1].tool_results[0].text) == RECALL_PAGE_CHARS
+    assert recall(messages, "c1").content == blocks
+    assert recall(messages, "c1:arguments").content == (Text('{\n "path": "café.txt",\n "lines": [\n  1,\n  2\n ]\n}'),)
+    assert recall(messages, "c1:arguments", 2).content == (Text("glyphpack recall: 'c1:arguments' has 1 page(s), not a page 2"),)
+    answer = recall(messages, "messages:conv/aaaaaaaa..conv/aaaaaaaa", range_text=lambda ms: "x").content[0].text
+    assert answer == ("glyphpack recall: no range of messages 'conv/aaaaaaaa'..'conv/aaaaaaaa' in this conversation"
+                      " (2 messages have ids starting 'conv/aaaaaaaa') (2 messages have ids starting 'conv/aaaaaaaa')")

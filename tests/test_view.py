@@ -6,6 +6,7 @@ Written after mutation testing found these read back by no test (issue 43)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from glyphpack._history.view import (
     FORMAT,
     FORMAT_VERSION,
     StoredView,
+    archived,
     harness_view,
     read_archive,
     read_view,
@@ -143,3 +145,36 @@ def test_a_harness_compaction_stands_for_everything_before_its_summary():
     assert harness_view(messages, "s", "pi") is None  # nothing before it
     assert harness_view(messages, "gone", "pi") is None
     assert harness_view(messages[1:], "a2", "Codex").report.startswith("Codex compacted here: the 3 messages")
+
+
+def test_the_view_counts_and_reads_the_archive_of_each_transcript_alone(tmp_path):
+    second = StoredView("m12", (), trigger="/compact")
+    with glyphpack.Workspace(tmp_path / "ws") as workspace:
+        write_view(workspace, "c", "main", EVERY_FIELD)
+        write_view(workspace, "c", "main", second)
+        write_view(workspace, "c", "helper", StoredView("h1", ()))
+        assert archived(workspace, "c", "main") == 2 and archived(workspace, "c", "helper") == 1 and archived(workspace, "d", "main") == 0
+        assert read_archive(workspace, "c", "main") == [EVERY_FIELD, second] and read_view(workspace, "c", "main") == second
+        older = workspace.backend.views("c", "main")[0][0]
+    Path(older).write_text("{}")
+    with glyphpack.Workspace(tmp_path / "ws") as workspace, pytest.raises(StoreError, match=f"^{re.escape(older)} is damaged"):
+        read_archive(workspace, "c", "main")
+
+
+def test_a_fork_renames_refs_inside_tool_results_too():
+    result = ToolResult("call-1", (Text(f"elided: {recall_hint(range_ref('old-1', 'old-2'))}"),))
+    view = StoredView("old-2", (Message("tool", (result,), id="old-2"),))
+    forked = renamed_view(view, {"old-1": "new-1", "old-2": "new-2"})
+    assert forked.messages[0].content == (ToolResult("call-1", (Text(f"elided: {recall_hint(range_ref('new-1', 'new-2'))}"),)),)
+
+
+def test_a_short_ref_grows_where_the_new_ids_share_its_start():
+    renamed = {"a/xxxxxxxx-1": "forked/zzzz-1", "a/yyyyyyyy-2": "forked/zzzz-2", "a/wwwwwwww-3": "other/vvvv-3"}
+    assert renamed_refs(recall_hint(image_ref("a/xxxxxxxx", 1)), renamed) == recall_hint(image_ref("forked/zzzz-1", 1))
+    assert renamed_refs(recall_hint(image_ref("a/wwwwwwww", 1)), renamed) == recall_hint(image_ref("other/vvvv", 1))
+    # a call id with the range separator in it is not a range: a fork keeps call ids
+    assert renamed_refs('ref "a/xxxxxxxx-1..a/yyyyyyyy-2"', renamed) == 'ref "a/xxxxxxxx-1..a/yyyyyyyy-2"'
+
+
+def test_a_hint_writes_its_ref_as_it_is():
+    assert recall_hint("toolu_café") == 'ref "toolu_café"'  # not \\u00e9: the model copies what it reads
