@@ -533,3 +533,8 @@ def test_recall_at_the_page_size_and_of_arguments_exactly():
     answer = recall(messages, "messages:conv/aaaaaaaa..conv/aaaaaaaa", range_text=lambda ms: "x").content[0].text
     assert answer == ("glyphpack recall: no range of messages 'conv/aaaaaaaa'..'conv/aaaaaaaa' in this conversation"
                       " (2 messages have ids starting 'conv/aaaaaaaa') (2 messages have ids starting 'conv/aaaaaaaa')")
+
+
+def test_a_call_id_with_the_range_separator_is_recalled_as_a_call():
+    messages = [Message("assistant", (ToolCall("run..1", "bash", {}),), id="m1"), Message("tool", (ToolResult("run..1", (Text("out"),)),), id="m2")]
+    assert recall(messages, "run..1", range_text=lambda ms: "range").content == (Text("out"),)

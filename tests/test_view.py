@@ -178,3 +178,8 @@ def test_a_short_ref_grows_where_the_new_ids_share_its_start():
 
 def test_a_hint_writes_its_ref_as_it_is():
     assert recall_hint("toolu_café") == 'ref "toolu_café"'  # not \\u00e9: the model copies what it reads
+
+
+def test_a_short_ref_grows_one_character_at_a_time():
+    renamed = {"a/xxxxxxxx-1": "forked/zzz1xx", "a/yyyyyyyy-2": "forked/zzz2xx"}
+    assert renamed_refs(recall_hint(image_ref("a/xxxxxxxx", 1)), renamed) == recall_hint(image_ref("forked/zzz1", 1))
