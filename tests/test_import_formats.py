@@ -13,7 +13,7 @@ import pytest
 import glyphpack
 from glyphpack import HistoryError, Opaque, Text, Thinking, ToolCall, import_file
 from glyphpack._history.importers.base import Usage
-from glyphpack._history.messages import validate_history
+from glyphpack._history.messages import title_from, validate_history
 
 DATA = Path(__file__).parent / "data" / "sessions"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "sessions"
@@ -402,3 +402,36 @@ def test_a_copilot_cli_event_log_keeps_every_message_and_counts_the_bookkeeping(
     assert [(c.id, c.name, c.arguments) for c in asked.tool_calls] == [("t1", "bash", {"command": "pytest -x"}), ("t2", "view", {"path": "test_x.py"})]
     assert [(r.call_id, r.text, r.is_error) for r in session.messages[4].tool_results] == [("t1", "1 failed", False), ("t2", "no such file", True)]
     assert session.messages[-1].text == "Fixed: the test now waits." and session.agents[0].usage == ()
+
+
+def _raw_times(path: Path) -> dict[str, float]:
+    """Each entry's id and its own timestamp, read from the raw file with json and
+    datetime alone (Gemini CLI's messages, Copilot CLI's events)."""
+    import datetime
+
+    if path.suffix == ".json":
+        entries = [e for e in json.loads(path.read_text(encoding="utf-8"))["messages"] if isinstance(e, dict)]
+    else:
+        entries = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return {str(e["id"]): datetime.datetime.fromisoformat(e["timestamp"].replace("Z", "+00:00")).timestamp()
+            for e in entries if isinstance(e.get("timestamp"), str) and e.get("id")}
+
+
+@pytest.mark.parametrize("name, title, timed_messages", [
+    ("entirecli-gemini-9c53780d06b7-0.json", None, 10),
+    ("agentv-269e1b9e5502-0.jsonl", None, 110),
+    ("gemini-cli-recording-synthetic.json", "Why does the build fail? and see the log", 1),
+    ("copilot-cli-synthetic.jsonl", "Fix the flaky test", 0),
+])
+def test_gemini_and_copilot_sessions_keep_each_messages_own_time_one_agent_and_a_title(name, title, timed_messages):
+    """Every message (a call's results too) carries its entry's own time; the one agent
+    is ``main``; the title is the file's summary, else the first thing the user typed."""
+    path = DATA / name
+    session = import_file(path)
+    raw = _raw_times(path)
+    assert [a.name for a in session.agents] == ["main"]
+    timed = [m for m in session.messages if m.id.removesuffix("-results") in raw]
+    assert len(timed) >= timed_messages and all(m.time == raw[m.id.removesuffix("-results")] for m in timed)
+    assert {m.id for m in timed} >= {m.id for m in session.messages if m.time is not None}
+    first_typed = next(m.text for m in session.messages if m.role == "user" and not m.text.startswith("<"))
+    assert session.title == (title or title_from(first_typed))
