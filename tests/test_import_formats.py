@@ -435,3 +435,24 @@ def test_gemini_and_copilot_sessions_keep_each_messages_own_time_one_agent_and_a
     assert {m.id for m in timed} >= {m.id for m in session.messages if m.time is not None}
     first_typed = next(m.text for m in session.messages if m.role == "user" and not m.text.startswith("<"))
     assert session.title == (title or title_from(first_typed))
+
+
+def test_gemini_cli_and_copilot_cli_are_told_from_lookalikes():
+    """What makes a file each harness's, both sides of each rule: a Gemini CLI recording
+    names its session or project and holds a user or model message; a Copilot CLI log
+    holds a conversation event, or starts a session written by ``copilot-agent``."""
+    from glyphpack._history.importers import copilot_cli, gemini_cli
+
+    said = [{"type": "user", "content": "hi"}]
+    for document in ({"sessionId": "s", "messages": said}, {"projectHash": "p", "messages": said},
+                     {"sessionId": "s", "messages": [{"type": "gemini", "content": "hello"}]}):
+        assert gemini_cli.detect(document), document
+    for document in ({"messages": said}, {"sessionId": "s", "messages": [{"type": "info", "content": "x"}]},
+                     {"sessionId": "s", "messages": ["user"]}, {"sessionId": "s", "messages": {}}, [said]):
+        assert not gemini_cli.detect(document), document
+    for kind in ("user.message", "assistant.message", "tool.execution_complete", "system.message", "system.notification"):
+        assert copilot_cli.detect([{"type": kind, "data": {}}]), kind
+    assert copilot_cli.detect([{"type": "session.start", "data": {"producer": "copilot-agent"}}])
+    for records in ([{"type": "session.start", "data": {"producer": "another-agent"}}], [{"type": "hook.start", "data": {}}],
+                    [{"type": "user.message", "data": "text"}], [{"type": ["user.message"], "data": {}}], []):
+        assert not copilot_cli.detect(records), records
