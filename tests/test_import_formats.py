@@ -456,3 +456,20 @@ def test_gemini_cli_and_copilot_cli_are_told_from_lookalikes():
     for records in ([{"type": "session.start", "data": {"producer": "another-agent"}}], [{"type": "hook.start", "data": {}}],
                     [{"type": "user.message", "data": "text"}], [{"type": ["user.message"], "data": {}}], []):
         assert not copilot_cli.detect(records), records
+
+
+def test_a_copilot_cli_result_in_every_shape_it_is_written():
+    from glyphpack._history.importers.copilot_cli import _result
+
+    def text(event):
+        result = _result(event)
+        return None if result is None else (result.text, result.is_error)
+
+    assert text({"toolCallId": "t", "success": True, "result": {"content": "out"}}) == ("out", False)
+    assert text({"toolCallId": "t", "success": True, "result": "plain"}) == ("plain", False)  # not an object: itself
+    assert text({"toolCallId": "t", "success": True, "result": {"content": 42}}) == ("42", False)
+    assert text({"toolCallId": "t", "success": True, "result": {"content": None}}) == ("", False)
+    assert text({"toolCallId": "t", "success": True}) == ("", False)
+    assert text({"toolCallId": "t", "success": False, "error": {"message": "boom", "content": "not this"}}) == ("boom", True)
+    assert text({"toolCallId": "t", "result": {"content": "no success field"}}) == ("no success field", False)
+    assert text({"toolCallId": "", "result": {"content": "x"}}) is None and text({"toolCallId": 7, "result": {}}) is None
