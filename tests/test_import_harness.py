@@ -333,10 +333,12 @@ def test_an_opencode_step_in_flight_gets_the_stand_in_and_other_parts_are_counte
 
 def _last_model_in(path: Path) -> str | None:
     """The model a session file's newest model call names, read from the raw file with
-    json alone: Claude Code and pi responses, Codex turn contexts, Gemini CLI answers."""
+    json alone: Claude Code and pi responses, Codex turn contexts, Gemini CLI answers,
+    Copilot CLI answers, OpenCode assistant messages."""
     if path.suffix == ".json":
         entries = json.loads(path.read_text(encoding="utf-8"))["messages"]
-        names = [e.get("model") for e in entries if e.get("type") == "gemini"]
+        names = [e.get("model") for e in entries if e.get("type") == "gemini"]  # Gemini CLI
+        names += [e["info"].get("modelID") for e in entries if isinstance(e.get("info"), dict) and e["info"].get("role") == "assistant"]  # OpenCode
     else:
         names = []
         for raw in path.read_text(encoding="utf-8").splitlines():
@@ -349,6 +351,8 @@ def _last_model_in(path: Path) -> str | None:
                 names.append(message.get("model"))
             if line.get("type") == "turn_context":
                 names.append(line["payload"].get("model"))
+            if line.get("type") == "assistant.message":  # Copilot CLI
+                names.append(line["data"].get("model"))
     names = [n for n in names if isinstance(n, str) and n and not n.startswith("<")]
     return names[-1] if names else None
 
@@ -361,6 +365,8 @@ def _last_model_in(path: Path) -> str | None:
     ("pi/pimono-session.jsonl", "claude-opus-4-5"),  # in ../shared only
     ("claude-code/as-claude-small-schemadrift.jsonl", "claude-sonnet-5"),  # five models called in turn
     ("codex/as-codex-small-schemadrift.jsonl", "gpt-5.6-sol"),  # eight; in ../shared only
+    ("copilot-cli/agentv-269e1b9e5502-0.jsonl", "claude-sonnet-4.6"),
+    ("opencode-export.json", "gpt-5.4"),  # tests/data only
 ])
 def test_the_workspace_remembers_the_model_the_harness_called(tmp_path, capsys, name, model):
     """``context`` on an imported session needs no ``--model``: the import keeps the

@@ -25,6 +25,7 @@ from .base import (
     append_message,
     epoch_seconds,
     jsonl_records,
+    named_model,
     repair,
     safe_block,
     tool_call_arguments,
@@ -48,6 +49,7 @@ def read(path: Path, data: bytes) -> ImportedSession:
     tally = Tally()
     messages: list[Message] = []
     title = ""
+    model: str | None = None  # each answer names the model that wrote it
     for number, record in jsonl_records(path, data, tally):
         kind, event = record.get("type"), record.get("data")
         message_id = str(record.get("id") or f"copilot-{number}")
@@ -69,6 +71,7 @@ def read(path: Path, data: bytes) -> ImportedSession:
                 messages.append(Message("user", (Text(text),), id=message_id, time=time))
             continue
         if kind == "assistant.message":
+            model = named_model(event.get("model")) or model
             blocks = _assistant_blocks(event, text, tally)
             if blocks:
                 messages.append(Message("assistant", tuple(blocks), id=message_id, time=time))
@@ -79,7 +82,7 @@ def read(path: Path, data: bytes) -> ImportedSession:
             continue
         append_message(messages, Message("tool", (result,), id=message_id, time=time))
     repaired = repair(messages, tally)
-    agents = (ImportedAgent("main", tuple(repaired)),)
+    agents = (ImportedAgent("main", tuple(repaired), model=model),)
     return ImportedSession(title_from(title), agents, (), tally.report(FORMAT, agents, 0))
 
 

@@ -30,6 +30,7 @@ from .base import (
     compaction_ids,
     count_at,
     epoch_seconds,
+    named_model,
     objects,
     repair,
     safe_block,
@@ -51,6 +52,7 @@ def read(path: Path, document: dict[str, Any]) -> ImportedSession:
     messages: list[Message] = []
     usage: list[Usage] = []
     starts: list[int] = []
+    model: str | None = None
     for number, entry in objects(document["messages"], tally):
         info: dict[str, Any] = entry["info"] if isinstance(entry.get("info"), dict) else {}
         parts = [p for p in entry.get("parts") or () if isinstance(p, dict)]
@@ -62,11 +64,12 @@ def read(path: Path, document: dict[str, Any]) -> ImportedSession:
             if blocks:
                 append_message(messages, Message("user", tuple(blocks), id=message_id, time=time))
         elif info.get("role") == "assistant":
+            model = named_model(info.get("modelID")) or model
             _Steps(messages, usage, starts, tally, message_id, time).read(parts)
         else:
             tally.skip(f"messages of role {info.get('role')!r}")
     repaired = repair(messages, tally)
-    agents = (ImportedAgent("main", tuple(repaired), usage_in(repaired, messages, usage), compaction_ids(repaired, messages, starts)),)
+    agents = (ImportedAgent("main", tuple(repaired), usage_in(repaired, messages, usage), compaction_ids(repaired, messages, starts), model),)
     title = document["info"].get("title")
     return ImportedSession(title if isinstance(title, str) else "", agents, (), tally.report(FORMAT, agents, 0))
 
