@@ -5,6 +5,7 @@ byte order mark, CRLF, records glued on one line) is read whole."""
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
 
@@ -473,3 +474,38 @@ def test_a_copilot_cli_result_in_every_shape_it_is_written():
     assert text({"toolCallId": "t", "success": False, "error": {"message": "boom", "content": "not this"}}) == ("boom", True)
     assert text({"toolCallId": "t", "result": {"content": "no success field"}}) == ("no success field", False)
     assert text({"toolCallId": "", "result": {"content": "x"}}) is None and text({"toolCallId": 7, "result": {}}) is None
+
+
+def test_an_openhands_event_list_keeps_times_fallback_texts_recall_events_and_a_rebuilt_call(tmp_path):
+    """A conversation's events as one JSON list: each message keeps its event's time; a
+    message action without ``args.content`` takes its ``message``; a recall event is
+    kept unsent on the message before it; an action whose model response is missing
+    gets its call rebuilt from its arguments (the thought as text); a response's cached
+    prompt tokens are read; the one agent is ``main``."""
+    from glyphpack._history.importers.openhands import _clean
+
+    events = [
+        {"id": 0, "timestamp": "2026-03-01T10:00:00", "source": "agent", "action": "system", "args": {}, "message": "You are OpenHands."},
+        {"id": 1, "timestamp": "2026-03-01T10:00:01", "source": "user", "action": "message", "args": {}, "message": "Fix the bug"},
+        {"id": 2, "timestamp": "2026-03-01T10:00:02", "source": "agent", "action": "recall", "args": {"query": "Fix the bug"}},
+        {"id": 3, "timestamp": "2026-03-01T10:00:03", "source": "agent", "action": "run", "args": {"command": "ls", "thought": "Look first."},
+         "tool_call_metadata": {"tool_call_id": "c1", "function_name": "execute_bash", "model_response": {"id": "r1", "usage": {"prompt_tokens": 900, "prompt_tokens_details": {"cached_tokens": 400}}}}},
+        {"id": 4, "timestamp": "2026-03-01T10:00:04", "source": "agent", "observation": "run", "content": "a.py",
+         "tool_call_metadata": {"tool_call_id": "c1", "function_name": "execute_bash"}},
+        {"id": 5, "timestamp": "2026-03-01T10:00:05", "source": "agent", "action": "message", "args": {"content": "Done."}, "message": "not this"},
+    ]
+    path = tmp_path / "events.json"
+    path.write_text(json.dumps(events))
+    session = import_file(path)
+    (agent,) = session.agents
+    assert agent.name == "main" and session.title == "Fix the bug"
+    stamps = {f"main-{e['id']}": datetime.datetime.fromisoformat(e["timestamp"]).replace(tzinfo=datetime.timezone.utc).timestamp() for e in events}
+    assert [(m.role, m.id, m.time) for m in agent.messages] == [(m.role, m.id, stamps[m.id]) for m in agent.messages]
+    assert [(m.role, m.id) for m in agent.messages] == [("system", "main-0"), ("user", "main-1"), ("assistant", "main-3"), ("tool", "main-4"), ("assistant", "main-5")]
+    assert agent.messages[0].text == "You are OpenHands." and agent.messages[-1].text == "Done."
+    kept = agent.messages[1].content[-1]
+    assert isinstance(kept, Opaque) and kept.kind == "openhands-recall" and kept.payload["id"] == 2
+    thought, call = agent.messages[2].content
+    assert thought == Text("Look first.") and (call.id, call.name, call.arguments) == ("c1", "execute_bash", {"command": "ls"})
+    assert [(u.tokens, u.cache_read) for u in agent.usage] == [(900, 400)]
+    assert [_clean(n) for n in ("django__django-123", "astropy/astropy#7 ", "...", "")] == ["django__django-123", "astropy-astropy-7", "instance", "instance"]
