@@ -115,12 +115,6 @@ def _progress_bar(description: str) -> tuple[Any, Callable[[int, int], None]]:
     return bar, update
 
 
-def _fidelity(choice: str | None) -> Fidelity | None:
-    """A ``--fidelity`` choice as the library takes it (argparse checked it); none given:
-    the library's default (the reader's exact shape with a model, 5x8 without)."""
-    return cast("Fidelity | None", choice)
-
-
 def _compression(ratio: float | None) -> str:
     if not ratio:
         return "image area not billed on this route"
@@ -128,13 +122,15 @@ def _compression(ratio: float | None) -> str:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from ._render.render import plan, render
+    from ._render.render import _prepare, _render_prepared, _report
 
     out, sheet = _output_dir(args.out), _output_file(args.contact_sheet)
     text = _read_input(args.file)
+    # Planned once: priced first, then drawn as planned.
+    prepared = _prepare(text, args.shape, args.layout, args.page_size, args.model, args.max_pages, fidelity=cast("Fidelity | None", args.fidelity))
     if args.model is not None:
         # Said before anything is drawn or written: pages that cost more than the text.
-        planned = plan(text, model=args.model, shape=args.shape, layout=args.layout, page_size=args.page_size, fidelity=_fidelity(args.fidelity))
+        planned = _report(prepared, None)
         if planned.image_tokens is not None and planned.image_tokens > planned.text_tokens > 0:
             print(
                 f"warning: these pages cost {planned.image_tokens:,} image tokens, {planned.image_tokens / planned.text_tokens:.2f}x "
@@ -144,16 +140,7 @@ def cmd_render(args: argparse.Namespace) -> int:
             )
     bar, update = _progress_bar("rendering")
     try:
-        pages = render(
-            text,
-            model=args.model,
-            shape=args.shape,
-            layout=args.layout,
-            page_size=args.page_size,
-            max_pages=args.max_pages,
-            progress=update,
-            fidelity=_fidelity(args.fidelity),
-        )
+        pages = _render_prepared(prepared, args.max_pages, update)
     finally:
         bar.close()
     report = pages.report
@@ -586,7 +573,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         raise UsageError("compact of a file needs --budget (tokens the view must fit in)")
     out = _output_dir(args.out)
     history = _load_history(args.transcript, args.format)
-    fidelity = _fidelity(getattr(args, "fidelity", "exact")) or "exact"  # shake draws no pages
+    fidelity = cast(Fidelity, getattr(args, "fidelity", "exact"))  # shake draws no pages
     policy = CompactionPolicy(protect_turns=args.protect_turns, fidelity=fidelity)
     if args.command == "shake":
         result = shake(history, args.model, policy=policy)

@@ -71,16 +71,20 @@ def range_ref(first_id: str, last_id: str) -> str:
 SHORT_ID = 8
 
 
-def short_id(message_id: str, messages: Sequence[Message]) -> str:
-    """The shortest start of ``message_id``, at least ``SHORT_ID`` characters, that no
-    other message id of ``messages`` begins with (the whole id where none is shorter);
-    ``recall`` takes it for the whole id."""
-    others = [m.id for m in messages if m.id != message_id]
-    for length in range(min(SHORT_ID, len(message_id)), len(message_id)):
-        start = message_id[:length]
+def _unique_start(identifier: str, others: Sequence[str], at_least: int) -> str:
+    """The shortest start of ``identifier``, at least ``at_least`` characters, that none
+    of ``others`` begins with (the whole identifier where none is shorter)."""
+    for length in range(min(at_least, len(identifier)), len(identifier)):
+        start = identifier[:length]
         if not any(other.startswith(start) for other in others):
             return start
-    return message_id
+    return identifier
+
+
+def short_id(message_id: str, messages: Sequence[Message]) -> str:
+    """The shortest start of ``message_id``, at least ``SHORT_ID`` characters, that no
+    other message id of ``messages`` begins with; ``recall`` takes it for the whole id."""
+    return _unique_start(message_id, [m.id for m in messages if m.id != message_id], SHORT_ID)
 
 
 def short_range_ref(messages: Sequence[Message], first: int, last: int) -> str:
@@ -123,10 +127,7 @@ def renamed_refs(text: str, rename: Mapping[str, str]) -> str:
         if len(full) != 1:
             return given
         renamed = rename[full[0]]
-        length = len(given)
-        while length < len(renamed) and sum(other.startswith(renamed[:length]) for other in rename.values()) > 1:
-            length += 1
-        return renamed[:length]
+        return _unique_start(renamed, [other for other in rename.values() if other != renamed], len(given))
 
     def one(ref: str) -> str:
         if ref.startswith(_RANGE) and _RANGE_TO in ref:

@@ -6,6 +6,9 @@ which changes monthly and lives in ``catalog.py``.
 Every formula is written with integer ceiling division so that it works on Python
 ints and on numpy integer arrays alike (the page-size search evaluates every candidate
 size at once).
+
+numpy is imported inside the functions that use it: resolving a profile (as the
+commands that read a workspace do) needs none.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ class Resize(abc.ABC):
 
     def fits(self, w: IntLike, h: IntLike) -> IntLike:
         """Whether an image of w x h px (ints or int arrays) is left untouched."""
-        import numpy as np  # here, not at the top: listing a workspace resolves profiles without numpy
+        import numpy as np
 
         ok = np.maximum(w, h) <= self.max_edge
         if self.short_edge is not None:
@@ -218,7 +221,7 @@ class GeminiTileBilling(Billing):
     small_edge: int = 384
 
     def tokens(self, w: IntLike, h: IntLike) -> IntLike:
-        import numpy as np  # here, not at the top: listing a workspace resolves profiles without numpy
+        import numpy as np
 
         small = (w <= self.small_edge) & (h <= self.small_edge)
         tiled = self.base * ceil_div(w, self.tile) * ceil_div(h, self.tile)

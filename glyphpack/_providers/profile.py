@@ -5,6 +5,9 @@ A reader says whether a model takes images and what its serving stack does to th
 (the resize rule and the native token formula); a route says how the gateway bills
 (the reader's own count, or per request with image area free) and its own limits. The
 rows themselves are data, in ``catalog.py``.
+
+numpy is imported inside the functions that use it: resolving a profile (as the
+commands that read a workspace do) needs none.
 """
 
 from __future__ import annotations
@@ -136,7 +139,7 @@ class Profile:
 
     def fits(self, w: IntLike, h: IntLike) -> IntLike:
         """Whether w x h px (ints or int arrays) reaches the model unresized and within edge limits."""
-        import numpy as np  # here, not at the top: listing a workspace resolves profiles without numpy
+        import numpy as np
 
         resize, _ = self._vision()
         ok = resize.fits(w, h)
@@ -160,7 +163,7 @@ class Profile:
         """Tokens one w x h image takes in the model's context (after the provider's
         resize), whatever the route bills: a per-request route makes image area free
         to pay for, not free of context."""
-        import numpy as np  # here, not at the top: listing a workspace resolves profiles without numpy
+        import numpy as np
 
         _, billing = self._vision()
         if np.ndim(w) == 0 and np.ndim(h) == 0:
@@ -196,7 +199,7 @@ def _best_page_size(
     """The search behind ``Profile.page_size``, on what decides it alone (the resize
     rule, the billing, the byte and edge limits: many profiles share them, and a
     listing of every profile searches each set once). None: no page fits."""
-    import numpy as np  # here, not at the top: listing a workspace resolves profiles without numpy
+    import numpy as np
 
     edge_cap = min(resize.max_edge, max_edge or LARGEST_PAGE_EDGE, LARGEST_PAGE_EDGE)
     cols = np.arange(MIN_COLUMNS, edge_cap // advance + 1)

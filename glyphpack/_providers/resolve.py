@@ -195,26 +195,25 @@ class ProfileRow:
 
 def profile_rows(shapes: Iterable[tuple[str, CellGeometry]]) -> list[ProfileRow]:
     """A row per vision profile and (name, shape): page size, characters and tokens per page."""
-    rows = []
     shapes = list(shapes)
-    for profile in all_profiles():
-        for name, cells in shapes:
-            width, height = profile.page_size(cells)
-            rows.append(
-                ProfileRow(
-                    profile=profile.name,
-                    shape=name,
-                    page_width=width,
-                    page_height=height,
-                    chars_per_page=(width // cells.advance) * (height // cells.pitch),
-                    tokens_per_page=int(profile.tokens(width, height)),
-                    max_images=profile.max_images,
-                    max_image_bytes=profile.max_image_bytes,
-                    billing=profile.route.billing,
-                    notes="; ".join(n for n in (profile.reader.notes, profile.route.notes) if n),
-                )
-            )
-    return rows
+    return [profile_row(profile, name, cells) for profile in all_profiles() for name, cells in shapes]
+
+
+def profile_row(profile: Profile, name: str, cells: CellGeometry) -> ProfileRow:
+    """``profile``'s row for the shape ``name`` (``cells``)."""
+    width, height = profile.page_size(cells)
+    return ProfileRow(
+        profile=profile.name,
+        shape=name,
+        page_width=width,
+        page_height=height,
+        chars_per_page=(width // cells.advance) * (height // cells.pitch),
+        tokens_per_page=int(profile.tokens(width, height)),
+        max_images=profile.max_images,
+        max_image_bytes=profile.max_image_bytes,
+        billing=profile.route.billing,
+        notes="; ".join(n for n in (profile.reader.notes, profile.route.notes) if n),
+    )
 
 
 def text_estimator(profile: Profile) -> TextEstimator:
@@ -243,7 +242,6 @@ def default_shapes(model: str, shapes: Mapping[str, CellGeometry]) -> DefaultSha
     profile, found = resolve(model), reading_profile(model)
 
     def per_token(shape: str) -> float | None:
-        (row,) = [r for r in profile_rows([(shape, shapes[shape])]) if r.profile == profile.name]
-        return row.chars_per_token
+        return profile_row(profile, shape, shapes[shape]).chars_per_token
 
     return DefaultShapes(model, profile.name, found.exact.shape, per_token(found.exact.shape), found.gist.shape, per_token(found.gist.shape), found.exact.source)

@@ -407,7 +407,11 @@ def render(
         ``Pages``, a list of ``Page`` with a ``report`` attribute (``RenderReport``).
         An empty or all-whitespace text gives no pages.
     """
-    prepared = _prepare(text, shape, layout, page_size, model, max_pages, other_images, fidelity)
+    return _render_prepared(_prepare(text, shape, layout, page_size, model, max_pages, other_images, fidelity), max_pages, progress)
+
+
+def _render_prepared(prepared: _Plan, max_pages: int, progress: Callable[[int, int], None] | None) -> Pages:
+    """``render`` of a plan already made (the CLI prices it first, then draws the same)."""
     chosen = prepared.shape
     if prepared.pages > max_pages:
         raise LimitError(
@@ -420,7 +424,7 @@ def render(
             f"{prepared.pages:,} pages exceed {profile.name}'s {profile.max_images} images per request: "
             f"they need {-(-prepared.pages // profile.max_images)} requests",
             ProfileWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
     return _draw_pages(prepared, progress)
 
