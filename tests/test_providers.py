@@ -422,3 +422,20 @@ def test_a_routes_edge_limit_bounds_the_page(route_edge):
         assert (width, height) == base.page_size(cells) and max(width, height) > 1000
     else:
         assert max(width, height) <= route_edge and max(width + cells.advance, height + cells.pitch) > route_edge * 0.9
+
+
+def test_a_profile_row_carries_the_profiles_limits_and_both_notes():
+    """``glyphpack profiles`` prints these rows (and ``--json`` them): each field is the
+    profile's own, the reader's and the route's notes joined, cells whole."""
+    from glyphpack._providers.resolve import all_profiles, profile_row
+    from glyphpack._render.shapes import SHAPES
+
+    profile = next(p for p in all_profiles() if p.name == "gpt-5.2 via azure")
+    assert profile.reader.notes and profile.route.notes and profile.max_images and profile.max_image_bytes
+    row = profile_row(profile, "7x14", SHAPES["7x14"])
+    width, height = profile.page_size(SHAPES["7x14"])
+    assert (row.profile, row.shape, row.page_width, row.page_height) == (profile.name, "7x14", width, height)
+    assert (row.max_images, row.max_image_bytes, row.billing) == (profile.max_images, profile.max_image_bytes, "native")
+    assert row.notes == f"{profile.reader.notes}; {profile.route.notes}"
+    assert row.chars_per_page == (width // 7) * (height // 14) and isinstance(row.chars_per_page, int)
+    assert row.tokens_per_page == profile.tokens(width, height)
