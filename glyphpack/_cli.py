@@ -728,12 +728,14 @@ def cmd_import(args: argparse.Namespace) -> int:
 def _session_files(paths: Sequence[str]) -> list[str]:
     """The files named, with each folder replaced by the session files under it (any
     depth, sorted); ``UsageError`` for a path that does not exist or a folder with none."""
+    from ._history.importers.registry import read_with_its_session
+
     found: list[str] = []
     for name in paths:
         path = Path(name)
         if path.is_dir():
-            inside = sorted(str(p) for p in path.rglob("*") if p.is_file() and p.suffix in SESSION_SUFFIXES
-                            and not p.name.startswith(".") and not _read_with_its_session(p))
+            files = {p for p in path.rglob("*") if p.is_file() and p.suffix in SESSION_SUFFIXES and not p.name.startswith(".")}
+            inside = sorted(str(p) for p in files if not read_with_its_session(p, files))
             if not inside:
                 raise UsageError(f"{name} holds no session files ({', '.join(SESSION_SUFFIXES)})")
             found.extend(inside)
@@ -744,17 +746,12 @@ def _session_files(paths: Sequence[str]) -> list[str]:
     return found
 
 
-def _read_with_its_session(path: Path) -> bool:
-    """A Claude Code subagent's file (``SESSION/subagents/agent-ID.jsonl``) beside its
-    session's file: it is read as an agent of that session, not a conversation of its own."""
-    folder = path.parent
-    return folder.name == "subagents" and Path(folder.parent.parent, folder.parent.name + ".jsonl").is_file()
-
-
 def _conversation_id(path: str) -> str:
-    """A conversation id from a file name: its stem, with what an id cannot hold replaced."""
-    stem = Path(path).name.split(".")[0]
-    cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in stem).strip("-.")
+    """A conversation id from a session file's name (``conversation_name``), with what
+    an id cannot hold replaced."""
+    from ._history.importers.registry import conversation_name
+
+    cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in conversation_name(Path(path))).strip("-.")
     return (cleaned or "imported")[:128]
 
 

@@ -509,3 +509,104 @@ def test_an_openhands_event_list_keeps_times_fallback_texts_recall_events_and_a_
     assert thought == Text("Look first.") and (call.id, call.name, call.arguments) == ("c1", "execute_bash", {"command": "ls"})
     assert [(u.tokens, u.cache_read) for u in agent.usage] == [(900, 400)]
     assert [_clean(n) for n in ("django__django-123", "astropy/astropy#7 ", "...", "")] == ["django__django-123", "astropy-astropy-7", "instance", "instance"]
+
+
+CLINE_TASK = DATA / "cline-task" / "1767001000000"
+
+
+def _cline_requests(folder: Path) -> list[tuple[float, float, int, int, int]]:
+    """Per request in ``ui_messages.json``, read with json alone: (sent, answer began,
+    tokensIn, cacheWrites, cacheReads), times in seconds."""
+    shown = json.loads((folder / "ui_messages.json").read_text(encoding="utf-8"))
+    out = []
+    for n, entry in enumerate(shown):
+        if entry.get("say") == "api_req_started":
+            counts = json.loads(entry["text"])
+            began = next(e["ts"] for e in shown[n + 1:] if e.get("say") != "api_req_started")
+            out.append((entry["ts"] / 1000, began / 1000, counts["tokensIn"], counts["cacheWrites"], counts["cacheReads"]))
+    return out
+
+
+def test_a_cline_task_reads_each_result_from_its_text_block_and_its_times_and_counts_from_what_it_showed():
+    """Cline answers a call with a text block (``[read_file for 'x'] Result:``, or ``Tool
+    [name] was not executed``), not a ``tool_result``: the plain Anthropic reader gave
+    every such call a stand-in error (37 of 38 on a real task) and sent the real output
+    as user text. Each is now its call's result; a result block with no call open stays
+    text; the times and measured input are the paired ``api_req_started`` entries'."""
+    session = import_file(CLINE_TASK / "api_conversation_history.json")
+    assert session.report.format == "cline" and session.title == "Add a --verbose flag to cli.py"
+    assert session.report.repaired == {"tool results read from their text blocks": 3, "unanswered tool calls given an error result": 1}
+    messages = session.messages
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "user", "assistant", "tool", "user", "assistant", "tool", "user", "assistant", "tool"]
+    results = [(r.call_id, r.is_error, r.text.split("\n")[0]) for m in messages for r in m.tool_results]
+    assert results == [
+        ("toolu_c1", False, "[read_file for 'cli.py'] Result:"),
+        ("toolu_c2", True, "Tool [read_file] was not executed because a tool has already been used in this message. "
+                           "Only one tool may be used per message. You must assess the first tool's result before proceeding to use the next tool."),
+        ("toolu_c3", True, "[replace_in_file for 'cli.py'] Result:"),
+        ("toolu_c4", False, "verbose on"),
+        ("toolu_c5", True, "[no result: the session ended this turn before the tool returned]"),
+    ]
+    assert messages[5].tool_results[0].text.endswith("<error>\nThe SEARCH block does not match.\n</error>")
+    assert messages[6].text.startswith("[read_file for 'cli.py'] Result:\na result block with no call open")
+    assert len(messages[9].images) == 1 and messages[9].text.startswith("[TASK RESUMPTION]")
+    assert isinstance(messages[1].content[0], Thinking) and messages[1].content[0].signature == "c2lnLTE="
+    requests = _cline_requests(CLINE_TASK)
+    answers = [n for n, m in enumerate(messages) if m.role == "assistant"]
+    assert [messages[n].time for n in answers] == [began for _, began, *_ in requests]
+    asked = [next(m for m in messages[:n][::-1] if m.role == "user") for n in answers]
+    assert [m.time for m in asked] == [sent for sent, *_ in requests]
+    assert session.agents[0].usage == tuple(Usage(0, n, fresh + written + read, read, written)
+                                             for n, (_, _, fresh, written, read) in zip(answers, requests))
+    assert session.agents[0].model == "claude-opus-4-5-20251101"  # the newest answer that names one
+
+
+def test_a_cline_history_alone_counts_from_its_answers_metrics_and_names_its_model_from_the_task_metadata(tmp_path):
+    history = json.loads((CLINE_TASK / "api_conversation_history.json").read_text(encoding="utf-8"))
+    (tmp_path / "api_conversation_history.json").write_text(json.dumps(history))
+    alone = import_file(tmp_path / "api_conversation_history.json")
+    assert all(m.time is None for m in alone.messages) and alone.report.assumed == ()
+    answers = [n for n, m in enumerate(alone.messages) if m.role == "assistant"]
+    metrics = [m["metrics"]["tokens"] for m in history if m["role"] == "assistant"]
+    assert alone.agents[0].usage == tuple(Usage(0, n, t["prompt"] + t["cached"], t["cached"]) for n, t in zip(answers, metrics))
+    for message in history:
+        message.pop("modelInfo", None)
+    (tmp_path / "api_conversation_history.json").write_text(json.dumps(history))
+    assert import_file(tmp_path / "api_conversation_history.json").agents[0].model is None
+    (tmp_path / "task_metadata.json").write_bytes((CLINE_TASK / "task_metadata.json").read_bytes())
+    assert import_file(tmp_path / "api_conversation_history.json").agents[0].model == "claude-sonnet-4-5-20250929"
+    shown = json.loads((CLINE_TASK / "ui_messages.json").read_text(encoding="utf-8"))
+    (tmp_path / "ui_messages.json").write_text(json.dumps([e for e in shown if e["ts"] != shown[-4]["ts"]]))  # a request lost
+    uneven = import_file(tmp_path / "api_conversation_history.json")
+    assert uneven.report.assumed == ("times and counts not taken from ui_messages.json: 3 requests there for 4 answers here",)
+    assert all(m.time is None for m in uneven.messages) and uneven.agents[0].usage == alone.agents[0].usage
+
+
+def test_a_roo_code_task_keeps_each_messages_time_and_its_condensing_as_a_compaction():
+    path = DATA / "roo-code-synthetic.json"
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    session = import_file(path)
+    assert session.report.format == "cline" and session.title == "Rename foo to bar everywhere"
+    (agent,) = session.agents
+    summary = next(n for n, m in enumerate(raw) if m.get("isSummary"))
+    assert agent.compactions == (f"cline-{summary}",) and session.report.compactions == 1
+    own = {f"cline-{n}": m["ts"] / 1000 for n, m in enumerate(raw)}
+    assert all(m.time == own[m.id.split(".")[0]] for m in agent.messages)
+    assert [(r.call_id, r.text, r.is_error) for m in agent.messages for r in m.tool_results] == [
+        ("call_r1", "Found 2 results.\n\n# app.py\n  1 | foo = 1", False), ("call_r2", "Changes applied.", False)]
+    assert agent.messages[-1].text == "Renamed foo to bar in app.py." and session.report.repaired == {}
+
+
+def test_a_plain_anthropic_list_is_not_taken_for_a_cline_task_nor_a_cline_task_for_anything_else(tmp_path):
+    from glyphpack._history.importers import cline
+
+    history = json.loads((CLINE_TASK / "api_conversation_history.json").read_text(encoding="utf-8"))
+    plain = [{"role": m["role"], "content": m["content"]} for m in history[1:]]
+    assert not cline.detect(plain) and cline.detect(history) and cline.detect(plain[:0] + history[:1])
+    assert cline.detect([{"role": "user", "content": "hi", "ts": 1}]) and not cline.detect([{"role": "user", "content": "hi", "ts": True}])
+    assert not cline.detect([{"role": "system", "content": "x", "ts": 1}]) and not cline.detect([{"role": "user", "ts": 1}])
+    assert not cline.detect([]) and not cline.detect({"messages": history}) and not cline.detect([*history, "text"])
+    (tmp_path / "plain.json").write_text(json.dumps(plain))
+    assert import_file(tmp_path / "plain.json").report.format == "anthropic"
+    with pytest.raises(HistoryError, match="is not in the cline format: its JSON does not have that format's shape"):
+        import_file(tmp_path / "plain.json", format="cline")

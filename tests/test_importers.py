@@ -709,6 +709,34 @@ def test_a_changed_past_is_refused_for_that_file_and_the_rest_of_the_folder_goes
     assert "no such file or folder" in capsys.readouterr().err
 
 
+def test_sessions_in_folders_of_their_own_are_named_by_their_folder_and_their_companions_are_not_sessions(tmp_path, capsys):
+    """Cline keeps each task as ``tasks/<id>/api_conversation_history.json`` beside
+    ``ui_messages.json`` and ``task_metadata.json``; Copilot CLI keeps each session as
+    ``session-state/<id>/events.jsonl``. A folder import named every one of them after
+    the file (all ``api_conversation_history``, all ``events``: the second refused as a
+    changed past) and tried the companions as sessions of their own."""
+    tasks = tmp_path / "tasks"
+    cline_task = Path(__file__).parent / "data" / "sessions" / "cline-task" / "1767001000000"
+    for task in ("1767001000000", "1767002000000"):
+        (tasks / task).mkdir(parents=True)
+        for part in cline_task.iterdir():
+            (tasks / task / part.name).write_bytes(part.read_bytes())
+        (tasks / task / "focus_chain_taskid_1.md").write_text("- [x] read cli.py")  # a Markdown companion, not aider's
+    copilot = Path(__file__).parent / "data" / "sessions" / "copilot-cli-synthetic.jsonl"
+    for session in ("a1", "b2"):
+        (tmp_path / "session-state" / session / "checkpoints").mkdir(parents=True)
+        (tmp_path / "session-state" / session / "events.jsonl").write_bytes(copilot.read_bytes())
+        (tmp_path / "session-state" / session / "checkpoints" / "index.md").write_text("# checkpoints")
+    ws = str(tmp_path / "ws")
+    assert main(["import", str(tasks), str(tmp_path / "session-state"), "--workspace", ws]) == 0
+    out = capsys.readouterr().out
+    assert out.strip().endswith("4 files: 4 imported or in step, 0 not") and "ui_messages" not in out and "focus_chain" not in out
+    with glyphpack.Workspace(ws) as workspace:
+        assert sorted(c for c, _ in workspace.transcripts()) == ["1767001000000", "1767002000000", "a1", "b2"]
+    assert main(["import", str(tasks / "1767001000000" / "ui_messages.json"), "--workspace", ws]) == 1  # named alone, it is tried
+    assert "not imported" in capsys.readouterr().out
+
+
 def _raw_codex_and_pi(path: Path) -> tuple[dict[str, str], set[str]]:
     """Each tool call's name by id, and the ids of the calls that have a real result,
     read straight from a Codex rollout or a pi session with no importer code."""

@@ -32,6 +32,8 @@ from .base import (
 )
 
 FORMAT = "copilot-cli"
+#: The file each session's folder holds; the folder's name is the session's id.
+EVENTS_FILE = "events.jsonl"
 _CONVERSATION = ("user.message", "assistant.message", "tool.execution_complete", "system.message", "system.notification")
 
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from ..._errors import HistoryError
 from ..._types import public
 from ..messages import first_task
-from . import aider, claude_code, codex, copilot_cli, gemini_cli, mini_swe_agent, opencode, openhands, pi, plain, swe_agent
+from . import aider, claude_code, cline, codex, copilot_cli, gemini_cli, mini_swe_agent, opencode, openhands, pi, plain, swe_agent
 from .base import ImportedSession, jsonl_records
 
 
@@ -41,12 +41,16 @@ _FORMATS = (
     Format(copilot_cli.FORMAT, "jsonl", copilot_cli.detect, copilot_cli.read),
     Format(gemini_cli.FORMAT, "json", gemini_cli.detect, gemini_cli.read),
     Format(opencode.FORMAT, "json", opencode.detect, opencode.read),
+    Format(cline.FORMAT, "json", cline.detect, cline.read),
     Format(swe_agent.FORMAT, "json", swe_agent.detect, swe_agent.read),
     Format(mini_swe_agent.FORMAT, "json", mini_swe_agent.detect, mini_swe_agent.read),
     Format(openhands.EVENTS_FORMAT, "json", openhands.detect_events, openhands.read_events),
     Format(aider.FORMAT, "text", aider.detect, aider.read),
 )
 _BY_NAME = {f.name: f for f in _FORMATS}
+#: Session files a harness names the same in each session's own folder, whose name is
+#: the session's id; the other files in that folder are the session's companions.
+_NAMED_BY_FOLDER = (cline.HISTORY_FILE, copilot_cli.EVENTS_FILE)
 #: Every format ``import_file`` reads.
 FORMATS = (*_BY_NAME, *plain.KINDS)
 #: Records read to tell JSONL formats apart.
@@ -104,6 +108,26 @@ def _import(path: Path, format: str | None) -> ImportedSession:
     if kind is None:
         raise _unrecognized(path)
     return plain.read(path, document, kind)
+
+
+def conversation_name(path: Path) -> str:
+    """What a session file's conversation is called: the folder's name for a file named
+    the same in every session's folder (``<task id>/api_conversation_history.json``),
+    else the file's name without its suffixes."""
+    return path.parent.name if path.name in _NAMED_BY_FOLDER and path.parent.name else path.name.split(".")[0]
+
+
+def read_with_its_session(path: Path, files: set[Path]) -> bool:
+    """Whether ``path``, one of ``files`` found in a folder, is read with a session
+    rather than as one: a Claude Code subagent's file (``SESSION/subagents/agent-ID.jsonl``
+    beside ``SESSION.jsonl``), or a file inside a session's own folder other than the
+    session file (Cline's ``ui_messages.json``, Copilot CLI's checkpoints)."""
+    folder = path.parent
+    if folder.name == "subagents" and Path(folder.parent.parent, folder.parent.name + ".jsonl").is_file():
+        return True
+    return path.name not in _NAMED_BY_FOLDER and any(
+        Path(parent, name) in files for parent in path.parents for name in _NAMED_BY_FOLDER
+    )
 
 
 def _sniffed(path: Path, data: bytes) -> list[dict[str, Any]]:
