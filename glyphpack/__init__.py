@@ -74,6 +74,7 @@ _EXPORTS = {
     "ImportedAgent": "_history.importers.base",
     "ImportedSession": "_history.importers.base",
     "import_file": "_history.importers.registry",
+    "import_sessions": "_history.importers.registry",
     "Opaque": "_history.messages",
     "RedactedThinking": "_history.messages",
     "Compaction": "_compaction.results",

@@ -29,7 +29,7 @@ WORKSPACE_HELP = "the workspace: a folder, or a PostgreSQL URL (postgresql://use
 SHAPE_NAMES = ("5x8", "6x13", "8x13", "8x13-loose", "7x14", "9x15", "9x15-loose", "9x18", "10x20", "8x13-tall", "unifont")
 #: Session formats, for argument choices (a test checks them against the registry).
 FORMAT_NAMES = (
-    "claude-code", "pi", "codex", "openhands", "swe-agent", "mini-swe-agent", "openhands-events", "copilot-cli", "gemini-cli", "opencode", "aider",
+    "claude-code", "pi", "codex", "openhands", "swe-agent", "mini-swe-agent", "openhands-events", "copilot-cli", "gemini-cli", "opencode", "cline", "goose", "aider",
     *APIS, "glyphpack",
 )
 
@@ -688,14 +688,14 @@ def cmd_workspace_copy(args: argparse.Namespace) -> int:
 
 
 #: The files ``glyphpack import`` takes from a folder: what harnesses write sessions as.
-SESSION_SUFFIXES = (".jsonl", ".json", ".traj", ".md")
+SESSION_SUFFIXES = (".jsonl", ".json", ".traj", ".md", ".db")
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Import, or keep in step, each session file; a folder is walked for session files.
     Each file is its own: one that cannot be read, or whose past changed, is reported on
     its line and the rest go on (exit status 1 when any failed)."""
-    from ._history.importers.registry import import_file
+    from ._history.importers.registry import import_sessions
     from ._history.store import Workspace
 
     files = _session_files(args.files)
@@ -704,25 +704,39 @@ def cmd_import(args: argparse.Namespace) -> int:
     failed = 0
     with Workspace(args.workspace) as workspace:
         for name in files:
-            conversation = args.conversation or _conversation_id(name)
             try:
-                session = import_file(name, format=args.format)
-                state, saved = workspace.sync_session(session, conversation)
+                sessions = import_sessions(name, format=args.format)
+                if args.conversation and len(sessions) != 1:
+                    raise UsageError(f"--conversation names one conversation, and {name} holds {len(sessions)} sessions")
             except GlyphpackError as exc:
                 failed += 1
                 print(f"{name}: not imported: {exc}")
                 continue
-            if state == "unchanged":
-                print(f"{name} -> {workspace.location}: conversation {conversation}: unchanged")
-                continue
-            verb = "imported as" if state == "new" else "appended to"
-            print(f"{name} -> {workspace.location}: {verb} conversation {conversation}" + (f" ({session.title})" if session.title else ""))
-            for line in session.report.lines():
-                print(f"  {line}")
-            print(f"  transcripts: {', '.join(f'{t.agent} ({len(t.messages):,} messages)' for t in saved)}")
+            failed += not all([_sync_session(workspace, name if len(sessions) == 1 else f"{name} [{session_name}]",
+                                              session, args.conversation or _conversation_id(session_name))
+                               for session_name, session in sessions])
     if len(files) > 1:
         print(f"{len(files)} files: {len(files) - failed} imported or in step, {failed} not")
     return 1 if failed else 0
+
+
+def _sync_session(workspace: Any, label: str, session: ImportedSession, conversation: str) -> bool:
+    """Keep ``conversation`` in step with one imported session, saying what was done on
+    a line (and the import's report); False when it was refused."""
+    try:
+        state, saved = workspace.sync_session(session, conversation)
+    except GlyphpackError as exc:
+        print(f"{label}: not imported: {exc}")
+        return False
+    if state == "unchanged":
+        print(f"{label} -> {workspace.location}: conversation {conversation}: unchanged")
+        return True
+    verb = "imported as" if state == "new" else "appended to"
+    print(f"{label} -> {workspace.location}: {verb} conversation {conversation}" + (f" ({session.title})" if session.title else ""))
+    for line in session.report.lines():
+        print(f"  {line}")
+    print(f"  transcripts: {', '.join(f'{t.agent} ({len(t.messages):,} messages)' for t in saved)}")
+    return True
 
 
 def _session_files(paths: Sequence[str]) -> list[str]:
@@ -746,12 +760,10 @@ def _session_files(paths: Sequence[str]) -> list[str]:
     return found
 
 
-def _conversation_id(path: str) -> str:
-    """A conversation id from a session file's name (``conversation_name``), with what
-    an id cannot hold replaced."""
-    from ._history.importers.registry import conversation_name
-
-    cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in conversation_name(Path(path))).strip("-.")
+def _conversation_id(name: str) -> str:
+    """A conversation id from a session's name (``import_sessions``), with what an id
+    cannot hold replaced."""
+    cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in name).strip("-.")
     return (cleaned or "imported")[:128]
 
 

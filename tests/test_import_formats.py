@@ -610,3 +610,83 @@ def test_a_plain_anthropic_list_is_not_taken_for_a_cline_task_nor_a_cline_task_f
     assert import_file(tmp_path / "plain.json").report.format == "anthropic"
     with pytest.raises(HistoryError, match="is not in the cline format: its JSON does not have that format's shape"):
         import_file(tmp_path / "plain.json", format="cline")
+
+
+def goose_database(folder: Path) -> Path:
+    """A Goose ``sessions.db`` built from ``goose-sessions.sql`` (two sessions)."""
+    import sqlite3
+
+    path = folder / "sessions.db"
+    with sqlite3.connect(path) as connection:
+        connection.executescript((DATA / "goose-sessions.sql").read_text(encoding="utf-8"))
+    connection.close()
+    return path
+
+
+def _goose_rows(path: Path) -> dict[str, list[tuple[str, str, list, dict, int]]]:
+    """Each session's messages read with sqlite3 and json alone: (message id, role,
+    content, metadata, created)."""
+    import sqlite3
+
+    with sqlite3.connect(path) as connection:
+        rows = connection.execute("SELECT session_id, message_id, role, content_json, metadata_json, created_timestamp FROM messages ORDER BY id").fetchall()
+    connection.close()
+    out: dict[str, list[tuple[str, str, list, dict, int]]] = {}
+    for session, message, role, content, metadata, created in rows:
+        out.setdefault(session, []).append((message, role, json.loads(content), json.loads(metadata or "{}"), created))
+    return out
+
+
+def test_a_goose_database_gives_each_session_with_its_calls_results_times_and_compaction(tmp_path):
+    path = goose_database(tmp_path)
+    sessions = glyphpack.import_sessions(path)
+    assert [name for name, _ in sessions] == ["20261201_1", "20261202_1"]
+    raw = _goose_rows(path)
+    for name, session in sessions:
+        rows = raw[name]
+        calls = {c["id"]: c["toolCall"]["value"]["name"] for _, _, content, _, _ in rows for c in content
+                 if c["type"] in ("toolRequest", "frontendToolRequest") and c["toolCall"]["status"] == "success"}
+        answered = {c["id"] for _, _, content, _, _ in rows for c in content if c["type"] == "toolResponse"}
+        assert {c.id: c.name for m in session.messages for c in m.tool_calls} == calls
+        assert {r.call_id for m in session.messages for r in m.tool_results} == answered & set(calls)
+        created = {message: float(at) for message, *_, at in rows}
+        assert all(m.time == created[m.id.removesuffix("-results")] for m in session.messages)
+    (_, first), (_, second) = sessions
+    assert first.title == "Failing cargo test" and second.title == "Take a screenshot of the page"
+    assert first.agents[0].model == "claude-sonnet-4-5" and second.agents[0].model is None  # its model config is not JSON
+    # what Goose's compaction put away stays, and its summary is where the compaction starts
+    hidden = [m for m, _, _, meta, _ in raw["20261201_1"] if meta.get("agentVisible") is False]
+    assert hidden == ["m1", "m2", "m3", "m4", "m5"] and first.agents[0].compactions == ("m6",) and first.report.compactions == 1
+    assert [(r.call_id, r.text, r.is_error) for m in first.messages for r in m.tool_results] == [
+        ("toolu_g1", "test result: FAILED. 41 passed; 1 failed", False), ("toolu_g2", "-32603: File not found: src/lib.rs", True),
+        ("toolu_g4", "test result: ok. 42 passed\n0 failed", False), ("toolu_g6", "error: could not compile", True)]
+    assert first.report.skipped == {
+        "messages with nothing the model reads": 1, "systemNotification items shown to the user, never sent to the model": 1,
+        "tool calls Goose could not read": 1, "toolConfirmationRequest items shown to the user, never sent to the model": 1}
+    assert isinstance(first.messages[1].content[0], Thinking) and first.messages[1].content[0].signature == "c2ln"
+    shot = second.messages[2].tool_results[0]
+    assert [type(b).__name__ for b in shot.content] == ["Image", "Text"] and shot.content[1].text == "<html>page</html>"
+    assert [type(b).__name__ for b in second.messages[3].content] == ["RedactedThinking", "Text"]
+    with pytest.raises(HistoryError, match=r"sessions.db holds 2 Goose sessions, not one: import_sessions reads each"):
+        import_file(path)
+
+
+def test_goose_before_its_database_wrote_a_jsonl_file_per_session():
+    session = import_file(DATA / "goose-legacy-synthetic.jsonl")
+    assert session.report.format == "goose" and session.title == "Debug memory leak in worker"
+    assert [(m.role, m.time) for m in session.messages] == [
+        ("user", 1747178328.0), ("assistant", 1747178334.0), ("tool", 1747178334.0), ("assistant", 1747178340.0)]
+    assert [(r.call_id, r.text) for r in session.messages[2].tool_results] == [("toolu_l1", "dev 1234 2.5 8.5 node worker.js")]
+    assert [(name, s.messages) for name, s in glyphpack.import_sessions(DATA / "goose-legacy-synthetic.jsonl")] == [
+        ("goose-legacy-synthetic", session.messages)]
+
+
+def test_a_database_goose_did_not_write_is_refused_naming_the_file(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE notes (id INTEGER)")
+    connection.close()
+    with pytest.raises(HistoryError, match=rf"^{path}: not a Goose sessions database \(no such table: sessions\)$"):
+        glyphpack.import_sessions(path)

@@ -859,3 +859,21 @@ def test_aider_keeps_every_exchange_of_its_chat_history():
     users = "\n".join(m.text for m in session.messages if m.role == "user")
     assert len(prompts) == 295 and len(lines) - len(prompts) == 10 and not any(m.tool_calls for m in session.messages)
     assert [line for line in prompts if line not in users] == []
+
+
+def test_glyphpack_import_makes_each_session_of_a_goose_database_a_conversation_and_syncs_it(tmp_path, capsys):
+    from test_import_formats import goose_database
+
+    (tmp_path / "goose" / "sessions").mkdir(parents=True)
+    path = goose_database(tmp_path / "goose" / "sessions")
+    ws = str(tmp_path / "ws")
+    assert main(["import", str(tmp_path / "goose"), "--workspace", ws]) == 0
+    out = capsys.readouterr().out
+    assert f"{path} [20261201_1] -> {ws}: imported as conversation 20261201_1 (Failing cargo test)" in out
+    assert f"{path} [20261202_1] -> {ws}: imported as conversation 20261202_1 (Take a screenshot of the page)" in out
+    with glyphpack.Workspace(ws) as workspace:
+        assert workspace.settings("20261201_1", "main").get("model") == "claude-sonnet-4-5"
+    assert main(["import", str(path), "--workspace", ws]) == 0
+    assert capsys.readouterr().out.count(": unchanged") == 2
+    assert main(["import", str(path), "--workspace", ws, "--conversation", "one"]) == 1
+    assert f"{path}: not imported: --conversation names one conversation, and {path} holds 2 sessions" in capsys.readouterr().out

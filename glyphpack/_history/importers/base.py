@@ -449,7 +449,7 @@ def safe_block(build: Any, tally: Tally, reason: str) -> Block | None:
     return block
 
 
-def image_or_stub(media_type: object, data: object, tally: Tally) -> Block:
+def image_or_stub(media_type: object, data: object, tally: Tally) -> Image | Text:
     """An image from base64 data; a text stub (counted) when the data is not base64."""
     import base64
     import binascii

@@ -18,7 +18,21 @@ from typing import Any, Literal
 from ..._errors import HistoryError
 from ..._types import public
 from ..messages import first_task
-from . import aider, claude_code, cline, codex, copilot_cli, gemini_cli, mini_swe_agent, opencode, openhands, pi, plain, swe_agent
+from . import (
+    aider,
+    claude_code,
+    cline,
+    codex,
+    copilot_cli,
+    gemini_cli,
+    goose,
+    mini_swe_agent,
+    opencode,
+    openhands,
+    pi,
+    plain,
+    swe_agent,
+)
 from .base import ImportedSession, jsonl_records
 
 
@@ -39,6 +53,7 @@ _FORMATS = (
     Format(codex.FORMAT, "jsonl", codex.detect, codex.read),
     Format(openhands.FORMAT, "jsonl", openhands.detect, openhands.read),
     Format(copilot_cli.FORMAT, "jsonl", copilot_cli.detect, copilot_cli.read),
+    Format(goose.FORMAT, "jsonl", goose.detect, goose.read),
     Format(gemini_cli.FORMAT, "json", gemini_cli.detect, gemini_cli.read),
     Format(opencode.FORMAT, "json", opencode.detect, opencode.read),
     Format(cline.FORMAT, "json", cline.detect, cline.read),
@@ -64,7 +79,37 @@ def import_file(path: str | Path, *, format: str | None = None) -> ImportedSessi
     provider; the report counts what was skipped or repaired to make it so. The title is
     the harness's own (a summary or title line), else the first task. Raises
     ``HistoryError`` naming the file when it is no format glyphpack reads."""
-    session = _import(Path(path), format)
+    path = Path(path)
+    if format in (None, goose.FORMAT) and _is_goose_database(path):
+        sessions = goose.read_database(path)
+        if len(sessions) != 1:
+            raise HistoryError(f"{path} holds {len(sessions)} Goose sessions, not one: import_sessions reads each "
+                               "(glyphpack import makes each a conversation of its own)")
+        return _titled(sessions[0][1])
+    return _titled(_import(path, format))
+
+
+@public
+def import_sessions(path: str | Path, *, format: str | None = None) -> list[tuple[str, ImportedSession]]:
+    """Every session a file holds, each with the name of its conversation: a Goose
+    ``sessions.db`` holds many (named by their session ids); any other file holds one,
+    named by ``conversation_name``. Errors as ``import_file``."""
+    path = Path(path)
+    if format in (None, goose.FORMAT) and _is_goose_database(path):
+        return [(name, _titled(session)) for name, session in goose.read_database(path)]
+    return [(conversation_name(path), import_file(path, format=format))]
+
+
+def _is_goose_database(path: Path) -> bool:
+    try:
+        with path.open("rb") as file:
+            return goose.is_database(file.read(16))
+    except OSError:
+        return False
+
+
+def _titled(session: ImportedSession) -> ImportedSession:
+    """The session titled by its first task when its harness gave it no title."""
     return session if session.title else dataclasses.replace(session, title=first_task(session.messages))
 
 
