@@ -580,8 +580,8 @@ class Recorder:
     def recover(self, exchange: Exchange, status: int, error: Json) -> Exchange | None:
         """After the provider rejected ``exchange``'s request as too long: compact to fit
         and the body to send once more; None when it is another error, was already
-        retried, nothing can be freed, or another request moved the session since this
-        one was built (the retry is built from this request's own history only; the
+        retried, nothing can be freed (the retry would be the same request), or another
+        request moved the session since this one was built (the retry is built from this request's own history only; the
         client then gets the provider's error)."""
         session = exchange.session
         rejection = {"status": status, **error}
@@ -597,7 +597,13 @@ class Recorder:
             except GlyphpackError as exc:
                 print(f"glyphpack proxy: could not recover from 'too long': {exc}", file=sys.stderr)
                 return None
-            return self._built(exchange.api, exchange.body, built, session, retried=True, rounds=exchange.rounds)
+            retry = self._built(exchange.api, exchange.body, built, session, retried=True, rounds=exchange.rounds)
+            if retry.forwarded == exchange.forwarded:
+                # The ladder had nothing more to take (no summarizer, no cut that fits): the
+                # same body would be refused the same way, so the client gets the provider's error.
+                print("glyphpack proxy: not retried: compacting again freed nothing, so the same request would be refused", file=sys.stderr)
+                return None
+            return retry
 
     def finish(self, exchange: Exchange, response: Json) -> Exchange | None:
         """Record the provider's answer (saved when it has no tool calls; the provider's

@@ -1,0 +1,127 @@
+"""The proxy's ``Recorder`` driven directly, in-process (the SDK loops in
+``test_proxy.py`` drive it in the server's threads): the count-tokens body, a retry's
+flags and the one-retry rule, the lines it writes when it cannot retry or record, who
+a client is, and a Chat Completions answer recorded as one."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("starlette")
+
+from test_proxy_clients import ALPHA, BRAVO, OPENING, SETTINGS, _answer, _body, _too_long, _words
+
+from glyphpack import Workspace
+from glyphpack._compaction.summarize import Summarizer
+from glyphpack._proxy.conversations import CONVERSATION_HEADER, BadRequest, Client, Recorder
+from glyphpack.testing.fake import Turn, answer_body, count_tokens, fake_summary
+
+Json = dict[str, Any]
+
+
+def _until_compacted(recorder: Recorder, client: Client = ALPHA, summarizer: Summarizer | None = None) -> tuple[list[Json], Any]:
+    """A client's loop of tool turns with long results, up to the first request the
+    proxy compacted: (that request's messages, its exchange)."""
+    history: list[Json] = [{"role": "user", "content": OPENING}]
+    for turn in range(1, 40):
+        exchange = recorder.prepare("anthropic", _body(history), summarizer, client)
+        if exchange.compacted:
+            return history, exchange
+        answer = _answer(f"step {turn}", (("Bash", {"command": f"cat {turn}.log"}),), to=exchange.forwarded)
+        assert recorder.finish(exchange, answer) is None
+        (use,) = [b for b in answer["content"] if b["type"] == "tool_use"]
+        history += [{"role": "assistant", "content": answer["content"]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use["id"], "content": _words("alpha", turn)}]}]
+    raise AssertionError("the proxy never compacted")
+
+
+def test_a_token_count_is_of_the_request_as_it_would_be_forwarded_and_only_for_its_own_client(tmp_path: Path) -> None:
+    recorder = Recorder(Workspace(tmp_path), SETTINGS)
+    early = [{"role": "user", "content": OPENING}]
+    assert recorder.counted_body("anthropic", _body(early), ALPHA) == _body(early)  # no conversation yet
+    history, exchange = _until_compacted(recorder)
+    counted = recorder.counted_body("anthropic", _body(history), ALPHA)
+    assert counted == exchange.forwarded and counted["messages"] != _body(history)["messages"]
+    # another client, a history that left the stored one, a body that is no history: as sent
+    assert recorder.counted_body("anthropic", _body(history), BRAVO) == _body(history)
+    changed = [{"role": "user", "content": OPENING + " Also the database."}, *history[1:]]
+    assert recorder.counted_body("anthropic", _body(changed), ALPHA) == _body(changed)
+    unreadable = _body(history) | {"messages": [{"role": "robot", "content": "?"}]}
+    assert recorder.counted_body("anthropic", unreadable, ALPHA) == unreadable
+    # a conversation not yet compacted is counted as sent
+    fresh = Recorder(Workspace(tmp_path / "other"), SETTINGS)
+    opening = fresh.prepare("anthropic", _body(early), client=ALPHA)
+    fresh.finish(opening, _answer("which logs?", to=opening.forwarded))
+    continued = [*early, {"role": "assistant", "content": "which logs?"}, {"role": "user", "content": "all of them"}]
+    assert fresh.counted_body("anthropic", _body(continued), ALPHA) == _body(continued)
+
+
+def test_a_too_long_request_is_retried_once_smaller_and_keeps_its_rounds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recorder = Recorder(Workspace(tmp_path), SETTINGS)
+    summarizer = Summarizer(fake_summary, window=100_000)
+    history, exchange = _until_compacted(recorder, summarizer=summarizer)
+    assert recorder.recover(exchange, 400, {"error": {"type": "invalid_request_error", "message": "bad tool"}}) is None
+    retry = recorder.recover(exchange, 400, _too_long(exchange.forwarded))
+    assert retry is not None and retry.retried and not exchange.retried and retry.rounds == exchange.rounds
+    assert count_tokens(retry.forwarded) < count_tokens(exchange.forwarded)
+    assert recorder.recover(retry, 400, _too_long(retry.forwarded)) is None  # once
+    assert capsys.readouterr().err == ""
+    # a 413 is known by its status alone: tried by bytes (here nothing of them can go)
+    again = recorder.prepare("anthropic", _body(history), summarizer, ALPHA)
+    assert recorder.recover(again, 413, {}) is None
+    assert capsys.readouterr().err == ("glyphpack proxy: could not recover from 'too long': the request is too large in bytes and "
+                                       "neither dropping images nor eliding old tool results made it smaller\n")
+
+
+def test_a_retry_that_would_be_the_refused_request_again_is_not_sent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without a summarizer the proactive compaction of these long results does not
+    fit, and "too long" left the ladder nothing more to take: the proxy sent the very
+    request the provider had just refused (the provider refuses it again; the client
+    gets that error a round trip later)."""
+    recorder = Recorder(Workspace(tmp_path), SETTINGS)
+    _, exchange = _until_compacted(recorder)
+    assert recorder.recover(exchange, 400, _too_long(exchange.forwarded)) is None
+    assert capsys.readouterr().err == (
+        "glyphpack proxy: not retried: compacting again freed nothing, so the same request would be refused\n")
+
+
+def test_what_the_recorder_cannot_retry_or_record_it_says_on_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recorder = Recorder(Workspace(tmp_path), SETTINGS)
+    opening = [{"role": "user", "content": OPENING}]
+    early = recorder.prepare("anthropic", _body(opening), client=ALPHA)
+    went_on = [*opening, {"role": "assistant", "content": "which logs?"}, {"role": "user", "content": _words("late", 1)}]
+    recorder.prepare("anthropic", _body(went_on), client=ALPHA)
+    assert recorder.recover(early, 400, _too_long(early.forwarded)) is None
+    assert capsys.readouterr().err == "glyphpack proxy: not retried: another request moved this conversation since\n"
+    assert recorder.finish(early, _answer("early answer")) is None
+    assert capsys.readouterr().err == (
+        "glyphpack proxy: answer recorded with the next request: another request moved this conversation since\n")
+
+
+def test_a_chat_completions_answer_is_recorded_as_one(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path)
+    recorder = Recorder(workspace, SETTINGS)
+    body = {"model": "gpt-4o", "messages": [{"role": "system", "content": "Be terse."}, {"role": "user", "content": OPENING}]}
+    exchange = recorder.prepare("openai-chat", body, client=ALPHA)
+    recorder.finish(exchange, answer_body("openai-chat", Turn(text="The auth service."), 1, 50))
+    assert exchange.session is not None
+    assert [m.text for m in workspace.load(exchange.session.conversation, "main").messages][-2:] == [OPENING, "The auth service."]
+
+
+def test_a_client_is_the_digest_of_its_credentials_under_a_fixed_label_and_names_its_conversation() -> None:
+    """Owners are kept in workspaces as salted digests of this secret: a change to how
+    it is derived would leave every stored conversation owned by no one after an upgrade."""
+    client = Client.of({"X-Api-Key": "sk-\udc80", "Authorization": "Bearer t"}, {"key": "q"})
+    material = "x-api-key\0sk-\udc80\nauthorization\0Bearer t\n?key\0q"  # in CREDENTIAL_HEADERS' order
+    assert client.secret == hashlib.sha256(b"glyphpack proxy client\0" + material.encode("utf-8", "surrogatepass")).digest()
+    assert Client.of({CONVERSATION_HEADER: "from-header"}).conversation == "from-header"
+    assert Client.of({CONVERSATION_HEADER: "from-header"}, conversation="given").conversation == "given"
+    assert Client.of({}, conversation="given").conversation == "given" and Client.of({}).conversation is None
+    with pytest.raises(BadRequest) as refused:
+        Client.of({CONVERSATION_HEADER: "../other"})
+    assert str(refused.value) == (f"{CONVERSATION_HEADER}: conversation id '../other' is not allowed: "
+                                  "use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit")
