@@ -125,3 +125,68 @@ def test_a_client_is_the_digest_of_its_credentials_under_a_fixed_label_and_names
         Client.of({CONVERSATION_HEADER: "../other"})
     assert str(refused.value) == (f"{CONVERSATION_HEADER}: conversation id '../other' is not allowed: "
                                   "use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit")
+
+
+def _loop(recorder: Recorder, turns: list[str], client: Client = ALPHA) -> tuple[list[Json], Any]:
+    """A client's conversation through ``recorder``: per turn, a tool call answered
+    (``call``), a plain answer and the user's next words (``say``), or an answer with
+    thinking (``think``); returns (the client's history, the last exchange)."""
+    history: list[Json] = [{"role": "user", "content": OPENING}]
+    exchange = None
+    for n, kind in enumerate(turns):
+        exchange = recorder.prepare("anthropic", _body(history), client=client)
+        calls = (("Bash", {"command": f"cat {n}.log"}),) if kind == "call" else ()
+        answer = _answer(f"answer {n}", calls, to=exchange.forwarded)
+        if kind == "think":
+            answer["content"].insert(0, {"type": "thinking", "thinking": f"thought {n}", "signature": f"sig{n}"})
+        recorder.finish(exchange, answer)
+        history.append({"role": "assistant", "content": answer["content"]})
+        if calls:
+            (use,) = [b for b in answer["content"] if b["type"] == "tool_use"]
+            history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": use["id"], "content": f"output {n}"}]})
+        else:
+            history.append({"role": "user", "content": f"next {n}"})
+    return history, exchange
+
+
+@pytest.mark.parametrize("turns", [["call", "say", "think", "call", "call", "say"], ["say"], ["think", "think", "call"]])
+def test_the_chain_kept_from_the_last_turn_is_the_chain_read_anew(tmp_path: Path, turns: list[str]) -> None:
+    """Each answer re-digests only what follows the last message no later answer can
+    join; what it keeps must be exactly what reading the whole history again gives."""
+    workspace = Workspace(tmp_path)
+    recorder = Recorder(workspace, SETTINGS)
+    history, exchange = _loop(recorder, turns)
+    assert exchange is not None and exchange.session is not None
+    key = (exchange.session.conversation, "main")
+    messages = workspace.load(*key).messages
+    kept = recorder._chain(key, messages)
+    anew = Recorder(workspace, SETTINGS)._chain(key, messages)
+    assert kept == anew and kept.stored == len(messages) and kept.last_id == messages[-1].id
+    assert len(kept.digests) == len(kept.marks) == len(kept.roles) == len(kept.ends) == kept.ends[-1]
+    assert any(mark is not None for mark in kept.marks) == ("think" in turns) and len(history) > 1
+
+
+def test_a_history_is_found_at_its_answer_and_before_it_and_by_another_proxy_on_the_workspace(tmp_path: Path) -> None:
+    """The index holds the end of the stored history and the end before its last
+    answer (a client retrying continues from there); a second proxy on the same
+    workspace finds both through the store, for the conversation a client names only."""
+    workspace = Workspace(tmp_path)
+    history, exchange = _loop(Recorder(workspace, SETTINGS), ["call", "say"])
+    assert exchange is not None and exchange.session is not None
+    conversation = exchange.session.conversation
+    other = Recorder(Workspace(tmp_path), SETTINGS)  # no index_workspace: the store's index is asked
+    retried = other.prepare("anthropic", _body(history[:-2]), client=ALPHA)  # the last request again
+    assert retried.session is not None and retried.session.conversation == conversation
+    third = Recorder(Workspace(tmp_path), SETTINGS)
+    named = Client.of({"x-api-key": "sk-alpha-key", CONVERSATION_HEADER: conversation})
+    assert third.match(_digests(history), named)[0] == (conversation, "main")
+    elsewhere = Client.of({"x-api-key": "sk-alpha-key", CONVERSATION_HEADER: "another"})
+    assert Recorder(Workspace(tmp_path), SETTINGS).match(_digests(history), elsewhere) == (None, 0)
+    assert third.match((), ALPHA) == (None, 0)
+
+
+def _digests(history: list[Json]) -> tuple[bytes, ...]:
+    from glyphpack._proxy.conversations import _read_request, digests
+
+    _, messages = _read_request("anthropic", _body(history))
+    return tuple(digests(messages))
