@@ -190,3 +190,33 @@ def _digests(history: list[Json]) -> tuple[bytes, ...]:
 
     _, messages = _read_request("anthropic", _body(history))
     return tuple(digests(messages))
+
+
+def test_a_request_the_ladder_cannot_bring_under_the_window_goes_as_sent_and_is_recorded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    workspace = Workspace(tmp_path)
+    body = _body([{"role": "user", "content": _words("big", 1, 12_000)}])
+    exchange = Recorder(workspace, SETTINGS).prepare("anthropic", body, client=ALPHA)
+    why = "the request is still ~40,615 tokens after compaction, over the 24,000-token window; a summarizer would free more"
+    assert capsys.readouterr().err == f"glyphpack proxy: not compacted: {why}\n"
+    assert exchange.note == f"not compacted: {why}" and exchange.forwarded is body and exchange.body is body
+    assert (exchange.api, exchange.client_tokens, exchange.sent_tokens) == ("anthropic", 40_615, 40_615)
+    assert exchange.session is not None and exchange.still_current() and exchange.messages == exchange.session.messages
+    assert exchange.report is exchange.session.last_request
+
+
+def test_the_system_prompt_is_read_where_each_api_puts_it() -> None:
+    from glyphpack._proxy.conversations import _system_text
+
+    blocks = [{"type": "text", "text": "One."}, "not a block", {"type": "text"}, {"type": "text", "text": "Two."}]
+    assert _system_text("anthropic", {"system": "Be terse."}) == "Be terse."
+    assert _system_text("anthropic", {"system": blocks}) == "One.\n\n\n\nTwo."
+    assert [_system_text("anthropic", body) for body in ({"system": ""}, {"system": []}, {}, {"system": 7}, {"instructions": "x"})] == [None] * 5
+    assert _system_text("openai-responses", {"instructions": "Be brief."}) == "Be brief."
+    assert _system_text("openai-responses", {"system": "x"}) is None and _system_text("openai-chat", {"system": "x", "instructions": "y"}) is None
+    parts = {"parts": [{"text": "A."}, "no part", {"inline_data": {}}, {"text": "B."}]}
+    assert _system_text("gemini", {"systemInstruction": "Plain."}) == "Plain."
+    assert _system_text("gemini", {"systemInstruction": parts}) == "A.\n\nB."
+    assert _system_text("gemini", {"system_instruction": parts}) == "A.\n\nB."
+    assert _system_text("gemini", {"systemInstruction": {"parts": [{"text": "camel"}]}, "system_instruction": parts}) == "camel"
+    assert [_system_text("gemini", body) for body in ({"systemInstruction": ""}, {"systemInstruction": {"parts": []}},
+                                                     {"systemInstruction": {"parts": "A."}}, {"system": "x"}, {})] == [None] * 5
