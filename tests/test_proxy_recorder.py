@@ -220,3 +220,62 @@ def test_the_system_prompt_is_read_where_each_api_puts_it() -> None:
     assert _system_text("gemini", {"systemInstruction": {"parts": [{"text": "camel"}]}, "system_instruction": parts}) == "camel"
     assert [_system_text("gemini", body) for body in ({"systemInstruction": ""}, {"systemInstruction": {"parts": []}},
                                                      {"systemInstruction": {"parts": "A."}}, {"system": "x"}, {})] == [None] * 5
+
+
+def test_a_subagent_without_a_type_is_named_task_and_an_odd_type_is_made_an_id(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path)
+    recorder = Recorder(workspace, SETTINGS)
+    prompts = {"Task": ("Count the failing tests.", {}), "Agent": ("Read the auth log.", {"subagent_type": "code reviewer/2"})}
+    names = {}
+    for tool, (prompt, extra) in prompts.items():
+        parent = recorder.prepare("anthropic", _body([{"role": "user", "content": f"Start {tool}"}]), client=ALPHA)
+        answer = answer_body("anthropic", Turn(calls=((tool, {"prompt": prompt, **extra}),)), 1, 100)
+        recorder.finish(parent, answer)
+        (use,) = answer["content"]
+        sub = recorder.prepare("anthropic", _body([{"role": "user", "content": f"<env>x</env>\n{prompt}"}]), client=ALPHA)
+        assert sub.session is not None and parent.session is not None and sub.session.conversation == parent.session.conversation
+        names[tool] = (sub.session.agent, use["id"][-8:])
+    assert names["Task"][0] == f"task-{names['Task'][1]}" and names["Agent"][0] == f"code-reviewer-2-{names['Agent'][1]}"
+    # another client's waiting call is not its subagent, nor a call of another named conversation
+    stranger = recorder.prepare("anthropic", _body([{"role": "user", "content": "Read the auth log."}]), client=BRAVO)
+    assert stranger.session is not None and stranger.session.agent == "main"
+
+
+def test_new_conversations_are_named_by_their_time_and_a_random_tail(tmp_path: Path) -> None:
+    import re
+
+    recorder = Recorder(Workspace(tmp_path), SETTINGS)
+    names = {recorder._new_conversation() for _ in range(20)}
+    assert len(names) == 20 and all(re.fullmatch(r"proxy-20\d{6}-\d{6}-[0-9a-f]{6}", name) for name in names)
+
+
+def test_a_responses_input_string_and_a_gemini_rest_body_are_recorded(tmp_path: Path) -> None:
+    import base64
+
+    workspace = Workspace(tmp_path)
+    recorder = Recorder(workspace, SETTINGS)
+    responses = recorder.prepare("openai-responses", {"model": "gpt-5", "instructions": "Be brief.", "input": OPENING}, client=ALPHA)
+    assert responses.session is not None and [(m.role, m.text) for m in responses.session.messages] == [("system", "Be brief."), ("user", OPENING)]
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 16).decode()
+    body = {"model": "gemini-2.5-flash", "systemInstruction": {"parts": [{"text": "Be terse."}]},
+            "contents": [{"role": "user", "parts": [{"text": OPENING}, {"inlineData": {"mimeType": "image/png", "data": png}}]}]}
+    gemini = recorder.prepare("gemini", body, client=ALPHA)
+    assert gemini.session is not None and gemini.forwarded is body
+    system, user = gemini.session.messages
+    assert (system.text, user.text, [i.media_type for i in user.images]) == ("Be terse.", OPENING, ["image/png"])
+
+
+def test_an_answer_the_session_cannot_read_is_not_recorded_and_the_next_request_records_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    workspace = Workspace(tmp_path)
+    recorder = Recorder(workspace, SETTINGS)
+    opening = [{"role": "user", "content": OPENING}]
+    exchange = recorder.prepare("anthropic", _body(opening), client=ALPHA)
+    assert recorder.finish(exchange, {"role": "assistant", "content": "not a list"}) is None
+    err = capsys.readouterr().err
+    assert err.startswith("glyphpack proxy: answer not recorded: ") and err.count("\n") == 1
+    assert exchange.session is not None
+    went_on = [*opening, {"role": "assistant", "content": "The auth service."}, {"role": "user", "content": "Why?"}]
+    later = recorder.prepare("anthropic", _body(went_on), client=ALPHA)
+    assert later.session is not None and later.session is not exchange.session  # forgotten, read again
+    assert later.session.conversation == exchange.session.conversation
+    assert [m.text for m in later.session.messages][-3:] == [OPENING, "The auth service.", "Why?"]
