@@ -332,7 +332,7 @@ def test_a_compacted_responses_request_keeps_the_clients_developer_items(tmp_pat
                     {"type": "message", "role": "user", "content": [{"type": "input_text", "text": f"log {turn}: " + "auth ok; db slow; " * 200}]}]
     assert exchange.forwarded is not exchange.body  # compacted
     first = exchange.forwarded["input"][0]
-    assert first["role"] == "developer" and first["content"][0]["text"] == "You are Codex. Run commands with exec_command."
+    assert first == developer  # a whole developer item, as the client sent it
     assert exchange.forwarded.get("instructions") == instructions  # the client's own, as it sent them
     assert json.dumps(exchange.forwarded).count("You are Codex.") == 1
 
