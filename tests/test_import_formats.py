@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import glyphpack
-from glyphpack import HistoryError, Opaque, Text, Thinking, ToolCall, import_file
+from glyphpack import HistoryError, Opaque, RedactedThinking, Text, Thinking, ToolCall, import_file
 from glyphpack._history.importers.base import Usage
 from glyphpack._history.messages import title_from, validate_history
 
@@ -663,10 +663,14 @@ def test_a_goose_database_gives_each_session_with_its_calls_results_times_and_co
     assert first.report.skipped == {
         "messages with nothing the model reads": 1, "systemNotification items shown to the user, never sent to the model": 1,
         "tool calls Goose could not read": 1, "toolConfirmationRequest items shown to the user, never sent to the model": 1}
-    assert isinstance(first.messages[1].content[0], Thinking) and first.messages[1].content[0].signature == "c2ln"
+    assert first.messages[1].content == (Thinking("Run the suite first.", "c2ln"), Text("Running the suite."),
+                                         ToolCall("toolu_g1", "developer__shell", {"command": "cargo test"}))
+    assert first.messages[3].content == (ToolCall("toolu_g2", "developer__text_editor", {"command": "view", "path": "src/lib.rs"}),)
+    assert second.messages[0].images[0].media_type == "image/png" and second.report.skipped == {"mystery content items": 1}
+    assert second.messages[1].content == (ToolCall("fe_1", "screenshot", {}),)
     shot = second.messages[2].tool_results[0]
     assert [type(b).__name__ for b in shot.content] == ["Image", "Text"] and shot.content[1].text == "<html>page</html>"
-    assert [type(b).__name__ for b in second.messages[3].content] == ["RedactedThinking", "Text"]
+    assert second.messages[3].content == (RedactedThinking("ZW5j"), Text("Here it is."))
     with pytest.raises(HistoryError, match=r"sessions.db holds 2 Goose sessions, not one: import_sessions reads each"):
         import_file(path)
 
@@ -690,3 +694,34 @@ def test_a_database_goose_did_not_write_is_refused_naming_the_file(tmp_path):
     connection.close()
     with pytest.raises(HistoryError, match=rf"^{path}: not a Goose sessions database \(no such table: sessions\)$"):
         glyphpack.import_sessions(path)
+
+
+def test_goose_jsonl_is_told_from_other_harnesses_by_its_metadata_line_or_its_content_types():
+    from glyphpack._history.importers import goose
+
+    request = {"type": "toolRequest", "id": "t", "toolCall": {"status": "success", "value": {"name": "x", "arguments": {}}}}
+    assert goose.detect([{"working_dir": "/w", "description": "d"}]) and not goose.detect([{"working_dir": "/w", "role": "user"}])
+    assert goose.detect([{"role": "assistant", "created": 1, "content": [request]}])
+    assert goose.detect([{"role": "user", "created": 1, "content": [{"type": "toolResponse", "id": "t"}]}])
+    assert not goose.detect([{"role": "assistant", "created": "1", "content": [request]}])
+    assert not goose.detect([{"role": "assistant", "created": 1, "content": [{"type": "text", "text": "hi"}]}])
+    assert not goose.detect([{"role": "assistant", "created": 1, "content": "hi"}]) and not goose.detect([])
+
+
+def test_cline_results_in_a_string_message_or_beside_result_blocks_answer_their_calls(tmp_path):
+    history = [
+        {"role": "user", "content": "<task>\nList files\n</task>"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "list_files", "input": {"path": "."}}]},
+        {"role": "user", "content": "[list_files for '.'] Result:\napp.py"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "b", "name": "read_file", "input": {"path": "app.py"}},
+                                          {"type": "tool_use", "id": "c", "name": "read_file", "input": {"path": "b.py"}}]},
+        {"role": "user", "content": [{"type": "text", "text": "[read_file for 'b.py'] Result:\nnot this one's"},
+                                     {"type": "tool_result", "tool_use_id": "b", "content": "print(1)"},
+                                     {"type": "text", "text": "[read_file for 'b.py'] Result:\nb = 2"}]},
+    ]
+    (tmp_path / "api_conversation_history.json").write_text(json.dumps(history))
+    session = import_file(tmp_path / "api_conversation_history.json")
+    assert session.report.format == "cline" and session.title == "List files"
+    assert [(r.call_id, r.text) for m in session.messages for r in m.tool_results] == [
+        ("a", "[list_files for '.'] Result:\napp.py"), ("c", "[read_file for 'b.py'] Result:\nnot this one's"), ("b", "print(1)")]
+    assert session.messages[-1].role == "user" and session.messages[-1].text == "[read_file for 'b.py'] Result:\nb = 2"
