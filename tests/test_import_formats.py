@@ -725,3 +725,36 @@ def test_cline_results_in_a_string_message_or_beside_result_blocks_answer_their_
     assert [(r.call_id, r.text) for m in session.messages for r in m.tool_results] == [
         ("a", "[list_files for '.'] Result:\napp.py"), ("c", "[read_file for 'b.py'] Result:\nnot this one's"), ("b", "print(1)")]
     assert session.messages[-1].role == "user" and session.messages[-1].text == "[read_file for 'b.py'] Result:\nb = 2"
+
+
+def test_a_goose_database_with_odd_rows_keeps_what_it_can_and_counts_the_rest(tmp_path):
+    import sqlite3
+
+    path = goose_database(tmp_path)
+    with sqlite3.connect(path) as connection:
+        connection.execute("INSERT INTO sessions (id, description, working_dir, created_at) VALUES ('odd', 'Described only', '/w', '2026-12-03')")
+        rows = [
+            (None, "user", json.dumps([{"type": "text", "text": "go"}]), None),
+            ("o2", "user", "{not json", None),
+            ("o3", "assistant", json.dumps([{"type": "toolRequest", "id": "t1", "toolCall": {"status": "success", "value": {"name": "read", "arguments": {}}}},
+                                            {"type": "toolRequest", "id": "t2", "toolCall": {"status": "success", "value": {"name": "blob", "arguments": "x"}}},
+                                            {"type": "toolRequest", "id": "t3", "toolCall": {"status": "success", "value": {"arguments": {}}}}]), None),
+            ("o4", "user", json.dumps([{"type": "toolResponse", "id": "t1", "toolResult": {"status": "error"}},
+                                       {"type": "toolResponse", "id": "t2", "toolResult": {"status": "success", "value": {"content": [
+                                           {"type": "resource", "resource": {"uri": "file:///b.bin", "blob": "AAAA"}}]}}},
+                                       {"type": "toolResponse", "id": "t3", "toolResult": {"status": "success", "value": {"content": []}}}]), "not json"),
+        ]
+        connection.executemany("INSERT INTO messages (message_id, session_id, role, content_json, created_timestamp, metadata_json) "
+                               "VALUES (?, 'odd', ?, ?, 1764800000, ?)", rows)
+    connection.close()
+    name, odd = glyphpack.import_sessions(path)[-1]
+    assert name == "odd" and odd.title == "Described only" and odd.report.skipped == {"messages whose content is not JSON": 1}
+    assert odd.report.assumed == ("messages whose metadata is not JSON read as seen by the model",)
+    first_id = next(m.id for m in odd.messages)
+    assert first_id.startswith("goose-") and first_id[len("goose-"):].isdigit()
+    assert [m.role for m in odd.messages] == ["user", "assistant", "tool"]
+    assert [(c.id, c.name, c.arguments) for c in odd.messages[1].tool_calls] == [("t1", "read", {}), ("t2", "blob", {}), ("t3", "tool", {})]
+    assert [(r.call_id, r.text, r.is_error) for r in odd.messages[2].tool_results] == [
+        ("t1", "the tool failed", True), ("t2", "[resource file:///b.bin]", False), ("t3", "", False)]
+    (_, first), _, _ = glyphpack.import_sessions(path)
+    assert [m.role for m in first.messages] == ["user", "assistant", "tool", "assistant", "tool", "user", "assistant", "tool", "assistant"]

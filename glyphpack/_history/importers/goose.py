@@ -97,10 +97,14 @@ def _session_from_rows(session: dict[str, Any], rows: list[dict[str, Any]]) -> I
     for row in rows:
         try:
             content = json.loads(row["content_json"])
-            metadata = json.loads(row.get("metadata_json") or "{}")
         except (ValueError, TypeError):
             tally.skip("messages whose content is not JSON")
             continue
+        try:
+            metadata = json.loads(row.get("metadata_json") or "{}")
+        except (ValueError, TypeError):
+            metadata = {}  # visibility unreadable: the message is kept as one the model saw
+            tally.assume("messages whose metadata is not JSON read as seen by the model")
         message = {"role": row.get("role"), "created": row.get("created_timestamp"), "content": content}
         messages.append((str(row.get("message_id") or f"goose-{row.get('id')}"), message, metadata))
     try:
