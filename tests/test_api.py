@@ -15,7 +15,7 @@ def test_public_api_is_pinned():
         "Message", "Text", "Image", "ToolCall", "ToolResult", "Thinking", "is_turn_boundary",
         "turn_boundaries", "validate_history", "to_anthropic", "from_anthropic", "to_openai_chat",
         "from_openai_chat", "Workspace", "MemoryStore", "Transcript", "RequestReport", "SessionTree", "export_json", "export_markdown",
-        "RedactedThinking", "Opaque", "import_file", "ImportReport", "ImportedAgent", "ImportedSession",
+        "RedactedThinking", "Opaque", "import_file", "import_sessions", "ImportReport", "ImportedAgent", "ImportedSession",
         "to_openai_responses", "from_openai_responses", "to_gemini", "from_gemini",
         # a harness's session
         "open_session", "Session", "Thresholds", "CommandResult", "export_html",
