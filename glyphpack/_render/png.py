@@ -110,7 +110,7 @@ def check_png_size(png: bytes) -> tuple[int, int]:
         try:
             with Image.open(io.BytesIO(png)) as image:
                 width, height = image.size
-        except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
+        except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:  # Pillow raises SyntaxError for a broken PNG chunk
             raise PageError(f"not a readable image ({exc})") from None
     if max(width, height) > MAX_PAGE_EDGE:
         raise PageError(
@@ -127,6 +127,6 @@ def decode_png(png: bytes) -> np.ndarray:
     try:
         with Image.open(io.BytesIO(png)) as image:
             gray = np.asarray(image.convert("L"))
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:  # Pillow raises SyntaxError for a broken PNG chunk
         raise PageError(f"not a readable image ({exc})") from None
     return (gray < 128).astype(np.uint8)
