@@ -758,3 +758,11 @@ def test_a_goose_database_with_odd_rows_keeps_what_it_can_and_counts_the_rest(tm
         ("t1", "the tool failed", True), ("t2", "[resource file:///b.bin]", False), ("t3", "", False)]
     (_, first), _, _ = glyphpack.import_sessions(path)
     assert [m.role for m in first.messages] == ["user", "assistant", "tool", "assistant", "tool", "user", "assistant", "tool", "assistant"]
+
+
+def test_a_goose_database_under_a_path_holding_uri_characters_is_read(tmp_path):
+    """The database is opened read-only by URI: a folder named ``a?b#c`` was read as a
+    query and a fragment, and the file was not found."""
+    folder = tmp_path / "a?b#c"
+    folder.mkdir()
+    assert [name for name, _ in glyphpack.import_sessions(goose_database(folder))] == ["20261201_1", "20261202_1"]

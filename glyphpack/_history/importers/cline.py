@@ -70,7 +70,7 @@ def read(path: Path, document: list[dict[str, Any]]) -> ImportedSession:
     for index, raw in enumerate(document):
         if raw["role"] == "assistant":
             calls = [(b["id"], str(b.get("name"))) for b in _blocks(raw) if b.get("type") == "tool_use" and isinstance(b.get("id"), str)]
-            model = named_model((raw.get("modelInfo") or {}).get("modelId") if isinstance(raw.get("modelInfo"), dict) else None) or model
+            model = named_model(_object(raw.get("modelInfo")).get("modelId")) or model
         else:
             raw = _results_as_blocks(raw, calls, tally)
             calls = []
@@ -144,10 +144,7 @@ def _requests(path: Path, document: list[dict[str, Any]], tally: Tally) -> list[
     """The ``api_req_started`` entries of the ``ui_messages.json`` beside the history,
     each with its ``ts`` and the ``ts`` of the first entry after it (when its answer
     began), when there is one per answer; else none (said in the report)."""
-    try:
-        shown = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return []
+    shown = _beside(path)
     if not isinstance(shown, list):
         return []
     entries = [e for e in shown if isinstance(e, dict)]
@@ -191,13 +188,22 @@ def _measured(request: dict[str, Any] | None, metrics: object, start: int, end: 
 
 def _metadata_model(path: Path) -> str | None:
     """The model ``task_metadata.json`` says the task last used (``model_usage``)."""
-    try:
-        metadata = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
-    used = metadata.get("model_usage") if isinstance(metadata, dict) else None
+    used = _object(_beside(path)).get("model_usage")
     last = used[-1] if isinstance(used, list) and used and isinstance(used[-1], dict) else {}
     return named_model(last.get("model_id"))
+
+
+def _beside(path: Path) -> object:
+    """A JSON file the extension keeps beside the history, or None when there is none
+    or it does not parse (those files only add times, counts and a model name)."""
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
+def _object(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _title(document: list[dict[str, Any]]) -> str:

@@ -74,7 +74,7 @@ def read_database(path: Path) -> list[tuple[str, ImportedSession]]:
     from ..._errors import HistoryError
 
     try:
-        connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as exc:
         raise HistoryError(f"{path}: cannot open the database: {exc}") from None
     try:

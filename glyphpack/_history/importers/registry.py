@@ -80,13 +80,11 @@ def import_file(path: str | Path, *, format: str | None = None) -> ImportedSessi
     the harness's own (a summary or title line), else the first task. Raises
     ``HistoryError`` naming the file when it is no format glyphpack reads."""
     path = Path(path)
-    if format in (None, goose.FORMAT) and _is_goose_database(path):
-        sessions = goose.read_database(path)
-        if len(sessions) != 1:
-            raise HistoryError(f"{path} holds {len(sessions)} Goose sessions, not one: import_sessions reads each "
-                               "(glyphpack import makes each a conversation of its own)")
-        return _titled(sessions[0][1])
-    return _titled(_import(path, format))
+    sessions = _sessions(path, format)
+    if len(sessions) != 1:  # only a Goose database holds other than one
+        raise HistoryError(f"{path} holds {len(sessions)} Goose sessions, not one: import_sessions reads each "
+                           "(glyphpack import makes each a conversation of its own)")
+    return _titled(sessions[0][1])
 
 
 @public
@@ -94,10 +92,13 @@ def import_sessions(path: str | Path, *, format: str | None = None) -> list[tupl
     """Every session a file holds, each with the name of its conversation: a Goose
     ``sessions.db`` holds many (named by their session ids); any other file holds one,
     named by ``conversation_name``. Errors as ``import_file``."""
-    path = Path(path)
+    return [(name, _titled(session)) for name, session in _sessions(Path(path), format)]
+
+
+def _sessions(path: Path, format: str | None) -> list[tuple[str, ImportedSession]]:
     if format in (None, goose.FORMAT) and _is_goose_database(path):
-        return [(name, _titled(session)) for name, session in goose.read_database(path)]
-    return [(conversation_name(path), import_file(path, format=format))]
+        return goose.read_database(path)
+    return [(conversation_name(path), _import(path, format))]
 
 
 def _is_goose_database(path: Path) -> bool:
