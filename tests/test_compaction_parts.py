@@ -275,3 +275,219 @@ def test_a_continued_summary_repeats_the_sent_conversation_and_its_tools_then_as
     assert bare["model"] == "claude-haiku-4-5" and bare["max_tokens"] == 500
     assert [m["role"] for m in bare["messages"]] == ["user", "assistant", "user"] and request_text(bare).endswith("summarize now")
     assert summarizer.fn.calls == 2  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------- the summarization rung
+
+
+EXACT = CostModel(COST.profile, tokenizer=len)  # a character a token: every figure below is exact
+
+
+def chat(turns: int, size: int = 100) -> list[Message]:
+    out = [Message("system", (Text("be brief"),)), Message("user", (Text("the task"),))]
+    for n in range(turns):
+        out += [Message("assistant", (Text(f"a{n} " + "x" * size),)), Message("user", (Text(f"u{n} " + "y" * size),))]
+    return out
+
+
+def counting(answer: str = "short summary"):
+    from glyphpack import Summarizer
+
+    prompts: list[str] = []
+
+    def fn(prompt: str) -> str:
+        prompts.append(prompt)
+        return answer
+
+    return prompts, Summarizer(fn, window=100_000, output_reserve=200)
+
+
+def test_chunks_pack_texts_up_to_the_limit_and_cut_a_huge_one_into_pieces():
+    from glyphpack._compaction.summarize import chunks
+
+    assert chunks(["aaa", "bbb", "cccc"], EXACT, 6) == ["aaabbb", "cccc"]  # exactly the limit fits
+    assert chunks(["aaa", "bbbb"], EXACT, 6) == ["aaa", "bbbb"]
+    assert chunks(["x" * 25, "yy"], EXACT, 10) == ["x" * 10, "x" * 10, "x" * 5 + "yy"]
+    assert chunks(["x" * 10], EXACT, 10) == ["x" * 10]  # as long as the limit: one piece
+    assert chunks([], EXACT, 10) == []
+
+
+def test_a_piece_of_a_huge_text_shrinks_until_its_dense_part_fits():
+    from glyphpack._compaction.summarize import chunks
+
+    dense = CostModel(COST.profile, tokenizer=lambda text: len(text) + 4 * text.count("W"))  # a W costs five
+    text = "W" * 4 + "a" * 40
+    pieces = chunks([text], dense, 10)
+    assert "".join(pieces) == text and all(dense.text(p) <= 10 for p in pieces)
+    assert pieces[0] == "WW"  # 2 of the 10 characters the first guess took fit
+    assert chunks(["W", "ab"], dense, 4) == ["W", "ab"]  # a character over the limit alone still goes, whole, and nothing empty after it
+
+
+def test_summarizing_nothing_reports_why_and_returns_the_messages():
+    from glyphpack._compaction.summarize import summarize
+
+    messages = chat(0)
+    _, summarizer = counting()
+    result = summarize(messages, EXACT, 10, summarizer)
+    assert result.view == tuple(messages)
+    report = result.report
+    assert (report.rung, report.skipped, report.tokens_before, report.tokens_after) == (
+        "summarization", "nothing to summarize", EXACT.history(messages), EXACT.history(messages))
+    assert 0 <= report.seconds < 5
+
+
+def test_the_summary_replaces_the_earliest_cut_that_fits_the_budget_exactly():
+    from glyphpack._compaction.summarize import summarize
+
+    messages = chat(6)
+    costs = [EXACT.message(m) for m in messages]
+    _, summarizer = counting()
+    head_cost, allowance = sum(costs[:2]), 200  # max(SUMMARY_MIN_TOKENS, min(output_reserve, a fifth))
+    # Cuts are every message boundary after the task; the one at 6 fits a budget of exactly its size.
+    budget = head_cost + allowance + sum(costs[6:])
+    fitted = summarize(messages, EXACT, budget, summarizer, tail_tokens=0)
+    assert (fitted.report.first_message, fitted.report.last_message) == (3, 6)
+    one_less = summarize(messages, EXACT, budget - 1, summarizer, tail_tokens=0)
+    assert one_less.report.last_message == 7
+    # Nothing fits: the last cut (the newest round stays).
+    assert summarize(messages, EXACT, 1, summarizer, tail_tokens=0).report.last_message == len(messages) - 1
+    # A budget that holds everything still summarizes at least one message after the task.
+    roomy = summarize(messages, EXACT, 10**6, summarizer, tail_tokens=0)
+    assert (roomy.report.first_message, roomy.report.last_message) == (3, 3)
+    # tail_tokens given: kept verbatim however large the budget's default tail would be.
+    kept = summarize(messages, EXACT, 1, summarizer, tail_tokens=sum(costs[-4:]))
+    assert kept.report.last_message == len(messages) - 4
+
+
+def test_the_summary_message_names_its_range_and_its_digest_and_the_report_its_figures():
+    import hashlib
+
+    from glyphpack._compaction.summarize import summarize
+    from glyphpack._history.recall import short_range_ref
+
+    messages = chat(6)
+    prompts, summarizer = counting("  the summary  ")
+    result = summarize(messages, EXACT, 1, summarizer, tail_tokens=0)
+    note = result.view[2]
+    ref = short_range_ref(messages, 2, 12)
+    assert note.text == f"[glyphpack summary of messages 3-13, {recall_hint(ref)}]\nthe summary"
+    assert note.id == "summary-" + hashlib.sha256(b"the summary").hexdigest()[:16] and note.role == "user"
+    assert result.view[:2] == tuple(messages[:2]) and result.view[3:] == tuple(messages[13:])
+    report = result.report
+    assert (report.changed, report.summary_tokens, report.summarizer_calls, report.ref) == (11, len("the summary"), 1, ref)
+    assert (report.tokens_before, report.tokens_after) == (EXACT.history(messages), EXACT.history(result.view))
+    assert prompts == [summarizer.instructions + "".join(serialize(m) for m in messages[2:13])]
+
+
+def serialize(message: Message) -> str:
+    from glyphpack._compaction.snapshot import serialize_message
+
+    return serialize_message(message)
+
+
+def test_summaries_of_chunks_are_joined_by_lines_and_summarized_again_until_they_fit():
+    from glyphpack import Summarizer
+    from glyphpack._compaction.summarize import SUMMARIZER_PROMPT_SLACK, summarize
+
+    messages = chat(12, size=300)
+    prompts: list[str] = []
+
+    def fn(prompt: str) -> str:
+        prompts.append(prompt)
+        return f"s{len(prompts)} " + "z" * 150  # each summary alone fits the allowance; three together do not
+
+    instructions = "Sum up.\n\n"
+    window = 200 + len(instructions) + SUMMARIZER_PROMPT_SLACK + 1_000  # a transcript chunk of 1,000 tokens
+    summarizer = Summarizer(fn, window=window, output_reserve=200, instructions=instructions)
+    result = summarize(messages, EXACT, 1, summarizer, tail_tokens=0)
+    first_level = [p for p in prompts if "[assistant]" in p or "[user]" in p]
+    assert len(first_level) >= 3 and len(prompts) > len(first_level)
+    second = prompts[len(first_level)]
+    assert second == instructions + "".join(f"s{n} " + "z" * 150 + "\n" for n in range(1, len(first_level) + 1))[: len(second) - len(instructions)]
+    assert result.report.summarizer_calls == len(prompts)
+    assert result.view[2].text.endswith("\n" + f"s{len(prompts)} " + "z" * 150)
+
+
+def test_a_summarizer_window_with_no_room_left_is_refused_on_its_boundary():
+    from glyphpack import CompactionError, Summarizer
+    from glyphpack._compaction.summarize import SUMMARIZER_MIN_ROOM, SUMMARIZER_PROMPT_SLACK, summarize
+
+    messages = chat(4)
+    instructions = "Sum up.\n\n"
+    fits = SUMMARIZER_MIN_ROOM + 200 + len(instructions) + SUMMARIZER_PROMPT_SLACK
+    summarize(messages, EXACT, 1, Summarizer(lambda p: "ok", window=fits, output_reserve=200, instructions=instructions), tail_tokens=0)
+    with pytest.raises(CompactionError, match=f"a summarizer window of {fits - 1:,} tokens leaves no room for the transcript"):
+        summarize(messages, EXACT, 1, Summarizer(lambda p: "ok", window=fits - 1, output_reserve=200, instructions=instructions), tail_tokens=0)
+
+
+class BilledFn:
+    """A summarizer function that says what its provider billed, as ``sdk_summarizer``'s does."""
+
+    def __init__(self) -> None:
+        self.billed_input, self.billed_output = 1_000, 70  # from earlier calls: not this rung's
+
+    def __call__(self, prompt: str) -> str:
+        self.billed_input += 300
+        self.billed_output += 20
+        return "billed summary"
+
+
+def test_the_report_bills_only_this_rungs_summarizer_calls():
+    from glyphpack import Summarizer
+    from glyphpack._compaction.summarize import summarize
+
+    report = summarize(chat(4), EXACT, 1, Summarizer(BilledFn(), output_reserve=200), tail_tokens=0).report
+    assert (report.summarizer_input_tokens, report.summarizer_output_tokens) == (300, 20)
+    assert "billed 300 in, 20 out" in report.details
+    plain = summarize(chat(4), EXACT, 1, Summarizer(lambda p: "free", output_reserve=200), tail_tokens=0).report
+    assert (plain.summarizer_input_tokens, plain.summarizer_output_tokens) == (0, 0) and "billed" not in plain.details
+
+
+def test_a_continued_summary_instruction_says_what_to_keep_and_adds_what_was_not_sent():
+    from glyphpack import Sent
+    from glyphpack._compaction.summarize import continued_instruction
+
+    messages = chat(4)
+    messages[8] = Message("assistant", (Text("line one\nline two " + "k" * 200),))
+    _, summarizer = counting()
+    sent = Sent(tuple(messages[:5]))
+    instruction = continued_instruction(messages, 2, 8, sent, summarizer)
+    keep = serialize(messages[8]).strip().replace("\n", " ")[:120]
+    assert instruction == "\n\n".join([
+        summarizer.instructions.strip(),
+        "Summarize the conversation above, from after the task at its start, for the agent to continue the work "
+        "from your summary: it will stand in place of those messages.",
+        f"The newest turns, from the message that begins {keep!r}, stay as they are after your summary: leave them out.",
+        "Include these newer messages too:\n\n" + "".join(serialize(m) for m in messages[5:8]),
+        "Answer with the summary only, as text: no tool calls.",
+    ])
+    # Everything sent already, the range ending at the end: neither a part to keep nor one to add.
+    whole = continued_instruction(messages, 2, len(messages), Sent(tuple(messages)), summarizer)
+    assert whole is not None and "newest turns" not in whole and "Include these" not in whole
+    assert continued_instruction(messages, 2, 8, Sent(()), summarizer) is None
+    assert continued_instruction(messages, 2, 8, Sent((Message("user", (Text("elsewhere"),)),)), summarizer) is None
+
+
+def test_a_continued_summary_is_asked_only_when_it_fits_the_summarizers_window():
+    from glyphpack import Sent, Summarizer
+    from glyphpack._compaction.summarize import SUMMARIZER_PROMPT_SLACK, continued_instruction, continued_summary
+
+    messages = chat(4)
+    sent = Sent(tuple(messages[:7]))
+    asked: list[str] = []
+
+    def continues(s: Sent, instruction: str) -> str:
+        asked.append(instruction)
+        return "  continued  "
+
+    probe = Summarizer(lambda p: "", output_reserve=200, continues=continues)
+    instruction = continued_instruction(messages, 2, 8, sent, probe)
+    assert instruction is not None
+    needed = EXACT.history(sent.messages) + EXACT.estimator.overhead + len(instruction) + SUMMARIZER_PROMPT_SLACK + 200
+    at = Summarizer(lambda p: "", window=needed, output_reserve=200, continues=continues)
+    assert continued_summary(messages, 2, 8, EXACT, at, sent) == "continued" and asked == [instruction]
+    under = Summarizer(lambda p: "", window=needed - 1, output_reserve=200, continues=continues)
+    assert continued_summary(messages, 2, 8, EXACT, under, sent) is None and len(asked) == 1
+    assert continued_summary(messages, 2, 8, EXACT, at, None) is None
+    blank = Summarizer(lambda p: "", window=needed, output_reserve=200, continues=lambda s, i: "   ")
+    assert continued_summary(messages, 2, 8, EXACT, blank, sent) is None

@@ -111,6 +111,8 @@ def chunks(texts: list[str], cost: CostModel, limit: int) -> list[str]:
             out.append(text[:take])
             text = text[take:]
             tokens -= piece_tokens  # estimates add up over pieces, so no re-estimate of the rest
+        if not text:  # the pieces took it all (a character alone over the limit)
+            continue
         if current and current_tokens + tokens > limit:
             out.append("".join(current))
             current, current_tokens = [], 0
