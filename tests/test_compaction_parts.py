@@ -491,3 +491,160 @@ def test_a_continued_summary_is_asked_only_when_it_fits_the_summarizers_window()
     assert continued_summary(messages, 2, 8, EXACT, at, None) is None
     blank = Summarizer(lambda p: "", window=needed, output_reserve=200, continues=lambda s, i: "   ")
     assert continued_summary(messages, 2, 8, EXACT, blank, sent) is None
+
+
+# --------------------------------------------------------------- the free rungs' stubs
+
+
+def test_protection_starts_at_the_newest_user_turns_or_the_newest_rounds_of_a_long_loop():
+    from glyphpack._compaction.rungs import PROTECTED_ROUNDS, protected_from
+
+    system = Message("system", (Text("s"),))
+    one_turn = [system, Message("user", (Text("u"),)), Message("assistant", (Text("a"),))]
+    assert protected_from(one_turn, 2) == 0  # fewer turns than protected: all of them
+    two_turns = [*one_turn, Message("user", (Text("v"),)), Message("assistant", (Text("b"),))]
+    assert protected_from(two_turns, 2) == 1 and protected_from(two_turns, 1) == 3
+    assert protected_from(two_turns, 0) == len(two_turns)
+
+    def loop(rounds: int) -> list[Message]:
+        out = [system, Message("user", (Text("fix it"),))]
+        for n in range(rounds):
+            out += [Message("assistant", (ToolCall(f"c{n}", "run", {}),)), Message("tool", (ToolResult(f"c{n}", (Text("ok"),)),))]
+        return out
+
+    assert protected_from(loop(PROTECTED_ROUNDS), 2) == 0 and protected_from(loop(PROTECTED_ROUNDS), 1) == 1
+    long = loop(PROTECTED_ROUNDS + 1)
+    assert protected_from(long, 1) == 4  # the 8 newest assistant rounds, from the second
+    assert [m.role for m in long[4:]].count("assistant") == PROTECTED_ROUNDS
+
+
+def old_and_new(*old: Message) -> list[Message]:
+    """``old`` in a first turn, then two turns that protection keeps."""
+    return [Message("user", (Text("task"),)), *old, *[m for n in range(2) for m in (Message("user", (Text(f"turn {n}"),)), Message("assistant", (Text("ok"),)))]]
+
+
+def test_an_elided_result_names_its_call_its_size_its_lines_and_its_ref():
+    long_text = "first line\n" + "é" * 1_500 + "\nlast line"
+    call = ToolCall("c1", "read_file", {"path": "src/été.py", "note": "n" * 80})
+    orphan = ToolResult("gone", (Text(long_text),))  # its call was compacted away earlier
+    messages = old_and_new(
+        Message("assistant", (call,)),
+        Message("tool", (ToolResult("c1", (Text(long_text),)),)),
+        Message("tool", (orphan,)),
+    )
+    result = elide(messages, COST, CompactionPolicy(elide_min_chars=1_000))
+    preview = json.dumps(call.arguments, ensure_ascii=False)[: STUB_ARGUMENTS_WIDTH - 3] + "..."
+    assert preview.startswith('{"path": "src/été.py"')
+    assert result.view[2].tool_results[0].text == (
+        f'{ELIDED_MARK}result of read_file({preview}), {len(long_text):,} chars, 3 lines; {recall_hint("c1")}]'
+    )
+    assert result.view[3].tool_results[0].text == f'{ELIDED_MARK}result of a tool call, {len(long_text):,} chars, 3 lines; {recall_hint("gone")}]'
+    assert result.report.changed == 2 and result.view[1] is messages[1]
+    assert (result.report.rung, result.report.tokens_before, result.report.tokens_after) == (
+        "elision", COST.history(messages), COST.history(result.view))
+    assert 0 <= result.report.seconds < 5
+
+
+def test_a_short_arguments_preview_is_whole_up_to_its_width():
+    from glyphpack._compaction.rungs import _short
+
+    exact = {"k": "v" * (STUB_ARGUMENTS_WIDTH - 9)}
+    assert len(json.dumps(exact)) == STUB_ARGUMENTS_WIDTH and _short(exact) == json.dumps(exact)
+    over = {"k": "v" * (STUB_ARGUMENTS_WIDTH - 8)}
+    assert _short(over) == json.dumps(over)[: STUB_ARGUMENTS_WIDTH - 3] + "..." and len(_short(over)) == STUB_ARGUMENTS_WIDTH
+
+
+def test_elision_runs_on_both_sides_of_its_limits():
+    def result_of(chars: int, error: bool = False) -> list[Message]:
+        return [Message("assistant", (ToolCall(f"c{chars}{error}", "run", {}),)),
+                Message("tool", (ToolResult(f"c{chars}{error}", (Text("r" * chars),), is_error=error),))]
+
+    messages = old_and_new(*result_of(999), *result_of(1_000), *result_of(5_000, error=True))
+    view = elide(messages, COST, CompactionPolicy(elide_min_chars=1_000)).view
+    assert [view[i].tool_results[0].text.startswith(ELIDED_MARK) for i in (2, 4, 6)] == [False, True, False]
+    seen: list[tuple[str, str | None]] = []
+
+    def remarkable(result, call):
+        seen.append((result.call_id, call.name if call else None))
+        return result.call_id == "c1000False"
+
+    kept = elide(messages, COST, CompactionPolicy(elide_min_chars=1_000, remarkable=remarkable))
+    assert kept.report.changed == 0 and ("c1000False", "run") in seen
+    # A call's arguments exactly at the limit are elided; one character less are not.
+    arguments = {"body": "b" * 100}
+    width = len(ToolCall("w", "write", arguments).arguments_json)
+    calls = old_and_new(Message("assistant", (ToolCall("w", "write", arguments),)), Message("tool", (ToolResult("w", (Text("ok"),)),)))
+    assert elide(calls, COST, CompactionPolicy(elide_min_chars=width)).report.changed == 1
+    assert elide(calls, COST, CompactionPolicy(elide_min_chars=width + 1)).report.changed == 0
+
+
+def test_the_first_protected_message_is_kept_even_when_it_carries_a_long_result():
+    # Anthropic's shape: a tool result in a user message, which starts a turn.
+    messages = [
+        Message("user", (Text("task"),)),
+        Message("assistant", (ToolCall("c1", "run", {}),)),
+        Message("user", (ToolResult("c1", (Text("r" * 2_000),)), Text("and now this"))),
+        Message("assistant", (Text("ok"),)),
+    ]
+    assert elide(messages, COST, CompactionPolicy(protect_turns=1)).report.changed == 0
+    assert elide(messages, COST, CompactionPolicy(protect_turns=0)).report.changed == 1
+
+
+def test_dropped_images_become_stubs_numbered_in_their_message_with_their_refs():
+    from glyphpack._compaction.rungs import drop_images
+    from glyphpack._history.recall import image_ref
+
+    pasted, one, two = png(30, 20), png(40, 10), png(50, 60)
+    message = Message("user", (Image("image/png", pasted), Text("see"), Image("image/png", ref="file-abc")))
+    results = Message("tool", (ToolResult("c1", (Text("two shots"), Image("image/png", one), Image("image/png", two))),))
+    messages = old_and_new(message, Message("assistant", (ToolCall("c1", "shoot", {}),)), results)
+    dropped = drop_images(messages, COST, note="why")
+    stubs = [b.text for b in dropped.view[1].content if isinstance(b, Text)]
+    assert stubs == [
+        f"{DROPPED_MARK}image/png, 30x20, {len(pasted):,} bytes; {recall_hint(image_ref(message.id, 1))}]",
+        "see",
+        f"{DROPPED_MARK}image/png, file-abc; {recall_hint(image_ref(message.id, 2))}]",
+    ]
+    result = dropped.view[3].tool_results[0]
+    assert [b.text for b in result.content] == [  # type: ignore[union-attr]
+        "two shots",
+        f"{DROPPED_MARK}image/png, 40x10, {len(one):,} bytes; {recall_hint(image_ref(results.id, 1))}]",
+        f"{DROPPED_MARK}image/png, 50x60, {len(two):,} bytes; {recall_hint(image_ref(results.id, 2))}]",
+    ]
+    report = dropped.report
+    assert (report.rung, report.changed, report.note) == ("image drop", 4, "why") and 0 <= report.seconds < 5
+    assert (report.tokens_before, report.tokens_after) == (COST.history(messages), COST.history(dropped.view))
+    # The first protected message keeps its image.
+    protected = [Message("user", (Text("task"),)), Message("assistant", (Text("a"),)), Message("user", (Image("image/png", one),))]
+    assert drop_images(protected, COST, protect_turns=1).report.changed == 0
+    assert drop_images(protected, COST, protect_turns=0).report.changed == 1
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"fidelity": "sharp"}, "fidelity must be one of exact, gist, dense, not 'sharp'"),
+        ({"rungs": ("snapshot", "elision")}, "rungs ('snapshot', 'elision'): the ladder runs each rung once, cheapest first "
+         "(reasoning drop, elision, image drop, snapshot, summarization); give them in that order"),
+        ({"summary_pages": 1}, "summary_pages must be True or False, not 1"),
+        ({"protect_turns": -1}, "protect_turns must be a non-negative int, not -1"),
+        ({"protect_turns": 1.5}, "protect_turns must be a non-negative int, not 1.5"),
+        ({"tail_tokens": -1}, "tail_tokens must be a non-negative int, not -1"),
+        ({"tail_tokens": "9"}, "tail_tokens must be a non-negative int, not '9'"),
+        ({"elide_min_chars": -1}, "elide_min_chars must be a non-negative int, not -1"),
+        ({"elide_min_chars": 2.0}, "elide_min_chars must be a non-negative int, not 2.0"),
+    ],
+)
+def test_a_policy_refuses_each_bad_field_by_name(options, message):
+    from glyphpack import UsageError
+
+    with pytest.raises(UsageError) as raised:
+        CompactionPolicy(**options)
+    assert str(raised.value) == message
+
+
+def test_a_policy_takes_the_lowest_values_and_a_tail_of_a_tenth_of_the_budget():
+    policy = CompactionPolicy(protect_turns=0, tail_tokens=0, elide_min_chars=0)
+    assert policy.tail_for(10**6) == 0
+    assert CompactionPolicy(tail_tokens=20_000).tail_for(109_999) == 10_999 and CompactionPolicy().tail_for(10**7) == 20_000
+    assert isinstance(CompactionPolicy().tail_for(99), int)
