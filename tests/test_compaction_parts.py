@@ -648,3 +648,74 @@ def test_a_policy_takes_the_lowest_values_and_a_tail_of_a_tenth_of_the_budget():
     assert policy.tail_for(10**6) == 0
     assert CompactionPolicy(tail_tokens=20_000).tail_for(109_999) == 10_999 and CompactionPolicy().tail_for(10**7) == 20_000
     assert isinstance(CompactionPolicy().tail_for(99), int)
+
+
+# --------------------------------------------------------------- the snapshot's plan and cut search
+
+
+def test_a_plan_notes_the_characters_its_shape_lacks_per_script_and_draws_the_middle_in_unifont():
+    from glyphpack._compaction.snapshot import _plan
+
+    messages = [
+        Message("system", (Text("agent"),)),
+        Message("user", (Text("task"),)),
+        Message("assistant", (Text("字字字のの plain"),)),
+        Message("user", (Text("step"),)),
+        Message("assistant", (Text("漢"),)),
+        Message("user", (Text("next"),)),
+        Message("assistant", (Text("done"),)),
+    ]
+    dense = CompactionPolicy(fidelity="dense", tail_tokens=0)
+    plan = _plan(messages, COST, 1_000, dense, None)
+    assert not isinstance(plan, str)
+    search, cuts, note = plan
+    assert cuts == [3, 4, 5, 6] and search.head == 2
+    assert note == "drawn in Unifont: 5x8's font lacks characters of the middle (4 CJK, 2 HIRAGANA)"
+    assert (search.policy.shape, search.policy.page_size) == ("unifont", None)
+    pinned = _plan(messages, COST, 1_000, CompactionPolicy(fidelity="dense", tail_tokens=0, shape="5x8", page_size=(400, 400)), None)
+    assert not isinstance(pinned, str)
+    assert pinned[2] == note + "; the pinned geometry changed, so earlier pages are redrawn"
+    assert (pinned[0].policy.shape, pinned[0].policy.page_size) == ("unifont", None)
+    ascii_only = [m if "字" not in m.text and "漢" not in m.text else Message(m.role, (Text("words"),)) for m in messages]
+    plain = _plan(ascii_only, COST, 1_000, dense, None)
+    assert not isinstance(plain, str) and plain[2] == "" and plain[0].policy is dense
+
+
+def test_a_message_no_font_draws_ends_the_middle_before_it():
+    from glyphpack._compaction.snapshot import _plan
+
+    messages = [Message("system", (Text("agent"),)), Message("user", (Text("task"),))]
+    messages += [Message("assistant" if n % 2 else "user", (Text(f"m{n}"),)) for n in range(8)]
+    messages[6] = Message("user", (Text("private \ue000 use"),))
+    plan = _plan(messages, COST, 1_000, CompactionPolicy(tail_tokens=0), None)
+    assert not isinstance(plan, str) and plan[1] == [3, 4, 5, 6]
+    messages[2] = Message("user", (Text("\ue000"),))
+    assert _plan(messages, COST, 1_000, CompactionPolicy(tail_tokens=0), None) == "nothing between the head and the newest work kept as text"
+    # The head's own end counts as no cut: a middle of one message is the least.
+    assert _plan(messages[:4], COST, 1_000, CompactionPolicy(tail_tokens=0), head=3) == "nothing between the head and the newest work kept as text"
+
+
+def test_a_reader_without_vision_gets_no_plan():
+    from glyphpack._compaction.snapshot import _plan
+
+    text_only = CostModel.for_model("deepseek-chat")
+    assert _plan([Message("user", (Text("task"),))], text_only, 1_000, CompactionPolicy(), None) == "the reader has no vision"
+
+
+@pytest.mark.parametrize("fraction", [0.2, 0.25, 0.3])
+def test_the_cut_search_past_the_linear_cuts_finds_the_first_cut_that_fits(fraction):
+    """With more candidate cuts than ``LINEAR_CUTS``, a binary search and a backtrack
+    find the cut; it must be the one pricing every cut in order would find."""
+    from glyphpack._compaction.snapshot import LINEAR_CUTS, _plan
+
+    messages = [Message("system", (Text("agent"),)), Message("user", (Text("the task"),))]
+    for n in range(90):
+        messages += [Message("assistant", (Text(f"step {n}: " + "the work goes on. " * 30),)), Message("user", (Text(f"ok {n}"),))]
+    budget = int(COST.history(messages) * fraction)
+    plan = _plan(messages, COST, budget, CompactionPolicy(tail_tokens=0, fidelity="dense"), None)
+    assert not isinstance(plan, str)
+    search, cuts, _ = plan
+    start = next(i for i, t in enumerate(cuts) if search._room(t))
+    fitting = [t for t in cuts[start:] if search._fits(t) is not None]
+    assert fitting and cuts[start:].index(fitting[0]) >= LINEAR_CUTS  # the search goes past the linear part
+    assert search.choose(cuts) == fitting[0]
