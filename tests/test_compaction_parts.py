@@ -719,3 +719,41 @@ def test_the_cut_search_past_the_linear_cuts_finds_the_first_cut_that_fits(fract
     fitting = [t for t in cuts[start:] if search._fits(t) is not None]
     assert fitting and cuts[start:].index(fitting[0]) >= LINEAR_CUTS  # the search goes past the linear part
     assert search.choose(cuts) == fitting[0]
+
+
+@pytest.mark.parametrize("fraction", [0.08, 0.2])
+def test_summary_then_pages_splits_at_the_earliest_turn_whose_rest_fits_as_pages(fraction):
+    from glyphpack import Sent, Summarizer
+    from glyphpack import read_pages
+    from glyphpack._compaction.snapshot import fits_as_pages
+    from glyphpack._compaction.summarize import summarize_then_page
+
+    messages = [Message("system", (Text("agent"),)), Message("user", (Text("the task"),))]
+    for n in range(60):
+        messages += [Message("assistant", (Text(f"step {n}: " + "the work goes on. " * 30),)), Message("user", (Text(f"ok {n}"),))]
+    budget, allowance = int(COST.history(messages) * fraction), 200
+    continued: list[str] = []
+
+    def continues(sent: Sent, instruction: str) -> str:
+        continued.append(instruction)
+        return "the summary, continued"
+
+    summarizer = Summarizer(lambda p: "never asked", output_reserve=200, continues=continues)
+    policy = CompactionPolicy(shape="6x13", tail_tokens=0)
+    result = summarize_then_page(messages, COST, budget, summarizer, policy, Sent(tuple(messages)))
+    assert result is not None and len(continued) == 1  # the conversation as sent was continued
+    report, (paged,) = result.report, result.also
+    split = report.last_message
+    assert report.first_message == 3
+
+    def fits(cut: int) -> bool:
+        return fits_as_pages((*messages[:2], *messages[cut:]), COST, budget - allowance, policy)
+
+    assert fits(split) and not fits(split - 1)  # the earliest turn boundary that fits
+    assert {p.shape for p in result.pages} == {"6x13"} and result.page_text and read_pages(result.pages).rstrip() == result.page_text.rstrip()
+    assert report.note == (
+        f"the middle did not fit as pages: its oldest {split - 2} messages summarized, the {paged.changed} after them on {len(result.pages)} pages"
+    )
+    assert report.tokens_after == paged.tokens_after == COST.history(result.view) and report.tokens_before == COST.history(messages)
+    assert 0 <= report.seconds < 30
+    assert result.view[2].text.endswith("the summary, continued") and result.view[3].id.startswith("snapshot-")
