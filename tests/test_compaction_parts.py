@@ -757,3 +757,81 @@ def test_summary_then_pages_splits_at_the_earliest_turn_whose_rest_fits_as_pages
     assert report.tokens_after == paged.tokens_after == COST.history(result.view) and report.tokens_before == COST.history(messages)
     assert 0 <= report.seconds < 30
     assert result.view[2].text.endswith("the summary, continued") and result.view[3].id.startswith("snapshot-")
+
+
+def test_the_tail_keeps_the_newest_round_and_the_newest_messages_within_its_tokens():
+    from glyphpack._compaction.snapshot import tail_cuts
+
+    messages = [Message("user", (Text(f"m{n}"),)) for n in range(6)]
+    costs = [10, 20, 30, 40, 50, 60]
+    cuts = list(range(7))
+    assert tail_cuts(messages, cuts, costs, 0) == [0, 1, 2, 3, 4, 5]  # the newest message stays: the newest round
+    assert tail_cuts(messages, cuts, costs, 110) == [0, 1, 2, 3, 4]  # 60 + 50 = 110: exactly the tail
+    assert tail_cuts(messages, cuts, costs, 109) == [0, 1, 2, 3, 4, 5]
+    assert tail_cuts(messages, cuts, costs, 210) == [0]  # everything is tail: only the empty cut
+    assert tail_cuts(messages, cuts, costs, 10**6) == [0]
+    # A call still open at the end: the newest round starts at the call.
+    open_call = [*messages[:3], Message("assistant", (ToolCall("c1", "run", {}),)), Message("tool", (ToolResult("c1", (Text("r"),)),)),
+                 Message("assistant", (ToolCall("c2", "run", {}),))]
+    assert tail_cuts(open_call, list(range(7)), costs, 0) == [0, 1, 2, 3, 4, 5]
+    assert tail_cuts(open_call[:5] + [Message("assistant", (ToolCall("c3", "run", {}),))], [1, 2, 3, 4, 5], costs, 0) == [1, 2, 3, 4, 5]
+
+
+def test_the_head_ends_after_the_first_task_a_harness_did_not_write():
+    from glyphpack._compaction.snapshot import head_end
+
+    preamble = Message("user", (Text("<environment_context>cwd=/x</environment_context>"),))
+    task = Message("user", (Text("fix the bug"),))
+    answer = Message("assistant", (Text("ok"),))
+    assert head_end([Message("system", (Text("s"),)), preamble, task, answer]) == 3
+    assert head_end([Message("system", (Text("s"),)), preamble, answer, preamble]) == 2  # only preambles: the first
+    assert head_end([Message("system", (Text("s"),)), answer]) == 2  # no user: everything is head
+
+
+def test_the_priced_header_names_a_range_at_the_longest_id():
+    from glyphpack._compaction.snapshot import SNAPSHOT_HEADER, priced_header, range_note
+    from glyphpack._history.recall import range_ref
+
+    messages = [Message("user", (Text("a"),), id="short"), Message("user", (Text("b"),), id="a-much-longer-id"), Message("user", (Text("c"),), id="mid-id")]
+    header = priced_header(messages)
+    assert header.role == "user" and [b.text for b in header.content] == [SNAPSHOT_HEADER, range_note(range_ref("a-much-longer-id", "a-much-longer-id"))]  # type: ignore[union-attr]
+    assert [b.text for b in priced_header([]).content] == [SNAPSHOT_HEADER, range_note(range_ref("", ""))]  # type: ignore[union-attr]
+
+
+def test_data_urls_in_snapshot_text_are_elided_by_a_marker():
+    from glyphpack._compaction.snapshot import serialize_message
+
+    text = serialize_message(Message("user", (Text("see data:image/png;base64," + "A" * 400 + " here"),)))
+    assert text == "[user] see [data URL elided] here\n"
+
+
+def test_the_snapshot_shape_is_the_policys_else_the_readers_for_its_fidelity():
+    from glyphpack._compaction.snapshot import snapshot_shape
+    from glyphpack._render.shapes import reading_shape
+
+    profile = COST.profile
+    assert snapshot_shape(profile, CompactionPolicy(fidelity="dense")).name == "5x8"
+    assert snapshot_shape(profile, CompactionPolicy(shape="8x13")).name == "8x13"
+    assert snapshot_shape(profile, CompactionPolicy(shape="9x15", fidelity="dense")).name == "9x15"
+    exact, gist = (snapshot_shape(profile, CompactionPolicy(fidelity=f)) for f in ("exact", "gist"))
+    assert exact == reading_shape(profile, "exact")[0] and gist == reading_shape(profile, "gist")[0]
+
+
+def test_no_cut_says_which_bound_stopped_it():
+    from glyphpack._compaction.snapshot import snapshot
+
+    messages = [Message("system", (Text("agent"),)), Message("user", (Text("the task"),))]
+    messages += [Message("assistant" if n % 2 else "user", (Text(f"m{n} " + "words " * 50),)) for n in range(10)]
+    skipped = snapshot(messages, COST, 20, CompactionPolicy(tail_tokens=0))
+    assert skipped.report.skipped == "no cut fits the budget of 20 tokens with the middle as pages"
+    assert skipped.view == tuple(messages) and skipped.report.tokens_after == skipped.report.tokens_before == COST.history(messages)
+    assert 0 <= skipped.report.seconds < 5 and skipped.report.rung == "snapshot"
+
+
+def test_the_empty_text_costs_nothing_and_the_readers_rates_are_its_providers():
+    from glyphpack._providers.resolve import resolve, text_estimator
+    from glyphpack._providers.text_tokens import DEFAULT_ESTIMATOR
+
+    assert COST.text("") == 0
+    openai = resolve("gpt-5.4")  # OpenAI's tokenizer packs text denser: its own rates
+    assert CostModel(openai).estimator == text_estimator(openai) != DEFAULT_ESTIMATOR
