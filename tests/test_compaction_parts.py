@@ -385,27 +385,41 @@ def serialize(message: Message) -> str:
     return serialize_message(message)
 
 
-def test_summaries_of_chunks_are_joined_by_lines_and_summarized_again_until_they_fit():
+@pytest.mark.parametrize(("length", "calls", "summary"), [
+    (99, 2, "s" * 99 + "\n" + "s" * 99),  # two summaries of 99 and their line breaks: exactly the allowance of 200
+    (150, 3, "s" * 150),  # two of 150 do not fit: summarized again, once, into one
+])
+def test_summaries_of_chunks_are_joined_by_lines_and_summarized_again_until_they_fit(length, calls, summary):
     from glyphpack import Summarizer
-    from glyphpack._compaction.summarize import SUMMARIZER_PROMPT_SLACK, summarize
+    from glyphpack._compaction.summarize import SUMMARIZER_PROMPT_SLACK, chunks, summarize
 
     messages = chat(12, size=300)
+    instructions = "Sum up.\n\n"
+    limit = 5_000
+    assert len(chunks([serialize(m) for m in messages[2:25]], EXACT, limit)) == 2  # the middle goes in two chunks
     prompts: list[str] = []
 
     def fn(prompt: str) -> str:
         prompts.append(prompt)
-        return f"s{len(prompts)} " + "z" * 150  # each summary alone fits the allowance; three together do not
+        return " " + "s" * length + " "
 
-    instructions = "Sum up.\n\n"
-    window = 200 + len(instructions) + SUMMARIZER_PROMPT_SLACK + 1_000  # a transcript chunk of 1,000 tokens
-    summarizer = Summarizer(fn, window=window, output_reserve=200, instructions=instructions)
-    result = summarize(messages, EXACT, 1, summarizer, tail_tokens=0)
-    first_level = [p for p in prompts if "[assistant]" in p or "[user]" in p]
-    assert len(first_level) >= 3 and len(prompts) > len(first_level)
-    second = prompts[len(first_level)]
-    assert second == instructions + "".join(f"s{n} " + "z" * 150 + "\n" for n in range(1, len(first_level) + 1))[: len(second) - len(instructions)]
-    assert result.report.summarizer_calls == len(prompts)
-    assert result.view[2].text.endswith("\n" + f"s{len(prompts)} " + "z" * 150)
+    window = 200 + len(instructions) + SUMMARIZER_PROMPT_SLACK + limit
+    result = summarize(messages, EXACT, 1, Summarizer(fn, window=window, output_reserve=200, instructions=instructions), tail_tokens=0)
+    assert result.report.summarizer_calls == len(prompts) == calls
+    assert result.view[2].text.split("]\n", 1)[1] == summary
+    if calls == 3:
+        assert prompts[2] == instructions + ("s" * length + "\n") * 2
+
+
+def test_a_summary_holding_a_lone_surrogate_is_kept_and_named_by_its_digest():
+    import hashlib
+
+    from glyphpack._compaction.summarize import summarize
+
+    _, summarizer = counting("half a pair: \ud800")
+    note = summarize(chat(4), EXACT, 1, summarizer, tail_tokens=0).view[2]
+    assert note.text.endswith("half a pair: \ud800")
+    assert note.id == "summary-" + hashlib.sha256("half a pair: \ud800".encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def test_a_summarizer_window_with_no_room_left_is_refused_on_its_boundary():

@@ -103,8 +103,8 @@ class CostModel:
         for message in messages:
             out["system" if message.role == "system" else "user" if message.role == "user" else "assistant"] += MESSAGE_OVERHEAD
             for block in message.content:
-                tokens = self.block(block)
-                images = sum(self.image(i) for i in block.images()) if block.category(message.role) != "images" else 0
+                # An image block is its own image (its category is "images", and tokens - images is 0).
+                tokens, images = self.block(block), sum(self.image(i) for i in block.images())
                 out["images"] += images
                 out[block.category(message.role)] += tokens - images
         return out
