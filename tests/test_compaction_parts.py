@@ -849,3 +849,68 @@ def test_the_empty_text_costs_nothing_and_the_readers_rates_are_its_providers():
     assert COST.text("") == 0
     openai = resolve("gpt-5.4")  # OpenAI's tokenizer packs text denser: its own rates
     assert CostModel(openai).estimator == text_estimator(openai) != DEFAULT_ESTIMATOR
+
+
+def long_chat(turns: int = 40) -> list[Message]:
+    out = [Message("system", (Text("agent"),)), Message("user", (Text("the task"),))]
+    for n in range(turns):
+        out += [Message("assistant", (Text(f"step {n}: " + "the work goes on. " * 30),)), Message("user", (Text(f"ok {n}"),))]
+    return out
+
+
+def test_a_snapshot_message_is_the_header_the_pages_and_the_range_note_named_by_its_text():
+    import hashlib
+
+    from glyphpack import read_pages
+    from glyphpack._compaction.snapshot import SNAPSHOT_HEADER, range_note, snapshot
+    from glyphpack._history.recall import short_range_ref
+
+    messages = long_chat()
+    result = snapshot(messages, COST, COST.history(messages) // 2, CompactionPolicy(tail_tokens=0, fidelity="dense"))
+    report, t = result.report, result.report.last_message
+    assert report.skipped is None and report.first_message == 3 and result.pages
+    message = result.view[2]
+    assert message.id == "snapshot-" + hashlib.sha256(result.page_text.encode()).hexdigest()[:16]
+    assert message.content[0] == Text(SNAPSHOT_HEADER) and message.content[-1] == Text(range_note(short_range_ref(messages, 2, t - 1)))
+    images = message.content[1:-1]
+    assert [(i.media_type, i.data) for i in images] == [("image/png", p.png) for p in result.pages]  # type: ignore[union-attr]
+    assert result.view[3:] == tuple(messages[t:]) and read_pages(result.pages).rstrip() == result.page_text.rstrip()
+    assert (report.middle_chars, report.middle_text_tokens) == (len(result.page_text), COST.text(result.page_text))
+    assert report.image_tokens == sum(int(COST.profile.context_tokens(p.width, p.height)) for p in result.pages)
+    assert (report.results_cut, report.result_cap, report.replaced_scripts, report.pages) == (0, 0, {}, len(result.pages))
+    assert report.tokens_after == COST.history(result.view) and 0 <= report.seconds < 30
+
+
+def test_long_results_are_cut_to_their_ends_and_counted_when_the_whole_middle_does_not_fit():
+    from glyphpack._compaction.snapshot import SNAPSHOT_RESULT_CAP, snapshot
+
+    messages = [Message("system", (Text("agent"),)), Message("user", (Text("the task"),))]
+    sizes = [3_000, 40_000, 30_000, 9_000]  # the oldest first: the middle
+    for n, size in enumerate(sizes):
+        messages += [Message("assistant", (ToolCall(f"r{n}", "read", {"n": n}),)),
+                     Message("tool", (ToolResult(f"r{n}", (Text(("line of the file %d\n" % n) * (size // 19)),)),))]
+    messages += [Message("assistant", (Text("done"),)), Message("user", (Text("thanks"),))]
+    result = snapshot(messages, COST, 12_000, CompactionPolicy(tail_tokens=0))
+    report = result.report
+    assert report.skipped is None and report.result_cap >= SNAPSHOT_RESULT_CAP
+    middle = messages[2 : report.last_message]
+    assert report.results_cut == sum(1 for m in middle for r in m.tool_results if len(r.text) > 2 * report.result_cap) >= 1
+    assert report.results_cut < len([r for m in middle for r in m.tool_results])
+
+
+def test_the_image_limit_leaves_room_for_one_page_and_is_named_when_it_stops_every_cut():
+    from glyphpack._compaction.snapshot import snapshot
+
+    shot = png(64, 64)
+
+    def with_tail_images(count: int) -> list[Message]:
+        tail = Message("user", tuple(Image("image/png", shot) for _ in range(count)))  # the newest round: kept
+        return [*long_chat(8), Message("assistant", (Text("look at these"),)), tail]
+
+    budget = 10**6
+    limit = COST.profile.max_images
+    assert limit == 100
+    room = snapshot(with_tail_images(limit - 1), COST, budget, CompactionPolicy(tail_tokens=0, fidelity="dense"))
+    assert room.report.skipped is None and room.report.pages == 1
+    full = snapshot(with_tail_images(limit), COST, budget, CompactionPolicy(tail_tokens=0, fidelity="dense"))
+    assert full.report.skipped == f"no cut fits {COST.profile.name}'s limit of {limit} images per request with the middle as pages"
