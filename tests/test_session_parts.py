@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import glyphpack
-from glyphpack import Message, Text, ToolCall, UsageError
+from glyphpack import Message, Text, ToolCall, ToolResult, UsageError
 
 
 def turns(count: int, size: int = 200) -> list[Message]:
@@ -105,3 +105,102 @@ def test_a_compaction_below_the_threshold_pays_when_the_calls_left_read_less(tmp
         assert sum(1 for m in s.messages if m.role == "assistant") == 7
         assert s._compaction_pays(57_760) and not s._compaction_pays(57_740)
         assert not s._compaction_pays(1_000)
+
+
+# --------------------------------------------------------------- recover
+
+
+TOO_LARGE = {"type": "error", "error": {"type": "request_too_large", "message": "Request exceeds the maximum size"}}
+
+
+def too_long(tokens: int, limit: int) -> dict:
+    return {"type": "error", "error": {"type": "invalid_request_error", "message": f"prompt is too long: {tokens} tokens > {limit} maximum"}}
+
+
+def reads(count: int, size: int = 4_000) -> list[Message]:
+    out: list[Message] = [Message("user", (Text("read the files"),))]
+    for n in range(count):
+        out += [Message("assistant", (ToolCall(f"r{n}", "read", {"path": f"f{n}.py"}),)),
+                Message("tool", (ToolResult(f"r{n}", (Text(f"# f{n}\n" + "x = 1\n" * (size // 6)),)),))]
+    return [*out, Message("assistant", (Text("read them all"),)), Message("user", (Text("go on"),))]
+
+
+def test_recover_refuses_what_is_not_an_overflow_and_a_call_before_any_request(tmp_path):
+    with session(tmp_path) as s:
+        s.extend(turns(2))
+        with pytest.raises(UsageError, match=r"^recover\(\) follows a rejected request built by this session's request\(\)$"):
+            s.recover(TOO_LARGE)
+        s.next_view("anthropic")
+        text = "a rate limit, " + "z" * 300
+        with pytest.raises(glyphpack.CompactionError) as raised:
+            s.recover(text)
+        assert str(raised.value) == f"not a 'request too long' error: {text[:200]!r}"
+        error = ValueError("something else")
+        with pytest.raises(ValueError) as again:
+            s.recover(error)
+        assert again.value is error  # raised as it was
+
+
+def test_a_second_rejection_without_a_summarizer_and_a_third_with_one_are_errors_naming_the_count(tmp_path):
+    with session(tmp_path, recall=False) as s:
+        s.extend(reads(12))
+        s.next_view("anthropic")
+        measured = s.estimate() + 500
+        s.recover(too_long(measured, measured // 2))
+        with pytest.raises(glyphpack.CompactionError) as raised:
+            s.recover(too_long(measured, measured // 2))
+        message = str(raised.value)
+        assert message.startswith("the provider rejected the request as too long 2 times in a row after compacting; "
+                                  "with no summarizer configured there is no rung left (")
+        assert message.endswith(f"prompt is too long: {measured} tokens > {measured // 2} maximum'}}}})")
+    with session(tmp_path / "with", recall=False, summarizer=lambda p: "done so far") as s:
+        s.extend(reads(12))
+        s.next_view("anthropic")
+        s.recover(too_long(measured, measured // 2))
+        s.recover(too_long(measured, measured // 2))
+        with pytest.raises(glyphpack.CompactionError, match=r"^the provider rejected the request as too long 3 times in a row after compacting \("):
+            s.recover(too_long(measured, measured // 2))
+
+
+def test_a_413_is_recovered_by_the_free_rungs_and_then_by_the_summarizer(tmp_path):
+    from glyphpack._compaction.recovery import request_bytes
+
+    with session(tmp_path, recall=False) as s:
+        s.extend(reads(12))
+        sent = s.next_view("anthropic")
+        result = s.recover(TOO_LARGE)
+        assert request_bytes(result.view) < request_bytes(sent)
+        assert s.request_view()[0] == result.view + s.messages[len(s.messages):]
+        assert not any(m.id.startswith("summary-") for m in result.view)  # the free rungs, first
+
+
+def test_a_413_the_free_rungs_cannot_shrink_goes_to_the_summarizer_or_says_one_would(tmp_path):
+    from glyphpack._compaction.recovery import request_bytes
+
+    chat = turns(40, size=600)  # no results to elide, no images to drop
+    with session(tmp_path, recall=False) as s:
+        s.extend(chat)
+        s.next_view("anthropic")
+        with pytest.raises(glyphpack.CompactionError) as raised:
+            s.recover(TOO_LARGE)
+        assert str(raised.value) == ("the request is too large in bytes and neither dropping images nor eliding old tool results "
+                                     "made it smaller; a summarizer would: pass summarizer=...")
+    prompts: list[str] = []
+    with session(tmp_path / "with", recall=False, summarizer=lambda p: prompts.append(p) or "what was said") as s:
+        s.extend(chat)
+        sent = s.next_view("anthropic")
+        result = s.recover(TOO_LARGE)
+        assert prompts and request_bytes(result.view) < request_bytes(sent)
+        assert any(m.id.startswith("summary-") for m in result.view)
+        with pytest.raises(glyphpack.CompactionError, match="3 times in a row"):  # it went straight to the second step
+            s.recover(TOO_LARGE)
+
+
+def test_a_413_a_summary_cannot_shrink_either_is_an_error_without_the_hint(tmp_path):
+    with session(tmp_path, recall=False, summarizer=lambda p: "a summary longer than what it stands for " * 2_000) as s:
+        s.extend(turns(40, size=600))
+        s.next_view("anthropic")
+        with pytest.raises(glyphpack.CompactionError) as raised:
+            s.recover(TOO_LARGE)
+        assert str(raised.value) == ("the request is too large in bytes and neither dropping images nor eliding old tool results "
+                                     "made it smaller")
