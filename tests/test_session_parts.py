@@ -204,3 +204,107 @@ def test_a_413_a_summary_cannot_shrink_either_is_an_error_without_the_hint(tmp_p
             s.recover(TOO_LARGE)
         assert str(raised.value) == ("the request is too large in bytes and neither dropping images nor eliding old tool results "
                                      "made it smaller")
+
+
+# --------------------------------------------------------------- the tree, commands and tool output
+
+
+@pytest.mark.parametrize(("what", "call"), [
+    ("shake", lambda s: s.shake()),
+    ("compact", lambda s: s.compact()),
+    ("branch", lambda s: s.branch(s.messages[0].id)),
+    ("fork", lambda s: s.fork("copy")),
+    ("set a checkpoint", lambda s: s.checkpoint("here")),
+    ("rewind", lambda s: s.rewind("here", "learned")),
+    ("add another response", lambda s: s.add_response(Message("assistant", (Text("again"),)))),
+])
+def test_each_operation_waits_for_the_pending_calls_by_name(tmp_path, what, call):
+    with session(tmp_path) as s:
+        s.extend(turns(1))
+        s.add_response(Message("assistant", (ToolCall("c7", "run", {}),)))
+        with pytest.raises(UsageError) as raised:
+            call(s)
+        assert str(raised.value) == f"cannot {what} while tool calls are pending (c7): add their results first"
+
+
+def test_a_shake_is_kept_as_the_view_with_its_trigger(tmp_path):
+    from glyphpack._history.view import read_view
+
+    with session(tmp_path) as s:
+        s.extend(reads(12))
+        s.shake()
+        view = read_view(s.workspace, "c", "a")
+        assert view is not None and view.trigger == "/shake" and view.covers == s.messages[-1].id
+        s.compact(3_000)
+        assert read_view(s.workspace, "c", "a").trigger == "/compact"  # type: ignore[union-attr]
+
+
+def test_a_new_sessions_system_prompt_is_saved_by_its_first_checkpoint(tmp_path):
+    with session(tmp_path, system="be brief") as s:
+        assert s.revision == 0
+        s.checkpoint("start")
+        assert s.revision > 0
+    with session(tmp_path) as again:
+        assert [m.text for m in again.messages] == ["be brief"]
+
+
+def test_a_rewind_forgets_the_request_sent_and_the_rejections_counted(tmp_path):
+    with session(tmp_path, recall=False) as s:
+        s.extend(reads(12))
+        s.checkpoint("before")
+        s.next_view("anthropic")
+        s.recover(TOO_LARGE)
+        s.rewind("before", "what the detour taught")
+        with pytest.raises(UsageError, match="recover\\(\\) follows a rejected request"):
+            s.recover(TOO_LARGE)
+        s.next_view("anthropic")
+        s.recover(TOO_LARGE)  # the first rejection again: no error without a summarizer
+
+
+def test_recall_answers_a_range_page_by_page_from_the_stored_text(tmp_path):
+    from glyphpack._compaction.snapshot import serialize_message
+    from glyphpack._history.recall import range_ref
+
+    with session(tmp_path) as s:
+        s.extend(reads(30, size=6_000))
+        ref = range_ref(s.messages[1].id, s.messages[-3].id)
+        first, second = (s.recall(ref, page=p).as_result("k").text for p in (1, 2))
+        whole = "".join(serialize_message(m) for m in s.messages[1:-2])
+        assert first != second
+        # Each page holds a stretch of the range's text as the snapshot serializes it.
+        assert whole.index(first.split("\n", 1)[1][:200]) < whole.index(second.split("\n", 1)[1][:200])
+
+
+def test_a_recall_call_asks_for_the_page_it_names(tmp_path):
+    from glyphpack._history.recall import RECALL_TOOL, range_ref
+
+    with session(tmp_path) as s:
+        s.extend(reads(30, size=6_000))
+        ref = range_ref(s.messages[1].id, s.messages[-3].id)
+        s.add_response(Message("assistant", (ToolCall("k1", RECALL_TOOL, {"ref": ref, "page": 2}),)))
+        answered = s.add_tool_results([])
+        assert answered.tool_results[0].text == s.recall(ref, page=2).as_result("k1").text != s.recall(ref).as_result("k1").text
+
+
+@pytest.mark.parametrize(("data", "expected"), [
+    (b"plain text", "plain text"),
+    ("caf\u00e9".encode(), "caf\u00e9"),
+    (b"abc\xff" + b"d" * 6, "abc\\xffdddddd\n[1 bytes were not UTF-8: shown as \\xNN]"),
+    (b"\xff\xfe\xfd" + b"a" * 7, "\\xff\\xfe\\xfdaaaaaaa\n[3 bytes were not UTF-8: shown as \\xNN]"),  # 3 of 10: the share, still text
+])
+def test_tool_output_bytes_are_text_up_to_the_binary_share(data, expected):
+    from glyphpack._session.session import _from_bytes
+
+    assert _from_bytes(data) == Text(expected)
+
+
+def test_tool_output_bytes_past_the_binary_share_are_named_and_kept_whole():
+    import base64
+    import hashlib
+
+    from glyphpack._session.session import _from_bytes
+
+    data = b"\xff\xfe\xfd\xfc" + b"a" * 6  # 4 of 10 undecodable
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    assert _from_bytes(data) == Text(f"[binary output: 10 bytes, sha256 {digest}..., as base64]\n{base64.b64encode(data).decode()}")
+    assert _from_bytes(b"a\x00b").text.startswith("[binary output: 3 bytes")  # type: ignore[union-attr]
