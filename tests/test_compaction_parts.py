@@ -15,8 +15,8 @@ from glyphpack._compaction.cost import BAR_WIDTH, CostModel, token_bars
 from glyphpack._compaction.results import Compaction
 from glyphpack._compaction.rungs import DROPPED_MARK, ELIDED_MARK, STUB_ARGUMENTS_WIDTH, cap_images, drop_reasoning, elide
 from glyphpack._history.messages import Opaque
-from glyphpack._history.recall import arguments_ref, recall_hint
 from glyphpack._history.pricing import MESSAGE_OVERHEAD
+from glyphpack._history.recall import arguments_ref, recall_hint
 
 
 def png(width: int, height: int) -> bytes:
@@ -737,8 +737,7 @@ def test_the_cut_search_past_the_linear_cuts_finds_the_first_cut_that_fits(fract
 
 @pytest.mark.parametrize("fraction", [0.08, 0.2])
 def test_summary_then_pages_splits_at_the_earliest_turn_whose_rest_fits_as_pages(fraction):
-    from glyphpack import Sent, Summarizer
-    from glyphpack import read_pages
+    from glyphpack import Sent, Summarizer, read_pages
     from glyphpack._compaction.snapshot import fits_as_pages
     from glyphpack._compaction.summarize import summarize_then_page
 
@@ -888,7 +887,7 @@ def test_long_results_are_cut_to_their_ends_and_counted_when_the_whole_middle_do
     sizes = [3_000, 40_000, 30_000, 9_000]  # the oldest first: the middle
     for n, size in enumerate(sizes):
         messages += [Message("assistant", (ToolCall(f"r{n}", "read", {"n": n}),)),
-                     Message("tool", (ToolResult(f"r{n}", (Text(("line of the file %d\n" % n) * (size // 19)),)),))]
+                     Message("tool", (ToolResult(f"r{n}", (Text(f"line of the file {n}\n" * (size // 19)),)),))]
     messages += [Message("assistant", (Text("done"),)), Message("user", (Text("thanks"),))]
     result = snapshot(messages, COST, 12_000, CompactionPolicy(tail_tokens=0))
     report = result.report
