@@ -308,3 +308,167 @@ def test_tool_output_bytes_past_the_binary_share_are_named_and_kept_whole():
     digest = hashlib.sha256(data).hexdigest()[:16]
     assert _from_bytes(data) == Text(f"[binary output: 10 bytes, sha256 {digest}..., as base64]\n{base64.b64encode(data).decode()}")
     assert _from_bytes(b"a\x00b").text.startswith("[binary output: 3 bytes")  # type: ignore[union-attr]
+
+
+# --------------------------------------------------------------- tool results as harnesses give them
+
+
+def pending(tmp_path, *calls: ToolCall, recall: bool = True):
+    s = session(tmp_path, recall=recall)
+    s.extend(turns(1))
+    s.add_response(Message("assistant", calls))
+    return s
+
+
+def test_tool_outputs_become_blocks_as_the_docs_say(tmp_path):
+    with pending(tmp_path, ToolCall("c1", "a", {}), ToolCall("c2", "b", {}), ToolCall("c3", "c", {}), ToolCall("c4", "d", {})) as s:
+        message = s.add_tool_results({"c1": {"city": "Zürich", "n": [1, 2]}, "c2": None, "c3": ["line", Text("block")],
+                                      "c4": ToolResult("c4", (Text("given whole"),), is_error=True)})
+        by_id = {r.call_id: r for r in message.tool_results}
+        assert by_id["c1"].content == (Text('{\n "city": "Zürich",\n "n": [\n  1,\n  2\n ]\n}'),)
+        assert by_id["c2"].content == () and by_id["c3"].content == (Text("line"), Text("block"))
+        assert by_id["c4"] == ToolResult("c4", (Text("given whole"),), is_error=True)
+
+
+def test_a_tool_output_of_another_kind_is_refused_by_call_and_type(tmp_path):
+    with pending(tmp_path, ToolCall("c1", "a", {})) as s:
+        with pytest.raises(UsageError) as raised:
+            s.add_tool_results({"c1": 3.5})
+        assert str(raised.value) == ("the output for call 'c1' is of type float: give text, bytes, JSON (a dict or list), "
+                                     "a list of strings and Text/Image blocks, a ToolResult, or None for no output")
+        with pytest.raises(UsageError, match=r"^the output for call 'c1' is a block of another kind: "):
+            s.add_tool_results({"c1": ToolCall("x", "y", {})})
+        with pytest.raises(UsageError, match=r"^the output for call 'c1' is of type dict but not JSON: "):
+            s.add_tool_results({"c1": {"when": object()}})
+        with pytest.raises(UsageError, match=r"^result for 'c1' carries call id 'c9'$"):
+            s.add_tool_results({"c1": ToolResult("c9", (Text("x"),))})
+        with pytest.raises(UsageError, match=r"^results must be a mapping of call ids to outputs, or ToolResult values, not str$"):
+            s.add_tool_results("just text")  # type: ignore[arg-type]
+        with pytest.raises(UsageError, match=r"^results must be a mapping of call ids to outputs, or ToolResult values, not str, int$"):
+            s.add_tool_results(["a", 1])  # type: ignore[list-item]
+        assert s.pending_calls  # nothing stored
+
+
+def test_results_need_pending_calls_and_recall_calls_left_out_are_answered_by_the_session(tmp_path):
+    from glyphpack._history.recall import RECALL_TOOL
+
+    with session(tmp_path) as s:
+        s.extend(turns(1))
+        with pytest.raises(UsageError, match=r"^no tool calls are pending$"):
+            s.add_tool_results({})
+    with pending(tmp_path / "r", ToolCall("c1", "run", {}), ToolCall("k1", RECALL_TOOL, {"ref": "nothing-such"})) as s:
+        with pytest.raises(UsageError, match=r"results must answer exactly the pending calls \['c1', 'k1'\], got \['k1'\]"):
+            s.add_tool_results({})  # the recall call is answered; the other is not
+        message = s.add_tool_results({"c1": "ran"})
+        assert [r.call_id for r in message.tool_results] == ["c1", "k1"] and message.tool_results[1].is_error
+
+
+# --------------------------------------------------------------- thresholds and the room that bills least
+
+
+def test_the_economic_room_is_the_square_root_rule():
+    from glyphpack._session.session import economic_room
+
+    assert economic_room(10_000, 500.0, 1.25, 0.1) == 11_618  # sqrt(2 * 500 * 1.35 * 10,000 / 0.1)
+    assert economic_room(10_000, 1.0, 1.25, 0.1) == 519
+    assert economic_room(10_000, 0.0, 1.25, 0.1) == economic_room(10_000, -3.0, 1.25, 0.1) == 0
+    assert economic_room(40_000, 500.0, 1.25, 0.1) == 2 * economic_room(10_000, 500.0, 1.25, 0.1) + 1  # grows as the root of kept
+
+
+def test_the_target_is_half_way_from_the_overhead_to_the_threshold():
+    from glyphpack._session.session import Thresholds
+
+    thresholds = Thresholds.for_window(200_000, threshold=100_001)
+    assert thresholds.target_for(0) == thresholds.target_for(-50) == 50_000
+    assert thresholds.target_for(1_001) == 1_001 + 49_500
+    assert thresholds.target_for(100_000) == 100_000 + 0 and thresholds.target_for(100_001) == thresholds.target_for(10**6) == 100_001
+    assert Thresholds.for_window(200_000, threshold=100_001, target=7).target_for(99_999) == 7
+
+
+# --------------------------------------------------------------- requests and the compaction kept
+
+
+def words(count: int) -> list[Message]:
+    out: list[Message] = [Message("user", (Text("the task"),))]
+    for n in range(count):
+        out += [Message("assistant", (Text(f"step {n}: " + "the work goes on. " * 30),)), Message("user", (Text(f"ok {n}"),))]
+    return out
+
+
+def test_a_compaction_is_kept_with_its_range_geometry_pages_tokens_and_report(tmp_path):
+    from glyphpack._history.view import read_view
+
+    with session(tmp_path, recall=False, policy=glyphpack.CompactionPolicy(fidelity="dense", tail_tokens=0)) as s:
+        s.extend(words(40))
+        result = s.compact(s.estimate() // 2)
+        snap = result.report.rung("snapshot")
+        assert snap is not None and snap.skipped is None and result.pages
+        view = read_view(s.workspace, "c", "a")
+        assert view is not None and view.covers == s.messages[-1].id and view.trigger == "/compact"
+        assert view.source == (s.messages[snap.first_message - 1].id, s.messages[snap.last_message - 1].id)
+        first = result.pages[0]
+        assert (view.shape, view.page_size, view.pages) == (first.shape, (first.width, first.full_height), len(result.pages))
+        assert (view.tokens, view.report, view.page_text) == (result.report.tokens_after, result.report.message, result.page_text)
+        assert view.messages == result.view and s.last_compaction is result
+
+
+def test_a_compaction_that_changed_nothing_is_not_kept(tmp_path):
+    from glyphpack._history.view import read_view
+
+    with session(tmp_path, recall=False) as s:
+        s.extend(turns(2))
+        result = s.compact(10**6)
+        assert s.last_compaction is result and read_view(s.workspace, "c", "a") is None
+
+
+def test_a_request_over_the_window_after_compacting_says_so_and_what_would_free_more(tmp_path):
+    with session(tmp_path, recall=False, context_window=1_000, threshold=900, target=500) as s:
+        s.extend([Message("user", (Text("the task " + "word " * 3_000),))])
+        with pytest.raises(glyphpack.CompactionError) as raised:
+            s.request("anthropic")
+        estimate = s.estimate()
+        assert str(raised.value) == (f"the request is still ~{estimate:,} tokens after compaction, over the 1,000-token window; "
+                                     "a summarizer would free more")
+
+
+def test_a_request_with_recall_offers_the_recall_tool_beside_the_callers(tmp_path):
+    from glyphpack._history.recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, RECALL_TOOL
+
+    mine = {"name": "run", "description": "run a command", "input_schema": {"type": "object", "properties": {}}}
+    with session(tmp_path) as s:
+        s.extend(turns(1))
+        request = s.request("anthropic", tools=[mine], max_tokens=100)
+        assert request["tools"] == [mine, {"name": RECALL_TOOL, "description": RECALL_DESCRIPTION, "input_schema": RECALL_PARAMETERS}]
+        assert request["max_tokens"] == 100
+    with session(tmp_path / "off", recall=False) as s:
+        s.extend(turns(1))
+        assert s.request("anthropic", tools=[mine])["tools"] == [mine]
+
+
+def test_the_threshold_compacts_at_the_estimate_exactly_and_the_summary_sees_the_tools_sent(tmp_path):
+    from glyphpack import Sent, Summarizer
+
+    seen: list[Sent] = []
+
+    def continues(sent: Sent, instruction: str) -> str:
+        seen.append(sent)
+        return "what happened"
+
+    mine = {"name": "run", "description": "run", "input_schema": {"type": "object", "properties": {}}}
+    summarizer = Summarizer(lambda p: "what happened", continues=continues, window=200_000)
+    probe_path = tmp_path / "probe"
+    with session(probe_path, recall=False) as probe:
+        probe.extend(words(30))
+        at = probe.estimate()
+    policy = glyphpack.CompactionPolicy(rungs=("summarization",))
+    with session(tmp_path / "below", recall=False, threshold=at + 1, target=at // 3, summarizer=summarizer, policy=policy) as below:
+        below.extend(words(30))
+        below.request("anthropic", tools=[mine])
+        assert below.last_request.compaction is None
+    with session(tmp_path / "at", recall=False, threshold=at, target=at // 3, summarizer=summarizer, policy=policy) as s:
+        s.extend(words(30))
+        s.request("anthropic", tools=[mine])  # the first request: compacted, with nothing sent before it
+        assert s.last_request.compaction is not None
+        s.extend([Message("assistant", (Text("more"),)), Message("user", (Text("and more " * 2_000),))])
+        s.request("anthropic", tools=[mine])  # compacted again: the summary continues what was sent, tools included
+        assert seen and seen[-1].tools == (mine,)
