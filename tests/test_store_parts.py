@@ -125,3 +125,21 @@ def test_the_memory_store_keeps_the_folder_stores_contract():
     assert len(kept.messages) <= len(first.messages)
     with pytest.raises(StoreError):
         store.load("../x", "main")
+
+
+def test_reconcile_brings_a_tree_left_behind_by_a_crash_to_the_transcript(workspace, monkeypatch):
+    from glyphpack._history.tree import SessionTree
+
+    first = history(1)
+    workspace.save("c", "a", first, revision=0)
+    real_record = SessionTree.record
+    monkeypatch.setattr(SessionTree, "record", lambda *args, **kwargs: 0)
+    grown = [*first, *history(2)[1:]]
+    workspace.save("c", "a", grown, revision=1)  # a crash between the transcript and the tree
+    monkeypatch.setattr(SessionTree, "record", real_record)
+    assert workspace.tree.agent_tip("c", "a") == first[-1].id
+    assert workspace.reconcile("c", "a") == len(grown) - len(first)
+    assert workspace.tree.agent_tip("c", "a") == grown[-1].id
+    assert list(workspace.tree.path_to(grown[-1].id)) == grown
+    assert workspace.reconcile("c", "a") == 0  # they agree: nothing written
+    assert workspace.reconcile("never", "a") == 0
