@@ -472,3 +472,59 @@ def test_the_threshold_compacts_at_the_estimate_exactly_and_the_summary_sees_the
         s.extend([Message("assistant", (Text("more"),)), Message("user", (Text("and more " * 2_000),))])
         s.request("anthropic", tools=[mine])  # compacted again: the summary continues what was sent, tools included
         assert seen and seen[-1].tools == (mine,)
+
+
+# --------------------------------------------------------------- what a session opens with
+
+
+class SdkTool:
+    """A tool schema as an SDK object, which JSON takes through its ``model_dump``."""
+
+    def model_dump(self) -> dict:
+        return {"name": "météo", "description": "le temps qu'il fait", "input_schema": {"type": "object"}}
+
+
+def test_before_any_count_the_tool_schemas_are_the_requests_overhead(tmp_path):
+    import json
+
+    from glyphpack._compaction.cost import CostModel
+    from glyphpack._session.session import RECALL_SCHEMA
+
+    cost = CostModel.for_model("claude-sonnet-4-5")
+    tool = SdkTool()
+    with session(tmp_path / "a", tools=[tool]) as s:
+        schemas = [[tool.model_dump()], RECALL_SCHEMA]
+        assert s.estimator.overhead == cost.text(json.dumps(schemas, ensure_ascii=False)) > 0
+    with session(tmp_path / "b") as s:  # recall's own tool only
+        assert s.estimator.overhead == cost.text(json.dumps([RECALL_SCHEMA], ensure_ascii=False))
+    with session(tmp_path / "c", recall=False, tools=[tool]) as s:
+        assert s.estimator.overhead == cost.text(json.dumps([tool.model_dump()], ensure_ascii=False))
+    with session(tmp_path / "d", recall=False) as s:
+        assert s.estimator.overhead == 0
+    circular: list = []
+    circular.append(circular)
+    with pytest.raises(UsageError, match=r"^tools must be JSON-like \(dicts, lists, SDK objects\), not list: "):
+        session(tmp_path / "e", recall=False, tools=circular)
+
+
+def test_what_a_session_ran_with_is_kept_with_what_it_learned(tmp_path):
+    with session(tmp_path, context_window=50_000, threshold=40_000, target=20_000) as s:
+        s.extend(turns(3))
+        s.next_view("anthropic")
+        s.measured(s.estimate() + 100)
+        assert s.workspace.settings("c", "a") == {"model": "claude-sonnet-4-5", "context_window": 50_000, "threshold": 40_000, "target": 20_000}
+    with session(tmp_path / "defaults") as s:
+        s.extend(turns(3))
+        s.next_view("anthropic")
+        s.measured(s.estimate() + 100)
+        assert s.workspace.settings("c", "a") == {"model": "claude-sonnet-4-5", "context_window": 200_000}  # None: the defaults
+
+
+def test_a_summarizer_named_by_model_continues_the_session_only_when_it_is_the_sessions_own(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-not-sent")
+    with session(tmp_path / "own", context_window=150_000, summarizer="claude-sonnet-4-5") as s:
+        assert s.summarizer is not None and s.summarizer.continues is not None and s.summarizer.window == 150_000
+        assert s.summarizer.fn.model == "claude-sonnet-4-5"  # type: ignore[attr-defined]
+    with session(tmp_path / "other", context_window=150_000, summarizer="claude-haiku-4-5") as s:
+        assert s.summarizer is not None and s.summarizer.continues is None and s.summarizer.window == 200_000
+        assert s.summarizer.fn.model == "claude-haiku-4-5"  # type: ignore[attr-defined]
