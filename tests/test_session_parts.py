@@ -528,3 +528,15 @@ def test_a_summarizer_named_by_model_continues_the_session_only_when_it_is_the_s
     with session(tmp_path / "other", context_window=150_000, summarizer="claude-haiku-4-5") as s:
         assert s.summarizer is not None and s.summarizer.continues is None and s.summarizer.window == 200_000
         assert s.summarizer.fn.model == "claude-haiku-4-5"  # type: ignore[attr-defined]
+
+
+def test_pages_without_elision_fall_back_to_the_whole_ladder_only_when_they_cannot_fit(tmp_path):
+    """Gemini reads pages dense enough that, without recall, a session pages results
+    whole rather than elide them; when the pages cannot fit, the whole ladder runs."""
+    with glyphpack.open_session(tmp_path / "ws", "c", "a", model="gemini-2.5-flash", recall=False) as s:
+        assert "elision" not in s.policy.rungs
+        s.extend(reads(30, size=6_000))
+        tight = s.compact(6_000)
+        assert tight.report.fits and tight.report.rung("elision") is not None and tight.report.rung("elision").changed == 23  # type: ignore[union-attr]
+        roomy = s.compact(40_000)
+        assert roomy.report.fits and roomy.report.rung("elision") is None and roomy.report.rung("snapshot") is not None
