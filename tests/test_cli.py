@@ -282,6 +282,7 @@ print(sorted(name for name in {numeric!r} if name in sys.modules), file=sys.stde
 """
 
 
+@pytest.mark.slow  # a second or more: CI runs it
 def test_commands_that_read_a_workspace_import_nothing_numeric(tmp_path):
     """``tree`` and ``export`` of a real session (non-ASCII text, images, usage), and
     ``context`` of a small ASCII one, start without numpy, numba or Pillow: only counting

@@ -143,6 +143,7 @@ def test_text_only_reader_never_receives_an_image_and_gets_the_summary(session):
     assert images_in(shake(session, "deepseek-chat").view) == 0
 
 
+@pytest.mark.slow  # two seconds of examples: CI runs it
 @settings(max_examples=40 if os.environ.get("CI") else 12, deadline=None)  # the long hunt runs in CI
 @given(
     chars=st.integers(5_000, 120_000),

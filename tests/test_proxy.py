@@ -911,6 +911,7 @@ def test_the_log_reads_each_apis_input_cached_and_output_counts(api: str) -> Non
     assert provider_usage(api, {**answer, key: "n/a"}) == (None, None, None)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # a second or more: CI runs it
 def test_the_log_has_a_line_per_request_and_the_totals_say_what_was_saved(workspace: Workspace, tmp_path: Path) -> None:
     """Through a loop the proxy compacts: a record per request (the client's tokens and
     what was sent, the provider's counts, compacted or not), the same as JSON lines, the
