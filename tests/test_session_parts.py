@@ -540,3 +540,30 @@ def test_pages_without_elision_fall_back_to_the_whole_ladder_only_when_they_cann
         assert tight.report.fits and tight.report.rung("elision") is not None and tight.report.rung("elision").changed == 23  # type: ignore[union-attr]
         roomy = s.compact(40_000)
         assert roomy.report.fits and roomy.report.rung("elision") is None and roomy.report.rung("snapshot") is not None
+
+
+def test_a_first_rejection_the_ladder_cannot_shrink_is_an_error_without_a_summarizer(tmp_path):
+    with session(tmp_path, recall=False) as s:
+        s.extend([Message("user", (Text("one long task " * 400),))])  # nothing to elide, page or summarize around
+        s.next_view("anthropic")
+        before = s.estimate()
+        with pytest.raises(glyphpack.CompactionError) as raised:
+            s.recover(too_long(before, before // 2))
+        assert str(raised.value).startswith("the ladder could not shrink the rejected request (~") and str(raised.value).endswith(
+            " tokens) and no summarizer is configured")
+
+
+def test_a_second_rejection_compacts_to_a_smaller_budget_and_learns_only_without_a_tokenizer(tmp_path):
+    with session(tmp_path, recall=False, summarizer=lambda p: "done so far") as s:
+        s.extend(reads(12))
+        s.next_view("anthropic")
+        measured = s.estimate() + 500
+        first = s.recover(too_long(measured, measured // 2))
+        second = s.recover(too_long(measured, measured // 2))
+        assert second.report.budget < first.report.budget  # half the margin's budget, the summarizer there to reach it
+    with session(tmp_path / "exact", recall=False, policy=glyphpack.CompactionPolicy(tokenizer=len)) as s:
+        s.extend(reads(12))
+        s.next_view("anthropic")
+        calibration = s.calibration
+        s.recover(too_long(s.estimate() + 5_000, s.estimate()))
+        assert s.calibration == calibration  # an exact tokenizer is not recalibrated by a provider's count
