@@ -103,7 +103,9 @@ def chunks(texts: list[str], cost: CostModel, limit: int) -> list[str]:
     current_tokens = 0
     for text in texts:
         tokens = cost.text(text)
-        while tokens > limit:  # a single huge message: cut it into pieces that fit
+        # A single huge message: cut into pieces that fit (until none is left, should an
+        # exact tokenizer's counts of the pieces add up to less than the whole's).
+        while text and tokens > limit:
             take = max(1, int(len(text) * limit / tokens))
             while take > 1 and cost.text(text[:take]) > limit:
                 take = max(1, int(take * CHUNK_SHRINK))  # the text's density varies: shrink until it fits
