@@ -913,3 +913,10 @@ def test_the_image_limit_leaves_room_for_one_page_and_is_named_when_it_stops_eve
     assert room.report.skipped is None and room.report.pages == 1
     full = snapshot(with_tail_images(limit), COST, budget, CompactionPolicy(tail_tokens=0, fidelity="dense"))
     assert full.report.skipped == f"no cut fits {COST.profile.name}'s limit of {limit} images per request with the middle as pages"
+
+
+def test_cutting_a_huge_text_ends_when_an_exact_tokenizers_pieces_count_less_than_the_whole():
+    from glyphpack._compaction.summarize import chunks
+
+    squared = CostModel(COST.profile, tokenizer=lambda text: len(text) ** 2)  # 100 for the whole, 1 a character
+    assert chunks(["abcdefghij"], squared, 10) == list("abcdefghij")  # hung on an empty remainder before
