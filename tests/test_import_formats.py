@@ -5,6 +5,7 @@ byte order mark, CRLF, records glued on one line) is read whole."""
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 from pathlib import Path
@@ -766,3 +767,60 @@ def test_a_goose_database_under_a_path_holding_uri_characters_is_read(tmp_path):
     folder = tmp_path / "a?b#c"
     folder.mkdir()
     assert [name for name, _ in glyphpack.import_sessions(goose_database(folder))] == ["20261201_1", "20261202_1"]
+
+
+def test_a_gemini_contents_file_in_either_key_spelling_reads_exactly(tmp_path):
+    """Both key spellings (camelCase as the REST API writes, snake_case as the Python SDK
+    dumps), calls without ids answered in order by name, an error response, bad image
+    data kept as a note, a thought with its signature, and a part no reader knows."""
+    png = base64.b64encode(b"\x89PNG fake").decode()
+    contents = [
+        {"role": "user", "parts": [{"text": "look"}, {"inline_data": {"mime_type": "image/jpeg", "data": png}},
+                                   {"inlineData": {"data": "not base64!"}}]},
+        {"role": "model", "parts": [
+            {"text": "hmm", "thought": True, "thought_signature": "sig-t"},
+            {"function_call": {"name": "ls", "args": {"d": "/"}}, "thoughtSignature": "sig-c"},
+            {"functionCall": {"name": "ls", "args": "not a dict"}},
+            {"functionCall": {"id": "own", "name": "cat"}}]},
+        {"role": "user", "parts": [
+            {"function_response": {"name": "ls", "response": {"output": "a b"}}},
+            {"functionResponse": {"name": "ls", "response": {"error": "denied"}}},
+            {"functionResponse": {"id": "own", "name": "cat", "response": {"output": "meow"}}},
+            "stray", {"executableCode": {"code": "1"}}]},
+    ]
+    path = tmp_path / "contents.json"
+    path.write_text(json.dumps({"systemInstruction": {"parts": [{"text": "be"}, {"text": "brief"}]}, "contents": contents}))
+    session = import_file(path, format="gemini")
+    system, user, model, results, after = session.messages
+    assert system.role == "system" and system.text == "be brief"
+    assert user.content[1] == glyphpack.Image("image/jpeg", base64.b64decode(png))
+    assert user.content[2] == glyphpack.Text("[image image/png: its data was not valid base64]")
+    assert session.report.repaired == {"images without valid data kept as a text stub": 1}
+    assert model.role == "assistant" and model.content[0] == glyphpack.Thinking("hmm", "sig-t")
+    assert [(c.id, c.name, c.arguments, c.signature) for c in model.tool_calls] == [
+        ("gemini-1-1", "ls", {"d": "/"}, "sig-c"), ("gemini-1-2", "ls", {}, None), ("own", "cat", {}, None)]
+    assert results.role == "tool"
+    assert [(r.call_id, r.text, r.is_error) for r in results.tool_results] == [
+        ("gemini-1-1", "a b", False), ("gemini-1-2", "denied", True), ("own", "meow", False)]
+    assert after.role == "user" and after.content[0].kind == "gemini-part"
+    assert [m.id for m in session.messages] == [f"gemini-{n}" for n in range(5)]
+
+
+def test_a_gemini_contents_file_names_a_bad_content_and_keeps_nameless_calls(tmp_path):
+    path = tmp_path / "contents.json"
+    path.write_text(json.dumps({"contents": [{"role": "user", "parts": "text"}]}))
+    with pytest.raises(HistoryError, match=r"contents.json: content 0: needs a role and a list of parts"):
+        import_file(path, format="gemini")
+    path.write_text(json.dumps({"contents": [
+        {"role": "user", "parts": [{"text": "go"}, {"file_data": {"file_uri": "gs://b/a.png"}}]},
+        {"role": "model", "parts": [{"functionCall": {"args": {}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"name": "other", "response": {"output": "x"}}}]}]}))
+    session = import_file(path, format="gemini")
+    assert session.messages[0].content[1] == glyphpack.Image("image/png", ref="gs://b/a.png")
+    assert session.messages[1].tool_calls[0].name == "tool"
+    # A response no open call of that name waits for pairs with nothing: its words stay
+    # as user text, and the open call is answered with the missing-result note.
+    assert session.messages[2].text == "[tool result for call '', which is not in this history]\nx"
+    assert session.messages[3].tool_results[0].call_id == "gemini-1-0"
+    assert session.report.repaired == {"tool results without an open call kept as user text": 1,
+                                       "unanswered tool calls given an error result": 1}
