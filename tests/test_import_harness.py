@@ -4,6 +4,7 @@ harness's own compactions as compaction boundaries; every message's own time; ti
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import glyphpack
-from glyphpack import import_file
+from glyphpack import Image, Opaque, RedactedThinking, Text, Thinking, ToolCall, import_file
 from glyphpack._cli import main
 from glyphpack._history.importers import claude_code_attachments
 from glyphpack._history.importers.base import epoch_seconds
@@ -415,3 +416,46 @@ def test_the_model_is_the_newest_calls_on_each_agents_own_path(tmp_path):
     path = tmp_path / "switched.jsonl"
     path.write_text("\n".join(json.dumps(x) for x in lines))
     assert [(a.name, a.model) for a in import_file(path).agents] == [("main", "claude-sonnet-4-5"), ("sidechain-1", "claude-haiku-4-5")]
+
+
+def test_every_claude_code_block_kind_reads_exactly(tmp_path):
+    """Each content block kind Claude Code writes, with the lenient cases its files hold:
+    images by data, URL or file id; calls without an id or with a non-object input;
+    thinking with and without a signature; results as lists of text, images and other blocks."""
+    png = base64.b64encode(b"\x89PNG fake").decode()
+    lines = [
+        {"type": "user", "uuid": "u1", "parentUuid": None, "message": {"role": "user", "content": [
+            {"type": "text", "text": "see"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/gif", "data": png}},
+            {"type": "image", "source": {"type": "url", "url": "https://x/a.png"}},
+            {"type": "image", "source": {"type": "file", "file_id": "file_1", "media_type": "image/webp"}},
+            {"type": "image"}, "stray"]}},
+        {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "message": {"id": "m1", "role": "assistant", "content": [
+            {"type": "thinking", "thinking": "plan", "signature": "sig"},
+            {"type": "thinking", "thinking": None, "signature": 7},
+            {"type": "redacted_thinking", "data": "opaque"},
+            {"type": "server_tool_use", "id": "s1", "name": "web_search"},
+            {"type": "tool_use", "id": "t1", "name": "Bash", "input": "ls"},
+            {"type": "tool_use", "id": "t2", "input": {"a": 1}}]}},
+        {"type": "user", "uuid": "r1", "parentUuid": "a1", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "is_error": True, "content": [
+                {"type": "text", "text": "no"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}},
+                {"type": "tool_use", "id": "x", "name": "n", "input": {}}, 5]},
+            {"type": "tool_result", "tool_use_id": "t2"}]}},
+    ]
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    session = import_file(path)
+    user, assistant, results = session.messages
+    data = base64.b64decode(png)
+    assert user.content == (Text("see"), Image("image/gif", data), Image("image/png", ref="https://x/a.png"),
+                            Image("image/webp", ref="file_1"))
+    assert session.report.skipped == {"images without data or a URL": 1, "content items that are not objects": 1}
+    assert assistant.content[:3] == (Thinking("plan", "sig"), Thinking("", None), RedactedThinking("opaque"))
+    assert assistant.content[3] == Opaque("server_tool_use", {"type": "server_tool_use", "id": "s1", "name": "web_search"})
+    assert list(assistant.tool_calls) == [ToolCall("t1", "Bash", {"input": "ls"}), ToolCall("t2", "tool", {"a": 1})]
+    first, second = results.tool_results
+    assert first.is_error and first.content[:2] == (Text("no"), Image("image/png", data))
+    assert all(isinstance(b, Text) for b in first.content[2:]) and first.content[3] == Text("5")
+    assert json.loads(first.content[2].text) == {"type": "tool_use", "id": "x", "name": "n", "input": {}}
+    assert not second.is_error and second.content == (Text(""),)
