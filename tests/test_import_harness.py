@@ -459,3 +459,48 @@ def test_every_claude_code_block_kind_reads_exactly(tmp_path):
     assert all(isinstance(b, Text) for b in first.content[2:]) and first.content[3] == Text("5")
     assert json.loads(first.content[2].text) == {"type": "tool_use", "id": "x", "name": "n", "input": {}}
     assert not second.is_error and second.content == (Text(""),)
+
+
+def test_every_pi_message_and_block_kind_reads_exactly(tmp_path):
+    """pi's roles (tool results, the user's own shell commands, roles no API has) and
+    block kinds (thinking signatures under either key, calls, images, unknown kinds)."""
+    png = base64.b64encode(b"\x89PNG fake").decode()
+
+    def line(n: int, message: dict[str, object]) -> dict[str, object]:
+        return {"type": "message", "id": str(n), "parentId": str(n - 1) if n else None, "message": message}
+
+    lines = [
+        {"type": "session", "id": "s", "cwd": "/w"},
+        line(0, {"role": "user", "content": [{"type": "text", "text": "go"}, "stray", {"type": "image", "mimeType": "image/gif", "data": png}]}),
+        line(1, {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "plan", "thinkingSignature": "s1"},
+            {"type": "thinking", "thinking": None, "signature": "s2"},
+            {"type": "thinking", "thinking": "bare", "signature": ""},
+            {"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"cmd": "ls"}},
+            {"type": "toolCall", "id": "c2", "name": "read", "arguments": "x"},
+            {"type": "diagram", "body": 1}]}),
+        line(2, {"role": "toolResult", "toolCallId": "c1", "isError": True, "content": [
+            {"type": "text", "text": "denied"}, {"type": "thinking", "thinking": "dropped"}]}),
+        line(3, {"role": "toolResult", "toolCallId": "c2", "content": "ok"}),
+        line(4, {"role": "bashExecution", "command": "make", "exitCode": 2, "output": "fail"}),
+        line(5, {"role": "bashExecution", "command": "ls", "exitCode": 0, "output": "a"}),
+        line(6, {"role": "custom", "content": "x"}),
+        line(7, {"role": "assistant", "content": [], "stopReason": "aborted"}),
+        line(8, {"role": "assistant", "content": "fine"}),
+    ]
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines))
+    session = import_file(path)
+    user, assistant, tool, ran, ran_ok, answer = session.messages
+    assert user.content == (Text("go"), Image("image/gif", base64.b64decode(png)))
+    assert assistant.content[:3] == (Thinking("plan", "s1"), Thinking("", "s2"), Thinking("bare", None))
+    assert list(assistant.tool_calls) == [ToolCall("c1", "bash", {"cmd": "ls"}), ToolCall("c2", "read", {})]
+    assert assistant.content[5] == Opaque("diagram", {"type": "diagram", "body": 1})
+    first, second = tool.tool_results
+    assert (first.call_id, first.content, first.is_error) == ("c1", (Text("denied"),), True)
+    assert (second.call_id, second.content, second.is_error) == ("c2", (Text("ok"),), False)
+    assert ran.text == "[the user ran a shell command (exit code 2)] $ make\nfail"
+    assert ran_ok.text == "[the user ran a shell command] $ ls\na"
+    assert answer.text == "fine" and [m.id for m in session.messages] == ["pi-1", "pi-2", "pi-3", "pi-5", "pi-6", "pi-9"]
+    assert session.report.skipped == {"session lines (no message)": 1, "content items that are not objects": 1, "messages of role 'custom'": 1,
+                                      "assistant turns that ended in an aborted with nothing said": 1}
