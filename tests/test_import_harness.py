@@ -15,7 +15,7 @@ import glyphpack
 from glyphpack import Image, Opaque, RedactedThinking, Text, Thinking, ToolCall, import_file
 from glyphpack._cli import main
 from glyphpack._history.importers import claude_code_attachments
-from glyphpack._history.importers.base import epoch_seconds
+from glyphpack._history.importers.base import Usage, epoch_seconds
 from glyphpack._history.messages import first_task
 from glyphpack._history.view import read_archive, read_view
 from tests.test_importers import assert_valid_for_every_provider, session_path
@@ -504,3 +504,45 @@ def test_every_pi_message_and_block_kind_reads_exactly(tmp_path):
     assert answer.text == "fine" and [m.id for m in session.messages] == ["pi-1", "pi-2", "pi-3", "pi-5", "pi-6", "pi-9"]
     assert session.report.skipped == {"session lines (no message)": 1, "content items that are not objects": 1, "messages of role 'custom'": 1,
                                       "assistant turns that ended in an aborted with nothing said": 1}
+
+
+def test_every_opencode_part_kind_reads_exactly(tmp_path):
+    """OpenCode's user parts (text, image files as data URLs, other files named, bad image
+    data noted) and an assistant message's steps: ids per step, results per step, each
+    step's measured input, a compaction, parts not sent to the model."""
+    png = base64.b64encode(b"\x89PNG fake").decode()
+    document = {"info": {"id": "ses", "title": "the title"}, "messages": [
+        {"info": {"id": "u1", "role": "user", "time": {"created": 1_700_000_000_000}}, "parts": [
+            {"type": "text", "text": "see"}, {"type": "text", "text": ""}, {"type": "text", "text": 5},
+            {"type": "file", "mime": "image/png", "url": f"data:image/png;base64,{png}"},
+            {"type": "file", "mime": "image/png", "url": "data:image/png;base64,@@@", "filename": "bad.png"},
+            {"type": "file", "mime": "text/plain", "url": "file:///w/a.txt"},
+            {"type": "file"}, {"type": "agent"}, {}]},
+        {"info": {"id": "a1", "role": "assistant", "modelID": "claude-sonnet-4-5"}, "parts": [
+            {"type": "step-start"}, {"type": "reasoning", "text": "hm"}, {"type": "reasoning", "text": ""},
+            {"type": "text", "text": "looking"}, {"type": "text", "text": ""},
+            {"type": "tool", "callID": "c1", "tool": "read", "state": {"status": "completed", "input": {"p": "a"}, "output": "body"}},
+            {"type": "tool", "callID": "c2", "tool": "bash", "state": {"status": "error", "input": {}, "error": "denied"}},
+            {"type": "step-finish", "tokens": {"input": 10, "cache": {"read": 100, "write": 5}}},
+            {"type": "step-start"}, {"type": "text", "text": "done"},
+            {"type": "step-finish", "tokens": {"input": 0, "cache": {"read": 0, "write": 0}}},
+            {"type": "patch"}]},
+        {"info": {"id": "s1", "role": "system"}, "parts": []},
+    ]}
+    path = tmp_path / "ses.json"
+    path.write_text(json.dumps(document))
+    session = import_file(path)
+    assert session.title == "the title"
+    user, step, results, second = session.messages
+    assert user.id == "u1" and user.time == 1_700_000_000.0
+    assert user.content == (Text("see"), Image("image/png", base64.b64decode(png)), Text("[file attached: bad.png]"),
+                            Text("[file attached: file:///w/a.txt]"), Text("[file attached: unnamed]"))
+    assert step.id == "a1" and step.content[:2] == (Thinking("hm"), Text("looking"))
+    assert list(step.tool_calls) == [ToolCall("c1", "read", {"p": "a"}), ToolCall("c2", "bash", {})]
+    assert results.id == "a1-results-1"
+    assert [(r.call_id, r.text, r.is_error) for r in results.tool_results] == [("c1", "body", False), ("c2", "denied", True)]
+    assert second.id == "a1-2" and second.text == "done"
+    assert list(session.agents[0].usage) == [Usage(0, 1, 115, 100, 5)]
+    assert session.report.repaired == {"images without valid data kept as a text stub": 1}
+    assert session.report.skipped == {"agent parts (not sent to the model)": 1, "untyped parts (not sent to the model)": 1,
+                                      "patch parts (not sent to the model)": 1, "messages of role 'system'": 1}
