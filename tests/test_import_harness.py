@@ -546,3 +546,47 @@ def test_every_opencode_part_kind_reads_exactly(tmp_path):
     assert session.report.repaired == {"images without valid data kept as a text stub": 1}
     assert session.report.skipped == {"agent parts (not sent to the model)": 1, "untyped parts (not sent to the model)": 1,
                                       "patch parts (not sent to the model)": 1, "messages of role 'system'": 1}
+
+
+def test_every_codex_item_kind_reads_exactly(tmp_path):
+    """Codex rollout items: developer instructions as system, content part kinds, image
+    URLs, reasoning summaries with encrypted content, calls named or not, outputs,
+    unknown items kept, and lines that are not messages skipped by kind."""
+    png = base64.b64encode(b"\x89PNG fake").decode()
+
+    def item(payload: dict[str, object]) -> dict[str, object]:
+        return {"type": "response_item", "timestamp": "2025-01-01T00:00:00Z", "payload": payload}
+
+    lines = [
+        {"type": "session_meta", "payload": {"instructions": "be brief"}},
+        {"type": "turn_context", "payload": {"model": "gpt-5-codex"}},
+        item({"type": "message", "role": "developer", "content": "rules"}),
+        item({"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "see"}, {"type": "input_image", "image_url": f"data:image/png;base64,{png}"},
+            {"type": "input_image"}, {"type": "input_file", "file_id": "f"}, "stray"]}),
+        item({"type": "reasoning", "summary": [{"type": "summary_text", "text": "plan"}, "x"], "encrypted_content": "enc"}),
+        item({"type": "reasoning", "summary": []}),
+        item({"type": "function_call", "id": "fc1", "name": "shell", "arguments": "{\"cmd\": \"ls\"}"}),
+        item({"type": "custom_tool_call", "call_id": "cc1", "input": "*** patch"}),
+        item({"type": "function_call_output", "call_id": "fc1", "output": "a b"}),
+        item({"type": "custom_tool_call_output", "call_id": "cc1", "output": "done"}),
+        item({"type": "web_search_call", "status": "completed"}),
+        {"type": "event_msg", "payload": {"type": "agent_message"}},
+        {"type": "event_msg"},
+    ]
+    path = tmp_path / "rollout.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines))
+    session = import_file(path)
+    system, developer, user, assistant, tool, after = session.messages
+    assert (system.role, system.text, system.id) == ("system", "be brief", "codex-1")  # numbered by line
+    assert (developer.role, developer.text) == ("system", "rules")
+    assert user.content[:2] == (Text("see"), Image("image/png", base64.b64decode(png)))
+    assert user.content[2] == Opaque("input_file", {"type": "input_file", "file_id": "f"})
+    assert user.time == datetime.datetime(2025, 1, 1, tzinfo=datetime.timezone.utc).timestamp()
+    assert assistant.content[:2] == (Thinking("plan"), Opaque("encrypted_reasoning", {"encrypted_content": "enc"}))
+    assert list(assistant.tool_calls) == [ToolCall("fc1", "shell", {"cmd": "ls"}), ToolCall("cc1", "tool", {"input": "*** patch"})]
+    assert [(r.call_id, r.text) for r in tool.tool_results] == [("fc1", "a b"), ("cc1", "done")]
+    assert after.content == (Opaque("web_search_call", {"type": "web_search_call", "status": "completed"}),)
+    assert session.agents[0].model == "gpt-5-codex"
+    assert session.report.skipped == {"images without a URL": 1, "event_msg lines (no message)": 1, "turn_context lines (no message)": 1,
+                                      "event_msg lines without a payload": 1}
