@@ -590,3 +590,44 @@ def test_every_codex_item_kind_reads_exactly(tmp_path):
     assert session.agents[0].model == "gpt-5-codex"
     assert session.report.skipped == {"images without a URL": 1, "event_msg lines (no message)": 1, "turn_context lines (no message)": 1,
                                       "event_msg lines without a payload": 1}
+
+
+def test_progress_lines_make_a_subagent_exactly(tmp_path):
+    """``agent_progress`` lines: the agent is named by ``agentId``, else by the calling
+    ``parentToolUseID``; a message written again is taken once; a line missing its own
+    time takes the progress line's; the start prompt comes first when the first line is
+    not it; a line without a message or a name is passed over; titles in the file's order
+    of precedence."""
+
+    def progress(uuid: str, data: dict[str, object], **extra: object) -> dict[str, object]:
+        return {"type": "progress", "uuid": uuid, "parentUuid": None, "timestamp": "2025-01-01T00:00:09Z",
+                "data": {"type": "agent_progress", **data}, **extra}
+
+    said = {"type": "assistant", "uuid": "n1", "message": {"id": "m", "role": "assistant", "content": [{"type": "text", "text": "working"}]}}
+    asked = {"type": "user", "uuid": "n2", "timestamp": "2025-01-01T00:00:05Z", "message": {"role": "user", "content": "first"}}
+    lines = [
+        {"type": "summary", "summary": "old title"}, {"type": "summary", "summary": "older"},
+        {"type": "ai-title", "aiTitle": "ai title"},
+        {"type": "user", "uuid": "u1", "parentUuid": None, "message": {"role": "user", "content": "go"}},
+        progress("p1", {"agentId": "agent-a", "prompt": "explore", "message": said}),
+        progress("p2", {"agentId": "agent-a", "prompt": "explore", "message": said}),
+        progress("p3", {"prompt": "check", "message": asked}, parentToolUseID="toolu_9"),
+        progress("p4", {"agentId": "agent-c", "message": "not an object"}),
+        progress("p5", {"message": said}),
+        {"type": "progress", "uuid": "p6", "data": {"type": "hook_progress"}},
+    ]
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines))
+    session = import_file(path)
+    assert session.title == "ai title"
+    main_agent, a, by_call = session.agents
+    assert (main_agent.name, a.name, by_call.name) == ("main", "agent-a", "toolu_9")
+    assert [(m.role, m.text) for m in a.messages] == [("user", "explore"), ("assistant", "working")]
+    assert a.messages[1].time == datetime.datetime(2025, 1, 1, 0, 0, 9, tzinfo=datetime.timezone.utc).timestamp()
+    assert [(m.role, m.text) for m in by_call.messages] == [("user", "first")]  # its first line is the prompt: not added twice
+    assert by_call.messages[0].time == datetime.datetime(2025, 1, 1, 0, 0, 5, tzinfo=datetime.timezone.utc).timestamp()
+    assert session.report.skipped == {"progress lines (no message)": 1}
+    path.write_text("\n".join(json.dumps(x) for x in [*lines, {"type": "custom-title", "customTitle": "mine"}]))
+    assert import_file(path).title == "mine"
+    path.write_text("\n".join(json.dumps(x) for x in lines[:2] + lines[3:]))
+    assert import_file(path).title == "old title"
