@@ -824,3 +824,34 @@ def test_a_gemini_contents_file_names_a_bad_content_and_keeps_nameless_calls(tmp
     assert session.messages[3].tool_results[0].call_id == "gemini-1-0"
     assert session.report.repaired == {"tool results without an open call kept as user text": 1,
                                        "unanswered tool calls given an error result": 1}
+
+
+@pytest.mark.parametrize(("document", "kind", "system"), [
+    ({"history": [{"role": "user", "content": "hi"}], "system": [{"type": "text", "text": "be"}, "x", {"type": "text", "text": "brief"}]},
+     "anthropic", "be brief"),
+    ({"input": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}], "instructions": "be brief"}, "openai-responses", "be brief"),
+    ({"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "systemInstruction": {"parts": [{"text": "be"}, "x", {"no": 1}]}}, "gemini", "be "),
+    ({"messages": [{"role": "user", "content": "hi"}], "system": 5}, "anthropic", None),
+    ({"messages": "not a list", "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}]}, "openai-responses", None),
+])
+def test_a_plain_file_finds_its_list_and_system_prompt_under_each_key(tmp_path, document, kind, system):
+    """The keys a provider list sits under (messages, input, contents, history: the first
+    that holds a list) and the system prompt in each API's shape, read or left out."""
+    path = tmp_path / "plain.json"
+    path.write_text(json.dumps(document))
+    session = import_file(path, format=kind)
+    if system is None:
+        assert [m.role for m in session.messages] == ["user"]
+    else:
+        assert [(m.role, m.text) for m in session.messages] == [("system", system), ("user", "hi")]
+    assert [m.id for m in session.messages] == [f"{kind}-{n}" for n in range(len(session.messages))]
+
+
+def test_a_plain_file_without_a_list_is_refused_by_name(tmp_path):
+    path = tmp_path / "plain.json"
+    path.write_text(json.dumps({"messages": {"role": "user"}}))
+    with pytest.raises(HistoryError, match="plain.json"):
+        import_file(path)
+    path.write_text(json.dumps([{"type": "function_call"}, "x"]))
+    with pytest.raises(HistoryError, match="plain.json"):
+        import_file(path, format="openai-responses")
