@@ -631,3 +631,41 @@ def test_progress_lines_make_a_subagent_exactly(tmp_path):
     assert import_file(path).title == "mine"
     path.write_text("\n".join(json.dumps(x) for x in lines[:2] + lines[3:]))
     assert import_file(path).title == "old title"
+
+
+def test_repair_makes_a_history_valid_and_counts_each_change_exactly():
+    """``repair`` on a hand-built history holding each fault it mends, compared whole."""
+    from glyphpack import Message, ToolResult
+    from glyphpack._history.importers.base import MISSING_RESULT, Tally, repair
+    from glyphpack._history.messages import validate_history
+
+    png = Image("image/png", b"\x89PNG")
+    tally = Tally()
+    history = [
+        Message("user", (Text("go"),), id="u"),
+        Message("assistant", (ToolCall("a", "ls", {}), ToolCall("a", "ls", {"again": 1})), id="m1"),
+        Message("user", (ToolResult("a", (Text("second"),)), ToolResult("zz", (Text("lost"), png), True), Text("and")), id="r1"),
+        Message("assistant", (ToolCall("b", "cat", {}),), id="m2"),
+        Message("user", (), id="empty"),
+        Message("assistant", (ToolCall("a", "ls", {}),), id="m3"),
+        Message("tool", (ToolResult("a", (Text("third"),)), ToolResult("q", (Text("stray"),))), id="t3"),
+    ]
+    repaired = repair(history, tally)
+    missing = (Text(MISSING_RESULT),)
+    assert repaired == [
+        Message("user", (Text("go"),), id="u"),
+        Message("assistant", (ToolCall("a", "ls", {}), ToolCall("a#2", "ls", {"again": 1})), id="m1"),
+        # the same id again before its result: the first call answered, after the message that made both
+        Message("tool", (ToolResult("a", missing, True),), id="m1-superseded-results"),
+        Message("tool", (ToolResult("a#2", (Text("second"),)),), id="r1-results"),
+        Message("user", (Text("[tool error for call 'zz', which is not in this history]\nlost"), png, Text("and")), id="r1"),
+        Message("assistant", (ToolCall("b", "cat", {}),), id="m2"),
+        Message("tool", (ToolResult("b", missing, True),), id="m2-missing-results"),
+        Message("assistant", (ToolCall("a#3", "ls", {}),), id="m3"),
+        Message("tool", (ToolResult("a#3", (Text("third"),)),), id="t3"),
+        Message("user", (Text("[tool result for call 'q', which is not in this history]\nstray"),), id="t3-unpaired"),
+    ]
+    assert tally.made_unique == 2
+    assert tally.repaired == {"unanswered tool calls given an error result": 2, "tool results without an open call kept as user text": 2}
+    validate_history(repaired)
+    assert repair([Message("assistant", (ToolCall("x", "f", {}),), id="only")], Tally())[-1].id == "only-missing-results"

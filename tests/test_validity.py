@@ -203,3 +203,25 @@ def test_the_image_limit_holds_at_exactly_the_limit_and_refuses_one_more(api, ch
         check_anthropic(results, max_images=2)
         with pytest.raises(glyphpack.HistoryError, match="2 images, over the 1"):
             check_anthropic(results, max_images=1)
+
+
+def test_tool_ids_the_messages_api_refuses_are_mapped_alike_in_the_call_and_its_result():
+    """Anthropic answers 400 for a ``tool_use`` id outside ``^[a-zA-Z0-9_-]+$``. An import
+    makes a reused id unique as ``id#2``, and other harnesses write ids with ``.``, ``:`` or
+    ``|``: each is mapped the same way in its call and its result, distinct ids stay
+    distinct, and a valid id is sent as it is."""
+    from glyphpack._history.apis.anthropic import anthropic_tool_id
+
+    ids = ["toolu_01A-b", "a#2", "a_2", "fc.1", "fc:1", "mcp|srv|x", "", "é"]
+    history = [Message("user", "go"), Message("assistant", tuple(ToolCall(i, "f", {}) for i in ids)),
+               Message("tool", tuple(ToolResult(i, (Text("ok"),)) for i in ids))]
+    _, sent = glyphpack.to_anthropic(history)
+    check_anthropic(sent)
+    calls = [b["id"] for b in sent[1]["content"]]
+    assert calls == [b["tool_use_id"] for b in sent[2]["content"]]
+    assert len(set(calls)) == len(ids) and calls[0] == "toolu_01A-b" and calls[2] == "a_2"
+    assert calls[1].startswith("a_2_") and calls[1] == anthropic_tool_id("a#2")
+    raw = [{"role": "user", "content": "go"}, {"role": "assistant", "content": [{"type": "tool_use", "id": "a#2", "name": "f", "input": {}}]},
+           {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a#2", "content": "ok"}]}]
+    with pytest.raises(glyphpack.HistoryError, match=r"message 1: tool_use ids \['a#2'\] do not match"):
+        check_anthropic(raw)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -63,14 +64,30 @@ def _(block: Image) -> Json:
     return {"type": "image", "source": {"type": "url", "url": block.ref}}
 
 
+#: The ids the Messages API takes for a ``tool_use`` (it answers 400 "String should match pattern" otherwise).
+TOOL_ID_PATTERN = re.compile(r"[a-zA-Z0-9_-]+")
+
+
+def anthropic_tool_id(call_id: str) -> str:
+    """``call_id`` as the Messages API takes it: itself when it fits ``TOOL_ID_PATTERN``;
+    else its other characters made ``_`` and a digest of the whole appended, so the call
+    and its result map alike on every request (the prompt cache stays warm) and two ids
+    that differ only in those characters stay apart. Ids from other harnesses and ones an
+    import made unique (``id#2``) need this."""
+    if TOOL_ID_PATTERN.fullmatch(call_id):
+        return call_id
+    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{re.sub(r'[^a-zA-Z0-9_-]', '_', call_id)}_{digest}"
+
+
 @anthropic_block.register
 def _(block: ToolCall) -> Json:
-    return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.arguments}
+    return {"type": "tool_use", "id": anthropic_tool_id(block.id), "name": block.name, "input": block.arguments}
 
 
 @anthropic_block.register
 def _(block: ToolResult) -> Json:
-    out: Json = {"type": "tool_result", "tool_use_id": block.call_id, "content": _anthropic_blocks(block.content)}
+    out: Json = {"type": "tool_result", "tool_use_id": anthropic_tool_id(block.call_id), "content": _anthropic_blocks(block.content)}
     if block.is_error:
         out["is_error"] = True
     return out
@@ -187,7 +204,7 @@ def check_anthropic(messages: Sequence[Json], *, max_images: int | None = None) 
     """Raise ``HistoryError`` where the Anthropic Messages API would reject ``messages``:
     roles alternate starting with the user; every ``tool_use`` is answered by a
     ``tool_result`` in the next message, which holds its results first; no result
-    without its call; thinking carries a signature; no text block is empty or only
+    without its call; a call's id matches ``TOOL_ID_PATTERN``; thinking carries a signature; no text block is empty or only
     white space; at most ``max_images`` images. A ``system`` message (a
     mid-conversation system message) may come after the first, of text only, where
     no tool call waits for its result; it does not count in the alternation."""
@@ -224,6 +241,9 @@ def check_anthropic(messages: Sequence[Json], *, max_images: int | None = None) 
             if results:
                 raise HistoryError(f"message {index}: an assistant message holds tool results")
             open_calls = {str(b.get("id")) for b in blocks if b.get("type") == "tool_use"}
+            malformed = sorted(c for c in open_calls if not TOOL_ID_PATTERN.fullmatch(c))
+            if malformed:
+                raise HistoryError(f"message {index}: tool_use ids {malformed} do not match ^[a-zA-Z0-9_-]+$")
             for block in blocks:
                 if block.get("type") == "thinking" and not block.get("signature"):
                     raise HistoryError(f"message {index}: thinking without a signature")

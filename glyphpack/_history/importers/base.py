@@ -232,6 +232,7 @@ def repair(messages: Sequence[Message], tally: Tally) -> list[Message]:
             answer_open_calls()
         content: list[Block] = []
         unpaired: list[Block] = []
+        superseded: list[ToolResult] = []  # calls whose id came again in this message, answered after it
         for block in message.content:
             if isinstance(block, ToolResult):
                 new = open_calls.pop(block.call_id, None)
@@ -247,7 +248,7 @@ def repair(messages: Sequence[Message], tally: Tally) -> list[Message]:
                     tally.made_unique += 1
                 if block.id in open_calls:  # the same id again before its result: answer the first
                     tally.repair("unanswered tool calls given an error result")
-                    out.append(Message("tool", (ToolResult(open_calls.pop(block.id), (Text(MISSING_RESULT),), True),)))
+                    superseded.append(ToolResult(open_calls.pop(block.id), (Text(MISSING_RESULT),), True))
                 open_calls[block.id] = new
                 content.append(block if new == block.id else dataclasses.replace(block, id=new))
             else:
@@ -261,6 +262,8 @@ def repair(messages: Sequence[Message], tally: Tally) -> list[Message]:
             continue
         if content:
             out.append(message if tuple(content) == message.content else message.with_content(tuple(content)))
+        if superseded:  # after the message that made the calls, never before it
+            out.append(Message("tool", tuple(superseded), id=f"{message.id}-superseded-results"))
         if unpaired:
             out.append(Message("user", tuple(unpaired), id=f"{message.id}-unpaired"))
     answer_open_calls()
