@@ -99,8 +99,9 @@ def sdk_summarizer(
     key in its usual environment variable. ``window`` defaults to the provider family's;
     ``extra`` goes into every call (``service_tier``, ``metadata``, ...: what the SDK's
     call takes). Its ``fn`` counts ``calls``, ``billed_input`` and ``billed_output``
-    tokens. ``continues``: the model is the session's own, so a summary may continue the session's cached conversation
-    (``Summarizer.continues``) rather than send the transcript as a fresh prompt.
+    tokens. ``continues``: the model is the session's own, so a summary may continue the
+    session's cached conversation (``Summarizer.continues``) rather than send the
+    transcript as a fresh prompt.
     """
     if not isinstance(model, str) or not model:
         raise UsageError("a summarizer needs the model id that summarizes, e.g. sdk_summarizer(client, 'claude-haiku-4-5')")

@@ -66,6 +66,7 @@ def _(block: Image) -> Json:
 
 #: The ids the Messages API takes for a ``tool_use`` (it answers 400 "String should match pattern" otherwise).
 TOOL_ID_PATTERN = re.compile(r"[a-zA-Z0-9_-]+")
+_NOT_IN_TOOL_ID = re.compile(r"[^a-zA-Z0-9_-]")
 
 
 def anthropic_tool_id(call_id: str) -> str:
@@ -77,7 +78,7 @@ def anthropic_tool_id(call_id: str) -> str:
     if TOOL_ID_PATTERN.fullmatch(call_id):
         return call_id
     digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:10]
-    return f"{re.sub(r'[^a-zA-Z0-9_-]', '_', call_id)}_{digest}"
+    return f"{_NOT_IN_TOOL_ID.sub('_', call_id)}_{digest}"
 
 
 @anthropic_block.register
@@ -204,8 +205,8 @@ def check_anthropic(messages: Sequence[Json], *, max_images: int | None = None) 
     """Raise ``HistoryError`` where the Anthropic Messages API would reject ``messages``:
     roles alternate starting with the user; every ``tool_use`` is answered by a
     ``tool_result`` in the next message, which holds its results first; no result
-    without its call; a call's id matches ``TOOL_ID_PATTERN``; thinking carries a signature; no text block is empty or only
-    white space; at most ``max_images`` images. A ``system`` message (a
+    without its call; a call's id matches ``TOOL_ID_PATTERN``; thinking carries a
+    signature; no text block is empty or only white space; at most ``max_images`` images. A ``system`` message (a
     mid-conversation system message) may come after the first, of text only, where
     no tool call waits for its result; it does not count in the alternation."""
     images = 0
@@ -243,7 +244,7 @@ def check_anthropic(messages: Sequence[Json], *, max_images: int | None = None) 
             open_calls = {str(b.get("id")) for b in blocks if b.get("type") == "tool_use"}
             malformed = sorted(c for c in open_calls if not TOOL_ID_PATTERN.fullmatch(c))
             if malformed:
-                raise HistoryError(f"message {index}: tool_use ids {malformed} do not match ^[a-zA-Z0-9_-]+$")
+                raise HistoryError(f"message {index}: tool_use ids {malformed} do not match ^{TOOL_ID_PATTERN.pattern}$")
             for block in blocks:
                 if block.get("type") == "thinking" and not block.get("signature"):
                     raise HistoryError(f"message {index}: thinking without a signature")
