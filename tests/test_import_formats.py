@@ -855,3 +855,137 @@ def test_a_plain_file_without_a_list_is_refused_by_name(tmp_path):
     path.write_text(json.dumps([{"type": "function_call"}, "x"]))
     with pytest.raises(HistoryError, match="plain.json"):
         import_file(path, format="openai-responses")
+
+
+def test_a_swe_agent_trajectory_reads_exactly(tmp_path):
+    """Each history entry one message: a tool message answers its ``tool_call_ids`` (or a
+    lone ``tool_call_id``), ``agent`` splits the agents, a replayed call id is made
+    unique in call and result, and what no API carries is counted by kind."""
+    call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
+    history = [
+        {"role": "system", "content": "You are SWE-agent.", "agent": "main"},
+        {"role": "user", "content": [{"type": "text", "text": "Fix it."}]},
+        {"role": "assistant", "content": "Looking.", "tool_calls": [call, {"id": "c2", "type": "function",
+                                                                          "function": {"name": "open", "arguments": "{}"}}]},
+        {"role": "tool", "content": "a.py", "tool_call_ids": ["c1"]},
+        {"role": "tool", "content": "opened", "tool_call_id": "c2", "tool_call_ids": []},
+        {"role": "tool", "content": "orphan"},
+        "not an entry",
+        {"role": "observation", "content": "x"},
+        {"role": "assistant", "content": "Again.", "tool_calls": [{**call, "function": {"name": "bash", "arguments": '{"command": "pwd"}'}}]},
+        {"role": "tool", "content": "/repo", "tool_call_ids": ["c1"]},
+        {"role": "assistant", "content": ""},
+        {"role": "user", "content": "sub task", "agent": "helper"},
+        {"role": "assistant", "content": "done", "agent": "helper"},
+    ]
+    path = tmp_path / "run.traj"
+    path.write_text(json.dumps({"info": {}, "history": history}))
+    session = import_file(path)
+    main_agent, helper = session.agents
+    assert (main_agent.name, helper.name) == ("main", "helper")
+    assert main_agent.messages == (
+        glyphpack.Message("system", (Text("You are SWE-agent."),), id="swe-0"),
+        glyphpack.Message("user", (Text("Fix it."),), id="swe-1"),
+        glyphpack.Message("assistant", (Text("Looking."), ToolCall("c1", "bash", {"command": "ls"}), ToolCall("c2", "open", {})), id="swe-2"),
+        glyphpack.Message("tool", (glyphpack.ToolResult("c1", (Text("a.py"),)), glyphpack.ToolResult("c2", (Text("opened"),))), id="swe-3"),
+        glyphpack.Message("assistant", (Text("Again."), ToolCall("c1#2", "bash", {"command": "pwd"})), id="swe-8"),
+        glyphpack.Message("tool", (glyphpack.ToolResult("c1#2", (Text("/repo"),)),), id="swe-9"),
+    )
+    assert helper.messages == (glyphpack.Message("user", (Text("sub task"),), id="swe-11"),
+                               glyphpack.Message("assistant", (Text("done"),), id="swe-12"))
+    report = session.report
+    assert (report.format, report.messages, report.tool_calls, report.tool_results, report.made_unique) == ("swe-agent", 8, 3, 3, 1)
+    assert report.skipped == {"tool messages without a call id": 1, "history entries that are not objects": 1,
+                              "messages of role 'observation'": 1}
+    assert session.title == "Fix it."
+    for shape in ({"history": history}, {"history": "not a list", "info": {}}):  # neither a trajectory nor its info: not SWE-agent
+        path.write_text(json.dumps(shape))
+        with pytest.raises(HistoryError, match="is not in the swe-agent format: its JSON does not have that format's shape"):
+            import_file(path, format="swe-agent")
+
+
+def test_the_registry_refuses_each_misfit_by_name(tmp_path):
+    from glyphpack._history.importers.registry import FORMATS
+
+    listed = ", ".join(FORMATS)
+    with pytest.raises(HistoryError) as refused:
+        import_file(tmp_path / "a.json", format="no-such-format")
+    assert str(refused.value) == f"unknown format 'no-such-format'; choose one of {listed}"
+    with pytest.raises(HistoryError) as refused:
+        import_file(tmp_path / "missing.json")
+    assert str(refused.value) == f"cannot read {tmp_path / 'missing.json'}: No such file or directory"
+    text = tmp_path / "notes.txt"
+    text.write_text("plain words, no session\n")
+    for forced in ("swe-agent", "openai-chat"):
+        with pytest.raises(HistoryError) as refused:
+            import_file(text, format=forced)
+        assert str(refused.value) == f"{text} is not JSON, so it cannot be {forced}"
+    with pytest.raises(HistoryError) as refused:
+        import_file(text)
+    assert str(refused.value) == f"{text}: no session format recognized (read: {listed}); pass --format to say which it is"
+    anthropic = tmp_path / "anthropic.json"
+    anthropic.write_text(json.dumps([{"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                                     {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "n", "input": {}}]}]))
+    with pytest.raises(HistoryError) as refused:
+        import_file(anthropic, format="openai-chat")
+    assert str(refused.value) == (f"{anthropic} is not in the openai-chat format: its messages have the anthropic shape; "
+                                  "it reads as anthropic: pass --format anthropic, or leave --format out")
+    with pytest.raises(HistoryError, match="message 1: unknown content block type 'tool_use'"):
+        import_file(anthropic, format="glyphpack")  # glyphpack's own reader is tried on any shape, and says what it cannot read
+    unknown = tmp_path / "unknown.json"
+    unknown.write_text(json.dumps({"neither": "a session"}))
+    with pytest.raises(HistoryError) as refused:
+        import_file(unknown)
+    assert str(refused.value) == f"{unknown}: no session format recognized (read: {listed}); pass --format to say which it is"
+    with pytest.raises(HistoryError) as refused:
+        import_file(unknown, format="swe-agent")
+    assert str(refused.value) == f"{unknown} is not in the swe-agent format: its JSON does not have that format's shape"
+
+
+def test_the_registry_reads_a_byte_order_mark_a_one_record_file_and_text_without_records(tmp_path):
+    plain = tmp_path / "bom.json"
+    plain.write_bytes(b"\xef\xbb\xbf" + json.dumps([{"role": "user", "content": "hi"}]).encode())
+    assert import_file(plain).report.format == "openai-chat"
+    one = tmp_path / "one.jsonl"
+    record = {"type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "only"}]}}
+    one.write_text(json.dumps(record))  # the whole file is one JSON object: read as the JSONL it is
+    session = import_file(one)
+    assert session.report.format == "codex" and [m.text for m in session.messages] == ["only"]
+    chat = tmp_path / "chat.md"
+    chat.write_bytes(b"\xef\xbb\xbf" + (DATA / "aider-synthetic.chat.history.md").read_bytes())
+    assert import_file(chat).report.format == "aider"
+    assert import_file(chat).messages == import_file(DATA / "aider-synthetic.chat.history.md").messages
+
+
+@pytest.mark.parametrize("filler", [49, 50])
+def test_jsonl_detection_reads_the_first_fifty_records(tmp_path, filler):
+    """The format is told from the first 50 records: a Codex record at the 50th is found,
+    one at the 51st is not (the file is then no format)."""
+    record = {"type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x"}]}}
+    path = tmp_path / "late.jsonl"
+    path.write_text("".join(json.dumps({"filler": n}) + "\n" for n in range(filler)) + json.dumps(record) + "\n")
+    if filler == 49:
+        assert import_file(path).report.format == "codex"
+    else:
+        with pytest.raises(HistoryError, match="no session format recognized"):
+            import_file(path)
+
+
+def test_conversation_names_and_companion_files(tmp_path):
+    from glyphpack._history.importers.registry import conversation_name, read_with_its_session
+
+    assert conversation_name(Path("tasks/1712/api_conversation_history.json")) == "1712"
+    assert conversation_name(Path("state/abc/events.jsonl")) == "abc"
+    assert conversation_name(Path("api_conversation_history.json")) == "api_conversation_history"
+    assert conversation_name(Path("runs/a.b.jsonl")) == "a"
+    (tmp_path / "s1" / "subagents").mkdir(parents=True)
+    (tmp_path / "s1.jsonl").write_text("")
+    (tmp_path / "s2" / "subagents").mkdir(parents=True)
+    assert read_with_its_session(tmp_path / "s1" / "subagents" / "agent-1.jsonl", set())
+    assert not read_with_its_session(tmp_path / "s2" / "subagents" / "agent-1.jsonl", set())
+    task = tmp_path / "task"
+    files = {task / "api_conversation_history.json", task / "ui_messages.json", tmp_path / "other.json"}
+    assert read_with_its_session(task / "ui_messages.json", files)
+    assert not read_with_its_session(task / "api_conversation_history.json", files)
+    assert not read_with_its_session(tmp_path / "other.json", files)
+    assert read_with_its_session(task / "checkpoints" / "1.json", {task / "events.jsonl"})

@@ -669,3 +669,66 @@ def test_repair_makes_a_history_valid_and_counts_each_change_exactly():
     assert tally.repaired == {"unanswered tool calls given an error result": 2, "tool results without an open call kept as user text": 2}
     validate_history(repaired)
     assert repair([Message("assistant", (ToolCall("x", "f", {}),), id="only")], Tally())[-1].id == "only-missing-results"
+
+
+def _reminder(text: str) -> tuple[str, bool]:
+    return f"<system-reminder>\n{text}\n</system-reminder>", False
+
+
+@pytest.mark.parametrize(("attachment", "expected"), [
+    ({"type": "hook_success", "hookEvent": "UserPromptSubmit", "content": ["a", "b"]}, _reminder("hook hook success: a\nb")),
+    ({"type": "hook_success", "hookEvent": "UserPromptExpansion", "hookName": "X", "content": {"text": "t"}}, _reminder("X hook success: t")),
+    ({"type": "hook_success", "hookEvent": "SessionStart", "content": ""}, None),
+    ({"type": "hook_success", "hookEvent": "Stop", "content": "no"}, None),
+    ({"type": "hook_additional_context", "hookName": "H", "content": {"prompt": "p"}}, _reminder("H hook additional context: p")),
+    ({"type": "hook_additional_context", "content": None}, None),
+    ({"type": "hook_stopped_continuation", "message": "halt"}, _reminder("hook hook stopped continuation: halt")),
+    ({"type": "hook_stopped_continuation", "hookName": "S", "message": {"snippet": "s"}}, _reminder("S hook stopped continuation: s")),
+    ({"type": "hook_blocking_error", "hookName": "B", "blockingError": {"command": "lint", "blockingError": "bad"}},
+     _reminder("B hook blocking error from command: \"lint\": bad")),
+    ({"type": "hook_blocking_error", "blockingError": {}}, _reminder("hook hook blocking error from command: \"\": ")),
+    ({"type": "hook_blocking_error"}, None),
+    ({"type": "nested_memory", "content": {"content": "m"}}, _reminder("Contents of :\nm")),
+    ({"type": "skill_listing", "content": "- a skill"},
+     _reminder("The following skills are available for use with the Skill tool:\n- a skill")),
+    ({"type": "skill_listing", "content": ""}, None),
+    ({"type": "mcp_instructions_delta", "addedBlocks": ["one", 2]}, _reminder(
+        "# MCP Server Instructions\nThe following MCP servers have provided instructions for how to use their tools"
+        " and resources:\none\n2")),
+    ({"type": "mcp_instructions_delta", "addedBlocks": []}, None),
+    ({"type": "deferred_tools_delta", "addedNames": "Grep"},
+     _reminder("The following deferred tools are now available (their schemas load on request):\nGrep")),
+    ({"type": "agent_listing_delta", "addedTypes": ["Explore", "Plan"]},
+     _reminder("The following agent types are now available:\nExplore\nPlan")),
+    ({"type": "edited_text_file", "filename": "a.py", "snippet": "1: x"}, _reminder(
+        "Note: a.py was modified, either by the user or by a linter. Here are the relevant changes:\n1: x")),
+    ({"type": "edited_text_file", "snippet": "s"}, _reminder(
+        "Note:  was modified, either by the user or by a linter. Here are the relevant changes:\ns")),
+    ({"type": "file", "filename": "b.txt", "content": {"file": {"content": "body"}}}, _reminder("Contents of b.txt:\nbody")),
+    ({"type": "file", "filename": "c.txt", "content": {"text": "flat"}}, _reminder("Contents of c.txt:\nflat")),
+    ({"type": "file", "content": "plain words"}, _reminder("Contents of :\nplain words")),
+    ({"type": "file", "filename": "d"}, _reminder("Contents of d:\n")),
+    ({"type": "date_change", "newDate": "2026-12-05"}, _reminder("The date has changed. Today's date is now 2026-12-05.")),
+    ({"type": "date_change"}, _reminder("The date has changed. Today's date is now .")),
+    ({"type": "invoked_skills", "skills": [{"name": "n", "path": "p", "content": "c"}, "not a skill", {}]},
+     _reminder("### Skill: n\nPath: p\nc\n### Skill: \nPath: \n")),
+    ({"type": "invoked_skills", "skills": None}, None),
+    ({"type": "task_reminder", "content": [{"id": 3, "status": "open", "subject": "s"}, "x"]}, _reminder("#3. [open] s")),
+    ({"type": "todo_reminder", "content": [{"status": "done", "content": "c"}, {"status": "open", "content": "d"}]},
+     _reminder("[done] c\n[open] d")),
+    ({"type": "todo_reminder", "content": None}, None),
+    ({"type": "budget_usd", "used": 1.5, "total": 10, "remaining": 8.5}, _reminder("USD budget: $1.5/$10; $8.5 remaining")),
+    ({"type": "token_usage", "used": 5, "total": 9, "remaining": 4}, _reminder("Token usage: 5/9; 4 remaining")),
+    ({"type": "queued_command", "prompt": ["go", "on"]}, ("go\non", True)),
+    ({"type": "queued_command", "prompt": ""}, None),
+    ({"type": "a_type_from_the_future", "text": {"number": 7}}, _reminder('{"number": 7}')),
+    ({"type": "a_type_from_the_future", "prompt": "é"}, _reminder("é")),
+    ({"type": "a_type_from_the_future", "content": ["x", None]}, _reminder("x\n")),
+    ({"type": "a_type_from_the_future", "content": {"other": "ü"}}, _reminder('{"other": "ü"}')),
+    *[({"type": kind, "content": "words"}, None) for kind in sorted(claude_code_attachments.SILENT)],
+    ({"type": 3, "content": "words"}, None),
+    ({"content": "words"}, None),
+    ("an attachment that is not an object", None),
+])
+def test_every_attachment_kind_reads_exactly_as_claude_code_sends_it(attachment, expected):
+    assert claude_code_attachments.shown(attachment) == expected

@@ -48,8 +48,8 @@ def _hook_success(a: dict[str, Any]) -> str | None:
 
 
 def _file(a: dict[str, Any]) -> str | None:
-    content: dict[str, Any] = a["content"] if isinstance(a.get("content"), dict) else {}
-    body = content["file"] if isinstance(content.get("file"), dict) else content
+    content = a.get("content")
+    body = content["file"] if isinstance(content, dict) and isinstance(content.get("file"), dict) else content
     return f"Contents of {a.get('filename', '')}:\n{_text(body)}"
 
 
