@@ -989,3 +989,112 @@ def test_conversation_names_and_companion_files(tmp_path):
     assert not read_with_its_session(task / "api_conversation_history.json", files)
     assert not read_with_its_session(tmp_path / "other.json", files)
     assert read_with_its_session(task / "checkpoints" / "1.json", {task / "events.jsonl"})
+
+
+def test_jsonl_records_reads_lines_as_harnesses_write_them_exactly():
+    """Where each record is (line, line.second record), and each repair and skip counted."""
+    from glyphpack._history.importers.base import Tally, jsonl_records
+
+    tally = Tally()
+    data = (b'\xef\xbb\xbf{"a": 1}\r\n\r\n{"b": 2} \t{"c": 3}\r\n[1, 2]\r\n{"d": 4}[5]\r\n{"trunc\r\n'
+            b'\xff{"x":1}{"y":2}\r\n  \r\n{"e": "\xc3\xa9"}')
+    assert list(jsonl_records(Path("f.jsonl"), data, tally)) == [
+        ("1", {"a": 1}), ("3", {"b": 2}), ("3.2", {"c": 3}), ("5", {"d": 4}), ("9", {"e": "é"})]
+    assert dict(tally.skipped) == {"lines that are not JSON objects": 2, "lines that are not JSON": 2}
+    assert dict(tally.repaired) == {"byte order marks removed": 1, "CRLF line ends read as LF": 1, "records glued on one line read apart": 2}
+    plain = Tally()
+    assert list(jsonl_records(Path("g.jsonl"), b'{"a": 1}\n{"b": [1]}{"c": 2}x\n', plain)) == [("1", {"a": 1})]
+    assert dict(plain.skipped) == {"lines that are not JSON": 1} and not plain.repaired
+    assert list(jsonl_records(Path("h.jsonl"), b'{"only": true}')) == [("1", {"only": True})]  # no tally given: none needed
+
+
+def test_text_of_reads_every_shape_of_text_exactly():
+    from glyphpack._history.importers.base import text_of
+
+    assert text_of("plain") == "plain"
+    assert text_of(None) == ""
+    assert text_of(7) == "7" and text_of(True) == "true"
+    assert text_of([{"type": "text", "text": "a"}, "b", 3, None, {"text": ""}, {"content": [{"output": "c"}]}]) == "a\nb\nc"
+    assert text_of({"text": "t", "content": "not this"}) == "t"
+    assert text_of({"content": "c", "output": "not this"}) == "c"
+    assert text_of({"output": "o"}) == "o"
+    assert text_of({"other": "ü"}) == '{"other": "ü"}'
+    assert text_of({"when": datetime.date(2026, 12, 5)}) == '{"when": "2026-12-05"}'
+
+
+def test_an_import_report_prints_each_count():
+    from glyphpack._history.importers.base import ImportReport
+
+    report = ImportReport(format="pi", messages=1200, tool_calls=3, tool_results=2, images=1, thinking=4,
+                          agents=("main", "helper"), branches=2, compactions=1,
+                          skipped={"b reason": 1500, "a reason": 1}, repaired={"fixed": 2}, made_unique=1001,
+                          assumed=("one", "two"))
+    assert report.lines() == [
+        "format pi: 1,200 messages, 3 tool calls, 2 tool results, 1 images, 4 thinking blocks",
+        "agents: main, helper; other branches: 2; compaction points: 1",
+        "skipped: 1 a reason, 1,500 b reason",
+        "repaired: 2 fixed",
+        "made unique: 1,001 reused tool call ids",
+        "assumed: one",
+        "assumed: two",
+    ]
+    assert ImportReport(format="x").lines() == [
+        "format x: 0 messages, 0 tool calls, 0 tool results, 0 images, 0 thinking blocks",
+        "agents: -; other branches: 0; compaction points: 0",
+    ]
+
+
+def test_the_small_readers_of_base_exactly():
+    from glyphpack._history.importers import base
+
+    assert base.named_model(" claude-x ") == "claude-x"
+    assert [base.named_model(v) for v in ("<synthetic>", "  ", "", 3, None)] == [None] * 5
+    assert base.count_at({"a": {"b": 5}}, ("a", "b")) == 5
+    assert [base.count_at(v, ("a", "b")) for v in ({"a": {"b": True}}, {"a": {"b": -1}}, {"a": {"b": 0}}, {"a": 3}, [])] == [0] * 5
+    assert base.count_at(4, ()) == 4
+    assert base.input_tokens({"i": 3, "c": 4, "x": 9, "n": "5"}, "i", "c", "n") == 7
+    assert base.input_tokens([3], "i") == 0
+    assert base.measured_usage(1, 2, {"i": 10, "d": {"r": 4}, "w": 2}, ("i",), ("d", "r"), ("w",)) == base.Usage(1, 2, 10, 4, 2)
+    assert base.measured_usage(1, 2, {"i": 0, "d": {"r": 4}}, ("i",), ("d", "r")) is None
+    assert base.measured_usage(0, 3, {"i": 6}, ("i",)) == base.Usage(0, 3, 6, 0, 0)
+    tally = base.Tally()
+    tally.skip("none", 0)
+    tally.skip("two", 2)
+    tally.assume("b")
+    tally.assume("a")
+    tally.assume("b")
+    assert dict(tally.skipped) == {"two": 2} and tuple(tally.assumed) == ("b", "a")
+    assert base.tool_call_arguments('{"k": 1}', "c") == {"k": 1}
+    assert base.tool_call_arguments("free text", "c") == {"input": "free text"}
+    assert base.tool_call_arguments({"k": 2}, 3) == {"k": 2}
+    chat = base.Tally()
+    calls = base.chat_tool_calls([{"id": "a", "function": {"name": 5, "arguments": "{}"}}, {"function": {"name": "x"}}, "junk",
+                                  {"id": "b", "function": "not an object"}, {"id": "c", "function": {"name": "y", "arguments": "[1]"}}], chat)
+    assert calls == [ToolCall("a", "5", {}), ToolCall("c", "y", {"input": "[1]"})]
+    assert dict(chat.skipped) == {"malformed tool calls": 3}
+    assert base.chat_tool_calls("not a list", chat) == []
+    images = base.Tally()
+    assert base.image_or_stub("image/png", base64.b64encode(b"\x89PNG").decode(), images) == glyphpack.Image("image/png", b"\x89PNG")
+    assert base.image_or_stub("image/png", "not base64!", images) == Text("[image image/png: its data was not valid base64]")
+    assert base.image_or_stub(None, "aGk=", images) == Text("[image None: its data was not valid base64]")
+    assert dict(images.repaired) == {"images without valid data kept as a text stub": 2}
+    assert base.epoch_seconds("2026-02-10T21:54:15.5Z") == datetime.datetime(2026, 2, 10, 21, 54, 15, 500000, datetime.timezone.utc).timestamp()
+    assert base.epoch_seconds("2026-02-10T21:54:15") == base.epoch_seconds("2026-02-10t21:54:15z")
+    assert base.epoch_seconds("2026-02-10T22:54:15+01:00") == base.epoch_seconds("2026-02-10T21:54:15Z")
+    assert base.epoch_seconds(99_999_999_999) == 99_999_999_999.0 and base.epoch_seconds(100_000_000_000) == 100_000_000.0
+    assert base.epoch_seconds(-100_000_000_000) is None
+    assert [base.epoch_seconds(v) for v in (True, 0, -5, float("nan"), float("inf"), "", "  ", "yesterday", None, [1])] == [None] * 10
+    assert base.epoch_seconds(" 1970-01-01T00:00:01Z ") == 1.0
+
+
+def test_results_in_a_user_message_become_a_tool_message_before_the_users_words():
+    from glyphpack._history.importers.base import _split_mixed_tool_messages
+
+    result = glyphpack.ToolResult("c", (Text("r"),))
+    user = glyphpack.Message("user", (result, Text("and now")), id="u")
+    only = glyphpack.Message("user", (result,), id="v")
+    tool = glyphpack.Message("tool", (result,), id="t")
+    said = glyphpack.Message("user", (Text("hi"),), id="w")
+    assert _split_mixed_tool_messages([user, only, tool, said]) == [
+        glyphpack.Message("tool", (result,), id="u-results"), glyphpack.Message("user", (Text("and now"),), id="u"),
+        glyphpack.Message("tool", (result,), id="v-results"), tool, said]
