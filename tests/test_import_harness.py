@@ -732,3 +732,188 @@ def _reminder(text: str) -> tuple[str, bool]:
 ])
 def test_every_attachment_kind_reads_exactly_as_claude_code_sends_it(attachment, expected):
     assert claude_code_attachments.shown(attachment) == expected
+
+
+def _codex_item(payload: dict[str, object], timestamp: str = "2025-01-01T00:00:00Z") -> dict[str, object]:
+    return {"type": "response_item", "timestamp": timestamp, "payload": payload}
+
+
+def _codex_said(role: str, text: str) -> dict[str, object]:
+    return _codex_item({"type": "message", "role": role, "content": [{"type": "input_text" if role == "user" else "output_text", "text": text}]})
+
+
+def _codex_count(tokens: int, cached: int) -> dict[str, object]:
+    return {"type": "event_msg", "payload": {"type": "token_count", "info": {"last_token_usage": {"input_tokens": tokens, "cached_input_tokens": cached}}}}
+
+
+def test_codex_instructions_compactions_and_counts_read_exactly(tmp_path):
+    """The first ``session_meta``'s instructions open the history wherever the line is;
+    a compaction's summary is a user message of its own time, the first message later
+    requests carry; each ``token_count`` (written after its response here) measures the
+    response before it, carrying what follows the last compaction."""
+    lines = [_codex_said("user", "hi"), {"type": "session_meta", "payload": {"instructions": "sys"}},
+             {"type": "session_meta", "payload": {"instructions": "again"}}, {"payload": 5},
+             _codex_said("assistant", "a1"), _codex_count(100, 40),
+             {"type": "compacted", "timestamp": "2025-01-01T00:01:00Z", "payload": {"message": "sum"}},
+             _codex_said("user", "next"), _codex_said("assistant", "a2"), _codex_count(50, 0),
+             {"type": "compacted", "payload": {"message": ""}}]
+    path = tmp_path / "rollout.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    session = import_file(path)
+    start = datetime.datetime(2025, 1, 1, tzinfo=datetime.timezone.utc).timestamp()
+    assert session.messages == (
+        glyphpack.Message("system", (Text("sys"),), id="codex-2"),
+        glyphpack.Message("user", (Text("hi"),), id="codex-1", time=start),
+        glyphpack.Message("assistant", (Text("a1"),), id="codex-5", time=start),
+        glyphpack.Message("user", (Text("[codex compaction summary]\nsum"),), id="codex-7", time=start + 60),
+        glyphpack.Message("user", (Text("next"),), id="codex-8", time=start),
+        glyphpack.Message("assistant", (Text("a2"),), id="codex-9", time=start),
+    )
+    (agent,) = session.agents
+    assert (agent.name, agent.model, agent.compactions) == ("main", None, ("codex-7",))
+    assert agent.usage == (Usage(0, 2, 100, 40, 0), Usage(3, 5, 50, 0, 0))
+    assert (session.title, session.report.compactions, session.report.skipped) == ("hi", 2, {"untyped lines without a payload": 1})
+    # Events written before their response: each measures the response after it.
+    lines = [_codex_said("user", "hi"), _codex_count(70, 7), _codex_said("assistant", "a1"), _codex_said("user", "more"),
+             _codex_count(0, 0), _codex_said("assistant", "a2"), _codex_count(90, 0), _codex_said("user", "left")]
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    assert import_file(path).agents[0].usage == (Usage(0, 1, 70, 7, 0),)
+
+
+def _pi_said(entry: str, parent: str | None, role: str, text: str, **fields: object) -> dict[str, object]:
+    return {"type": "message", "id": entry, "parentId": parent, "timestamp": "2025-01-01T00:00:00Z",
+            "message": {"role": role, "content": [{"type": "text", "text": text}], **fields}}
+
+
+def test_pi_tree_compaction_and_counts_read_exactly(tmp_path):
+    """pi's tree form: the path to the last entry, not the branch left behind; a
+    compaction's summary is a user message of its own time, and later requests carry
+    the entries from ``firstKeptEntryIndex`` on (an index into the path's entries);
+    each answer's usage counts input, cache reads and cache writes; the model is the
+    last one an answer names."""
+    lines = [{"type": "session", "id": "s", "cwd": "/w"},
+             _pi_said("a", None, "user", "one"),
+             _pi_said("b", "a", "assistant", "two", model="m1", usage={"input": 10, "cacheRead": 5, "cacheWrite": 2}),
+             _pi_said("x", "b", "user", "abandoned"),
+             _pi_said("c", "b", "user", "three"),
+             {"type": "compaction", "id": "k", "parentId": "c", "summary": "sum", "firstKeptEntryIndex": 3,
+              "timestamp": "2025-01-01T00:02:00Z"},
+             _pi_said("d", "k", "assistant", "four", model=" ", usage={"input": 3}),
+             {"type": "model_change", "id": "e", "parentId": "d"}]
+    path = tmp_path / "pi.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    session = import_file(path)
+    start = datetime.datetime(2025, 1, 1, tzinfo=datetime.timezone.utc).timestamp()
+    assert session.messages == (
+        glyphpack.Message("user", (Text("one"),), id="pi-1", time=start),
+        glyphpack.Message("assistant", (Text("two"),), id="pi-2", time=start),
+        glyphpack.Message("user", (Text("three"),), id="pi-3", time=start),
+        glyphpack.Message("user", (Text("[pi compaction summary]\nsum"),), id="pi-4", time=start + 120),
+        glyphpack.Message("assistant", (Text("four"),), id="pi-5", time=start),
+    )
+    (agent,) = session.agents
+    assert (agent.name, agent.model, agent.compactions) == ("main", "m1", ("pi-3",))
+    assert agent.usage == (Usage(0, 1, 17, 5, 2), Usage(2, 4, 3, 0, 0))
+    assert session.report.compactions == 1
+    assert session.report.skipped == {"session lines (no message)": 1, "model_change lines (no message)": 1}
+    # A first kept entry past every message: later requests start at the summary; a
+    # compaction without a usable index or summary is counted and adds nothing.
+    lines[5] = {**lines[5], "firstKeptEntryIndex": 99}
+    lines.insert(6, {"type": "compaction", "id": "k2", "parentId": "k", "summary": "", "firstKeptEntryIndex": True})
+    lines[7] = {**lines[7], "parentId": "k2"}
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    session = import_file(path)
+    assert [m.id for m in session.messages] == ["pi-1", "pi-2", "pi-3", "pi-4", "pi-6"]
+    assert session.agents[0].compactions == ("pi-4",) and session.report.compactions == 2
+    assert session.agents[0].usage[1] == Usage(3, 4, 3, 0, 0)
+
+
+@pytest.mark.parametrize(("records", "expected"), [
+    ([{"type": "session", "cwd": "/w"}], True),
+    ([{"type": "session", "modelId": "m"}], True),
+    ([{"type": "session"}], False),
+    ([{"type": "sessions", "cwd": "/w"}], False),
+    ([{}, {}, {"type": "session", "cwd": "/w"}], True),
+    ([{}, {}, {}, {"type": "session", "cwd": "/w"}], False),
+    ([{}, {}, {}, {"type": "message", "message": {"role": "toolResult"}}], True),
+    ([{"type": "message", "message": {"role": "user"}, "uuid": "u"}], False),
+    ([{"type": "message", "message": {"role": "system"}}], False),
+    ([{"type": "message", "message": "user"}], False),
+    ([{"type": "note", "message": {"role": "user"}}], False),
+])
+def test_pi_is_told_by_its_header_or_its_messages(records, expected):
+    from glyphpack._history.importers import pi
+
+    assert pi.detect(records) is expected
+
+
+@pytest.mark.parametrize(("records", "expected"), [
+    ([{"type": kind, "payload": {}}], True) for kind in ("session_meta", "response_item", "turn_context")
+] + [
+    ([{"type": "session_meta"}], False),
+    ([{"type": "event_msg", "payload": {}}], False),
+    ([{"payload": {}}], False),
+])
+def test_codex_is_told_by_its_typed_payload_lines(records, expected):
+    from glyphpack._history.importers import codex
+
+    assert codex.detect(records) is expected
+
+
+def test_a_glyphpack_transcript_or_message_list_imports_with_its_own_ids(tmp_path):
+    """What glyphpack itself saved reads back exactly: a workspace transcript file, or
+    its messages as a list (or under ``messages``), keeping their ids; a damaged
+    transcript is refused by name."""
+    from glyphpack._history.codec import history_to_json
+
+    history = [glyphpack.Message("user", (Text("go"),), id="u1"),
+               glyphpack.Message("assistant", (ToolCall("c1", "ls", {}),), id="a1"),
+               glyphpack.Message("tool", (glyphpack.ToolResult("c1", (Text("x"),)),), id="t1"),
+               glyphpack.Message("assistant", (Text("done"),), id="a2")]
+    with glyphpack.Workspace(tmp_path / "ws") as ws:
+        ws.save("conv", "main", history, revision=0)
+    stored = tmp_path / "ws" / "transcripts" / "conv" / "main.json"
+    for path in (stored, tmp_path / "list.json", tmp_path / "object.json"):
+        if path.name == "list.json":
+            path.write_text(json.dumps(history_to_json(history)))
+        elif path.name == "object.json":
+            path.write_text(json.dumps({"messages": history_to_json(history)}))
+        session = import_file(path)
+        assert (session.report.format, session.agents[0].name, session.title) == ("glyphpack", "main", "go")
+        assert session.messages == tuple(history)
+    damaged = tmp_path / "damaged.json"
+    damaged.write_text(json.dumps({"format": "glyphpack-transcript", "version": 1, "revision": -1, "checkpoints": {}, "messages": []}))
+    with pytest.raises(glyphpack.GlyphpackError, match=r"damaged\.json is damaged: 'revision' must be a non-negative integer"):
+        import_file(damaged)
+
+
+def test_a_responses_input_file_reads_exactly(tmp_path):
+    """Items without a type are messages; an item that gives nothing is passed over; an
+    answer's items (reasoning, text, calls) join one assistant message; instructions
+    open the history; each message numbered by position."""
+    items = [{"role": "user", "content": "hi"}, {"role": "user", "content": "again"}, {"type": "reasoning", "summary": []},
+             {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]},
+             {"type": "function_call", "call_id": "f1", "name": "ls", "arguments": "{}"},
+             {"type": "function_call_output", "call_id": "f1", "output": "a"},
+             {"type": "function_call_output", "call_id": "f0", "output": "lost"},
+             {"type": "function_call", "call_id": "f2", "name": "ls", "arguments": "{}"},
+             {"type": "function_call_output", "call_id": "f2", "output": "b"}]
+    path = tmp_path / "responses.json"
+    path.write_text(json.dumps({"input": items, "instructions": "be kind"}))
+    session = import_file(path)
+    result = glyphpack.ToolResult
+    assert session.messages == (
+        glyphpack.Message("system", (Text("be kind"),), id="openai-responses-0"),
+        glyphpack.Message("user", (Text("hi"),), id="openai-responses-1"),
+        glyphpack.Message("user", (Text("again"),), id="openai-responses-2"),
+        glyphpack.Message("assistant", (Text("ok"), ToolCall("f1", "ls", {})), id="openai-responses-3"),
+        glyphpack.Message("tool", (result("f1", (Text("a"),)),), id="openai-responses-4"),
+        glyphpack.Message("user", (Text("[tool result for call 'f0', which is not in this history]\nlost"),), id="openai-responses-4-unpaired"),
+        glyphpack.Message("assistant", (ToolCall("f2", "ls", {}),), id="openai-responses-5"),
+        glyphpack.Message("tool", (result("f2", (Text("b"),)),), id="openai-responses-6"),
+    )
+    assert session.report.format == "openai-responses"
+    path.write_text(json.dumps({"input": [items[4], 3]}))
+    with pytest.raises(glyphpack.HistoryError) as refused:
+        import_file(path, format="openai-responses")
+    assert str(refused.value) == f"{path}: item 1: not an object"
