@@ -392,12 +392,13 @@ def test_a_copilot_cli_event_log_keeps_every_message_and_counts_the_bookkeeping(
     assert report.format == "copilot-cli" and session.title == "Fix the flaky test"
     assert report.skipped == {
         "assistant.turn_end events (no message)": 1, "hook.start events (no message)": 1, "malformed tool calls": 2,
-        "session.start events (no message)": 1, "tool results without a call id": 1, "user.message events (no message)": 1,
+        "session.start events (no message)": 1, "user.message events (no message)": 1,
     }
-    assert report.repaired == {}
+    assert report.repaired == {"tool results without an open call kept as user text": 1}
     assert [(m.role, m.id, m.text) for m in session.messages if m.role in ("system", "user")] == [
         ("system", "e2", "You are the GitHub Copilot CLI."), ("system", "e2b", "A second system message, kept where it came."),
-        ("user", "e3", "  Fix the\nflaky test  "), ("user", "e9", "<system_notification>shell 3 finished</system_notification>"),
+        ("user", "e3", "  Fix the\nflaky test  "), ("user", "e6-unpaired", "[tool result without a call id]\norphan"),
+        ("user", "e9", "<system_notification>shell 3 finished</system_notification>"),
     ]
     asked = session.messages[3]
     assert isinstance(asked.content[0], Thinking) and asked.content[0].text == "Run it first."
@@ -465,7 +466,7 @@ def test_a_copilot_cli_result_in_every_shape_it_is_written():
 
     def text(event):
         result = _result(event)
-        return None if result is None else (result.text, result.is_error)
+        return result.text, result.is_error
 
     assert text({"toolCallId": "t", "success": True, "result": {"content": "out"}}) == ("out", False)
     assert text({"toolCallId": "t", "success": True, "result": "plain"}) == ("plain", False)  # not an object: itself
@@ -474,7 +475,8 @@ def test_a_copilot_cli_result_in_every_shape_it_is_written():
     assert text({"toolCallId": "t", "success": True}) == ("", False)
     assert text({"toolCallId": "t", "success": False, "error": {"message": "boom", "content": "not this"}}) == ("boom", True)
     assert text({"toolCallId": "t", "result": {"content": "no success field"}}) == ("no success field", False)
-    assert text({"toolCallId": "", "result": {"content": "x"}}) is None and text({"toolCallId": 7, "result": {}}) is None
+    assert _result({"toolCallId": "", "result": {"content": "x"}}) == glyphpack.ToolResult("", (Text("x"),))  # repair keeps it as user text
+    assert _result({"toolCallId": 7, "result": {}}).call_id == ""
 
 
 def test_an_openhands_event_list_keeps_times_fallback_texts_recall_events_and_a_rebuilt_call(tmp_path):
@@ -820,7 +822,7 @@ def test_a_gemini_contents_file_names_a_bad_content_and_keeps_nameless_calls(tmp
     assert session.messages[1].tool_calls[0].name == "tool"
     # A response no open call of that name waits for pairs with nothing: its words stay
     # as user text, and the open call is answered with the missing-result note.
-    assert session.messages[2].text == "[tool result for call '', which is not in this history]\nx"
+    assert session.messages[2].text == "[tool result without a call id]\nx"
     assert session.messages[3].tool_results[0].call_id == "gemini-1-0"
     assert session.report.repaired == {"tool results without an open call kept as user text": 1,
                                        "unanswered tool calls given an error result": 1}
@@ -888,15 +890,16 @@ def test_a_swe_agent_trajectory_reads_exactly(tmp_path):
         glyphpack.Message("user", (Text("Fix it."),), id="swe-1"),
         glyphpack.Message("assistant", (Text("Looking."), ToolCall("c1", "bash", {"command": "ls"}), ToolCall("c2", "open", {})), id="swe-2"),
         glyphpack.Message("tool", (glyphpack.ToolResult("c1", (Text("a.py"),)), glyphpack.ToolResult("c2", (Text("opened"),))), id="swe-3"),
+        glyphpack.Message("user", (Text("[tool result without a call id]\norphan"),), id="swe-3-unpaired"),
         glyphpack.Message("assistant", (Text("Again."), ToolCall("c1#2", "bash", {"command": "pwd"})), id="swe-8"),
         glyphpack.Message("tool", (glyphpack.ToolResult("c1#2", (Text("/repo"),)),), id="swe-9"),
     )
     assert helper.messages == (glyphpack.Message("user", (Text("sub task"),), id="swe-11"),
                                glyphpack.Message("assistant", (Text("done"),), id="swe-12"))
     report = session.report
-    assert (report.format, report.messages, report.tool_calls, report.tool_results, report.made_unique) == ("swe-agent", 8, 3, 3, 1)
-    assert report.skipped == {"tool messages without a call id": 1, "history entries that are not objects": 1,
-                              "messages of role 'observation'": 1}
+    assert (report.format, report.messages, report.tool_calls, report.tool_results, report.made_unique) == ("swe-agent", 9, 3, 3, 1)
+    assert report.skipped == {"history entries that are not objects": 1, "messages of role 'observation'": 1}
+    assert report.repaired == {"tool results without an open call kept as user text": 1}
     assert session.title == "Fix it."
     for shape in ({"history": history}, {"history": "not a list", "info": {}}):  # neither a trajectory nor its info: not SWE-agent
         path.write_text(json.dumps(shape))

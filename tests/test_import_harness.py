@@ -917,3 +917,62 @@ def test_a_responses_input_file_reads_exactly(tmp_path):
     with pytest.raises(glyphpack.HistoryError) as refused:
         import_file(path, format="openai-responses")
     assert str(refused.value) == f"{path}: item 1: not an object"
+
+
+def test_malformed_codex_and_pi_records_are_counted_and_their_words_kept(tmp_path):
+    """A text part without text, a call without an id or a name, an output without a
+    call id, a pi result without one: each counted, and every word a result carried
+    kept (as the user's text where no call can be paired)."""
+    lines = [_codex_item({"type": "message", "role": "system", "content": "sys rules"}),
+             _codex_item({"type": "message", "role": "user", "content": [
+                 "stray", {"type": "text", "text": "t1"}, {"type": "text"}, {"type": "output_text", "text": "t2"}]}),
+             _codex_item({"type": "message", "role": "user", "content": {"a": 1}}),
+             _codex_item({"type": "function_call", "name": "ls", "arguments": "{}"}),
+             _codex_item({"type": "function_call", "call_id": "ok", "arguments": "{}"}),
+             _codex_item({"type": "function_call_output", "output": "no id"}),
+             _codex_item({"type": "function_call_output", "call_id": "ok", "output": "fine"})]
+    path = tmp_path / "codex.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    session = import_file(path)
+    start = datetime.datetime(2025, 1, 1, tzinfo=datetime.timezone.utc).timestamp()
+    missing = glyphpack.ToolResult("", (Text("[no result: the session ended this turn before the tool returned]"),), True)
+    assert session.messages == (
+        glyphpack.Message("system", (Text("sys rules"),), id="codex-1", time=start),
+        glyphpack.Message("user", (Text("t1"), Text("t2")), id="codex-2", time=start),
+        glyphpack.Message("assistant", (ToolCall("", "ls", {}), ToolCall("ok", "tool", {})), id="codex-4", time=start),
+        glyphpack.Message("tool", (glyphpack.ToolResult("ok", (Text("fine"),)),), id="codex-7", time=start),
+        glyphpack.Message("tool", (missing,), id="codex-7-missing-results"),
+    )
+    assert session.report.skipped == {"malformed text parts": 1, "malformed tool outputs": 1}
+
+    def said(role: str, **fields: object) -> dict[str, object]:
+        return {"type": "message", "message": {"role": role, **fields}}
+
+    lines = [{"type": "session", "cwd": "/w"}, said("user", content="go"),
+             said("assistant", content=[{"type": "toolCall", "id": "t1", "name": "ls", "arguments": {}}]),
+             said("toolResult", content=[{"type": "text", "text": "r"}, {"type": "thinking", "thinking": "hidden"}], toolCallId="t1", isError=1),
+             said("toolResult", content="x"), said("bashExecution", output="out", exitCode=None),
+             said("bashExecution", command="false", output="", exitCode=1), said("bashExecution", command="true", exitCode=0),
+             said("assistant", content=[], stopReason="aborted"), said("assistant", content=[], stopReason="stop")]
+    path = tmp_path / "pi.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    session = import_file(path)
+    assert session.messages == (
+        glyphpack.Message("user", (Text("go"),), id="pi-1"),
+        glyphpack.Message("assistant", (ToolCall("t1", "ls", {}),), id="pi-2"),
+        glyphpack.Message("tool", (glyphpack.ToolResult("t1", (Text("r"),), True),), id="pi-3"),
+        glyphpack.Message("user", (Text("[tool result without a call id]\nx"),), id="pi-3-unpaired"),
+        glyphpack.Message("user", (Text("[the user ran a shell command] $ \nout"),), id="pi-5"),
+        glyphpack.Message("user", (Text("[the user ran a shell command (exit code 1)] $ false\n"),), id="pi-6"),
+        glyphpack.Message("user", (Text("[the user ran a shell command] $ true\n"),), id="pi-7"),
+    )
+    assert session.report.skipped == {"session lines (no message)": 1, "assistant turns that ended in an aborted with nothing said": 1}
+    assert session.report.repaired == {"tool results without an open call kept as user text": 1}
+    lines = [{"type": "user", "uuid": "u1", "parentUuid": None, "message": {"role": "user", "content": "go"}},
+             {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "message": {"id": "m1", "role": "assistant", "content": [{"type": "text", "text": "ok"}]}},
+             {"type": "user", "uuid": "u2", "parentUuid": "a1", "message": {"role": "user", "content": [{"type": "tool_result", "content": "stray output"}]}}]
+    path = tmp_path / "claude.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    session = import_file(path)  # Claude Code: a result without an id and no id-less call before it
+    assert session.messages[-1].text == "[tool result without a call id]\nstray output"
+    assert session.report.repaired == {"tool results without an open call kept as user text": 1} and session.report.skipped == {}

@@ -210,7 +210,8 @@ def repair(messages: Sequence[Message], tally: Tally) -> list[Message]:
     - a reused tool call id is renamed (``ID#2``), and the results that follow it are
       paired with the renamed call;
     - a result whose call is not open (a shell command the user ran, a call the file
-      lost) is kept as the user's text, naming the call id, so no output is lost;
+      lost, a result written without a call id: ``""``) is kept as the user's text,
+      naming the call id, so no output is lost;
     - a call still unanswered when the next assistant message (or the end) comes gets
       an error result saying so, right after its message;
     - a message left with no content is dropped.
@@ -271,10 +272,11 @@ def repair(messages: Sequence[Message], tally: Tally) -> list[Message]:
 
 
 def _as_user_content(result: ToolResult) -> list[Block]:
-    """A result whose call is not in the history, as user content that names the call."""
+    """A result whose call is not in the history, as user content that names the call
+    (an empty call id: the file named none)."""
     status = "error" if result.is_error else "result"
-    return [Text(f"[tool {status} for call {result.call_id!r}, which is not in this history]\n{result.text}"),
-            *result.images()]
+    call = f"for call {result.call_id!r}, which is not in this history" if result.call_id else "without a call id"
+    return [Text(f"[tool {status} {call}]\n{result.text}"), *result.images()]
 
 
 def _split_mixed_tool_messages(messages: list[Message]) -> list[Message]:

@@ -455,10 +455,7 @@ def _pair_anonymous_results(messages: list[Message], tally: Tally) -> list[Messa
             if isinstance(block, ToolCall) and block.id.startswith(ANONYMOUS):
                 block = dataclasses.replace(block, id=f"{ANONYMOUS}{message.id}-{place}")
                 waiting.append(block.id)
-            if isinstance(block, ToolResult) and block.call_id == "":
-                if not waiting:
-                    tally.skip("tool results without a call id")
-                    continue
+            if isinstance(block, ToolResult) and block.call_id == "" and waiting:  # else repair keeps it as the user's text
                 tally.repair("tool results without a call id paired with the call before them")
                 block = dataclasses.replace(block, call_id=waiting.pop(0))
             content.append(block)

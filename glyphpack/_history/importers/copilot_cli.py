@@ -78,11 +78,7 @@ def read(path: Path, data: bytes) -> ImportedSession:
             if blocks:
                 messages.append(Message("assistant", tuple(blocks), id=message_id, time=time))
             continue
-        result = _result(event)
-        if result is None:
-            tally.skip("tool results without a call id")
-            continue
-        append_message(messages, Message("tool", (result,), id=message_id, time=time))
+        append_message(messages, Message("tool", (_result(event),), id=message_id, time=time))
     repaired = repair(messages, tally)
     agents = (ImportedAgent("main", tuple(repaired), model=model),)
     return ImportedSession(title_from(title), agents, (), tally.report(FORMAT, agents, 0))
@@ -109,10 +105,10 @@ def _assistant_blocks(event: dict[str, Any], text: str, tally: Tally) -> list[Bl
     return blocks
 
 
-def _result(event: dict[str, Any]) -> ToolResult | None:
+def _result(event: dict[str, Any]) -> ToolResult:
+    """A tool's result; without a call id, ``""`` (repair keeps it as the user's text)."""
     call_id = event.get("toolCallId")
-    if not isinstance(call_id, str) or not call_id:
-        return None
+    call_id = call_id if isinstance(call_id, str) else ""
     failed = event.get("success") is False
     source = event.get("error") if failed else event.get("result")
     body = source.get("message" if failed else "content") if isinstance(source, dict) else source

@@ -11,7 +11,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from ..messages import Block, Message, Opaque, Text, Thinking, ToolCall, ToolResult
+from ..messages import Block, Image, Message, Opaque, Text, Thinking, ToolCall, ToolResult
 from .base import (
     ImportedAgent,
     ImportedSession,
@@ -107,10 +107,11 @@ def _live_path(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _message(data: dict[str, Any], message_id: str, tally: Tally) -> Message | None:
     role = data.get("role")
     if role == "toolResult":
-        content = tuple(b for b in _blocks(data.get("content"), tally) if b.tag in ("text", "image"))
+        content = tuple(b for b in _blocks(data.get("content"), tally) if isinstance(b, (Text, Image)))
         call_id = data.get("toolCallId")
-        result = safe_block(lambda: ToolResult(call_id, content, bool(data.get("isError"))), tally, "malformed tool results")  # type: ignore[arg-type]
-        return Message("tool", (result,), id=message_id) if result is not None else None
+        # Without a call id ("" for repair to keep it as the user's text): nothing is lost.
+        result = ToolResult(call_id if isinstance(call_id, str) else "", content, bool(data.get("isError")))
+        return Message("tool", (result,), id=message_id)
     if role == "bashExecution":
         status = f" (exit code {data.get('exitCode')})" if data.get("exitCode") not in (0, None) else ""
         text = f"[the user ran a shell command{status}] $ {data.get('command', '')}\n{text_of(data.get('output'))}"

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import Block, Message, Text, ToolResult
-from .base import ImportedAgent, ImportedSession, Tally, append_message, chat_tool_calls, repair, safe_block, text_of
+from .base import ImportedAgent, ImportedSession, Tally, append_message, chat_tool_calls, repair, text_of
 
 FORMAT = "swe-agent"
 
@@ -42,12 +42,9 @@ def chat_message(entry: dict[str, Any], message_id: str, tally: Tally) -> Messag
     text = text_of(entry.get("content"))
     if role == "tool":
         listed, single = entry.get("tool_call_ids"), entry.get("tool_call_id")
-        ids = listed if isinstance(listed, list) and listed else [single] if single else []
-        results = [safe_block(lambda call_id=call_id: ToolResult(call_id, (Text(text),)), tally, "malformed tool results") for call_id in ids]
-        answers = tuple(b for b in results if b is not None)
-        if not answers:
-            tally.skip("tool messages without a call id")
-            return None
+        ids = listed if isinstance(listed, list) and listed else [single] if single else [""]
+        # An id that is not a string, or none at all (""), makes a result repair keeps as the user's text.
+        answers = tuple(ToolResult(call_id if isinstance(call_id, str) else "", (Text(text),)) for call_id in ids)
         return Message("tool", answers, id=message_id)
     if role not in ("system", "user", "assistant"):
         tally.skip(f"messages of role {role!r}")
