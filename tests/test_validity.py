@@ -225,3 +225,74 @@ def test_tool_ids_the_messages_api_refuses_are_mapped_alike_in_the_call_and_its_
            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a#2", "content": "ok"}]}]
     with pytest.raises(glyphpack.HistoryError, match=r"message 1: tool_use ids \['a#2'\] do not match"):
         check_anthropic(raw)
+
+
+def _image_bytes(form: str, mode: str = "RGB") -> bytes:
+    import io
+
+    from PIL import Image as PILImage
+
+    out = io.BytesIO()
+    PILImage.new(mode, (3, 2), (10, 20, 30) if mode == "RGB" else 7).save(out, form)
+    return out.getvalue()
+
+
+def test_an_image_is_sent_as_a_type_the_api_takes():
+    """The Anthropic and OpenAI APIs take PNG, JPEG, GIF and WebP, labelled as what the
+    bytes are: a PNG labelled JPEG goes as PNG, a BMP or TIFF is re-encoded as PNG
+    (the same bytes each time, so the cache holds), and what is no image (a PDF from a
+    Gemini file) goes as a note; the history keeps every block as it was."""
+    import io
+
+    from PIL import Image as PILImage
+
+    from glyphpack._history.apis.common import web_image
+
+    png, jpeg, gif, webp = (_image_bytes(form) for form in ("PNG", "JPEG", "GIF", "WEBP"))
+    for data, kind in ((png, "image/png"), (jpeg, "image/jpeg"), (gif, "image/gif"), (webp, "image/webp")):
+        assert web_image(Image(kind, data)) == Image(kind, data)
+        assert web_image(Image("image/heic" if kind != "image/png" else "image/jpeg", data)) == Image(kind, data)
+    for form, mode in (("BMP", "RGB"), ("TIFF", "RGB"), ("TIFF", "CMYK"), ("TIFF", "I;16")):
+        sent = web_image(Image("image/bmp", _image_bytes(form, mode)))
+        assert isinstance(sent, Image) and sent.media_type == "image/png" and sent.data is not None
+        assert sent.data.startswith(b"\x89PNG") and sent == web_image(Image("image/bmp", _image_bytes(form, mode)))
+        with PILImage.open(io.BytesIO(sent.data)) as decoded:
+            assert decoded.size == (3, 2)
+    pdf = b"%PDF-1.4\n" + b"x" * 1200
+    assert web_image(Image("application/pdf", pdf)) == Text(
+        "[attachment application/pdf, 1,209 bytes: kept in the history; this API takes no attachment of this type]")
+    assert web_image(Image("image/png", ref="https://example.com/a.png")) == Image("image/png", ref="https://example.com/a.png")
+    history = [Message("user", (Text("see"), Image("application/pdf", pdf), Image("image/bmp", _image_bytes("BMP"))), id="u"),
+               Message("assistant", (ToolCall("c", "shot", {}),), id="a"),
+               Message("tool", (ToolResult("c", (Image("image/jpeg", png),)),), id="t")]
+    _, anthropic = glyphpack.to_anthropic(history)
+    check_anthropic(anthropic)
+    assert anthropic[0]["content"][1] == {"type": "text", "text": web_image(Image("application/pdf", pdf)).text}
+    assert anthropic[0]["content"][2]["source"]["media_type"] == "image/png"
+    assert anthropic[2]["content"][0]["content"][0]["source"]["media_type"] == "image/png"
+    chat = glyphpack.to_openai_chat(history)
+    check_openai_chat(chat)
+    assert chat[0]["content"][1] == {"type": "text", "text": web_image(Image("application/pdf", pdf)).text}
+    assert chat[0]["content"][2]["image_url"]["url"].startswith("data:image/png;base64,iVBOR")
+    _, responses = glyphpack.to_openai_responses(history)
+    check_openai_responses(responses)
+    assert responses[0]["content"][2]["image_url"].startswith("data:image/png;base64,iVBOR")
+    assert history[0].content[1] == Image("application/pdf", pdf)  # the history itself is unchanged
+
+
+def test_the_checks_refuse_an_image_type_the_api_refuses():
+    bad = {"type": "image", "source": {"type": "base64", "media_type": "application/pdf", "data": "aGk="}}
+    with pytest.raises(glyphpack.HistoryError) as refused:
+        check_anthropic([{"role": "user", "content": [bad]}])
+    assert str(refused.value) == "message 0: image type 'application/pdf' is not one of image/gif, image/jpeg, image/png, image/webp"
+    call = {"role": "assistant", "content": [{"type": "tool_use", "id": "c", "name": "n", "input": {}}]}
+    with pytest.raises(glyphpack.HistoryError, match="message 2: image type 'image/bmp'"):
+        check_anthropic([{"role": "user", "content": "go"}, call, {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "c", "content": [{**bad, "source": {**bad["source"], "media_type": "image/bmp"}}]}]}])
+    check_anthropic([{"role": "user", "content": [{"type": "image", "source": {"type": "url", "url": "https://x/a.bmp"}}]}])
+    with pytest.raises(glyphpack.HistoryError, match=r"message 0: image type 'image/tiff' is not one of"):
+        check_openai_chat([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/tiff;base64,aGk="}}]}])
+    check_openai_chat([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x/a.tiff"}}]}])
+    with pytest.raises(glyphpack.HistoryError, match=r"item 0: image type 'application/pdf' is not one of"):
+        check_openai_responses([{"role": "user", "content": [{"type": "input_image", "image_url": "data:application/pdf;base64,aGk="}]}])
+    check_openai_responses([{"role": "user", "content": [{"type": "input_image", "image_url": "data:image/webp;base64,aGk="}]}])

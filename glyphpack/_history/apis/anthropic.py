@@ -28,11 +28,13 @@ from .common import (
     MALFORMED,
     add_turn,
     check_image_count,
+    check_image_type,
     decode_base64,
     message_error,
     results_first,
     split_user_turn,
     unsendable,
+    web_image,
 )
 
 #: ``max_tokens`` for a call that does not say (the Messages API requires one).
@@ -57,7 +59,10 @@ def _(block: Text) -> Json | None:
 
 
 @anthropic_block.register
-def _(block: Image) -> Json:
+def _(image: Image) -> Json:
+    block = web_image(image)
+    if isinstance(block, Text):
+        return {"type": "text", "text": block.text}
     if block.data is not None:
         data = base64.b64encode(block.data).decode("ascii")
         return {"type": "image", "source": {"type": "base64", "media_type": block.media_type, "data": data}}
@@ -206,7 +211,8 @@ def check_anthropic(messages: Sequence[Json], *, max_images: int | None = None) 
     roles alternate starting with the user; every ``tool_use`` is answered by a
     ``tool_result`` in the next message, which holds its results first; no result
     without its call; a call's id matches ``TOOL_ID_PATTERN``; thinking carries a
-    signature; no text block is empty or only white space; at most ``max_images`` images. A ``system`` message (a
+    signature; no text block is empty or only white space; an image's bytes are of a
+    ``WEB_IMAGE_TYPES`` type; at most ``max_images`` images. A ``system`` message (a
     mid-conversation system message) may come after the first, of text only, where
     no tool call waits for its result; it does not count in the alternation."""
     images = 0
@@ -251,11 +257,12 @@ def check_anthropic(messages: Sequence[Json], *, max_images: int | None = None) 
         for block in [*blocks, *(b for r in blocks if r.get("type") == "tool_result" and isinstance(r.get("content"), list) for b in r["content"])]:
             if block.get("type") == "text" and not str(block.get("text") or "").strip():
                 raise HistoryError(f"message {index}: text content blocks must contain non-whitespace text")
-        for block in blocks:
+        for block in [*blocks, *(b for r in blocks if r.get("type") == "tool_result" and isinstance(r.get("content"), list) for b in r["content"])]:
             if block.get("type") == "image":
                 images += 1
-            if block.get("type") == "tool_result" and isinstance(block.get("content"), list):
-                images += sum(1 for b in block["content"] if b.get("type") == "image")
+                source = block.get("source")
+                if isinstance(source, dict) and source.get("type") == "base64":
+                    check_image_type(f"message {index}", source.get("media_type"))
     if open_calls:
         raise HistoryError(f"tool calls {sorted(open_calls)} at the end have no results")
     check_image_count(images, max_images)

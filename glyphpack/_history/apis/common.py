@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
+import io
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -97,6 +99,70 @@ def message_error(index: int, exc: Exception) -> HistoryError:
     return HistoryError(f"message {index}: malformed ({type(exc).__name__}: {exc})")
 
 
+#: The image types the Anthropic and OpenAI APIs take; a request with another is refused (400).
+WEB_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+#: What an image's first bytes say it is: the APIs refuse an image whose bytes are not
+#: the type it is labelled ("image does not match the provided media type").
+_MAGIC = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b"GIF87a", "image/gif"),
+          (b"GIF89a", "image/gif"))
+
+
+def _sniffed_type(data: bytes) -> str | None:
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return next((kind for magic, kind in _MAGIC if data.startswith(magic)), None)
+
+
+@functools.lru_cache(maxsize=32)
+def _as_png(data: bytes) -> bytes | None:
+    """``data`` (an image of a type Pillow reads: BMP, TIFF, ICO, ...) re-encoded as PNG;
+    None when Pillow cannot read it. The same bytes give the same PNG, so the prompt
+    cache still hits."""
+    from PIL import Image as PILImage
+
+    try:
+        with PILImage.open(io.BytesIO(data)) as image:
+            image.load()
+            converted = image if image.mode in ("1", "L", "LA", "P", "RGB", "RGBA") else image.convert("RGBA")
+            out = io.BytesIO()
+            converted.save(out, "PNG")
+    except (OSError, ValueError, SyntaxError, PILImage.DecompressionBombError):
+        return None
+    return out.getvalue()
+
+
+def web_image(block: Image) -> Image | Text:
+    """``block`` as the Anthropic and OpenAI APIs take it: itself when it is a reference
+    or its bytes are of a ``WEB_IMAGE_TYPES`` type (labelled by what the bytes are, which
+    may differ from the label it came with); else re-encoded as PNG where Pillow reads it;
+    else a note saying what it is. The history keeps the block as it was (Gemini takes
+    more types)."""
+    if block.data is None:
+        return block
+    actual = _sniffed_type(block.data)
+    if actual is not None:
+        return block if actual == block.media_type else Image(actual, block.data, block.ref)
+    png = _as_png(block.data)
+    if png is not None:
+        return Image("image/png", png, block.ref)
+    return Text(f"[attachment {block.media_type}, {len(block.data):,} bytes: kept in the history; "
+                "this API takes no attachment of this type]")
+
+
+def check_image_type(where: str, media_type: object) -> None:
+    """Raise ``HistoryError`` for an image a request carries whose type the Anthropic
+    and OpenAI APIs refuse (``where``: the message or item, for the error)."""
+    if media_type not in WEB_IMAGE_TYPES:
+        raise HistoryError(f"{where}: image type {media_type!r} is not one of {', '.join(sorted(WEB_IMAGE_TYPES))}")
+
+
+def check_image_url(where: str, url: object) -> None:
+    """``check_image_type`` for an OpenAI image URL: a ``data:`` URL's type (a link is
+    fetched by the provider, which reads its type there)."""
+    if isinstance(url, str) and url.startswith("data:"):
+        check_image_type(where, url[5:].partition(",")[0].split(";")[0])
+
+
 def image_url(block: Image) -> str | None:
     """An image as OpenAI takes it: its bytes as a ``data:`` URL, else its reference."""
     if block.data is not None:
@@ -147,7 +213,8 @@ def each_known(message: Message, known: tuple[type[Block], ...], api: str) -> Me
 def content_part(block: Text | Image, text_type: str, image_part: Callable[[Image], Json]) -> Json:
     """A text or image block as one of an API's content parts (``text_type`` names its
     text part; ``image_part`` builds its image part)."""
-    return {"type": text_type, "text": block.text} if isinstance(block, Text) else image_part(block)
+    sent = web_image(block) if isinstance(block, Image) else block
+    return {"type": text_type, "text": sent.text} if isinstance(sent, Text) else image_part(sent)
 
 
 def check_image_count(images: int, max_images: int | None) -> None:

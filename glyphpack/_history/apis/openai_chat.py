@@ -22,6 +22,7 @@ from .common import (
     KNOWN_BLOCKS,
     MALFORMED,
     check_image_count,
+    check_image_url,
     content_part,
     each_known,
     image_from_url,
@@ -153,7 +154,8 @@ def check_openai_chat(messages: Sequence[Json], *, max_images: int | None = None
     results of an assistant message's ``tool_calls`` come right after it as ``tool``
     messages, one per call, before any other message; no ``tool`` message otherwise;
     ``tool`` messages carry text; an assistant message has content or tool calls, and
-    no other message's content is an empty list; at most ``max_images`` images."""
+    no other message's content is an empty list; an image sent as bytes is of a
+    ``WEB_IMAGE_TYPES`` type; at most ``max_images`` images."""
     waiting: set[str] = set()
     images = 0
     for index, message in enumerate(messages):
@@ -175,8 +177,11 @@ def check_openai_chat(messages: Sequence[Json], *, max_images: int | None = None
                 raise HistoryError(f"message {index}: an assistant message needs content or tool_calls")
         elif isinstance(content, list) and not content:
             raise HistoryError(f"message {index}: a {role} message with empty content")
-        if isinstance(content, list):
-            images += sum(1 for part in content if part.get("type") == "image_url")
+        for part in content if isinstance(content, list) else ():
+            if part.get("type") == "image_url":
+                images += 1
+                image = part.get("image_url")
+                check_image_url(f"message {index}", image.get("url") if isinstance(image, dict) else None)
     if waiting:
         raise HistoryError(f"tool calls {sorted(waiting)} at the end have no results")
     check_image_count(images, max_images)

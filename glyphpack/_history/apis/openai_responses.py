@@ -24,6 +24,7 @@ from .common import (
     KNOWN_BLOCKS,
     MALFORMED,
     check_image_count,
+    check_image_url,
     content_part,
     each_known,
     image_from_url,
@@ -142,7 +143,8 @@ def from_openai_responses(items: Sequence[Json], instructions: str | None = None
 def check_openai_responses(items: Sequence[Json], *, max_images: int | None = None) -> None:
     """Raise ``HistoryError`` where the Responses API would reject ``input``: every
     ``function_call_output`` follows its ``function_call``, every call is answered before
-    the next message, there is at least one item, and at most ``max_images`` images."""
+    the next message, there is at least one item, an image sent as bytes is of a
+    ``WEB_IMAGE_TYPES`` type, and at most ``max_images`` images."""
     if not items:
         raise HistoryError("input is empty")
     open_calls: set[str] = set()
@@ -150,8 +152,10 @@ def check_openai_responses(items: Sequence[Json], *, max_images: int | None = No
     for index, item in enumerate(items):
         kind = item.get("type", "message")
         parts = item.get("output") if kind == "function_call_output" else item.get("content")
-        if isinstance(parts, list):
-            images += sum(1 for part in parts if isinstance(part, dict) and part.get("type") == "input_image")
+        for part in parts if isinstance(parts, list) else ():
+            if isinstance(part, dict) and part.get("type") == "input_image":
+                images += 1
+                check_image_url(f"item {index}", part.get("image_url"))
         if kind == "function_call":
             open_calls.add(item["call_id"])
         elif kind == "function_call_output":
