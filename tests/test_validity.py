@@ -296,3 +296,31 @@ def test_the_checks_refuse_an_image_type_the_api_refuses():
     with pytest.raises(glyphpack.HistoryError, match=r"item 0: image type 'application/pdf' is not one of"):
         check_openai_responses([{"role": "user", "content": [{"type": "input_image", "image_url": "data:application/pdf;base64,aGk="}]}])
     check_openai_responses([{"role": "user", "content": [{"type": "input_image", "image_url": "data:image/webp;base64,aGk="}]}])
+
+
+def test_the_fake_providers_refuse_an_image_whose_bytes_are_not_its_label():
+    """As the providers do ("Image does not match the provided media type"): so a
+    converter that sent a PNG as JPEG fails every test that drives the fake."""
+    import base64
+
+    from glyphpack.testing import fake
+
+    png = base64.b64encode(_image_bytes("PNG")).decode()
+    anthropic = {"max_tokens": 10, "messages": [{"role": "user", "content": [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": png}}]}]}
+    assert fake._check_anthropic(anthropic) == "invalid request: Image does not match the provided media type image/jpeg"
+    anthropic["messages"][0]["content"][0]["source"]["media_type"] = "image/png"
+    assert fake._check_anthropic(anthropic) is None
+    anthropic["messages"][0]["content"][0]["source"]["data"] = "not base64!"
+    assert fake._check_anthropic(anthropic) == "invalid request: an image's data is not valid base64"
+    call = {"role": "assistant", "content": [{"type": "tool_use", "id": "c", "name": "n", "input": {}}]}
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c", "content": [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/gif", "data": png}}]}]}
+    assert fake._check_anthropic({"max_tokens": 1, "tools": [{}], "messages": [{"role": "user", "content": "go"}, call, result]}) == (
+        "invalid request: Image does not match the provided media type image/gif")
+    chat = {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": f"data:image/webp;base64,{png}"}}]}]}
+    assert fake._check_chat(chat) == "invalid request: Image does not match the provided media type image/webp"
+    responses = {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": f"data:image/jpeg;base64,{png}"}]}]}
+    assert fake._check_responses(responses) == "invalid request: Image does not match the provided media type image/jpeg"
+    responses["input"][0]["content"][0]["image_url"] = f"data:image/png;base64,{png}"
+    assert fake._check_responses(responses) is None

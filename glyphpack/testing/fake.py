@@ -16,7 +16,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 from .._errors import UsageError
 from .._history.apis.anthropic import check_anthropic
+from .._history.apis.common import image_type_of
 from .._history.apis.gemini import check_gemini
 from .._history.apis.openai_chat import check_openai_chat
 from .._history.apis.openai_responses import check_openai_responses
@@ -270,15 +271,46 @@ def _check_anthropic(body: Json) -> str | None:
     blocks = [b for m in body.get("messages") or () if isinstance(m.get("content"), list) for b in m["content"]]
     if not body.get("tools") and any(b.get("type") in ("tool_use", "tool_result") for b in blocks):
         return "Requests which include `tool_use` or `tool_result` blocks must define tools."
-    return _check(check_anthropic, body.get("messages"))
+    images = [b for b in blocks if b.get("type") == "image"] + [
+        i for b in blocks if b.get("type") == "tool_result" and isinstance(b.get("content"), list) for i in b["content"] if i.get("type") == "image"]
+    sent = [(s.get("media_type"), s.get("data")) for s in (i.get("source") or {} for i in images) if s.get("type") == "base64"]
+    return _mislabelled(sent) or _check(check_anthropic, body.get("messages"))
+
+
+def _mislabelled(images: Sequence[tuple[object, object]]) -> str | None:
+    """The providers' 400 for an image whose bytes are not the type it is labelled."""
+    for label, data in images:
+        try:
+            actual = image_type_of(base64.b64decode(str(data), validate=True))
+        except ValueError:
+            return "invalid request: an image's data is not valid base64"
+        if actual is not None and actual != label:
+            return f"invalid request: Image does not match the provided media type {label}"
+    return None
+
+
+def _data_urls(parts: Sequence[object]) -> list[tuple[str, str]]:
+    """(label, base64 data) of each ``data:`` URL image among OpenAI content parts."""
+    out = []
+    for part in parts:
+        url = part.get("image_url") if isinstance(part, dict) else None
+        url = url.get("url") if isinstance(url, dict) else url
+        if isinstance(url, str) and url.startswith("data:"):
+            header, _, data = url[5:].partition(",")
+            out.append((header.split(";")[0], data))
+    return out
 
 
 def _check_chat(body: Json) -> str | None:
-    return _check(check_openai_chat, body.get("messages"))
+    parts = [p for m in body.get("messages") or () if isinstance(m.get("content"), list) for p in m["content"]]
+    return _mislabelled(_data_urls(parts)) or _check(check_openai_chat, body.get("messages"))
 
 
 def _check_responses(body: Json) -> str | None:
-    return _check(check_openai_responses, body.get("input"))
+    given = body.get("input")
+    items: list[Any] = given if isinstance(given, list) else []
+    parts = [p for i in items if isinstance(i, dict) for key in ("content", "output") if isinstance(i.get(key), list) for p in i[key]]
+    return _mislabelled(_data_urls(parts)) or _check(check_openai_responses, body.get("input"))
 
 
 def _check_gemini(body: Json) -> str | None:

@@ -107,7 +107,8 @@ _MAGIC = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), 
           (b"GIF89a", "image/gif"))
 
 
-def _sniffed_type(data: bytes) -> str | None:
+def image_type_of(data: bytes) -> str | None:
+    """The ``WEB_IMAGE_TYPES`` type ``data``'s first bytes say it is; None for any other."""
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         return "image/webp"
     return next((kind for magic, kind in _MAGIC if data.startswith(magic)), None)
@@ -139,7 +140,7 @@ def web_image(block: Image) -> Image | Text:
     more types)."""
     if block.data is None:
         return block
-    actual = _sniffed_type(block.data)
+    actual = image_type_of(block.data)
     if actual is not None:
         return block if actual == block.media_type else Image(actual, block.data, block.ref)
     png = _as_png(block.data)
