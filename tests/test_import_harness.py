@@ -976,3 +976,31 @@ def test_malformed_codex_and_pi_records_are_counted_and_their_words_kept(tmp_pat
     session = import_file(path)  # Claude Code: a result without an id and no id-less call before it
     assert session.messages[-1].text == "[tool result without a call id]\nstray output"
     assert session.report.repaired == {"tool results without an open call kept as user text": 1} and session.report.skipped == {}
+
+
+def test_claude_code_edges_one_line_sidechains_only_and_lines_without_messages(tmp_path):
+    """A file of one message line is that message; a file of sidechain lines alone
+    gives each sidechain root an agent (named by ``agentId``, else ``sidechain-N``);
+    lines without a uuid or a message are counted by type; the title's precedence."""
+    path = tmp_path / "s.jsonl"
+
+    def imported(lines: list[dict[str, object]]) -> glyphpack.ImportedSession:
+        path.write_text("\n".join(json.dumps(line) for line in lines))
+        return import_file(path)
+
+    one = imported([{"type": "user", "uuid": "u1", "parentUuid": None, "message": {"role": "user", "content": "only"}}])
+    assert [(m.id, m.text) for m in one.messages] == [("u1-0", "only")] and one.report.agents == ("main",)
+
+    def side(uuid: str, parent: str | None, role: str, text: str, **fields: object) -> dict[str, object]:
+        message = {"role": "user", "content": text} if role == "user" else {
+            "id": f"m{uuid}", "role": "assistant", "content": [{"type": "text", "text": text}]}
+        return {"type": role, "uuid": uuid, "parentUuid": parent, "isSidechain": True, "message": message, **fields}
+
+    session = imported([side("s1", None, "user", "sub task", agentId="abc"), side("s2", "s1", "assistant", "sub done", agentId="abc"),
+                        side("t1", None, "user", "other task"), side("t2", "t1", "assistant", "other done"),
+                        {"uuid": "x1", "parentUuid": None}, {"note": "no uuid"}, {"type": "custom-title", "customTitle": 5},
+                        {"type": "summary", "summary": ""}, {"type": "ai-title", "aiTitle": "AI"}])
+    assert session.report.agents == ("abc", "sidechain-2")
+    assert [[m.text for m in a.messages] for a in session.agents] == [["sub task", "sub done"], ["other task", "other done"]]
+    assert session.report.skipped == {"untyped lines (no message)": 2, "custom-title lines (no message)": 1}
+    assert session.title == "AI"

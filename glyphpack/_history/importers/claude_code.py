@@ -83,10 +83,10 @@ def detect(records: list[dict[str, Any]]) -> bool:
     )
 
 
-def read(path: Path, data: bytes, leaf: str | None = None, *, file_order: bool = False) -> ImportedSession:
-    """The session in ``data``; ``leaf`` (a uuid) picks the path, default the newest
-    main-chain leaf. ``file_order``: the lines in the order written are the path (a
-    subagent's own file, whose first lines may hang off its session's)."""
+def read(path: Path, data: bytes, *, file_order: bool = False) -> ImportedSession:
+    """The session in ``data``, along its newest main-chain leaf. ``file_order``: the
+    lines in the order written are the path (a subagent's own file, whose first lines
+    may hang off its session's)."""
     tally = Tally()
     nodes: list[_Node] = []
     by_uuid: dict[str, list[int]] = {}
@@ -159,15 +159,7 @@ def read(path: Path, data: bytes, leaf: str | None = None, *, file_order: bool =
         ]
 
     main_leaves = leaves(False)
-    if leaf is not None:
-        chosen = by_uuid.get(leaf, [])
-        if not chosen:
-            from ..._errors import HistoryError
-
-            raise HistoryError(f"{path}: no line with uuid {leaf!r}")
-        main = chosen[-1]
-    else:
-        main = max(main_leaves, default=-1)
+    main = max(main_leaves, default=-1)
     calls_of = _response_calls(nodes)
 
     def path_to(leaf: int) -> list[int]:
