@@ -1004,3 +1004,31 @@ def test_claude_code_edges_one_line_sidechains_only_and_lines_without_messages(t
     assert [[m.text for m in a.messages] for a in session.agents] == [["sub task", "sub done"], ["other task", "other done"]]
     assert session.report.skipped == {"untyped lines (no message)": 2, "custom-title lines (no message)": 1}
     assert session.title == "AI"
+
+
+def test_claude_code_calls_and_results_without_ids_pair_in_order(tmp_path):
+    """Older files write calls and results without ids: each call gets one from its
+    message and place, the results answer them in order, one more is kept as the
+    user's text; a queued prompt is the user's own message under its line's id."""
+    lines = [{"type": "user", "uuid": "u1", "parentUuid": None, "message": {"role": "user", "content": "go"}},
+             {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "message": {"id": "m1", "role": "assistant", "content": [
+                 {"type": "text", "text": "running"}, {"type": "tool_use", "name": "ls", "input": {}}, {"type": "tool_use", "name": "pwd", "input": {}}]}},
+             {"type": "user", "uuid": "u2", "parentUuid": "a1", "message": {"role": "user", "content": [
+                 {"type": "tool_result", "content": "a b"}, {"type": "tool_result", "content": "/w"}, {"type": "tool_result", "content": "extra"}]}},
+             {"type": "attachment", "uuid": "q1", "parentUuid": "u2", "attachment": {"type": "queued_command", "prompt": "and then"}},
+             {"type": "assistant", "uuid": "a2", "parentUuid": "q1", "message": {"id": "m2", "role": "assistant", "content": [{"type": "text", "text": "done"}]}}]
+    path = tmp_path / "old.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    session = import_file(path)
+    result = glyphpack.ToolResult
+    assert session.messages == (
+        glyphpack.Message("user", (Text("go"),), id="u1-0"),
+        glyphpack.Message("assistant", (Text("running"), ToolCall("anonymous-a1-1-1", "ls", {}), ToolCall("anonymous-a1-1-2", "pwd", {})), id="a1-1"),
+        glyphpack.Message("tool", (result("anonymous-a1-1-1", (Text("a b"),)), result("anonymous-a1-1-2", (Text("/w"),))), id="u2-2-results"),
+        glyphpack.Message("user", (Text("[tool result without a call id]\nextra"),), id="u2-2-results-unpaired"),
+        glyphpack.Message("user", (Text("and then"),), id="q1-3"),
+        glyphpack.Message("assistant", (Text("done"),), id="a2-4"),
+    )
+    assert session.report.repaired == {"tool calls without an id given one": 2, "tool results without a call id paired with the call before them": 2,
+                                       "tool results without an open call kept as user text": 1}
+    assert session.report.skipped == {}
