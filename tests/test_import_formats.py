@@ -958,6 +958,11 @@ def test_the_registry_reads_a_byte_order_mark_a_one_record_file_and_text_without
     chat.write_bytes(b"\xef\xbb\xbf" + (DATA / "aider-synthetic.chat.history.md").read_bytes())
     assert import_file(chat).report.format == "aider"
     assert import_file(chat).messages == import_file(DATA / "aider-synthetic.chat.history.md").messages
+    assert import_file(chat, format="aider").messages == import_file(chat).messages  # forced: the same reading
+    binary = tmp_path / "binary.log"
+    binary.write_bytes(b"\xff\xfe not text \x80\n")  # neither records nor UTF-8: no format, said so (no decode error)
+    with pytest.raises(HistoryError, match=r"binary\.log: no session format recognized"):
+        import_file(binary)
 
 
 @pytest.mark.parametrize("filler", [49, 50])
@@ -1001,14 +1006,14 @@ def test_jsonl_records_reads_lines_as_harnesses_write_them_exactly():
     tally = Tally()
     data = (b'\xef\xbb\xbf{"a": 1}\r\n\r\n{"b": 2} \t{"c": 3}\r\n[1, 2]\r\n{"d": 4}[5]\r\n{"trunc\r\n'
             b'\xff{"x":1}{"y":2}\r\n  \r\n{"e": "\xc3\xa9"}')
-    assert list(jsonl_records(Path("f.jsonl"), data, tally)) == [
+    assert list(jsonl_records(data, tally)) == [
         ("1", {"a": 1}), ("3", {"b": 2}), ("3.2", {"c": 3}), ("5", {"d": 4}), ("9", {"e": "é"})]
     assert dict(tally.skipped) == {"lines that are not JSON objects": 2, "lines that are not JSON": 2}
     assert dict(tally.repaired) == {"byte order marks removed": 1, "CRLF line ends read as LF": 1, "records glued on one line read apart": 2}
     plain = Tally()
-    assert list(jsonl_records(Path("g.jsonl"), b'{"a": 1}\n{"b": [1]}{"c": 2}x\n', plain)) == [("1", {"a": 1})]
+    assert list(jsonl_records(b'{"a": 1}\n{"b": [1]}{"c": 2}x\n', plain)) == [("1", {"a": 1})]
     assert dict(plain.skipped) == {"lines that are not JSON": 1} and not plain.repaired
-    assert list(jsonl_records(Path("h.jsonl"), b'{"only": true}')) == [("1", {"only": True})]  # no tally given: none needed
+    assert list(jsonl_records(b'{"only": true}')) == [("1", {"only": True})]  # no tally given: none needed
 
 
 def test_text_of_reads_every_shape_of_text_exactly():

@@ -9,7 +9,6 @@ import datetime
 import json
 import math
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..._errors import HistoryError
@@ -325,7 +324,7 @@ def compaction_ids(repaired: Sequence[Message], original: Sequence[Message], sta
     return tuple(out)
 
 
-def jsonl_records(path: Path, data: bytes, tally: Tally | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+def jsonl_records(data: bytes, tally: Tally | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
     """(where, object) for each JSON object of a JSONL file (``where`` is its line
     number, ``12.2`` for a line's second record), read as harnesses
     write them: a byte order mark, CRLF line ends, and several records on one line with

@@ -92,7 +92,7 @@ def read(path: Path, data: bytes, *, file_order: bool = False) -> ImportedSessio
     by_uuid: dict[str, list[int]] = {}
     title = custom_title = ai_title = ""
     progress: dict[str, _ProgressAgent] = {}
-    for _, record in jsonl_records(path, data, tally):
+    for _, record in jsonl_records(data, tally):
         if record.get("type") == "summary":
             title = title or str(record.get("summary") or "")
             continue

@@ -51,7 +51,7 @@ def read(path: Path, data: bytes) -> ImportedSession:
             messages.append(Message(role, tuple(blocks), id=f"codex-{number}", time=time))  # type: ignore[arg-type]
             usage.message(role, len(messages) - 1)
 
-    for number, record in jsonl_records(path, data, tally):
+    for number, record in jsonl_records(data, tally):
         kind, payload = record.get("type"), record.get("payload")
         if not isinstance(payload, dict):
             tally.skip(f"{kind or 'untyped'} lines without a payload")

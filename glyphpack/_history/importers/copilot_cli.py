@@ -52,7 +52,7 @@ def read(path: Path, data: bytes) -> ImportedSession:
     messages: list[Message] = []
     title = ""
     model: str | None = None  # each answer names the model that wrote it
-    for number, record in jsonl_records(path, data, tally):
+    for number, record in jsonl_records(data, tally):
         kind, event = record.get("type"), record.get("data")
         message_id = str(record.get("id") or f"copilot-{number}")
         time = epoch_seconds(record.get("timestamp"))

@@ -58,7 +58,7 @@ def detect(records: list[dict[str, Any]]) -> bool:
 
 def read(path: Path, data: bytes) -> ImportedSession:
     tally = Tally()
-    records = [record for _, record in jsonl_records(path, data, tally)]
+    records = [record for _, record in jsonl_records(data, tally)]
     head = records[0] if records and "role" not in records[0] else {}
     rows = [(str(n), r, r.get("metadata")) for n, r in enumerate(records) if "role" in r]
     return _session(rows, str(head.get("description") or ""), None, tally)

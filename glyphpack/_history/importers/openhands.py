@@ -62,7 +62,7 @@ def detect_events(document: object) -> bool:
 
 def read(path: Path, data: bytes) -> ImportedSession:
     tally = Tally()
-    records = [record for _, record in jsonl_records(path, data, tally)]
+    records = [record for _, record in jsonl_records(data, tally)]
     instances = [r for r in records if _is_instance(r)]
     if instances:
         tally.skip("lines that are not evaluation instances", len(records) - len(instances))

@@ -43,7 +43,7 @@ def detect(records: list[dict[str, Any]]) -> bool:
 
 def read(path: Path, data: bytes) -> ImportedSession:
     tally = Tally()
-    records = [record for _, record in jsonl_records(path, data, tally)]
+    records = [record for _, record in jsonl_records(data, tally)]
     records = _live_path(records)
     messages: list[Message] = []
     usage: list[Usage] = []

@@ -123,13 +123,13 @@ def _import(path: Path, format: str | None) -> ImportedSession:
         raise HistoryError(f"cannot read {path}: {exc.strerror}") from None
     chosen = _BY_NAME.get(format) if format is not None else None
     if chosen is not None and chosen.container == "jsonl":
-        if not chosen.detect(_sniffed(path, data)):
-            raise _misfit(path, data, chosen.name, "its first records are not that harness's")
+        if not chosen.detect(_sniffed(data)):
+            raise _misfit(path, chosen.name, "its first records are not that harness's")
         return chosen.read(path, data)
     if chosen is not None and chosen.container == "text":
         text = _text(path, data)
         if not chosen.detect(text):
-            raise _misfit(path, data, chosen.name, "its text is not laid out as that harness writes it")
+            raise _misfit(path, chosen.name, "its text is not laid out as that harness writes it")
         return chosen.read(path, text)
     document = _whole_json(data)
     if format is None and document is not _NOT_JSON:
@@ -141,7 +141,7 @@ def _import(path: Path, format: str | None) -> ImportedSession:
         if document is _NOT_JSON:
             raise HistoryError(f"{path} is not JSON, so it cannot be {format}")
         if not chosen.detect(document):
-            raise _misfit(path, data, chosen.name, "its JSON does not have that format's shape")
+            raise _misfit(path, chosen.name, "its JSON does not have that format's shape")
         return chosen.read(path, document)
     if document is _NOT_JSON:
         if format is not None:
@@ -149,7 +149,7 @@ def _import(path: Path, format: str | None) -> ImportedSession:
         return _read_jsonl(path, data)
     seen = plain.kind_of(document)
     if format is not None and seen is not None and seen != format and format != "glyphpack":
-        raise _misfit(path, data, format, f"its messages have the {seen} shape")
+        raise _misfit(path, format, f"its messages have the {seen} shape")
     kind = format or seen
     if kind is None:
         raise _unrecognized(path)
@@ -176,17 +176,17 @@ def read_with_its_session(path: Path, files: set[Path]) -> bool:
     )
 
 
-def _sniffed(path: Path, data: bytes) -> list[dict[str, Any]]:
+def _sniffed(data: bytes) -> list[dict[str, Any]]:
     """The first records of a JSONL file, as many as detection reads."""
     records = []
-    for _, record in jsonl_records(path, data[: 1 << 24]):
+    for _, record in jsonl_records(data[: 1 << 24]):
         records.append(record)
         if len(records) >= _SNIFF_RECORDS:
             break
     return records
 
 
-def _misfit(path: Path, data: bytes, format: str, why: str) -> HistoryError:
+def _misfit(path: Path, format: str, why: str) -> HistoryError:
     """The error for a forced ``format`` the file is not, naming the format the file's
     content is recognized as, if any (nothing is imported)."""
     try:
@@ -227,7 +227,7 @@ def _text(path: Path, data: bytes) -> str:
 def _read_jsonl(path: Path, data: bytes) -> ImportedSession:
     """A JSONL file whose format its first records tell; a text format when no line is
     a JSON object."""
-    records = _sniffed(path, data)
+    records = _sniffed(data)
     chosen = next((f for f in _FORMATS if f.container == "jsonl" and f.detect(records)), None)
     if chosen is not None:
         return chosen.read(path, data)
