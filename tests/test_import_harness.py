@@ -1032,3 +1032,42 @@ def test_claude_code_calls_and_results_without_ids_pair_in_order(tmp_path):
     assert session.report.repaired == {"tool calls without an id given one": 2, "tool results without a call id paired with the call before them": 2,
                                        "tool results without an open call kept as user text": 1}
     assert session.report.skipped == {}
+
+
+def test_malformed_claude_code_blocks_are_counted_by_kind(tmp_path):
+    lines = [{"type": "user", "uuid": "u1", "parentUuid": None, "message": {"role": "user", "content": [{"type": "text"}, {"type": "text", "text": "go"}]}},
+             {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "message": {"id": "m1", "role": "assistant", "content": [
+                 {"type": "thinking", "thinking": "hm", "signature": 5}, {"type": "redacted_thinking"},
+                 {"type": "tool_use", "id": 7, "name": "ls", "input": {}}, {"type": "tool_use", "id": "ok", "name": "ls", "input": {}}]}},
+             {"type": "user", "uuid": "u2", "parentUuid": "a1", "message": {"role": "user", "content": [
+                 {"type": "tool_result", "tool_use_id": ["x"], "content": "bad"},
+                 {"type": "tool_result", "tool_use_id": "ok", "content": [
+                     {"type": "text", "text": "fine"}, {"type": "text"},
+                     {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "@@"}}]}]}},
+             {"type": "assistant", "uuid": "a2", "parentUuid": "u2", "message": {"id": "m2", "role": "assistant", "content": 7}}]
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    session = import_file(path)
+    assert session.messages == (
+        glyphpack.Message("user", (Text("go"),), id="u1-0"),
+        glyphpack.Message("assistant", (Thinking("hm"), ToolCall("ok", "ls", {})), id="a1-1"),
+        glyphpack.Message("tool", (glyphpack.ToolResult("ok", (Text("fine"), Text("[image image/png: its data was not valid base64]"))),), id="u2-2-results"),
+        glyphpack.Message("user", (Text("[tool result without a call id]\nbad"),), id="u2-2-results-unpaired"),
+    )
+    assert session.report.skipped == {"malformed text blocks": 2, "malformed redacted thinking": 1, "malformed tool calls": 1,
+                                      "message contents that are neither text nor blocks": 1}
+    assert session.report.repaired == {"images without valid data kept as a text stub": 1, "tool results without an open call kept as user text": 1}
+
+
+@pytest.mark.parametrize(("records", "expected"), [
+    ([{"uuid": "u", "parentUuid": None}], True),
+    ([{"uuid": "u"}], False),
+    ([{"parentUuid": None}], False),
+    ([{"type": "summary", "leafUuid": "u"}], True),
+    ([{"type": "summary"}], False),
+    ([{"type": "note", "leafUuid": "u"}], False),
+])
+def test_claude_code_is_told_by_linked_lines_or_a_summary_of_a_leaf(records, expected):
+    from glyphpack._history.importers import claude_code
+
+    assert claude_code.detect(records) is expected
