@@ -1071,3 +1071,40 @@ def test_claude_code_is_told_by_linked_lines_or_a_summary_of_a_leaf(records, exp
     from glyphpack._history.importers import claude_code
 
     assert claude_code.detect(records) is expected
+
+
+def test_parallel_calls_take_in_only_their_own_results(tmp_path):
+    """Claude Code writes a response's parallel calls one line each, chained, and hangs
+    each result off its call's line: those results are taken into the path, after the
+    response. A side part that is not only this response's lines and results (a result
+    of another call, the user's words, a call answered twice) stays a branch."""
+
+    def user(uuid: str, parent: str | None, content: object) -> dict[str, object]:
+        return {"type": "user", "uuid": uuid, "parentUuid": parent, "message": {"role": "user", "content": content}}
+
+    def call(uuid: str, parent: str, call_id: str) -> dict[str, object]:
+        return {"type": "assistant", "uuid": uuid, "parentUuid": parent,
+                "message": {"id": "m1", "role": "assistant", "content": [{"type": "tool_use", "id": call_id, "name": "ls", "input": {}}]}}
+
+    def result(uuid: str, parent: str, call_id: str, text: str) -> dict[str, object]:
+        return user(uuid, parent, [{"type": "tool_result", "tool_use_id": call_id, "content": text}])
+
+    lines = [user("u1", None, "go"), call("a1", "u1", "c1"), call("a2", "a1", "c2"), call("a3", "a2", "c3"),
+             result("r1", "a1", "c1", "one"), result("r3", "a3", "c3", "three"), result("r2", "a2", "c2", "two"),
+             result("x1", "a2", "c9", "stray"), user("x2", "a1", "a side question"), result("x3", "a3", "c3", "again"),
+             {"type": "assistant", "uuid": "f1", "parentUuid": "r3", "message": {"id": "m2", "role": "assistant", "content": [{"type": "text", "text": "done"}]}}]
+    path = tmp_path / "parallel.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    session = import_file(path)
+    results = (glyphpack.ToolResult("c1", (Text("one"),)), glyphpack.ToolResult("c2", (Text("two"),)), glyphpack.ToolResult("c3", (Text("three"),)))
+    assert session.messages == (
+        glyphpack.Message("user", (Text("go"),), id="u1-0"),
+        glyphpack.Message("assistant", (ToolCall("c1", "ls", {}), ToolCall("c2", "ls", {}), ToolCall("c3", "ls", {})), id="a1-1"),
+        glyphpack.Message("tool", results, id="r1-4-results"),
+        glyphpack.Message("assistant", (Text("done"),), id="f1-10"),
+    )
+    assert session.report.branches == 3 and session.report.repaired == {} and session.report.skipped == {}
+    assert [[m.id for m in branch] for branch in session.branches] == [
+        ["u1-0", "a1-1", "r1-4-results", "r1-4-results-unpaired"], ["u1-0", "a1-1", "r1-4-results", "x2-8"], ["u1-0", "a1-1", "r1-4-results"]]
+    assert session.branches[0][3].text == "[tool result for call 'c9', which is not in this history]\nstray"
+    assert [r.text for r in session.branches[2][2].tool_results] == ["one", "two", "again"]
