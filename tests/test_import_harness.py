@@ -624,6 +624,7 @@ def test_progress_lines_make_a_subagent_exactly(tmp_path):
     assert (main_agent.name, a.name, by_call.name) == ("main", "agent-a", "toolu_9")
     assert [(m.role, m.text) for m in a.messages] == [("user", "explore"), ("assistant", "working")]
     assert a.messages[1].time == datetime.datetime(2025, 1, 1, 0, 0, 9, tzinfo=datetime.timezone.utc).timestamp()
+    assert (a.messages[0].id, a.messages[0].time) == ("agent-a-prompt-0", a.messages[1].time)  # the start prompt: its own id, the line's time
     assert [(m.role, m.text) for m in by_call.messages] == [("user", "first")]  # its first line is the prompt: not added twice
     assert by_call.messages[0].time == datetime.datetime(2025, 1, 1, 0, 0, 5, tzinfo=datetime.timezone.utc).timestamp()
     assert session.report.skipped == {"progress lines (no message)": 1}
