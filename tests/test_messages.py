@@ -4,7 +4,7 @@ from hypothesis import given
 from pydantic import TypeAdapter
 
 import glyphpack
-from glyphpack import HistoryError, Image, Message
+from glyphpack import HistoryError, Image, Message, Text
 from glyphpack._history.codec import history_from_json, history_to_json
 from glyphpack._history.messages import pending_calls
 
@@ -89,3 +89,42 @@ def test_openai_images_in_tool_results_follow_as_user_content():
     converted = glyphpack.to_openai_chat(messages)
     assert converted[2]["role"] == "tool" and converted[3]["role"] == "user"
     assert converted[3]["content"][0]["image_url"]["url"].startswith("data:image/png;base64,")
+
+
+def test_the_json_codec_exactly():
+    """Compact UTF-8 JSON (a lone surrogate escaped, and read back the same), each
+    message's fields, and errors that say what is wrong and where."""
+    import json
+    import re
+
+    from glyphpack._history.codec import json_bytes, json_text, message_from_json
+
+    assert json_text({"a": ["é", 1]}) == '{"a":["é",1]}'
+    assert json_bytes({"a": "é"}) == '{"a":"é"}'.encode()
+    lone = "x\ud800y"
+    assert json_text({"a": lone}) == '{"a":"x\\ud800y"}' and json.loads(json_text({"a": lone}))["a"] == lone
+    timed = Message("user", (Text("hi"),), id="m1", time=12.5)
+    assert history_to_json([timed, Message("user", (Text("x"),), id="m2")]) == [
+        {"id": "m1", "role": "user", "content": [{"type": "text", "text": "hi"}], "time": 12.5},
+        {"id": "m2", "role": "user", "content": [{"type": "text", "text": "x"}]}]
+    assert history_from_json(history_to_json([timed])) == [timed]
+    fresh = message_from_json({"role": "user"})
+    assert fresh.content == () and re.fullmatch(r"[0-9a-f]{32}", fresh.id) and fresh.time is None
+    for data, error in (
+        ("words", "a message must be an object with a role, not 'words'"),
+        ({"content": []}, "a message must be an object with a role, not \"{'content': []}\""),
+        ({"role": "user", "content": "hi"}, "a message's content must be a list of blocks, not str"),
+    ):
+        with pytest.raises(HistoryError) as refused:
+            message_from_json(data)
+        assert str(refused.value) == error
+    with pytest.raises(HistoryError) as refused:
+        history_from_json([history_to_json([timed])[0], {"role": "user", "content": 5}])
+    assert str(refused.value) == "message 1: a message's content must be a list of blocks, not int"
+    with pytest.raises(HistoryError) as refused:
+        history_from_json({"messages": []})
+    assert str(refused.value) == "a history must be a list of messages, not dict"
+    long = {"role_missing": "x" * 200}
+    with pytest.raises(HistoryError) as refused:
+        message_from_json(long)
+    assert str(refused.value) == f"a message must be an object with a role, not {str(long)[:80]!r}"
