@@ -128,3 +128,26 @@ def test_the_json_codec_exactly():
     with pytest.raises(HistoryError) as refused:
         message_from_json(long)
     assert str(refused.value) == f"a message must be an object with a role, not {str(long)[:80]!r}"
+
+
+def test_ids_are_checked_at_both_ends_of_their_rule():
+    """A conversation or agent id: 1-128 of letters, digits, '.', '_' and '-', starting
+    with a letter or digit, nothing after (a trailing newline is refused too); a name
+    taken gets the next free number."""
+    import re
+
+    from glyphpack import StoreError
+    from glyphpack._history.ids import check_id, new_id, unique_name
+
+    for good in ("a", "Z", "7", "a" * 128, "a.b_c-d", "0-x"):
+        assert check_id(good, "conversation") == good
+    for bad in ("", "a" * 129, ".a", "_a", "-a", "a/b", "a\n", "a b", "é", None, 5):
+        with pytest.raises(StoreError) as refused:
+            check_id(bad, "agent")
+        assert str(refused.value) == (f"agent id {bad!r} is not allowed: use 1-128 letters, digits, '.', '_' or '-', "
+                                      "starting with a letter or digit")
+    assert re.fullmatch(r"[0-9a-f]{32}", new_id()) and new_id() != new_id()
+    assert unique_name("main", set()) == "main"
+    assert unique_name("main", {"main"}) == "main-2"
+    assert unique_name("main", {"main", "main-2", "main-3"}) == "main-4"
+    assert unique_name("main", {"main-2"}) == "main"
