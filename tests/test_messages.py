@@ -151,3 +151,58 @@ def test_ids_are_checked_at_both_ends_of_their_rule():
     assert unique_name("main", {"main"}) == "main-2"
     assert unique_name("main", {"main", "main-2", "main-3"}) == "main-4"
     assert unique_name("main", {"main-2"}) == "main"
+
+
+class _LengthPricer:
+    """Text priced at one token a character, every image at 100."""
+
+    def text(self, text: str) -> int:
+        return len(text)
+
+    def image(self, block: Image) -> int:
+        return 100
+
+
+@pytest.mark.parametrize(("block", "markdown", "outline", "tokens", "category"), [
+    (Text("a\nb"), "a\nb", "a\nb", 3, None),
+    (Image("image/png", b"\x89PNG12345"), "*[image image/png, 9 bytes]*", "[image]", 100, "images"),
+    (Image("image/jpeg", ref="https://x/y.jpg"), "*[image image/jpeg, https://x/y.jpg]*", "[image]", 100, "images"),
+    (glyphpack.ToolCall("call_1", "bash", {"command": "ls   -la\n x", "x": 1}),
+     '**tool call** `bash` (`call_1`)\n\n```json\n{\n  "command": "ls   -la\\n x",\n  "x": 1\n}\n```', "bash(ls -la x)", 4 + 35 + 4 + 3, "tool calls"),
+    (glyphpack.ToolCall("c2", "edit", {"x": 2, "other": "o", "path": "a.py"}),
+     '**tool call** `edit` (`c2`)\n\n```json\n{\n  "x": 2,\n  "other": "o",\n  "path": "a.py"\n}\n```', "edit(a.py)", 4 + 38 + 4 + 1, "tool calls"),
+    (glyphpack.ToolCall("c3", "noargs", {"n": 1}), '**tool call** `noargs` (`c3`)\n\n```json\n{\n  "n": 1\n}\n```', "noargs()", 6 + 8 + 4 + 1, "tool calls"),
+    (glyphpack.ToolCall("c4", "long", {"q": "é" * 41}), None, f"long({'é' * 40}...)", None, "tool calls"),
+    (glyphpack.ToolCall("c5", "long", {"q": "é" * 40}), None, f"long({'é' * 40})", None, "tool calls"),
+    (glyphpack.ToolResult("call_1", (Text("out"), Image("image/png", b"abc")), True),
+     "**tool error** for `call_1`\n\n```\nout\n\n*[image image/png, 3 bytes]*\n```", "[error]", 3 + 100 + 4 + 3, "tool results"),
+    (glyphpack.ToolResult("c2", (Text("ok"), Text("more"))), "**tool result** for `c2`\n\n```\nok\n\nmore\n```", "[result]", 2 + 4 + 4 + 1, "tool results"),
+    (glyphpack.Thinking("hmm\nyes", "sig"), "> hmm\n> yes", "", 7, "thinking"),
+    (glyphpack.RedactedThinking("xyz"), "*[redacted thinking, 3 characters]*", "", 3, "thinking"),
+    (glyphpack.Opaque("web_search", {"q": 1}), "*[web_search block, not sent to providers]*", "[web_search]", 0, None),
+    (glyphpack.Opaque("reasoning", {"encrypted_content": "e" * 23}), "*[reasoning block, sent back to the Responses API alone]*", "[reasoning]", 10, None),
+    (glyphpack.Opaque("reasoning", {"encrypted_content": "e" * 24}), None, "[reasoning]", 11, None),
+    (glyphpack.Opaque("reasoning", {"encrypted_content": ""}), "*[reasoning block, not sent to providers]*", "[reasoning]", 0, None),
+])
+def test_each_block_shows_and_prices_exactly(block, markdown, outline, tokens, category):
+    """What the navigator, the tree and the cost model read of each block: its markdown,
+    its outline (a call by its key argument, cut at 40 characters), its tokens (a call
+    or result adds 4 and its id's half-token a character; encrypted reasoning is priced
+    at its text over 2.3) and its category (text and opaque blocks: the role's)."""
+    if markdown is not None:
+        assert block.markdown() == markdown
+    assert block.outline() == outline
+    if tokens is not None:
+        assert block.tokens(_LengthPricer()) == tokens
+    for role in ("user", "assistant"):
+        assert block.category(role) == (category or role)
+
+
+def test_a_calls_key_argument_and_a_results_parts():
+    call = glyphpack.ToolCall("c", "t", {"n": 1, "first": "f", "url": "u", "pattern": 5})
+    assert call.key_argument() == ("url", "u") and call.arguments_json == '{"n": 1, "first": "f", "url": "u", "pattern": 5}'
+    assert glyphpack.ToolCall("c", "t", {"n": 1, "first": "f"}).key_argument() == ("first", "f")
+    assert glyphpack.ToolCall("c", "t", {"n": 1}).key_argument() == ("", "")
+    result = glyphpack.ToolResult("c", (Text("a"), Image("image/png", b"x"), Text("b")))
+    assert (result.text, result.texts(), result.images()) == ("a\nb", ("a", "b"), (Image("image/png", b"x"),))
+    assert (Text("t").texts(), Text("t").images(), Image("image/png", b"x").texts()) == (("t",), (), ())

@@ -45,10 +45,11 @@ def id_tokens(call_id: str) -> int:
     return math.ceil(len(call_id) * ID_TOKENS_PER_CHAR)
 
 
-#: A Responses reasoning item sent back costs about this share of its encrypted text's
-#: price as text (the provider counts the reasoning, not the ciphertext: priced whole,
+#: A Responses reasoning item sent back costs about its encrypted text's price as text
+#: divided by this (the provider counts the reasoning, not the ciphertext: priced whole,
 #: Codex's grew the estimate of a real session 2.3x faster than the provider's count).
-ENCRYPTED_REASONING_SHARE = 1 / 2.3
+#: A divisor, not a share of 1/2.3: ``23 * (1 / 2.3)`` is 10.000000000000002.
+ENCRYPTED_REASONING_DIVISOR = 2.3
 
 
 class Pricer(Protocol):
@@ -401,7 +402,7 @@ class Opaque(Block):
     round-trips through glyphpack's JSON and is not sent to a provider, so it costs a
     request nothing, with one exception: a Responses reasoning item with its encrypted
     content goes back to the API (``sends_reasoning``), priced at
-    ``ENCRYPTED_REASONING_SHARE`` of its encrypted text's tokens (priced as its text,
+    its encrypted text's tokens over ``ENCRYPTED_REASONING_DIVISOR`` (priced as its text,
     Codex's encrypted reasoning made the estimate of a real session grow 2.3x faster
     than the provider's count)."""
 
@@ -430,11 +431,12 @@ class Opaque(Block):
 
     def tokens(self, pricer: Pricer) -> int:
         if self.sends_reasoning:
-            return math.ceil(pricer.text(self.payload["encrypted_content"]) * ENCRYPTED_REASONING_SHARE)
+            return math.ceil(pricer.text(self.payload["encrypted_content"]) / ENCRYPTED_REASONING_DIVISOR)
         return 0  # never sent
 
     def markdown(self) -> str:
-        return f"*[{self.kind} block, not sent to providers]*"
+        where = "sent back to the Responses API alone" if self.sends_reasoning else "not sent to providers"
+        return f"*[{self.kind} block, {where}]*"
 
     def outline(self) -> str:
         return f"[{self.kind}]"
