@@ -8,6 +8,7 @@ off Claude Code 2.1's own conversion; types it sends nothing for give None.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -33,18 +34,16 @@ def _text(value: object) -> str:
     return "" if value is None else json.dumps(value, ensure_ascii=False)
 
 
-def _hook(label: str) -> Callable[[dict[str, Any]], str | None]:
-    def render(a: dict[str, Any]) -> str | None:
-        text = _text(a.get("content"))
-        return f"{a.get('hookName', 'hook')} hook {label}: {text}" if text else None
-    return render
+def _hook(label: str, a: dict[str, Any]) -> str | None:
+    text = _text(a.get("content"))
+    return f"{a.get('hookName', 'hook')} hook {label}: {text}" if text else None
 
 
 def _hook_success(a: dict[str, Any]) -> str | None:
     # Only these events' output reaches the model (the others show in the interface).
     if a.get("hookEvent") not in ("SessionStart", "UserPromptSubmit", "UserPromptExpansion"):
         return None
-    return _hook("success")(a)
+    return _hook("success", a)
 
 
 def _file(a: dict[str, Any]) -> str | None:
@@ -53,25 +52,23 @@ def _file(a: dict[str, Any]) -> str | None:
     return f"Contents of {a.get('filename', '')}:\n{_text(body)}"
 
 
-def _listing(intro: str, key: str) -> Callable[[dict[str, Any]], str | None]:
-    def render(a: dict[str, Any]) -> str | None:
-        items = a.get(key)
-        text = "\n".join(str(i) for i in items) if isinstance(items, list) else _text(items)
-        return f"{intro}\n{text}" if text else None
-    return render
+def _listing(intro: str, key: str, a: dict[str, Any]) -> str | None:
+    items = a.get(key)
+    text = "\n".join(str(i) for i in items) if isinstance(items, list) else _text(items)
+    return f"{intro}\n{text}" if text else None
 
 
 _RENDER: dict[str, Callable[[dict[str, Any]], str | None]] = {
     "hook_success": _hook_success,
-    "hook_additional_context": _hook("additional context"),
+    "hook_additional_context": functools.partial(_hook, "additional context"),
     "hook_stopped_continuation": lambda a: f"{a.get('hookName', 'hook')} hook stopped continuation: {_text(a.get('message'))}",
     "hook_blocking_error": lambda a: (f"{a.get('hookName', 'hook')} hook blocking error from command: "
                                       f"\"{a['blockingError'].get('command', '')}\": {a['blockingError'].get('blockingError', '')}"),
     "nested_memory": lambda a: f"Contents of {a.get('path', '')}:\n{_text(a.get('content'))}",
     "skill_listing": lambda a: f"The following skills are available for use with the Skill tool:\n{_text(a['content'])}" if a.get("content") else None,
-    "mcp_instructions_delta": _listing("# MCP Server Instructions\nThe following MCP servers have provided instructions for how to use their tools and resources:", "addedBlocks"),
-    "deferred_tools_delta": _listing("The following deferred tools are now available (their schemas load on request):", "addedNames"),
-    "agent_listing_delta": _listing("The following agent types are now available:", "addedTypes"),
+    "mcp_instructions_delta": functools.partial(_listing, "# MCP Server Instructions\nThe following MCP servers have provided instructions for how to use their tools and resources:", "addedBlocks"),
+    "deferred_tools_delta": functools.partial(_listing, "The following deferred tools are now available (their schemas load on request):", "addedNames"),
+    "agent_listing_delta": functools.partial(_listing, "The following agent types are now available:", "addedTypes"),
     "edited_text_file": lambda a: f"Note: {a.get('filename', '')} was modified, either by the user or by a linter. Here are the relevant changes:\n{_text(a.get('snippet'))}",
     "file": _file,
     "date_change": lambda a: f"The date has changed. Today's date is now {a.get('newDate', '')}.",
