@@ -770,6 +770,7 @@ def test_codex_instructions_compactions_and_counts_read_exactly(tmp_path):
         glyphpack.Message("user", (Text("next"),), id="codex-8", time=start),
         glyphpack.Message("assistant", (Text("a2"),), id="codex-9", time=start),
     )
+    assert [m.time for m in session.messages] == [None, start, start, start + 60, start, start]  # times are not compared by ==
     (agent,) = session.agents
     assert (agent.name, agent.model, agent.compactions) == ("main", None, ("codex-7",))
     assert agent.usage == (Usage(0, 2, 100, 40, 0), Usage(3, 5, 50, 0, 0))
@@ -812,6 +813,7 @@ def test_pi_tree_compaction_and_counts_read_exactly(tmp_path):
         glyphpack.Message("user", (Text("[pi compaction summary]\nsum"),), id="pi-4", time=start + 120),
         glyphpack.Message("assistant", (Text("four"),), id="pi-5", time=start),
     )
+    assert [m.time for m in session.messages] == [start, start, start, start + 120, start]  # times are not compared by ==
     (agent,) = session.agents
     assert (agent.name, agent.model, agent.compactions) == ("main", "m1", ("pi-3",))
     assert agent.usage == (Usage(0, 1, 17, 5, 2), Usage(2, 4, 3, 0, 0))
