@@ -1106,3 +1106,24 @@ def test_results_in_a_user_message_become_a_tool_message_before_the_users_words(
     assert _split_mixed_tool_messages([user, only, tool, said]) == [
         glyphpack.Message("tool", (result,), id="u-results"), glyphpack.Message("user", (Text("and now"),), id="u"),
         glyphpack.Message("tool", (result,), id="v-results"), tool, said]
+
+
+def test_gemini_parts_read_their_media_types_under_either_spelling(tmp_path):
+    """Inline data and file data name their type as ``mimeType`` or ``mime_type`` (PNG
+    when neither does); a linked file that is not an image stays an opaque part; data
+    that is not strict base64 becomes a counted stub; a thought's signature is kept
+    only when it is a string."""
+    path = tmp_path / "gemini.json"
+    parts = [{"text": "see"}, {"inlineData": {"mimeType": "image/jpeg", "data": "aGk="}}, {"inline_data": {"mime_type": "image/gif", "data": "aGk="}},
+             {"inlineData": {"data": "aGk="}}, {"inlineData": {"mimeType": "image/png", "data": "aG\nk="}},
+             {"fileData": {"mimeType": "video/mp4", "fileUri": "gs://v"}}, {"file_data": {"mime_type": "image/webp", "file_uri": "gs://w"}},
+             {"fileData": {"fileUri": "gs://x"}}, {"text": "plan", "thought": True, "thoughtSignature": "s1"},
+             {"text": "plan2", "thought": True, "thoughtSignature": 5}]
+    path.write_text(json.dumps({"contents": [{"role": "user", "parts": parts}]}))
+    session = import_file(path)
+    assert session.messages[0].content == (
+        Text("see"), glyphpack.Image("image/jpeg", b"hi"), glyphpack.Image("image/gif", b"hi"), glyphpack.Image("image/png", b"hi"),
+        Text("[image image/png: its data was not valid base64]"),
+        Opaque("gemini-part", {"fileData": {"mimeType": "video/mp4", "fileUri": "gs://v"}}),
+        glyphpack.Image("image/webp", ref="gs://w"), glyphpack.Image("image/png", ref="gs://x"), Thinking("plan", "s1"), Thinking("plan2"))
+    assert session.report.repaired == {"images without valid data kept as a text stub": 1}
