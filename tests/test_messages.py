@@ -206,3 +206,106 @@ def test_a_calls_key_argument_and_a_results_parts():
     result = glyphpack.ToolResult("c", (Text("a"), Image("image/png", b"x"), Text("b")))
     assert (result.text, result.texts(), result.images()) == ("a\nb", ("a", "b"), (Image("image/png", b"x"),))
     assert (Text("t").texts(), Text("t").images(), Image("image/png", b"x").texts()) == (("t",), (), ())
+
+
+_EVERY_BLOCK = [
+    (Text("t"), {"type": "text", "text": "t"}),
+    (Image("image/png", b"hi"), {"type": "image", "media_type": "image/png", "data": "aGk="}),
+    (Image("image/jpeg", ref="gs://a"), {"type": "image", "media_type": "image/jpeg", "ref": "gs://a"}),
+    (glyphpack.ToolCall("c", "n", {"a": 1}, "sig"), {"type": "tool_call", "id": "c", "name": "n", "arguments": {"a": 1}, "signature": "sig"}),
+    (glyphpack.ToolCall("c", "n", {}), {"type": "tool_call", "id": "c", "name": "n", "arguments": {}}),
+    (glyphpack.ToolResult("c", (Text("r"), Image("image/png", b"x")), True), {"type": "tool_result", "call_id": "c", "content": [
+        {"type": "text", "text": "r"}, {"type": "image", "media_type": "image/png", "data": "eA=="}], "is_error": True}),
+    (glyphpack.Thinking("th", "s"), {"type": "thinking", "text": "th", "signature": "s"}),
+    (glyphpack.Thinking("th"), {"type": "thinking", "text": "th", "signature": None}),
+    (glyphpack.RedactedThinking("d"), {"type": "redacted_thinking", "data": "d"}),
+    (glyphpack.Opaque("k", {"p": 1}), {"type": "opaque", "kind": "k", "payload": {"p": 1}}),
+]
+
+
+@pytest.mark.parametrize(("block", "form"), _EVERY_BLOCK)
+def test_every_block_has_one_json_form_and_reads_back_from_it(block, form):
+    """A signature (Gemini needs its calls' back), an image's reference, an error flag:
+    each is written and read back, never dropped."""
+    from glyphpack._history.messages import Block
+
+    assert block.to_json() == form
+    back = Block.from_json(form)
+    assert back == block and back.to_json() == form
+    if isinstance(block, glyphpack.ToolCall):
+        assert back.signature == block.signature
+
+
+def test_a_tool_results_and_a_calls_fields_default_when_absent():
+    from glyphpack._history.messages import Block
+
+    assert Block.from_json({"type": "tool_result", "call_id": "c"}) == glyphpack.ToolResult("c")
+    assert Block.from_json({"type": "tool_call", "id": "c", "name": "n"}) == glyphpack.ToolCall("c", "n", {})
+    assert Block.from_json({"type": "opaque", "kind": "k"}) == glyphpack.Opaque("k", {})
+    assert Block.from_json({"type": "thinking", "text": "t"}) == glyphpack.Thinking("t")
+    assert hash(glyphpack.Opaque("k", {"a": 1, "b": 2})) == hash(glyphpack.Opaque("k", {"b": 2, "a": 1}))
+    assert hash(glyphpack.Opaque("k", {"a": 1})) != hash(glyphpack.Opaque("j", {"a": 1}))
+    assert hash(glyphpack.ToolCall("c", "n", {"a": 1})) == hash(glyphpack.ToolCall("c", "n", {"a": 2}))
+
+
+@pytest.mark.parametrize(("build", "error"), [
+    (lambda: Text(5), "Text.text must be str, not int '5'"),
+    (lambda: Image(5, b"x"), "Image.media_type must be str, not int '5'"),
+    (lambda: Image("image/png", "str"), "Image.data must be bytes or NoneType, not str 'str'"),
+    (lambda: Image("image/png", None, 5), "Image.ref must be str or NoneType, not int '5'"),
+    (lambda: Image("image/png"), "an Image needs exactly one of data (bytes) or ref (a URL or id)"),
+    (lambda: Image("image/png", b"x", "r"), "an Image needs exactly one of data (bytes) or ref (a URL or id)"),
+    (lambda: glyphpack.ToolCall(5, "n", {}), "ToolCall.id must be str, not int '5'"),
+    (lambda: glyphpack.ToolCall("c", 5, {}), "ToolCall.name must be str, not int '5'"),
+    (lambda: glyphpack.ToolCall("c", "n", []), "ToolCall.arguments must be dict, not list '[]'"),
+    (lambda: glyphpack.ToolCall("c", "n", {}, 5), "ToolCall.signature must be str or NoneType, not int '5'"),
+    (lambda: glyphpack.ToolResult(5), "ToolResult.call_id must be str, not int '5'"),
+    (lambda: glyphpack.ToolResult("c", "text"), "ToolResult.content must be list or tuple, not str 'text'"),
+    (lambda: glyphpack.ToolResult("c", (glyphpack.Thinking("x"),)),
+     "a block in a tool result must be Text or Image, not Thinking \"Thinking(text='x', signature=None)\""),
+    (lambda: glyphpack.ToolResult("c", (), 1), "ToolResult.is_error must be bool, not int '1'"),
+    (lambda: glyphpack.Thinking(5), "Thinking.text must be str, not int '5'"),
+    (lambda: glyphpack.Thinking("t", 5), "Thinking.signature must be str or NoneType, not int '5'"),
+    (lambda: glyphpack.RedactedThinking(5), "RedactedThinking.data must be str, not int '5'"),
+    (lambda: glyphpack.Opaque(5), "Opaque.kind must be str, not int '5'"),
+    (lambda: glyphpack.Opaque("k", []), "Opaque.payload must be dict, not list '[]'"),
+    (lambda: Message("robot"), "a message's role must be one of system, user, assistant, tool, not 'robot'"),
+    (lambda: Message("user", 5), "a message's content must be list or tuple, not int '5'"),
+    (lambda: Message("user", (5,)), "a message's content block must be Block, not int '5'"),
+    (lambda: Message("user", (), 5), "a message's id must be str, not int '5'"),
+    (lambda: Message("user", (), ""), "a message's id must not be empty"),
+    (lambda: Message("user", (), "i", "t"), "a message's time must be int or float, not str 't'"),
+    (lambda: Text(7 * 10**70), f"Text.text must be str, not int {str(7 * 10**70)[:60]!r}"),
+])
+def test_each_malformed_field_is_named_exactly(build, error):
+    with pytest.raises(HistoryError) as refused:
+        build()
+    assert str(refused.value) == error
+
+
+@pytest.mark.parametrize(("data", "error"), [
+    (5, "a content block must be dict, not int '5'"),
+    ({"type": "nope"}, "unknown content block type 'nope'; known: text, image, tool_call, tool_result, thinking, redacted_thinking, opaque"),
+    ({"type": 3}, "unknown content block type 3; known: text, image, tool_call, tool_result, thinking, redacted_thinking, opaque"),
+    ({"type": "tool_call", "id": "c"}, "a 'tool_call' block has no 'name' field"),
+    ({"type": "image", "ref": "r"}, "a 'image' block has no 'media_type' field"),
+    ({"type": "image", "media_type": "image/png", "data": 5}, "an image's data must be str, not int '5'"),
+    ({"type": "image", "media_type": "image/png", "data": "@@"},
+     "an image's data is not valid base64 (Only base64 data is allowed)"),
+    ({"type": "tool_result", "call_id": "c", "content": "x"}, "a tool result's content must be list, not str 'x'"),
+])
+def test_each_malformed_block_form_is_named_exactly(data, error):
+    from glyphpack._history.messages import Block
+
+    with pytest.raises(HistoryError) as refused:
+        Block.from_json(data)
+    assert str(refused.value) == error
+
+
+def test_a_title_is_one_line_of_at_most_its_limit():
+    from glyphpack._history.messages import title_from
+
+    assert title_from("  a\n\tb  c ") == "a b c"
+    assert title_from("x" * 120) == "x" * 120
+    assert title_from("x" * 121) == "x" * 119 + "…"
+    assert title_from("abcdef", limit=5) == "abcd…" and title_from("abcde", limit=5) == "abcde"

@@ -306,7 +306,7 @@ class ToolResult(Block):
 
     @classmethod
     def from_fields(cls, data: dict[str, Any]) -> ToolResult:
-        content = data.get("content", ())
+        content = data.get("content", [])
         _require(content, list, "a tool result's content")
         return cls(data["call_id"], tuple(Block.from_json(b) for b in content), data.get("is_error", False))  # type: ignore[misc]
 
