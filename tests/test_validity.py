@@ -324,3 +324,15 @@ def test_the_fake_providers_refuse_an_image_whose_bytes_are_not_its_label():
     assert fake._check_responses(responses) == "invalid request: Image does not match the provided media type image/jpeg"
     responses["input"][0]["content"][0]["image_url"] = f"data:image/png;base64,{png}"
     assert fake._check_responses(responses) is None
+
+
+@pytest.mark.parametrize(("read", "given", "error"), [
+    (glyphpack.from_anthropic, [{"content": "x"}], "message 0: no 'role' key where one is needed"),
+    (glyphpack.from_anthropic, [{"role": "user", "content": "hi"}, {"role": "user", "content": [{"type": "image", "source": 5}]}],
+     "message 1: malformed (AttributeError: 'int' object has no attribute 'get')"),
+    (glyphpack.from_openai_chat, [{"role": "assistant", "tool_calls": [{"id": "c"}]}], "message 0: no 'function' key where one is needed"),
+])
+def test_a_malformed_provider_message_is_named_by_index_and_what_is_wrong(read, given, error):
+    with pytest.raises(glyphpack.HistoryError) as refused:
+        read(given)
+    assert str(refused.value) == error

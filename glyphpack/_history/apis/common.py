@@ -142,10 +142,10 @@ def web_image(block: Image) -> Image | Text:
         return block
     actual = image_type_of(block.data)
     if actual is not None:
-        return block if actual == block.media_type else Image(actual, block.data, block.ref)
+        return block if actual == block.media_type else Image(actual, block.data)
     png = _as_png(block.data)
     if png is not None:
-        return Image("image/png", png, block.ref)
+        return Image("image/png", png)
     return Text(f"[attachment {block.media_type}, {len(block.data):,} bytes: kept in the history; "
                 "this API takes no attachment of this type]")
 
