@@ -309,3 +309,14 @@ def test_a_title_is_one_line_of_at_most_its_limit():
     assert title_from("x" * 120) == "x" * 120
     assert title_from("x" * 121) == "x" * 119 + "…"
     assert title_from("abcdef", limit=5) == "abcd…" and title_from("abcde", limit=5) == "abcde"
+
+
+def test_the_estimate_pricer_prices_text_by_its_estimator_and_each_image_as_a_page():
+    from glyphpack._history.pricing import IMAGE_TOKENS_ESTIMATE, MESSAGE_OVERHEAD, EstimatePricer, message_tokens
+    from glyphpack._providers.text_tokens import DEFAULT_ESTIMATOR
+
+    pricer = EstimatePricer()
+    assert pricer.text("hello, world") == DEFAULT_ESTIMATOR.estimate("hello, world") > 0
+    assert pricer.image(Image("image/png", b"x")) == IMAGE_TOKENS_ESTIMATE == 1568
+    message = Message("user", (Text("hello, world"), Image("image/png", b"x")))
+    assert message_tokens(message, pricer) == MESSAGE_OVERHEAD + pricer.text("hello, world") + 1568 and MESSAGE_OVERHEAD == 4
