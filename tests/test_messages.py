@@ -320,3 +320,14 @@ def test_the_estimate_pricer_prices_text_by_its_estimator_and_each_image_as_a_pa
     assert pricer.image(Image("image/png", b"x")) == IMAGE_TOKENS_ESTIMATE == 1568
     message = Message("user", (Text("hello, world"), Image("image/png", b"x")))
     assert message_tokens(message, pricer) == MESSAGE_OVERHEAD + pricer.text("hello, world") + 1568 and MESSAGE_OVERHEAD == 4
+
+
+def test_contents_given_as_lists_or_a_string_are_kept_as_tuples():
+    assert Message("user", [Text("a")]).content == (Text("a"),) and isinstance(Message("user", [Text("a")]).content, tuple)
+    assert Message("user", "words").content == (Text("words"),)
+    result = glyphpack.ToolResult("c", [Text("r")])
+    assert result.content == (Text("r"),) and isinstance(result.content, tuple)
+    assert Text("t").category("tool") == "tool results" and Text("t").category("system") == "system"
+    call = glyphpack.ToolCall("c", "n", {"path": "é"})
+    assert call.markdown() == '**tool call** `n` (`c`)\n\n```json\n{\n  "path": "é"\n}\n```'
+    assert glyphpack.ToolCall("c", "n", {"path": 5, "q": "x"}).key_argument() == ("q", "x")
