@@ -337,3 +337,17 @@ def test_an_sdk_loop_never_sees_the_recall_the_proxy_answers(tmp_path: Path, api
         theirs = history_of(api, {"model": "m", key: harness.history, **({"system": "You are terse."} if api == "anthropic" else {})})
         assert digests(client_view(stored).messages) == digests(theirs)
         assert stored[-1].role == "assistant" and stored[-1].text.endswith(FINAL)
+
+
+def test_usages_of_the_rounds_add_field_by_field_exactly():
+    """Whole numbers add; a field only one round has is kept; nested counts add; a
+    value that is not a whole number (a bool, a string, a float) is the later round's."""
+    from glyphpack._proxy.rounds import summed_usage
+
+    first = {"input_tokens": 10, "only_first": 1, "details": {"cached": 2, "tier": "a"}, "flag": True, "ratio": 0.5, "nested": {"x": 1}}
+    second = {"input_tokens": 5, "only_second": 3, "details": {"cached": 4, "tier": "b"}, "flag": False, "ratio": 0.25, "nested": 7}
+    assert summed_usage(first, second) == {
+        "input_tokens": 15, "only_first": 1, "only_second": 3, "details": {"cached": 6, "tier": "b"},
+        "flag": False, "ratio": 0.25, "nested": 7}
+    assert summed_usage(3, {"a": 1}) == {"a": 1} and summed_usage({"a": 1}, 3) == 3 and summed_usage(True, 1) == 1
+    assert summed_usage({"a": None}, {}) == {"a": None} and summed_usage({}, {"a": 0}) == {"a": 0}
