@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     import httpx2 as httpx
 
 from .._errors import UsageError
-from .._history.apis.anthropic import check_anthropic
-from .._history.apis.common import image_type_of
+from .._history.apis.anthropic import check_anthropic, with_result_content
+from .._history.apis.common import data_url_parts, image_type_of
 from .._history.apis.gemini import check_gemini
 from .._history.apis.openai_chat import check_openai_chat
 from .._history.apis.openai_responses import check_openai_responses
@@ -271,9 +271,8 @@ def _check_anthropic(body: Json) -> str | None:
     blocks = [b for m in body.get("messages") or () if isinstance(m.get("content"), list) for b in m["content"]]
     if not body.get("tools") and any(b.get("type") in ("tool_use", "tool_result") for b in blocks):
         return "Requests which include `tool_use` or `tool_result` blocks must define tools."
-    images = [b for b in blocks if b.get("type") == "image"] + [
-        i for b in blocks if b.get("type") == "tool_result" and isinstance(b.get("content"), list) for i in b["content"] if i.get("type") == "image"]
-    sent = [(s.get("media_type"), s.get("data")) for s in (i.get("source") or {} for i in images) if s.get("type") == "base64"]
+    sources = [b.get("source") or {} for b in with_result_content(blocks) if b.get("type") == "image"]
+    sent = [(s.get("media_type"), s.get("data")) for s in sources if s.get("type") == "base64"]
     return _mislabelled(sent) or _check(check_anthropic, body.get("messages"))
 
 
@@ -294,10 +293,9 @@ def _data_urls(parts: Sequence[object]) -> list[tuple[str, str]]:
     out = []
     for part in parts:
         url = part.get("image_url") if isinstance(part, dict) else None
-        url = url.get("url") if isinstance(url, dict) else url
-        if isinstance(url, str) and url.startswith("data:"):
-            header, _, data = url[5:].partition(",")
-            out.append((header.split(";")[0], data))
+        found = data_url_parts(url.get("url") if isinstance(url, dict) else url)
+        if found is not None:
+            out.append(found)
     return out
 
 

@@ -206,6 +206,11 @@ def from_anthropic(messages: Sequence[Json], system: str | None = None) -> list[
     return out
 
 
+def with_result_content(blocks: Sequence[Json]) -> list[Json]:
+    """A message's blocks, then the blocks inside its ``tool_result`` blocks."""
+    return [*blocks, *(b for r in blocks if r.get("type") == "tool_result" and isinstance(r.get("content"), list) for b in r["content"])]
+
+
 def check_anthropic(messages: Sequence[Json], *, max_images: int | None = None) -> None:
     """Raise ``HistoryError`` where the Anthropic Messages API would reject ``messages``:
     roles alternate starting with the user; every ``tool_use`` is answered by a
@@ -254,10 +259,9 @@ def check_anthropic(messages: Sequence[Json], *, max_images: int | None = None) 
             for block in blocks:
                 if block.get("type") == "thinking" and not block.get("signature"):
                     raise HistoryError(f"message {index}: thinking without a signature")
-        for block in [*blocks, *(b for r in blocks if r.get("type") == "tool_result" and isinstance(r.get("content"), list) for b in r["content"])]:
+        for block in with_result_content(blocks):
             if block.get("type") == "text" and not str(block.get("text") or "").strip():
                 raise HistoryError(f"message {index}: text content blocks must contain non-whitespace text")
-        for block in [*blocks, *(b for r in blocks if r.get("type") == "tool_result" and isinstance(r.get("content"), list) for b in r["content"])]:
             if block.get("type") == "image":
                 images += 1
                 source = block.get("source")

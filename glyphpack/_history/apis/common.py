@@ -157,11 +157,21 @@ def check_image_type(where: str, media_type: object) -> None:
         raise HistoryError(f"{where}: image type {media_type!r} is not one of {', '.join(sorted(WEB_IMAGE_TYPES))}")
 
 
+def data_url_parts(url: object) -> tuple[str, str] | None:
+    """(media type, payload) of a ``data:`` URL (``data:image/png;base64,...``); None for
+    anything else."""
+    if not isinstance(url, str) or not url.startswith("data:"):
+        return None
+    header, _, payload = url[5:].partition(",")
+    return header.split(";")[0], payload
+
+
 def check_image_url(where: str, url: object) -> None:
     """``check_image_type`` for an OpenAI image URL: a ``data:`` URL's type (a link is
     fetched by the provider, which reads its type there)."""
-    if isinstance(url, str) and url.startswith("data:"):
-        check_image_type(where, url[5:].partition(",")[0].split(";")[0])
+    parts = data_url_parts(url)
+    if parts is not None:
+        check_image_type(where, parts[0])
 
 
 def image_url(block: Image) -> str | None:
@@ -175,9 +185,9 @@ def image_from_url(url: object) -> Image:
     """An ``Image`` from a URL, or from a ``data:`` URL's bytes."""
     if not isinstance(url, str):
         raise HistoryError(f"an image URL must be a string, not {type(url).__name__}")
-    if url.startswith("data:"):
-        header, _, payload = url.partition(",")
-        return Image(header[5:].split(";")[0] or "image/png", decode_base64(payload, "a data URL"))
+    parts = data_url_parts(url)
+    if parts is not None:
+        return Image(parts[0] or "image/png", decode_base64(parts[1], "a data URL"))
     return Image(ref=url)
 
 
