@@ -258,6 +258,9 @@ def test_an_image_is_sent_as_a_type_the_api_takes():
         assert sent.data.startswith(b"\x89PNG") and sent == web_image(Image("image/bmp", _image_bytes(form, mode)))
         with PILImage.open(io.BytesIO(sent.data)) as decoded:
             assert decoded.size == (3, 2)
+    from glyphpack._history.apis.common import image_type_of
+
+    assert image_type_of(b"RIFF\0\0\0\0WAVEfmt ") is None and image_type_of(b"RIFX\0\0\0\0WEBP") is None  # a RIFF file is WebP only when it says so
     pdf = b"%PDF-1.4\n" + b"x" * 1200
     assert web_image(Image("application/pdf", pdf)) == Text(
         "[attachment application/pdf, 1,209 bytes: kept in the history; this API takes no attachment of this type]")
