@@ -553,6 +553,22 @@ def test_a_first_rejection_the_ladder_cannot_shrink_is_an_error_without_a_summar
             " tokens) and no summarizer is configured")
 
 
+def test_a_first_rejection_no_rung_can_shrink_takes_the_second_step_at_once_and_then_says_so(tmp_path):
+    """With a summarizer, a first rejection the ladder cannot shrink went on as it was
+    (the very request the provider refused, sent again) and only the next rejection
+    raised. Now the second step runs at once, and where it cannot shrink the request
+    either, that is said now, before anything is kept."""
+    prompts: list[str] = []
+    with session(tmp_path, recall=False, summarizer=lambda p: prompts.append(p) or "what was said") as s:
+        s.extend([Message("user", (Text("one long task " * 400),))])  # the task is kept verbatim
+        s.next_view("anthropic")
+        before = s.estimate()
+        with pytest.raises(glyphpack.CompactionError) as raised:
+            s.recover(too_long(before, before // 2))
+        assert str(raised.value) == f"the ladder could not shrink the rejected request (~{before:,} tokens), even with the summarizer"
+        assert s.view is None and s.last_compaction is None
+
+
 def test_a_second_rejection_compacts_to_a_smaller_budget_and_learns_only_without_a_tokenizer(tmp_path):
     with session(tmp_path, recall=False, summarizer=lambda p: "done so far") as s:
         s.extend(reads(12))

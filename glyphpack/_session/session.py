@@ -841,11 +841,16 @@ class Session:
             before = self.cost().history(self._sent) + self.estimator.overhead  # on the scale the ladder now uses
         result = self._ladder(overflow_budget(overflow, before, margin, ESCALATION_SHARE if self._overflows == 2 else 1.0))
         if self._overflows == 1 and result.report.tokens_after >= before:
-            self._overflows = 2  # no progress: go straight to the next step
             if self.summarizer is None:
                 raise CompactionError(
                     f"the ladder could not shrink the rejected request (~{before:,} tokens) and no summarizer is configured"
                 )
+            # No progress: the second step now, as the byte path does, rather than send a
+            # request the provider already refused (a proxy retries only once).
+            self._overflows = 2
+            result = self._ladder(overflow_budget(overflow, before, margin, ESCALATION_SHARE))
+        if result.report.tokens_after >= before:
+            raise CompactionError(f"the ladder could not shrink the rejected request (~{before:,} tokens), even with the summarizer")
         self._keep(result, "recovery")
         return result
 
