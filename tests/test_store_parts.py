@@ -143,3 +143,142 @@ def test_reconcile_brings_a_tree_left_behind_by_a_crash_to_the_transcript(worksp
     assert list(workspace.tree.path_to(grown[-1].id)) == grown
     assert workspace.reconcile("c", "a") == 0  # they agree: nothing written
     assert workspace.reconcile("never", "a") == 0
+
+
+# ---------------------------------------------------------------------- trimming, exactly
+
+
+def _trimmable() -> list[Message]:
+    """system | u1 a1 | u2 a2(call) result a3 | u3 a4: the turns start at 1, 3 and 7
+    (the result, a user message, is not a start: its call would be cut from it)."""
+    from glyphpack import ToolCall, ToolResult
+
+    return [
+        Message("system", (Text("be brief"),)),
+        Message("user", (Text("first question " * 10),)),
+        Message("assistant", (Text("first answer " * 10),)),
+        Message("user", (Text("second question"),)),
+        Message("assistant", (ToolCall("call_1", "read", {"path": "a.py"}),)),
+        Message("user", (ToolResult("call_1", (Text("print(1)\n" * 20),)),)),
+        Message("assistant", (Text("second answer"),)),
+        Message("user", (Text("third question"),)),
+        Message("assistant", (Text("third answer"),)),
+    ]
+
+
+def test_trimming_by_count_keeps_the_longest_suffix_within_it_on_both_sides_of_each_start():
+    from glyphpack._history.store import trim_start
+
+    messages = _trimmable()
+    assert trim_start(messages) == 1  # no limit: only the system messages are "cut"
+    assert [trim_start(messages, keep=k) for k in range(10)] == [7, 7, 7, 7, 7, 7, 3, 3, 1, 1]
+    assert trim_start(messages[:1], keep=1) == 1  # no turn to keep: the system message only
+    assert trim_start([], keep=1) == 0
+
+
+def test_trimming_by_budget_counts_each_kept_message_and_takes_the_stricter_of_two_limits():
+    from glyphpack._history.pricing import EstimatePricer, message_tokens
+    from glyphpack._history.store import trim_start
+
+    messages = _trimmable()
+    pricer = EstimatePricer()
+    tokens = [message_tokens(m, pricer) for m in messages]
+    from_3, from_1, from_7 = sum(tokens[3:]), sum(tokens[1:]), sum(tokens[7:])
+    assert trim_start(messages, budget=from_1) == 1
+    assert trim_start(messages, budget=from_1 - 1) == 3
+    assert trim_start(messages, budget=from_3) == 3
+    assert trim_start(messages, budget=from_3 - 1) == 7
+    assert trim_start(messages, budget=from_7 - 1) == 7  # nothing fits: the shortest valid history
+    assert trim_start(messages, keep=8, budget=from_3) == 3 and trim_start(messages, keep=6, budget=from_1) == 3
+    assert trim_start(messages, keep=2, budget=from_1) == 7
+
+
+# ---------------------------------------------------------------------- locations
+
+
+@pytest.mark.parametrize(
+    "location, database",
+    [
+        ("postgresql://user@host/db", True),
+        ("postgres://host/db", True),
+        ("POSTGRESQL://host/db", True),
+        ("PostGres://host/db", True),
+        ("/var/lib/glyphpack", False),
+        ("relative/folder", False),
+        ("c:\\glyphpack", False),
+        ("1abc://x", False),  # not a URL scheme: a folder of that name
+        ("a_b://x", False),
+        ("postgresql:/host/db", False),
+    ],
+)
+def test_a_location_is_a_database_only_when_its_scheme_says_postgresql(location, database):
+    from pathlib import Path
+
+    from glyphpack._history.store import is_database_location
+
+    assert is_database_location(location) is database
+    assert is_database_location(Path(location)) is False  # a path object is always a folder
+
+
+@pytest.mark.parametrize("url", ["http://user:s3cret@host/x", "s3://bucket/key", "a+b.c-d://x", "SQLITE://x.db"])
+def test_any_other_url_is_refused_without_its_credentials(url):
+    from glyphpack._history.store import is_database_location
+
+    with pytest.raises(StoreError) as raised:
+        is_database_location(url)
+    assert str(raised.value).endswith(" is not a workspace: a workspace is a folder or a postgresql:// URL")
+    assert "s3cret" not in str(raised.value)
+    assert str(raised.value).startswith(url.replace("user:s3cret@", "user:***@") if "s3cret" in url else url)
+
+
+# ---------------------------------------------------------------------- folder files
+
+
+def test_a_write_failure_names_the_transcript_and_its_reason(tmp_path, monkeypatch):
+    import errno
+
+    import glyphpack._history.store as store
+
+    with Workspace(tmp_path) as ws:
+        first = history(1)
+        ws.save("c", "a", first, revision=0)
+        path = ws.transcript_path("c", "a")
+
+        def disk_full(*args, **kwargs):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(store, "atomic_write", disk_full)
+        with pytest.raises(StoreError) as raised:
+            ws.save("c", "a", [*first, *history(1)[1:]], revision=1)
+        assert str(raised.value) == f"could not write {path}: No space left on device; the previous file is intact"
+        monkeypatch.setattr(store, "atomic_write", lambda *a: (_ for _ in ()).throw(OSError("bare")))
+        with pytest.raises(StoreError) as raised:
+            ws.save("c", "a", [*first, *history(1)[1:]], revision=1)
+        assert str(raised.value) == f"could not write {path}: bare; the previous file is intact"
+
+
+def test_a_crashed_writers_temporaries_are_removed_by_the_next_save_and_only_this_transcripts(tmp_path):
+    with Workspace(tmp_path) as ws:
+        first = history(1)
+        ws.save("c", "a", first, revision=0)
+        ws.save("c", "b", history(1), revision=0)
+        path = ws.transcript_path("c", "a")
+        mine = path.parent / f".{path.name}.k3j_x9zq.tmp"
+        theirs = path.parent / ".b.json.ab12cd34.tmp"
+        mine.write_bytes(b"half")
+        theirs.write_bytes(b"half")
+        ws.save("c", "a", [*first, *history(1)[1:]], revision=1)
+        assert not mine.exists() and theirs.exists()
+
+
+def test_a_transcript_rewritten_by_another_process_is_read_again(tmp_path):
+    """The folder store keeps what it last read, by the file's identity: another
+    process's save (an atomic rename: a new inode) is read, an untouched file is not."""
+    with Workspace(tmp_path) as one, Workspace(tmp_path) as other:
+        first = history(1)
+        one.save("c", "a", first, revision=0)
+        stored = one.backend.read("c", "a")
+        assert one.backend.read("c", "a") is stored  # unchanged: not read again
+        other.save("c", "a", [*first, *history(1)[1:]], revision=1)
+        again = one.backend.read("c", "a")
+        assert again is not None and again.revision == 2 and len(again.messages) == 5
