@@ -282,3 +282,96 @@ def test_a_transcript_rewritten_by_another_process_is_read_again(tmp_path):
         other.save("c", "a", [*first, *history(1)[1:]], revision=1)
         again = one.backend.read("c", "a")
         assert again is not None and again.revision == 2 and len(again.messages) == 5
+
+
+# ---------------------------------------------------------------------- import and sync, exactly
+
+
+def _imported(main: list[Message], *, sub: list[Message] | None = None, branches: tuple[tuple[Message, ...], ...] = (), title: str = "A title"):
+    from glyphpack._history.importers.base import ImportedAgent, ImportedSession, ImportReport
+
+    agents = (ImportedAgent("main", tuple(main)), *((ImportedAgent("sub/1", tuple(sub)),) if sub is not None else ()))
+    return ImportedSession(title, agents, branches, ImportReport(format="test"))
+
+
+def _file_turns(count: int, start: int = 0) -> list[Message]:
+    return [m for n in range(start, start + count) for m in (Message("user", (Text(f"q{n}"),), id=f"u{n}"), Message("assistant", (Text(f"a{n}"),), id=f"a{n}"))]
+
+
+def _scoped(conversation: str, messages: list[Message]) -> list[str]:
+    return [f"{conversation}/{m.id}" for m in messages]
+
+
+def test_an_import_scopes_ids_names_agents_and_refuses_a_second_import_under_one_name(workspace):
+    main, sub = _file_turns(2), [Message("user", (Text("look"),), id="s0"), Message("assistant", (Text("seen"),), id="s1")]
+    branch = (*_file_turns(1), Message("user", (Text("other way"),), id="b0"), Message("assistant", (Text("ok"),), id="b1"))
+    saved = workspace.import_session(_imported(main, sub=sub, branches=(branch,)), "conv")
+    assert [(t.conversation, t.agent, [m.id for m in t.messages]) for t in saved] == [
+        ("conv", "main", _scoped("conv", main)),
+        ("conv", "sub-1", _scoped("conv", sub)),
+    ]
+    assert workspace.load("conv", "sub-1").messages == saved[1].messages
+    assert workspace.tree.tip("conv") == "conv/a1"
+    assert {n.message.id for n in workspace.tree.nodes("conv")} == {*_scoped("conv", main), *_scoped("conv", sub), "conv/b0", "conv/b1"}
+    assert [c.title for c in workspace.tree.conversations() if c.id == "conv"] == ["A title"]
+    with pytest.raises(StoreError) as raised:
+        workspace.import_session(_imported(main), "conv")
+    assert str(raised.value) == f"conversation 'conv' is already in {workspace.location}; import it under another name"
+    again = workspace.import_session(_imported([*main, *_file_turns(1, start=2)]), "conv", replace=True)
+    assert [m.id for m in again[0].messages] == _scoped("conv", [*main, *_file_turns(1, start=2)])
+    assert workspace.tree.tip("conv") == "conv/a2"
+
+
+def test_a_sync_appends_to_each_agent_only_what_its_file_added(workspace):
+    main, sub = _file_turns(2), _file_turns(1, start=10)
+    assert workspace.sync_session(_imported(main, sub=sub), "conv")[0] == "new"
+    assert workspace.sync_session(_imported(main, sub=sub), "conv") == ("unchanged", [])
+    state, saved = workspace.sync_session(_imported(main, sub=[*sub, *_file_turns(1, start=11)]), "conv")
+    assert state == "appended" and [(t.agent, t.revision, len(t.messages)) for t in saved] == [("sub-1", 2, 4)]
+    assert workspace.load("conv", "main").revision == 1  # the unchanged agent is not saved again
+    state, saved = workspace.sync_session(_imported([*main, *_file_turns(1, start=2)], sub=[*sub, *_file_turns(1, start=11)]), "conv")
+    assert state == "appended" and [(t.agent, [m.id for m in t.messages]) for t in saved] == [("main", _scoped("conv", [*main, *_file_turns(1, start=2)]))]
+    assert workspace.tree.tip("conv") == "conv/a2"
+
+
+def test_a_sync_adds_a_new_branch_alone_and_keeps_the_tip(workspace):
+    main = _file_turns(2)
+    workspace.sync_session(_imported(main), "conv")
+    branch = (*_file_turns(1), Message("user", (Text("other way"),), id="b0"), Message("assistant", (Text("ok"),), id="b1"))
+    assert workspace.sync_session(_imported(main, branches=(branch,)), "conv") == ("appended", [])
+    assert {"conv/b0", "conv/b1"} <= {n.message.id for n in workspace.tree.nodes("conv")}
+    assert workspace.tree.tip("conv") == "conv/a1" and workspace.load("conv", "main").revision == 1
+    assert workspace.sync_session(_imported(main, branches=(branch,)), "conv") == ("unchanged", [])  # known: nothing to add
+
+
+def test_a_sync_refuses_a_rewritten_or_shortened_past_naming_the_message_and_writes_nothing(workspace):
+    main = _file_turns(3)
+    workspace.sync_session(_imported(main), "conv")
+    rewritten = [*main[:3], Message("assistant", (Text("a1, edited"),), id="a1"), *main[4:]]
+    for file, where in ((rewritten, 4), (main[:4], 5), (main[:1], 2)):
+        with pytest.raises(StoreError) as raised:
+            workspace.sync_session(_imported([*file, *_file_turns(1, start=5)] if where == 4 else file), "conv")
+        assert str(raised.value) == (
+            f"conversation 'conv', agent 'main': the file's history differs from the stored one at message {where} "
+            "(its harness rewrote the past); nothing synced: import it under another name to keep both"
+        )
+    assert workspace.load("conv", "main").revision == 1 and [m.id for m in workspace.load("conv", "main").messages] == _scoped("conv", main)
+
+
+def test_a_stand_in_result_gives_way_to_the_files_own_and_stays_while_the_file_has_none(workspace):
+    from glyphpack import ToolCall, ToolResult
+
+    call = Message("assistant", (ToolCall("t1", "read", {"path": "a.py"}),), id="a0")
+    stand_in = Message("tool", (ToolResult("t1", (Text("[no result yet]"),), True),), id="a0-missing-results")
+    real = Message("tool", (ToolResult("t1", (Text("print(1)"),)),), id="r0")
+    task = Message("user", (Text("read a.py"),), id="u0")
+    workspace.sync_session(_imported([task, call, stand_in]), "conv")
+    assert workspace.sync_session(_imported([task, call, stand_in]), "conv") == ("unchanged", [])
+    state, saved = workspace.sync_session(_imported([task, call, real, Message("assistant", (Text("done"),), id="a1")]), "conv")
+    assert state == "appended" and [m.id for m in saved[0].messages] == ["conv/u0", "conv/a0", "conv/r0", "conv/a1"]
+    assert "conv/a0-missing-results" in {n.message.id for n in workspace.tree.nodes("conv")}  # in the tree, off the path
+    # A stand-in the file no longer reaches (the file was cut back to the call) is dropped too.
+    other = workspace.sync_session(_imported([task, call, stand_in]), "other")[1][0]
+    assert [m.id for m in other.messages] == ["other/u0", "other/a0", "other/a0-missing-results"]
+    with pytest.raises(StoreError, match="at message 2 "):
+        workspace.sync_session(_imported([task]), "other")
