@@ -343,3 +343,117 @@ def test_a_held_responses_end_without_a_response_object_is_only_renumbered() -> 
     relay.feed(_stream([("response.created", {"type": "response.created", "sequence_number": 7, "response": {"id": "resp_1"}})]))
     relay.feed(_stream([("response.completed", {"type": "response.completed", "sequence_number": 9, "response": "gone"})]))
     assert _read(relay.end_round(final=True)) == [("response.completed", {"type": "response.completed", "sequence_number": 1, "response": "gone"})]
+
+
+# ---------------------------------------------------------------------- what the tests above do not reach
+
+
+def test_events_are_known_by_their_payloads_type_or_else_their_event_name() -> None:
+    """A stream without ``event:`` lines (a gateway that strips them) is read by each
+    payload's ``type``; a payload without one by its ``event:`` line."""
+    first = _anthropic_round("msg_1", {"input_tokens": 100, "output_tokens": 1}, [_RECALL_USE], "tool_use", 10)
+    second = _anthropic_round("msg_2", {"input_tokens": 300, "output_tokens": 1}, [{"type": "text", "text": "Done."}], "end_turn", 20)
+    got = _read(_relayed(AnthropicRelay(), [_stream(first, named=False), _stream(second, named=False)]))
+    assert [payload["type"] for _, payload in got] == [
+        "message_start", "ping", "content_block_start", "content_block_delta", "content_block_stop", "ping", "message_delta", "message_stop",
+    ]
+    assert got[2][1]["index"] == 0 and got[-2][1]["usage"] == {"input_tokens": 400, "output_tokens": 30}
+    untyped = [(name, {k: v for k, v in payload.items() if k != "type"}) for name, payload in first if isinstance(payload, dict)]
+    relay = AnthropicRelay()
+    sent = _read(relay.feed(_stream(untyped)))
+    assert [name for name, _ in sent] == ["message_start", "ping"]  # the recall block dropped, the end held
+    assert [name for name, _ in _read(relay.end_round(final=True))] == ["message_delta", "message_stop"]
+    responses = _responses_round("resp_1", [_message_item("msg_1", "Done.")], {"input_tokens": 5})
+    relay_r = ResponsesRelay()
+    streamed = relay_r.feed(_stream(responses[:-1], named=False))
+    assert relay_r.feed(_stream(responses[-1:], named=False)) == b""  # completed, held by its type
+    assert _read(streamed + relay_r.end_round(final=True)) == [("message", payload) for _, payload in responses]
+
+
+def test_a_client_call_before_text_in_the_last_round_still_asks_for_its_result() -> None:
+    first = _anthropic_round("msg_1", {"input_tokens": 100}, [_RECALL_USE], "tool_use", 10)  # no output count at the start
+    second = _anthropic_round("msg_2", {"input_tokens": 300, "output_tokens": 1}, [_BASH_USE, {"type": "text", "text": "Running it."}], "tool_use", 20)
+    got = _read(_relayed(AnthropicRelay(), [_stream(first), _stream(second)]))
+    assert got[-2] == ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None}, "usage": {"input_tokens": 400, "output_tokens": 30}})
+
+
+def test_a_continued_anthropic_round_whose_start_has_no_usage_counts_its_delta() -> None:
+    first = _anthropic_round("msg_1", {"input_tokens": 100, "output_tokens": 1}, [_RECALL_USE], "tool_use", 10)
+    second = _anthropic_round("msg_2", {}, [{"type": "text", "text": "Done."}], "end_turn", 20)
+    second[0] = ("message_start", {"type": "message_start", "message": {"id": "msg_2", "role": "assistant", "content": []}})
+    got = _read(_relayed(AnthropicRelay(), [_stream(first), _stream(second)]))
+    assert got[-2][1]["usage"] == {"input_tokens": 100, "output_tokens": 30}
+
+
+def test_chat_choices_other_than_the_first_and_malformed_ones_are_left_as_they_are_in_order() -> None:
+    """In a continued round the first choice (index 0, or no index) loses its role; a
+    second choice keeps it, and keeps its place whatever comes before or after it; an
+    error chunk goes on whole, its choices untouched; a call that is not an object is
+    left out without losing the calls after it; the client's calls are numbered 0, 1, 2."""
+    first = [_chunk({"role": "assistant", "tool_calls": [_call_start(0, "call_r", RECALL_TOOL)]}), _chunk({}, "tool_calls"), "[DONE]"]
+    other = {"index": 1, "delta": {"role": "assistant", "content": "y"}, "finish_reason": None}
+    error = {"error": {"message": "mid-stream"}, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    second = [
+        {"id": "chatcmpl-1", "choices": [other, {"delta": {"role": "assistant", "content": "x"}}, "junk"]},
+        {"id": "chatcmpl-1", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}, other]},
+        {"id": "chatcmpl-1", "choices": [{"index": 0, "delta": {"tool_calls": ["junk", _call_start(0, "c0", "Bash"), _call_start(1, "cr", RECALL_TOOL)]}}, other]},
+        {"id": "chatcmpl-1", "choices": [{"index": 0, "delta": {"tool_calls": [_call_piece(1, "{}")]}}, other]},
+        _chunk({"tool_calls": [_call_start(2, "c1", "Read"), _call_start(3, "c2", "Grep")]}),
+        error,
+        "[DONE]",
+    ]
+    got = _read(_relayed(ChatRelay(), [_stream([("message", e) for e in first], named=False), _stream([("message", e) for e in second], named=False)]))
+    assert got == [
+        ("message", _chunk({"role": "assistant"})),
+        ("message", {"id": "chatcmpl-1", "choices": [other, {"delta": {"content": "x"}}, "junk"]}),
+        ("message", {"id": "chatcmpl-1", "choices": [other]}),
+        ("message", {"id": "chatcmpl-1", "choices": [{"index": 0, "delta": {"tool_calls": [_call_start(0, "c0", "Bash")]}}, other]}),
+        ("message", {"id": "chatcmpl-1", "choices": [other]}),
+        ("message", _chunk({"tool_calls": [_call_start(1, "c1", "Read"), _call_start(2, "c2", "Grep")]})),
+        ("message", error),
+        ("message", {"id": "chatcmpl-1", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        ("message", "[DONE]"),
+    ]
+
+
+def test_a_responses_created_without_an_id_and_items_that_interleave() -> None:
+    """The client's response keeps the id it was created with even when in_progress
+    does not repeat it; items whose events interleave (the second added before the
+    first is done) each keep their number; an event for an item never added goes on
+    with the number it has."""
+    recall = _function_item("fc_r", RECALL_TOOL)
+    message = _message_item("msg_1", "Looking.")
+    first = [
+        ("response.created", {"type": "response.created", "response": {"id": "resp_1"}}),
+        ("response.in_progress", {"type": "response.in_progress", "response": {}}),
+        ("response.output_item.added", {"type": "response.output_item.added", "output_index": 0, "item": message}),
+        ("response.output_item.added", {"type": "response.output_item.added", "output_index": 1, "item": recall}),
+        ("response.output_text.delta", {"type": "response.output_text.delta", "output_index": 0, "delta": "Looking."}),
+        ("response.function_call_arguments.delta", {"type": "response.function_call_arguments.delta", "output_index": 1, "delta": "{}"}),
+        ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": message}),
+        ("response.completed", {"type": "response.completed", "response": {"id": "resp_1", "output": [message, recall], "usage": {"input_tokens": 1}}}),
+    ]
+    second = [
+        ("response.created", {"type": "response.created", "response": {"id": "resp_2"}}),
+        ("response.output_text.delta", {"type": "response.output_text.delta", "output_index": 7, "delta": "stray"}),
+        ("response.completed", {"type": "response.completed", "response": {"id": "resp_2", "output": [], "usage": {"input_tokens": 2}}}),
+    ]
+    got = _read(_relayed(ResponsesRelay(), [_stream(first), _stream(second)]))
+    assert got == [
+        *first[:3],
+        ("response.output_text.delta", {"type": "response.output_text.delta", "output_index": 0, "delta": "Looking."}),
+        ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": message}),
+        second[1],
+        ("response.completed", {"type": "response.completed", "response": {"id": "resp_1", "output": [message], "usage": {"input_tokens": 3}}}),
+    ]
+
+
+def test_whole_answers_with_malformed_blocks_and_no_usage() -> None:
+    """A block or item that is not an object is no call (counted as none, not a crash);
+    a Chat answer without usage is joined without a usage key."""
+    from glyphpack._proxy.rounds import joined, recall_calls
+
+    assert recall_calls("anthropic", {"content": ["junk", {"type": "tool_use", "name": RECALL_TOOL, "id": "t"}]}) == 1
+    assert recall_calls("openai-responses", {"output": ["junk", {"type": "function_call", "name": RECALL_TOOL}]}) == 1
+    chat = {"id": "c1", "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]}
+    assert joined("openai-chat", [chat]) == chat

@@ -101,9 +101,9 @@ class Relay:
 
     def __init__(self) -> None:
         self.parser = SseParser()
-        self.round = 0
+        self.continued = False  # a round before this one was followed by another
         self.usage: object = None  # the rounds before this one's, summed
-        self.client_calls = 0  # calls of the client's own sent this round
+        self.client_called = False  # a call of the client's own was sent this round
         self._held: list[tuple[str, Json | str]] = []
 
     def feed(self, chunk: bytes) -> bytes:
@@ -135,8 +135,8 @@ class Relay:
             usage = self.round_usage(payload) if isinstance(payload, dict) else None
             if usage is not None:
                 self.usage = self._total(usage)
-        self.round += 1
-        self.client_calls = 0
+        self.continued = True
+        self.client_called = False
         self.next_round()
         return b""
 
@@ -152,7 +152,7 @@ class Relay:
         pass
 
     def _total(self, usage: object) -> object:
-        return usage if self.usage is None or usage is None else summed_usage(self.usage, usage)
+        return summed_usage(self.usage, usage)  # the round's own while no earlier one counted
 
 
 def _sse(event: str, data: Json | str) -> bytes:
@@ -175,7 +175,7 @@ class AnthropicRelay(Relay):
         kind = payload.get("type", event)
         if kind == "message_start":
             self.start_usage = (payload.get("message") or {}).get("usage")
-            return [(event, payload)] if self.round == 0 else []
+            return [] if self.continued else [(event, payload)]
         if kind == "content_block_start":
             block = payload.get("content_block") or {}
             if block.get("type") == "tool_use" and block.get("name") == RECALL_TOOL:
@@ -183,7 +183,7 @@ class AnthropicRelay(Relay):
                 return []
             self.index[payload.get("index")] = self.blocks
             self.blocks += 1
-            self.client_calls += block.get("type") == "tool_use"
+            self.client_called |= block.get("type") == "tool_use"
         if kind in ("content_block_start", "content_block_delta", "content_block_stop"):
             number = self.index.get(payload.get("index"), payload.get("index"))
             return [] if number is None else [(event, {**payload, "index": number})]
@@ -202,10 +202,11 @@ class AnthropicRelay(Relay):
         if payload.get("type") != "message_delta":
             return payload
         delta = dict(payload.get("delta") or {})
-        if delta.get("stop_reason") == "tool_use" and not self.client_calls:
+        if delta.get("stop_reason") == "tool_use" and not self.client_called:
             delta["stop_reason"] = "end_turn"
-        usage = self._total(self.round_usage(payload)) if self.round else payload.get("usage")
-        return {**payload, "delta": delta, **({"usage": usage} if usage is not None else {})}
+        if self.continued:  # every round's usage, each round's start and delta merged
+            payload = {**payload, "usage": self._total(self.round_usage(payload))}
+        return {**payload, "delta": delta}
 
     def next_round(self) -> None:
         self.index = {}
@@ -234,7 +235,7 @@ class ChatRelay(Relay):
                 kept.append(choice)
                 continue
             delta = dict(choice.get("delta") or {})
-            if self.round:
+            if self.continued:
                 delta.pop("role", None)  # said once: clients add up every delta's fields
             if delta.get("tool_calls"):
                 delta["tool_calls"] = self._calls(delta["tool_calls"])
@@ -264,7 +265,7 @@ class ChatRelay(Relay):
                 else:
                     self.index[number] = self.calls
                     self.calls += 1
-                    self.client_calls += 1
+                    self.client_called = True
             mapped = self.index[number]
             if mapped is not None:
                 kept.append({**call, "index": mapped})
@@ -274,10 +275,11 @@ class ChatRelay(Relay):
         return payload.get("usage")
 
     def ended(self, payload: Json) -> Json:
+        # The held finish chunk has its one choice (``event`` made it so).
         choices = payload.get("choices") or []
-        if choices and isinstance(choices[0], dict) and choices[0].get("finish_reason") == "tool_calls" and not self.client_calls:
-            return {**payload, "choices": [{**choices[0], "finish_reason": "stop"}, *choices[1:]]}
-        if not choices and self.round:
+        if choices and isinstance(choices[0], dict) and choices[0].get("finish_reason") == "tool_calls" and not self.client_called:
+            return {**payload, "choices": [{**choices[0], "finish_reason": "stop"}]}
+        if not choices and self.continued:
             return {**payload, "usage": self._total(payload.get("usage"))}
         return payload
 
@@ -302,7 +304,7 @@ class ResponsesRelay(Relay):
     def event(self, event: str, payload: Json) -> list[tuple[str, Json]]:
         kind = payload.get("type", event)
         if kind in ("response.created", "response.in_progress"):
-            if self.round:
+            if self.continued:
                 return []
             self.first_id = (payload.get("response") or {}).get("id", self.first_id)
         if kind == "response.completed":
@@ -339,7 +341,7 @@ class ResponsesRelay(Relay):
         if not isinstance(response, dict):
             return self._numbered(payload)
         output = [*self.earlier, *(i for i in response.get("output") or () if not _is_recall_item(i))]
-        usage = self._total(response.get("usage")) if self.round else response.get("usage")
+        usage = self._total(response.get("usage"))
         # One response to the client, named as it began (clients check the lifecycle's id).
         whole = {**response, "id": self.first_id or response.get("id"), "output": output, "usage": usage}
         return self._numbered({**payload, "response": whole})
