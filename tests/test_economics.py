@@ -242,3 +242,27 @@ def test_no_batch_elides_below_the_threshold_that_bills_least(tmp_path: Any) -> 
             compactions += s.last_request.compaction is not None
             batches += s.last_request.elided > 0
         assert compactions >= 2 and batches == 0
+
+
+def test_the_growth_is_the_mean_per_call_since_the_first_request_and_again_since_each_compaction(tmp_path: Any) -> None:
+    """What each call added, on average: measured from the first request built (its
+    estimate, its call count), unknown until ``GROWTH_CALLS`` calls were made since,
+    and measured again from the request that compacted."""
+    summarizer = Summarizer(lambda prompt: "Summary: the files were read.")
+    with glyphpack.open_session(tmp_path, "c", "a", model="claude-sonnet-4-5", context_window=200_000, summarizer=summarizer) as s:
+        s.add_user("read the files")
+        first = s.estimate()
+        for n in range(GROWTH_CALLS):
+            assert s._growth() is None
+            _grow(s, 1, start=n)
+        assert s._growth() == (s.estimate() - first) / GROWTH_CALLS
+        _grow(s, 1, start=GROWTH_CALLS)
+        assert s._growth() == (s.estimate() - first) / (GROWTH_CALLS + 1)
+        while s.last_request is None or s.last_request.compaction is None:
+            _grow(s, 1, start=100 + len(s.messages))
+        compacted = s.last_request.tokens
+        for n in range(GROWTH_CALLS - 1):
+            assert s._growth() is None
+            _grow(s, 1, start=1_000 + n)
+        assert s.last_request.compaction is None  # nothing compacted since
+        assert s._growth() == (s.estimate() - compacted) / GROWTH_CALLS
