@@ -457,3 +457,19 @@ def test_whole_answers_with_malformed_blocks_and_no_usage() -> None:
     assert recall_calls("openai-responses", {"output": ["junk", {"type": "function_call", "name": RECALL_TOOL}]}) == 1
     chat = {"id": "c1", "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]}
     assert joined("openai-chat", [chat]) == chat
+
+
+def test_a_whole_chat_answer_that_ends_on_a_recall_alone_stops_without_calls() -> None:
+    """The recall rounds ran out with the model still calling it: the client's Chat
+    answer has no ``tool_calls`` key at all (not the recall's) and stops."""
+    from glyphpack._proxy.rounds import joined
+
+    recall = {"id": "call_r", "type": "function", "function": {"name": RECALL_TOOL, "arguments": "{}"}}
+    rounds = [
+        {"id": f"c{n}", "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "tool_calls": [recall]}, "finish_reason": "tool_calls"}]}
+        for n, text in ((1, "Looking."), (2, None))
+    ]
+    assert joined("openai-chat", rounds) == {
+        "id": "c1",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Looking."}, "finish_reason": "stop"}],
+    }
