@@ -279,3 +279,88 @@ def test_an_answer_the_session_cannot_read_is_not_recorded_and_the_next_request_
     assert later.session is not None and later.session is not exchange.session  # forgotten, read again
     assert later.session.conversation == exchange.session.conversation
     assert [m.text for m in later.session.messages][-3:] == [OPENING, "The auth service.", "Why?"]
+
+
+def test_a_turn_another_proxy_recorded_is_read_again_and_the_request_continues_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two proxies on one workspace (two hosts behind a balancer): the client's second
+    turn went through the other one. The first proxy's open session is a turn behind;
+    its save is refused as a conflict, and the request is recorded on the history read
+    again (the other proxy's turn once, not twice)."""
+    here, there = Recorder(Workspace(tmp_path), SETTINGS), Recorder(Workspace(tmp_path), SETTINGS)
+    history: list[Json] = [{"role": "user", "content": OPENING}]
+    for recorder, words in ((here, "which logs?"), (there, "the auth ones"), (here, "done")):
+        exchange = recorder.prepare("anthropic", _body(history), client=ALPHA)
+        assert exchange.session is not None and exchange.note is None
+        assert [m.text for m in exchange.session.messages] == ["You are terse.", *(m["content"] for m in history)]
+        answer = _answer(words, to=exchange.forwarded)
+        assert recorder.finish(exchange, answer) is None
+        history += [{"role": "assistant", "content": words}, {"role": "user", "content": f"after {words}"}]
+    stored = Workspace(tmp_path).load(exchange.session.conversation, "main")
+    assert [m.text for m in stored.messages] == ["You are terse.", *(m["content"] for m in history[:-1])]
+    assert capsys.readouterr().err == ""
+
+
+def test_a_conflict_on_the_second_reading_too_leaves_the_request_unrecorded_and_sent_as_it_came(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from glyphpack import ConflictError
+
+    recorder = Recorder(Workspace(tmp_path), SETTINGS)
+    tries: list[Any] = []
+
+    def always_behind(*args: Any) -> Any:
+        tries.append(args[1])
+        raise ConflictError("revision 3 was saved since revision 2")
+
+    monkeypatch.setattr(recorder, "_session", always_behind)
+    body = _body([{"role": "user", "content": OPENING}])
+    exchange = recorder.prepare("anthropic", body, client=ALPHA)
+    assert len(tries) == 2  # read again once, then given up
+    assert exchange.forwarded is body and exchange.session is None
+    assert exchange.note == "not recorded: revision 3 was saved since revision 2"
+    assert capsys.readouterr().err == "glyphpack proxy: not recorded: revision 3 was saved since revision 2\n"
+
+
+def _long_history(turns: int) -> list[Any]:
+    from glyphpack import Message, Text, ToolCall, ToolResult
+
+    messages = [Message("system", (Text("You are terse."),)), Message("user", (Text(OPENING),))]
+    for n in range(turns):
+        messages += [Message("assistant", (ToolCall(f"call_{n}", "Bash", {"command": f"cat {n}.log"}),)),
+                     Message("tool", (ToolResult(f"call_{n}", (Text(_words("alpha", n)),)),))]
+    return messages
+
+
+@pytest.mark.parametrize("api, model", [("anthropic", "claude-sonnet-4-5"), ("openai-chat", "gpt-4o"), ("openai-responses", "gpt-5"), ("gemini", "gemini-2.5-flash")])
+def test_a_compacted_request_per_api_and_the_last_recall_round_asks_for_an_answer(tmp_path: Path, api: str, model: str) -> None:
+    """A client's long history compacted on the way in, built in the client's own API
+    (Gemini's as the REST API's JSON, not the SDK's snake_case); where the proxy answers
+    the recall (not Gemini), rounds of nothing but recall calls go on until the last one
+    allowed, which asks the model for an answer: ``tool_choice`` none, in the API's
+    spelling."""
+    import json
+
+    from glyphpack import RECALL_TOOL, recall_tool, resolve
+    from glyphpack._history.apis import provider_api
+    from glyphpack._history.apis.gemini import to_rest
+    from glyphpack._proxy.conversations import RECALL_ROUNDS
+
+    build = provider_api(api)
+    body = {**build.build(model, _long_history(12), 0, resolve(model)), "model": model}
+    if api == "gemini":
+        body = {"contents": to_rest(body["contents"]), **({"systemInstruction": to_rest(body["config"]["system_instruction"])} if "config" in body else {}), "model": model}
+    recorder = Recorder(Workspace(tmp_path), SETTINGS)
+    exchange = recorder.prepare(api, body, Summarizer(fake_summary, window=100_000), ALPHA)
+    assert exchange.compacted and exchange.note is None
+    forwarded = exchange.forwarded[build.request_key]
+    if api == "gemini":
+        assert not exchange.recall and "glyphpack_recall" not in json.dumps(exchange.forwarded)
+        assert forwarded == to_rest(forwarded) and "function_call" not in json.dumps(forwarded) and "functionCall" in json.dumps(forwarded)
+        return
+    assert exchange.recall and exchange.forwarded["tools"][-1] == recall_tool(api)
+    recorder_rounds = []
+    current = exchange
+    while current is not None:
+        recorder_rounds.append(current.forwarded.get("tool_choice"))
+        answer = answer_body(api, Turn(calls=((RECALL_TOOL, {"ref": "call_0"}),)), len(recorder_rounds), 100)
+        current = recorder.finish(current, answer)
+    none = {"type": "none"} if api == "anthropic" else "none"
+    assert recorder_rounds == [None] * (RECALL_ROUNDS - 1) + [none]
