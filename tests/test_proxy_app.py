@@ -1,0 +1,292 @@
+"""The proxy's HTTP app in-process (Starlette's test client; the upstream an httpx mock
+transport that records what reached it): each route, what goes upstream byte for byte
+and which headers, the answers the client gets (the provider's own, a 502 that says
+why, a refusal in the API's shape), the one retry after "too long", a stream passed on
+as it came and recorded, and the log's record of each request."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("starlette")
+import httpx
+from starlette.testclient import TestClient
+from test_proxy_clients import OPENING, SETTINGS, _answer, _body, _too_long, _words
+
+from glyphpack import Workspace
+from glyphpack._proxy.conversations import Recorder
+from glyphpack._proxy.log import ProxyLog
+from glyphpack._proxy.server import STATUS_PATH, Proxy
+from glyphpack.testing.fake import count_tokens, sse_events
+
+Json = dict[str, Any]
+KEY = {"x-api-key": "sk-ant-app-test"}
+
+
+class Upstream:
+    """A mock provider: ``answer(request) -> httpx.Response`` for each request, which it
+    keeps (``requests``, each read whole)."""
+
+    def __init__(self, answer: Callable[[httpx.Request], httpx.Response]):
+        self.answer = answer
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        request.read()
+        self.requests.append(request)
+        return self.answer(request)
+
+    def bodies(self) -> list[Json]:
+        return [json.loads(r.content) for r in self.requests]
+
+
+def _app(tmp_path: Path, upstream: Upstream, **options: Any) -> tuple[TestClient, Proxy, io.StringIO]:
+    lines = io.StringIO()
+    proxy = Proxy(Recorder(Workspace(tmp_path / "ws"), SETTINGS), "https://provider.example", transport=httpx.MockTransport(upstream),
+                  log=ProxyLog(lines), **options)
+    return TestClient(proxy.app), proxy, lines
+
+
+def _json_answer(text: str = "The auth service.") -> Callable[[httpx.Request], httpx.Response]:
+    return lambda request: httpx.Response(200, json=_answer(text, to=json.loads(request.content)))
+
+
+def test_a_request_goes_upstream_as_it_came_with_the_callers_headers_and_its_answer_comes_back_whole(tmp_path: Path) -> None:
+    upstream = Upstream(_json_answer())
+    client, proxy, lines = _app(tmp_path, upstream)
+    body = _body([{"role": "user", "content": OPENING}])
+    raw = json.dumps(body, indent=1).encode()  # the client's own bytes, spacing and all
+    with client:
+        response = client.post("/v1/messages?beta=true", content=raw, headers={**KEY, "anthropic-version": "2023-06-01", "keep-alive": "timeout=5",
+                                                                              "content-type": "application/json", "accept-encoding": "gzip"})
+    assert response.status_code == 200 and response.json()["content"][0]["text"] == "The auth service."
+    (sent,) = upstream.requests
+    assert str(sent.url) == "https://provider.example/v1/messages?beta=true" and sent.method == "POST"
+    assert sent.content == raw  # not re-encoded: below the threshold the client's body is forwarded untouched
+    assert sent.headers["x-api-key"] == "sk-ant-app-test" and sent.headers["anthropic-version"] == "2023-06-01"
+    assert sent.headers["accept-encoding"] == "identity" and "keep-alive" not in sent.headers
+    conversation = proxy.recorder.workspace.tree.conversations()[0].id
+    record = lines.getvalue()
+    assert record.startswith(f"glyphpack proxy: {conversation}/main anthropic -> 200 in ") and record.count("\n") == 1
+    assert f"provider: {count_tokens(body):,} in, 50 out" in record and "sk-ant" not in record
+    stored = proxy.recorder.workspace.load(conversation, "main").messages
+    assert [m.text for m in stored] == ["You are terse.", OPENING, "The auth service."]
+
+
+def test_gemini_is_routed_by_the_model_in_its_path_and_other_methods_pass(tmp_path: Path) -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith(":countTokens"):
+            return httpx.Response(200, json={"totalTokens": 12})
+        return httpx.Response(200, json={"candidates": [{"content": {"role": "model", "parts": [{"text": "Hi."}]}, "finishReason": "STOP"}],
+                                         "usageMetadata": {"promptTokenCount": 12, "candidatesTokenCount": 2}})
+
+    upstream = Upstream(answer)
+    client, proxy, lines = _app(tmp_path, upstream)
+    body = {"contents": [{"role": "user", "parts": [{"text": OPENING}]}]}
+    with client:
+        said = client.post("/v1beta/models/gemini-2.5-flash:generateContent", json=body, headers={"x-goog-api-key": "g"})
+        counted = client.post("/v1beta/models/gemini-2.5-flash:countTokens", json=body)
+        bare = client.post("/v1beta/models/:generateContent", json=body)
+    assert said.json()["candidates"][0]["content"]["parts"] == [{"text": "Hi."}] and counted.json() == {"totalTokens": 12}
+    assert [r.url.path for r in upstream.requests] == ["/v1beta/models/gemini-2.5-flash:generateContent", "/v1beta/models/gemini-2.5-flash:countTokens",
+                                                       "/v1beta/models/:generateContent"]
+    assert [json.loads(r.content) for r in upstream.requests] == [body, body, body]  # no model put in the body
+    assert bare.status_code == 200
+    (conversation,) = proxy.recorder.workspace.tree.conversations()
+    assert [m.text for m in proxy.recorder.workspace.load(conversation.id, "main").messages] == [OPENING, "Hi."]
+    assert lines.getvalue().count("\n") == 1 and " gemini -> 200 in " in lines.getvalue() and "provider: 12 in, 2 out" in lines.getvalue()
+
+
+def test_the_status_and_other_paths(tmp_path: Path) -> None:
+    upstream = Upstream(lambda request: httpx.Response(200, json={"data": [{"id": "claude-sonnet-4-5"}]}, headers={"x-request-id": "r1"}))
+    client, proxy, _ = _app(tmp_path, upstream)
+    with client:
+        models = client.get("/v1/models?limit=5", headers=KEY)
+        status = client.get(STATUS_PATH)
+    assert models.json() == {"data": [{"id": "claude-sonnet-4-5"}]} and models.headers["x-request-id"] == "r1"
+    assert str(upstream.requests[0].url) == "https://provider.example/v1/models?limit=5" and upstream.requests[0].method == "GET"
+    assert status.json() == {**proxy.log.totals(), "requests": 0} and len(upstream.requests) == 1  # the status is the proxy's own
+
+
+def test_an_upstream_that_cannot_be_reached_is_a_502_in_the_apis_shape_that_says_why(tmp_path: Path) -> None:
+    def down(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused")
+
+    client, _, lines = _app(tmp_path, Upstream(down))
+    with client:
+        messages = client.post("/v1/messages", json=_body([{"role": "user", "content": OPENING}]), headers=KEY)
+        chat = client.post("/v1/chat/completions", json={"model": "gpt-4o", "messages": [{"role": "user", "content": OPENING}]})
+        counted = client.post("/v1/messages/count_tokens", json=_body([{"role": "user", "content": OPENING}]))
+        other = client.get("/v1/models")
+    why = "glyphpack proxy: the upstream https://provider.example failed: connection refused"
+    assert (messages.status_code, messages.json()) == (502, {"type": "error", "error": {"type": "api_error", "message": why}})
+    assert (chat.status_code, chat.json()) == (502, {"error": {"message": why, "type": "server_error", "param": None, "code": None}})
+    assert (counted.status_code, counted.json()["error"]["message"]) == (502, why)
+    assert (other.status_code, other.json()) == (502, {"error": {"message": why}})
+    logged = lines.getvalue().splitlines()
+    assert len(logged) == 2 and all(" -> 502 in " in line and line.endswith(" sent; the upstream failed: ConnectError") for line in logged)
+
+
+def test_a_body_the_proxy_cannot_read_is_refused_in_the_apis_shape_and_logged(tmp_path: Path) -> None:
+    upstream = Upstream(_json_answer())
+    client, _, lines = _app(tmp_path, upstream)
+    with client:
+        refused = client.post("/v1/responses", content=b"{not json", headers={"content-type": "application/json"})
+        counted = client.post("/v1/messages/count_tokens", content=b"[[")
+    assert refused.status_code == 400 and refused.json()["error"]["message"].startswith("glyphpack proxy: the request body is not JSON: ")
+    assert counted.status_code == 400 and counted.json()["type"] == "error"
+    assert upstream.requests == [] and lines.getvalue().startswith("glyphpack proxy: (not recorded) openai-responses -> 400 in ")
+    assert lines.getvalue().rstrip().endswith("refused by the proxy")
+
+
+def test_too_long_is_compacted_and_retried_once_and_another_error_comes_back_as_the_provider_sent_it(tmp_path: Path) -> None:
+    history: list[Json] = [{"role": "user", "content": OPENING}]
+    for n in range(12):
+        history += [{"role": "assistant", "content": [{"type": "tool_use", "id": f"t{n}", "name": "Bash", "input": {"command": f"cat {n}.log"}}]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{n}", "content": _words("alpha", n, 150)}]}]
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        if len(upstream.requests) == 1:
+            return httpx.Response(400, json=_too_long(body))
+        return httpx.Response(200, json=_answer("Found it.", to=body))
+
+    upstream = Upstream(answer)
+    client, _, lines = _app(tmp_path, upstream, summarizer=None)
+    with client:
+        response = client.post("/v1/messages", json=_body(history), headers=KEY)
+    assert response.status_code == 200 and response.json()["content"][0]["text"] == "Found it."
+    first, retry = upstream.bodies()
+    assert count_tokens(retry) < count_tokens(first) and retry["model"] == first["model"]
+    assert " -> 200 in " in lines.getvalue() and "(compacted)" in lines.getvalue()
+    refusing = Upstream(lambda request: httpx.Response(400, content=b"plain words", headers={"x-why": "bad"}))
+    client, _, _ = _app(tmp_path / "other", refusing)
+    with client:
+        refused = client.post("/v1/messages", json=_body(history), headers=KEY)
+    assert (refused.status_code, refused.content, refused.headers["x-why"]) == (400, b"plain words", "bad") and len(refusing.requests) == 1
+
+
+def test_a_stream_reaches_the_client_byte_for_byte_and_is_recorded(tmp_path: Path) -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        stream = b"".join(sse_events("anthropic", _answer("Streamed.", to=json.loads(request.content)), usage=True))
+        return httpx.Response(200, content=stream, headers={"content-type": "text/event-stream"})
+
+    upstream = Upstream(answer)
+    client, proxy, lines = _app(tmp_path, upstream)
+    body = {**_body([{"role": "user", "content": OPENING}]), "stream": True}
+    with client:
+        response = client.post("/v1/messages", json=body, headers=KEY)
+    assert response.content == b"".join(sse_events("anthropic", _answer("Streamed.", to=body), usage=True))
+    (conversation,) = proxy.recorder.workspace.tree.conversations()
+    assert [m.text for m in proxy.recorder.workspace.load(conversation.id, "main").messages][-1] == "Streamed."
+    assert f"provider: {count_tokens(body):,} in" in lines.getvalue()
+
+
+def _accumulated(stream: bytes) -> Json:
+    from glyphpack._proxy.streams import ACCUMULATORS
+
+    accumulator = ACCUMULATORS["anthropic"]()
+    accumulator.feed(stream)
+    result = accumulator.result()
+    assert result is not None
+    return result
+
+
+def _long_history() -> list[Json]:
+    """Past the proxy's threshold: the first request is compacted, so the recall is offered."""
+    history: list[Json] = [{"role": "user", "content": OPENING}]
+    for n in range(16):
+        history += [{"role": "assistant", "content": [{"type": "tool_use", "id": f"t{n}", "name": "Bash", "input": {"command": f"cat {n}.log"}}]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{n}", "content": _words("alpha", n, 250)}]}]
+    return history
+
+
+def _recall_then(last: Callable[[Json], httpx.Response], stream: bool) -> Upstream:
+    """A provider that answers the first request with a recall call (streamed or not)
+    and every later one with ``last(body)``."""
+    from glyphpack import RECALL_TOOL
+    from glyphpack.testing.fake import Turn, answer_body
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        if len(upstream.requests) > 1:
+            return last(body)
+        recalled = answer_body("anthropic", Turn(text="Let me look again.", calls=((RECALL_TOOL, {"ref": "t3"}),)), 1, count_tokens(body))
+        if stream:
+            return httpx.Response(200, content=b"".join(sse_events("anthropic", recalled, usage=True)), headers={"content-type": "text/event-stream"})
+        return httpx.Response(200, json=recalled)
+
+    upstream = Upstream(answer)
+    return upstream
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_recall_is_answered_by_the_proxy_and_the_client_gets_one_answer_without_it(tmp_path: Path, stream: bool) -> None:
+    from glyphpack import RECALL_TOOL
+
+    def found(body: Json) -> httpx.Response:
+        answer = _answer("Found it.", to=body)
+        if stream:
+            return httpx.Response(200, content=b"".join(sse_events("anthropic", answer, usage=True)), headers={"content-type": "text/event-stream"})
+        return httpx.Response(200, json=answer)
+
+    upstream = _recall_then(found, stream)
+    client, _, lines = _app(tmp_path, upstream, summarizer=None)
+    with client:
+        response = client.post("/v1/messages", json={**_body(_long_history()), "stream": stream}, headers=KEY)
+    whole = response.json() if not stream else _accumulated(response.content)
+    assert response.status_code == 200 and RECALL_TOOL not in response.text
+    assert [b["text"] for b in whole["content"]] == ["Let me look again.", "Found it."] and whole["stop_reason"] == "end_turn"
+    first, second = upstream.bodies()
+    assert first["tools"][-1]["name"] == RECALL_TOOL
+    answered = [b for m in second["messages"] for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"]
+    assert "alpha-3-0" in json.dumps(answered[-1])  # the recall's answer: result t3, from the transcript
+    assert "; 1 recall round(s) answered" in lines.getvalue()
+
+
+def test_a_round_after_a_recall_that_fails_ends_the_clients_stream_with_the_apis_error_event(tmp_path: Path) -> None:
+    upstream = _recall_then(lambda body: httpx.Response(529, json={"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}), stream=True)
+    client, _, lines = _app(tmp_path, upstream, summarizer=None)
+    with client:
+        response = client.post("/v1/messages", json={**_body(_long_history()), "stream": True}, headers=KEY)
+    assert response.text.endswith(
+        'event: error\ndata: {"type":"error","error":{"type":"api_error","message":"glyphpack proxy: the upstream refused the request after a recall (529): Overloaded"}}\n\n')
+    assert " -> 529 in " in lines.getvalue()
+
+    def down(body: Json) -> httpx.Response:
+        raise httpx.ConnectError("gone")
+
+    upstream = _recall_then(down, stream=True)
+    client, _, lines = _app(tmp_path / "down", upstream, summarizer=None)
+    with client:
+        response = client.post("/v1/messages", json={**_body(_long_history()), "stream": True}, headers=KEY)
+    assert response.text.endswith('"message":"glyphpack proxy: the upstream https://provider.example failed: gone"}}\n\n')
+    assert lines.getvalue().rstrip().endswith("; the upstream failed after a recall: ConnectError")
+    upstream = _recall_then(lambda body: httpx.Response(503, content=b"unavailable"), stream=False)
+    client, _, lines = _app(tmp_path / "whole", upstream, summarizer=None)
+    with client:
+        response = client.post("/v1/messages", json=_body(_long_history()), headers=KEY)
+    assert (response.status_code, response.content) == (503, b"unavailable")  # the provider's answer, as it sent it
+    assert " -> 503 in " in lines.getvalue()
+
+
+def test_a_compacted_gemini_request_goes_without_a_model_in_its_body(tmp_path: Path) -> None:
+    """The REST API names the model in the path and refuses it in the body: the proxy
+    puts the path's model in the body it records, and takes it out of what it builds."""
+    contents: list[Json] = [{"role": "user", "parts": [{"text": OPENING}]}]
+    for n in range(16):
+        contents += [{"role": "model", "parts": [{"functionCall": {"name": "Bash", "args": {"command": f"cat {n}.log"}}}]},
+                     {"role": "user", "parts": [{"functionResponse": {"name": "Bash", "response": {"output": _words("alpha", n, 250)}}}]}]
+    upstream = Upstream(lambda request: httpx.Response(200, json={"candidates": [{"content": {"role": "model", "parts": [{"text": "Hi."}]}}]}))
+    client, _, lines = _app(tmp_path, upstream, summarizer=None)
+    with client:
+        client.post("/v1beta/models/gemini-2.5-flash:generateContent", json={"contents": contents})
+    (sent,) = upstream.bodies()
+    assert "model" not in sent and sent["contents"] != contents and "functionCall" in json.dumps(sent)
+    assert "(compacted)" in lines.getvalue()
