@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import glyphpack
 from glyphpack import Message, Text, ToolCall, ToolResult
@@ -206,3 +208,37 @@ def test_a_restart_prices_as_the_last_process_did(tmp_path):
     with glyphpack.open_session(tmp_path / "ws", "c", "main", model=MODEL) as again:
         assert dataclasses.replace(again.calibration, counts=learned.counts) == learned
         assert again.estimate() == estimate
+
+
+def _reference_scale(counts: list[tuple[float, int]]) -> tuple[float, float]:
+    """``fit_scale`` in plain Python: the 2x2 normal equations of the weighted fit with
+    the prior on the scale, solved by Cramer's rule. (the rounded scale, the raw one in steps)"""
+    from glyphpack._compaction.calibration import COUNT_DECAY, SCALE_PRIOR, SCALE_STEP
+
+    if len(counts) < 2:
+        return 1.0, 0.0
+    unit = sum(t for t, _ in counts) / len(counts) or 1.0
+    n = len(counts)
+    a11 = a12 = a22 = b1 = b2 = 0.0
+    for i, (text, rest) in enumerate(counts):
+        w = COUNT_DECAY ** (n - 1 - i)
+        x = text / unit
+        a11, a12, a22 = a11 + w * x * x, a12 + w * x, a22 + w
+        b1, b2 = b1 + w * x * rest, b2 + w * rest
+    a11 += SCALE_PRIOR
+    b1 += SCALE_PRIOR * unit
+    determinant = a11 * a22 - a12 * a12
+    if determinant == 0:
+        return 1.0, 0.0
+    scale = (b1 * a22 - a12 * b2) / determinant / unit
+    clamped = min(SCALE_BOUNDS[1], max(SCALE_BOUNDS[0], scale))
+    return round(clamped / SCALE_STEP) * SCALE_STEP, clamped / SCALE_STEP
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2_000_000).map(lambda tenths: tenths / 10), st.integers(1, 400_000)), min_size=0, max_size=40))
+def test_fit_scale_is_the_weighted_fit_with_its_prior_in_plain_python(counts: list[tuple[float, int]]) -> None:
+    """Text tokens as a record keeps them (tenths), measured counts as providers give them."""
+    expected, steps = _reference_scale(counts)
+    tie = abs(abs(steps - int(steps)) - 0.5) < 1e-6  # halfway between two steps, float noise may round either way
+    assert fit_scale(counts) == pytest.approx(expected, abs=1e-9) or (tie and fit_scale(counts) == pytest.approx(expected, abs=0.0100001))
