@@ -583,3 +583,139 @@ def test_a_second_rejection_compacts_to_a_smaller_budget_and_learns_only_without
         calibration = s.calibration
         s.recover(too_long(s.estimate() + 5_000, s.estimate()))
         assert s.calibration == calibration  # an exact tokenizer is not recalibrated by a provider's count
+
+
+# --------------------------------------------------------------- what the mutation run found unread
+
+
+@pytest.mark.parametrize("name, kwargs", [("context_window", {"context_window": 0}), ("threshold", {"threshold": 0}), ("target", {"target": 0})])
+def test_each_limit_is_refused_by_its_name_at_zero_and_taken_at_one(tmp_path, name, kwargs):
+    with pytest.raises(UsageError) as raised:
+        session(tmp_path, **kwargs)
+    assert str(raised.value) == f"{name} must be a positive number of tokens, not 0"
+    from glyphpack._session.session import Thresholds
+
+    assert Thresholds.for_window(10, threshold=10, target=1) == Thresholds(10, 10, 1)  # threshold at the window: taken
+    with pytest.raises(UsageError, match="need 0 < target < threshold <= window, got the default / 11 / 10"):
+        Thresholds.for_window(10, threshold=11)
+
+
+def test_an_overhead_at_the_threshold_leaves_the_target_at_the_threshold():
+    from glyphpack._session.session import TARGET_SHARE, Thresholds
+
+    limits = Thresholds(1_000, 500)
+    assert limits.target_for(500) == 500 and limits.target_for(600) == 500
+    assert limits.target_for(499) == 499 + int(1 * TARGET_SHARE) and limits.target_for(-5) == int(500 * TARGET_SHARE)
+
+
+def test_requests_that_add_nothing_grow_by_nothing(tmp_path):
+    from glyphpack._session.session import GROWTH_CALLS
+
+    with session(tmp_path, summarizer=lambda p: "Summary.") as s:
+        s.add_user("the task")
+        for _ in range(GROWTH_CALLS):
+            s.request("anthropic")
+        assert s._growth() == 0.0
+
+
+def test_a_request_reports_what_it_shares_with_the_last_one(tmp_path):
+    with session(tmp_path) as s:
+        s.add_user("the task")
+        assert s.request_view() == (s.messages, 0)
+        s.request("anthropic")
+        first = s.last_request
+        assert first is not None and first.reused_tokens == 0 and not first.prefix_kept
+        s.add_response(Message("assistant", (Text("an answer"),)))
+        s.add_user("and then?")
+        s.request("anthropic")
+        second = s.last_request
+        assert second is not None and second.prefix_kept and second.messages == 3
+        assert second.reused_tokens == s.cost().history(s.messages[:1]) + s.estimator.overhead
+
+
+def test_the_loops_refusals_say_what_and_why(tmp_path):
+    with session(tmp_path, system="be brief") as s:
+        with pytest.raises(UsageError) as raised:
+            s.request("anthropic")
+        assert str(raised.value) == "nothing to send yet: add a user message first"  # a system message is not enough
+        with pytest.raises(UsageError) as raised:
+            s.add_response({"role": "assistant", "content": "hi"})
+        assert str(raised.value) == "add_response needs api=... (no request was built by this session)"
+        with pytest.raises(UsageError) as raised:
+            s.measured(10)
+        assert str(raised.value) == "no request was built by this session to measure"
+        with pytest.raises(UsageError) as raised:
+            s.add_response(Message("user", (Text("hi"),)))
+        assert str(raised.value) == "a response is an assistant message, not a user one"
+        s.add_user([Text("look at "), Text("this")])
+        assert s.messages[-1].content == (Text("look at "), Text("this"))
+        s.request("anthropic")
+        s.add_response(Message("assistant", (ToolCall("a", "read", {}), ToolCall("b", "read", {}))))
+        with pytest.raises(UsageError) as raised:
+            s.add_user("more")
+        assert str(raised.value) == "cannot add a user message while tool calls are pending (a, b): add their results first"
+
+
+def test_a_reused_call_id_is_made_unique_and_the_text_beside_it_kept(tmp_path):
+    with session(tmp_path) as s:
+        s.add_user("the task")
+        for n in range(2):
+            s.request("anthropic")
+            message = s.add_response(Message("assistant", (Text(f"reading {n}"), ToolCall("call", "read", {"n": n}))))
+            s.add_tool_results({"call": f"result {n}"})
+        assert message.content == (Text("reading 1"), ToolCall("call-2", "read", {"n": 1}))
+        assert [r.call_id for r in s.messages[-1].tool_results] == ["call-2"]
+
+
+def test_a_request_still_over_the_window_says_so_without_the_hint_when_a_summarizer_is_there(tmp_path):
+    with session(tmp_path, context_window=2_000, summarizer=lambda p: "Summary.") as s:
+        s.add_user("one long task " * 2_000)
+        with pytest.raises(glyphpack.CompactionError) as raised:
+            s.request("anthropic")
+        tokens = s.estimate()
+        assert str(raised.value) == f"the request is still ~{tokens:,} tokens after compaction, over the 2,000-token window"
+
+
+def test_a_rejection_without_a_count_is_named_with_the_estimate_and_a_long_error_is_cut(tmp_path):
+    with session(tmp_path, recall=False) as s:
+        s.extend([Message("user", (Text("one long task " * 400),))])
+        s.next_view("anthropic")
+        before = s.estimate()
+        with pytest.raises(glyphpack.CompactionError) as raised:
+            s.recover({"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long"}})
+        assert str(raised.value) == f"the ladder could not shrink the rejected request (~{before:,} tokens) and no summarizer is configured"
+    long = "prompt is too long: 900 tokens > 800 maximum " + "x" * 300
+    with session(tmp_path / "two", recall=False, summarizer=lambda p: "Summary.") as s:
+        s.extend(turns(12))
+        s.next_view("anthropic")
+        s._overflows = 2  # two rejections already
+        with pytest.raises(glyphpack.CompactionError) as raised:
+            s.recover(long)
+        assert str(raised.value) == f"the provider rejected the request as too long 3 times in a row after compacting ({long[:200]})"
+
+
+def test_a_second_413_summarizes_and_the_view_says_it_came_from_a_recovery(tmp_path):
+    prompts: list[str] = []
+    with session(tmp_path, recall=False, summarizer=lambda p: prompts.append(p) or "Summary of the reads.") as s:
+        s.extend(reads(12))
+        s.next_view("anthropic")
+        first = s.recover(TOO_LARGE)
+        assert not prompts and s.view is not None and s.view.trigger == "recovery"
+        assert not any(m.id.startswith("summary-") for m in first.view)
+        s.next_view("anthropic")
+        second = s.recover(TOO_LARGE)
+        assert prompts and any(m.id.startswith("summary-") for m in second.view) and s.view.trigger == "recovery"
+
+
+def test_tool_schemas_of_any_object_are_their_json_or_their_text():
+    from glyphpack._session.session import _schema_text
+
+    class Schema:
+        def model_dump(self) -> dict:
+            return {"name": "é"}
+
+    class Plain:
+        def __str__(self) -> str:
+            return "plain tool"
+
+    assert _schema_text([Schema(), Plain()]) == '[{"name": "é"}, "plain tool"]'

@@ -460,7 +460,6 @@ class Session:
         history = (*self.messages, *messages)
         self.revision = self.workspace.save(self.conversation, self.agent, history, revision=self.revision).revision
         self.messages = history
-        self._call_ids = {}
         self._overflows = 0
 
     def request(self, api: Api, **extra: Any) -> dict[str, Any]:
@@ -601,8 +600,7 @@ class Session:
         """``message`` with each tool call id the history already holds made unique
         (``id-2``, ``id-3``...), remembered so results may name either id."""
         calls = message.tool_calls
-        if not calls:
-            self._call_ids = {}
+        if not calls:  # (the renames are read only while calls are pending: none are now)
             return message
         taken = {c.id for m in self.messages for c in m.tool_calls}
         renamed: dict[str, str] = {}
