@@ -719,3 +719,36 @@ def test_tool_schemas_of_any_object_are_their_json_or_their_text():
             return "plain tool"
 
     assert _schema_text([Schema(), Plain()]) == '[{"name": "é"}, "plain tool"]'
+
+
+def test_a_session_made_directly_offers_recall_and_leaves_its_workspace_open(tmp_path):
+    with glyphpack.Workspace(tmp_path / "ws") as ws:
+        s = glyphpack.Session(ws, "c", "a", model="claude-sonnet-4-5")
+        assert s.recall_enabled
+        s.close()
+        ws.save("c", "other", [Message("user", (Text("still open"),))], revision=0)  # the caller's workspace, still usable
+
+
+def test_the_first_rejection_of_a_new_session_is_its_first(tmp_path):
+    with session(tmp_path, recall=False) as s:
+        s.add_user("one long task " * 400)
+        s.request("anthropic")
+        before = s.estimate()
+        with pytest.raises(glyphpack.CompactionError) as raised:
+            s.recover(too_long(before, before // 2))
+        assert str(raised.value).startswith("the ladder could not shrink the rejected request")  # not "2 times in a row"
+
+
+def test_a_compaction_before_any_request_continues_no_tools(tmp_path):
+    from glyphpack import Sent, Summarizer
+
+    seen: list[Sent] = []
+
+    def continues(sent: Sent, instruction: str) -> str:
+        seen.append(sent)
+        return "what happened"
+
+    with session(tmp_path, recall=False, summarizer=Summarizer(lambda p: "what happened", continues=continues, window=200_000)) as s:
+        s.extend(turns(30, size=400))
+        s.compact(1_500)
+    assert seen and all(sent.tools is None and sent.prefix == 0 for sent in seen)
