@@ -375,3 +375,46 @@ def test_a_stand_in_result_gives_way_to_the_files_own_and_stays_while_the_file_h
     assert [m.id for m in other.messages] == ["other/u0", "other/a0", "other/a0-missing-results"]
     with pytest.raises(StoreError, match="at message 2 "):
         workspace.sync_session(_imported([task]), "other")
+
+
+# ---------------------------------------------------------------------- the record beside a transcript
+
+
+def test_the_record_beside_a_transcript_keeps_calibration_settings_and_measured_requests_apart(workspace):
+    assert workspace.calibration("c", "a") is None and workspace.settings("c", "a") == {} and workspace.measured("c", "a") == []
+    workspace.save_calibration("c", "a", {"scale": 1.1, "overhead": 40}, {"model": "m", "context_window": 1000, "threshold": True, "target": "9", "x": 1})
+    assert workspace.calibration("c", "a") == {"scale": 1.1, "overhead": 40}
+    assert workspace.settings("c", "a") == {"model": "m", "context_window": 1000}  # only what reads as a setting
+    workspace.save_calibration("c", "a", {"overhead": 41})  # no settings given: the kept ones stay
+    assert workspace.settings("c", "a") == {"model": "m", "context_window": 1000} and workspace.calibration("c", "a") == {"overhead": 41}
+    assert workspace.calibration("c", "b") is None  # each agent its own
+
+
+def test_an_older_record_or_one_that_is_not_an_object_reads_as_far_as_it_goes(tmp_path):
+    from glyphpack._history.store import MEASURED_FORMAT
+
+    with Workspace(tmp_path / "ws") as ws:
+        first = history(1)
+        ws.save("c", "a", first, revision=0)
+        ws.backend.put_measured("c", "a", json.dumps({"format": MEASURED_FORMAT, "overhead": 7, "settings": "model"}).encode())
+        assert ws.calibration("c", "a") == {"overhead": 7} and ws.settings("c", "a") == {}
+        ws.backend.put_measured("c", "a", json.dumps({"first": first[1].id, "last": first[2].id, "tokens": 900}).encode())
+        assert ws.measured("c", "a") == [(tuple(first[1:3]), 900)]  # the first layout: one request
+        for damaged in (b"[1, 2]", b"not json"):
+            ws.backend.put_measured("c", "a", damaged)
+            assert ws.calibration("c", "a") is None and ws.measured("c", "a") == []
+        ws.backend.put_measured("c", "a", json.dumps({"requests": [[first[1].id, first[2].id, "lots"]]}).encode())
+        with pytest.raises(StoreError) as raised:
+            ws.measured("c", "a")
+        where = ws.backend.measured("c", "a")[0]
+        assert str(raised.value) == f"{where} is damaged (invalid literal for int() with base 10: 'lots'); delete it"
+
+
+def test_measured_requests_are_those_still_in_the_transcript_in_order_and_counted(tmp_path):
+    with Workspace(tmp_path / "ws") as ws:
+        first = history(2)
+        ws.save("c", "a", first, revision=0)
+        ids = [m.id for m in first]
+        requests = [[ids[1], ids[1], 100], [ids[1], ids[3], 300], [ids[3], ids[1], 50], ["gone", ids[3], 70], [ids[1], ids[3], 0]]
+        ws.backend.put_measured("c", "a", json.dumps({"requests": requests}).encode())
+        assert ws.measured("c", "a") == [((first[1],), 100), (tuple(first[1:4]), 300)]
