@@ -290,3 +290,66 @@ def test_a_compacted_gemini_request_goes_without_a_model_in_its_body(tmp_path: P
     (sent,) = upstream.bodies()
     assert "model" not in sent and sent["contents"] != contents and "functionCall" in json.dumps(sent)
     assert "(compacted)" in lines.getvalue()
+
+
+def test_a_token_count_goes_upstream_as_the_request_would_be_forwarded_and_only_for_its_client(tmp_path: Path) -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        if request.url.path.endswith("/count_tokens"):
+            return httpx.Response(200, json={"input_tokens": count_tokens(body)}, headers={"x-counted": "yes"})
+        return httpx.Response(200, json=_answer("Found it.", to=body))
+
+    upstream = Upstream(answer)
+    client, _, _ = _app(tmp_path, upstream, summarizer=None)
+    history = _long_history()
+    with client:
+        answer = client.post("/v1/messages", json=_body(history), headers=KEY).json()
+        history += [{"role": "assistant", "content": answer["content"]}, {"role": "user", "content": "and then?"}]
+        mine = client.post("/v1/messages/count_tokens?beta=true", json=_body(history), headers=KEY)
+        theirs = client.post("/v1/messages/count_tokens", json=_body(history), headers={"x-api-key": "sk-ant-someone-else"})
+        refused = client.post("/v1/messages/count_tokens", content=b"{", headers=KEY)
+    forwarded, counted, as_sent = upstream.bodies()
+    assert count_tokens(counted) < count_tokens(_body(history)) and as_sent == _body(history)  # the compaction in force, for its client only
+    assert len(counted["messages"]) == len(forwarded["messages"]) + 2 and counted["messages"][-1]["content"][-1]["text"] == "and then?"
+    assert str(upstream.requests[1].url) == "https://provider.example/v1/messages/count_tokens?beta=true"
+    assert mine.json() == {"input_tokens": count_tokens(counted)} and mine.headers["x-counted"] == "yes"
+    assert theirs.json() == {"input_tokens": count_tokens(_body(history))}
+    assert refused.status_code == 400 and refused.json() == {"type": "error", "error": {
+        "type": "invalid_request_error", "message": "glyphpack proxy: the request body is not JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"}}
+    assert len(upstream.requests) == 3
+
+
+def test_a_stream_event_the_proxy_cannot_read_is_said_once_and_the_client_gets_every_byte(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    events = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","content":[]}}\n\n'
+              b'event: content_block_delta\ndata: {"type":"content_block_delta","index":[0],"delta":{"type":"text_delta","text":"x"}}\n\n'
+              b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+    upstream = Upstream(lambda request: httpx.Response(200, content=events, headers={"content-type": "text/event-stream"}))
+    client, proxy, _ = _app(tmp_path, upstream)
+    with client:
+        response = client.post("/v1/messages", json={**_body([{"role": "user", "content": OPENING}]), "stream": True}, headers=KEY)
+    assert response.content == events
+    assert capsys.readouterr().err == "glyphpack proxy: answer not recorded: a stream event could not be read (TypeError)\n"
+    (conversation,) = proxy.recorder.workspace.tree.conversations()
+    assert [m.role for m in proxy.recorder.workspace.load(conversation.id, "main").messages] == ["system", "user"]
+
+
+def test_an_upstream_error_without_words_is_named_by_its_kind(tmp_path: Path) -> None:
+    def down(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("")
+
+    client, _, _ = _app(tmp_path, Upstream(down))
+    with client:
+        response = client.post("/v1/chat/completions", json={"model": "gpt-4o", "messages": [{"role": "user", "content": OPENING}]})
+    assert response.json()["error"]["message"] == "glyphpack proxy: the upstream https://provider.example failed: ReadTimeout"
+
+
+def test_a_round_after_a_recall_refused_without_json_is_said_in_its_own_words(tmp_path: Path) -> None:
+    upstream = _recall_then(lambda body: httpx.Response(500, content="büsy".encode("latin-1")), stream=True)
+    client, _, lines = _app(tmp_path, upstream, summarizer=None)
+    with client:
+        response = client.post("/v1/messages", json={**_body(_long_history()), "stream": True}, headers=KEY)
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+    assert response.text.endswith('"message":"glyphpack proxy: the upstream refused the request after a recall (500): b\ufffdsy"}}\n\n')
+    assert " -> 500 in " in lines.getvalue()
+    first, second = upstream.bodies()
+    assert second["messages"] != first["messages"] and second["model"] == first["model"]

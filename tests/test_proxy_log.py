@@ -28,6 +28,9 @@ def test_totals_add_each_record_and_the_summary_says_what_was_saved(tmp_path: Pa
     lines, path = io.StringIO(), tmp_path / "log.jsonl"
     log = ProxyLog(lines, path)
     assert log.totals()["saved_share"] == 0.0  # nothing yet: no division by zero
+    thirds = ProxyLog()
+    thirds.record(RequestRecord("anthropic", 200, 1.0, client=3, sent=1))
+    assert thirds.totals()["saved_share"] == 0.6667  # four places
     records = [
         RequestRecord("anthropic", 200, 5.0, "c1", "main", client=10_000, sent=4_000, input=4_100, cached=3_000, output=200, compacted=True, rounds=2),
         RequestRecord("anthropic", 200, 5.0, "c1", "main", client=2_000, sent=2_000, input=2_050, output=100),

@@ -175,3 +175,21 @@ def test_a_continued_summary_is_the_upstreams_answer_and_empty_when_it_refuses_o
     assert down.continued(Sent((), prefix=0), "Summarize now.") == ""
     assert capsys.readouterr().err == ("glyphpack proxy: the summary that continues the conversation failed (ConnectError); "
                                        "summarizing the text instead\n")
+
+
+def test_the_summary_clients_carry_the_callers_headers_and_gemini_its_key() -> None:
+    pytest.importorskip("anthropic")
+    pytest.importorskip("openai")
+    pytest.importorskip("google.genai")
+    anthropic_client = UpstreamSummary("http://127.0.0.1:9", "anthropic", "m", {"x-api-key": "k", "anthropic-version": "v"})._client()
+    assert anthropic_client._custom_headers == {"x-api-key": "k", "anthropic-version": "v"}
+    openai_client = UpstreamSummary("http://127.0.0.1:9", "openai-chat", "m", {"authorization": "Bearer k", "openai-project": "p"})._client()
+    assert openai_client._custom_headers == {"authorization": "Bearer k", "openai-project": "p"}
+    for headers, key in (({"x-goog-api-key": "g", "authorization": "Bearer t"}, "g"), ({"authorization": "Bearer t"}, "t"), ({}, "unused")):
+        gemini = UpstreamSummary("http://127.0.0.1:9", "gemini", "m", headers)._client()._api_client
+        assert gemini.api_key == key and gemini._http_options.base_url == "http://127.0.0.1:9"
+        assert {k: v for k, v in gemini._http_options.headers.items() if k in headers} == headers
+
+
+def test_a_gemini_stream_error_is_googles_shape() -> None:
+    assert error_event("gemini", "m") == b'data: {"error":{"code":502,"message":"m","status":"UNAVAILABLE"}}\n\n'

@@ -176,7 +176,7 @@ def error_body(api: Api, status: int, message: str) -> Json:
         names = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 502: "UNAVAILABLE"}
         return {"error": {"code": status, "message": message, "status": names.get(status, "INTERNAL")}}
     if api == "anthropic":
-        kind = {400: "invalid_request_error", 403: "permission_error", 502: "api_error"}.get(status, "api_error")
+        kind = {400: "invalid_request_error", 403: "permission_error"}.get(status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": message}}
     kind = {400: "invalid_request_error", 403: "permission_error"}.get(status, "server_error")
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
