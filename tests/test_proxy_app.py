@@ -353,3 +353,39 @@ def test_a_round_after_a_recall_refused_without_json_is_said_in_its_own_words(tm
     assert " -> 500 in " in lines.getvalue()
     first, second = upstream.bodies()
     assert second["messages"] != first["messages"] and second["model"] == first["model"]
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_serve_answers_until_a_signal_then_returns_with_the_handlers_it_found(tmp_path: Path, signal_name: str) -> None:
+    """``glyphpack proxy`` in-process: it announces its URL once bound, answers, and on
+    SIGINT or SIGTERM finishes, closes its socket and puts back the signal handlers it
+    replaced (the signal uvicorn raises again once down is not a crash)."""
+    import os
+    import signal
+    import socket
+    import threading
+
+    from glyphpack._proxy.server import serve
+
+    number = getattr(signal, signal_name)
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    client, proxy, _ = _app(tmp_path, Upstream(_json_answer()))
+    announced: list[str] = []
+    answers: list[int] = []
+
+    def ask_then_stop() -> None:
+        try:
+            answers.append(httpx.get(announced[0] + STATUS_PATH, timeout=10).status_code)
+        finally:  # stopped whatever happened: a failure here fails the test, never hangs it
+            os.kill(os.getpid(), number)
+
+    def announce(url: str) -> None:
+        announced.append(url)
+        threading.Thread(target=ask_then_stop, daemon=True).start()
+
+    serve(proxy, "127.0.0.1", 0, announce=announce)
+    assert len(announced) == 1 and announced[0].startswith("http://127.0.0.1:") and answers == [200]
+    assert {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} == before
+    port = int(announced[0].rsplit(":", 1)[1])
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", port)) != 0  # closed
