@@ -364,3 +364,69 @@ def test_a_compacted_request_per_api_and_the_last_recall_round_asks_for_an_answe
         current = recorder.finish(current, answer)
     none = {"type": "none"} if api == "anthropic" else "none"
     assert recorder_rounds == [None] * (RECALL_ROUNDS - 1) + [none]
+
+
+def test_what_the_client_holds_leaves_out_the_proxys_recall_rounds_and_joins_the_answers_around_them() -> None:
+    from glyphpack import RECALL_TOOL, Message, Text, ToolCall, ToolResult
+    from glyphpack._proxy.conversations import RECALL_ID_PREFIX, Shown, client_view, proxy_recall_ids
+
+    r1, r2 = RECALL_ID_PREFIX + "r1", RECALL_ID_PREFIX + "r2"
+    messages = [
+        Message("user", (Text("task"),), id="u0"),
+        Message("assistant", (Text("look"), ToolCall(r1, RECALL_TOOL, {"ref": "x"})), id="a1"),
+        Message("tool", (ToolResult(r1, (Text("recalled"),)),), id="t2"),
+        Message("assistant", (Text("found"),), id="a3"),
+        Message("user", (Text("next"),), id="u4"),
+        Message("assistant", (ToolCall(r2, RECALL_TOOL, {"ref": "y"}),), id="a5"),
+        Message("tool", (ToolResult(r2, (Text("again"),)),), id="t6"),
+        Message("assistant", (Text("answer"),), id="a7"),
+        Message("assistant", (ToolCall("own", RECALL_TOOL, {"ref": "z"}), ToolCall(RECALL_ID_PREFIX + "x", "Bash", {})), id="a8"),
+    ]
+    assert proxy_recall_ids(messages) == {r1, r2}  # not the client's own recall, nor a prefixed call of another tool
+    joined = Message("assistant", (Text("look"), Text("found")), id="a1")
+    assert client_view(messages) == Shown((messages[0], joined, messages[4], messages[7], messages[8]), (1, 4, 5, 8, 9))
+    assert client_view(messages, 4) == Shown((messages[4], messages[7], messages[8]), (5, 8, 9))
+    assert client_view(messages, 0, frozenset()) == Shown(tuple(messages), tuple(range(1, 10)))
+
+
+def test_a_history_is_indexed_at_its_end_and_before_its_last_answer(tmp_path: Path) -> None:
+    from glyphpack import Message, Text
+    from glyphpack._proxy.conversations import client_view, digests
+
+    workspace = Workspace(tmp_path)
+    recorder = Recorder(workspace, SETTINGS)
+    asked = [Message("user", (Text("task"),), id="u0")]
+    answered = [*asked, Message("assistant", (Text("done"),), id="a1")]
+    went_on = [*answered, Message("user", (Text("more"),), id="u2")]
+    for history, kept in ((asked, 1), (answered, 2), (went_on, 1)):
+        workspace.save("c", "main", history, revision=workspace.load("c", "main").revision, replace=True)
+        chain = digests(client_view(history).messages)
+        assert recorder._remember(("c", "main"), history) == tuple(chain[-kept:])
+    assert Recorder(workspace, SETTINGS).index_workspace() == 1
+    assert workspace.tree.ending_with(digests(client_view(went_on).messages)[-1:]) == [("c", "main")]
+
+
+@pytest.mark.parametrize(
+    ("own", "built", "developer"),
+    [
+        (None, "Be brief.\n\nUse tools.", "Be brief.\n\nUse tools."),
+        ("Be brief.", "Be brief.\n\nUse tools.", "Use tools."),  # what the client's instructions already say, once
+        ("Other words.", "Be brief.\n\nUse tools.", "Be brief.\n\nUse tools."),
+        (["not", "text"], "Be brief.", "Be brief."),
+        ("Be brief.", "Be brief.", None),  # the client's own instructions say it all
+        (None, "", None),
+        (None, 5, None),
+    ],
+)
+def test_a_compacted_responses_request_puts_what_its_instructions_miss_first_in_its_input(
+    tmp_path: Path, own: object, built: object, developer: str | None
+) -> None:
+    from types import SimpleNamespace
+
+    body = {"model": "gpt-5", "input": "ignored", **({"instructions": own} if own is not None else {})}
+    item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "task"}]}
+    recorder = Recorder(Workspace(tmp_path), SETTINGS)
+    in_force = SimpleNamespace(view=object())  # a session with a compaction in force: its history is sent
+    forwarded = recorder._forwarded("openai-responses", body, {"input": [item], "instructions": built}, in_force)  # type: ignore[arg-type]
+    expected = [] if developer is None else [{"type": "message", "role": "developer", "content": [{"type": "input_text", "text": developer}]}]
+    assert forwarded["input"] == [*expected, item] and forwarded.get("instructions") == own
