@@ -752,3 +752,29 @@ def test_a_compaction_before_any_request_continues_no_tools(tmp_path):
         s.extend(turns(30, size=400))
         s.compact(1_500)
     assert seen and all(sent.tools is None and sent.prefix == 0 for sent in seen)
+
+
+def test_a_view_keeps_the_pages_geometry_when_a_later_compaction_draws_none_and_nothing_changed_keeps_no_view(tmp_path):
+    with session(tmp_path / "small", recall=False) as s:
+        s.extend(turns(4))
+        unchanged = s.compact(200_000)  # fits already: no rung runs
+        assert s.last_compaction is unchanged and not unchanged.report.rungs and s.view is None
+        tried = s.compact(s.estimate() - 10)  # the rungs run and none has anything to take
+        assert tried.report.rungs and not any(r.changed for r in tried.report.rungs) and s.view is None
+    with session(tmp_path) as s:
+        s.extend(reads(12))
+        paged = s.compact(9_000)  # five results elided, the middle drawn on a page
+        first = s.view
+        assert paged.pages and first is not None and first.shape is not None and first.pages == len(paged.pages)
+        more = [m for n in range(8) for m in (Message("assistant", (ToolCall(f"later{n}", "read", {"path": f"g{n}.py"}),)),
+                                              Message("tool", (ToolResult(f"later{n}", (Text(f"# g{n}\n" + "y = 2\n" * 600),)),)))]
+        screenshot = glyphpack.render("a screenshot", model="claude-sonnet-4-5")[0].png
+        s.extend([*more, Message("assistant", (Text("read them too"),)), Message("user", (Text("and now?"), glyphpack.Image("image/png", screenshot)))])
+        shaken = s.shake()  # elision only: no new pages
+        assert not shaken.pages and shaken.report.rung("elision").changed  # type: ignore[union-attr]
+        view = s.view
+        assert view is not None and view.trigger == "/shake"
+        assert (view.shape, view.page_size) == (first.shape, first.page_size)
+        # the view's images (the newest message's screenshot; the page went with the snapshot the shake replaced)
+        assert view.pages == sum(1 for m in shaken.view for b in m.content if isinstance(b, glyphpack.Image)) == 1
+        assert view.source is None  # elision replaced no range
