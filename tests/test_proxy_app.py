@@ -389,3 +389,147 @@ def test_serve_answers_until_a_signal_then_returns_with_the_handlers_it_found(tm
     port = int(announced[0].rsplit(":", 1)[1])
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", port)) != 0  # closed
+
+
+def test_every_other_method_and_path_passes_and_the_status_answers_get_only(tmp_path: Path) -> None:
+    upstream = Upstream(lambda request: httpx.Response(200, json={"method": request.method}))
+    client, _, _ = _app(tmp_path, upstream)
+    with client:
+        for method in ("PUT", "PATCH", "DELETE", "OPTIONS", "HEAD", "POST"):
+            assert client.request(method, "/v1/files/f1", headers=KEY).status_code == 200
+        posted = client.post(STATUS_PATH)
+    assert [r.method for r in upstream.requests] == ["PUT", "PATCH", "DELETE", "OPTIONS", "HEAD", "POST", "POST"]
+    assert posted.json() == {"method": "POST"}  # a POST to the status path is the upstream's
+
+
+@pytest.mark.parametrize(("path", "api", "body"), [
+    ("/chat/completions", "openai-chat", {"model": "gpt-4o", "messages": [{"role": "user", "content": OPENING}]}),
+    ("/responses", "openai-responses", {"model": "gpt-5", "input": OPENING}),
+])
+def test_the_openai_paths_without_a_version_are_recorded_too(tmp_path: Path, path: str, api: str, body: Json) -> None:
+    from glyphpack.testing.fake import Turn, answer_body
+
+    upstream = Upstream(lambda request: httpx.Response(200, json=answer_body(api, Turn(text="Hi."), 1, 10)))
+    client, proxy, lines = _app(tmp_path, upstream)
+    with client:
+        client.post(path, json=body, headers={"authorization": "Bearer sk-x"})
+    assert upstream.requests[0].url.path == path and f" {api} -> 200 in " in lines.getvalue()
+    (conversation,) = proxy.recorder.workspace.tree.conversations()
+    assert proxy.recorder.workspace.load(conversation.id, "main").messages[-1].text == "Hi."
+
+
+def test_a_clients_key_in_the_query_is_its_identity(tmp_path: Path) -> None:
+    """Gemini's clients may send their key as ``?key=``: two keys, two clients, so the
+    same opening from each is two conversations, each continued by its own client."""
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"candidates": [{"content": {"role": "model", "parts": [{"text": "Hi."}]}}]})
+
+    client, proxy, _ = _app(tmp_path, Upstream(answer))
+    body = {"contents": [{"role": "user", "parts": [{"text": OPENING}]}]}
+    with client:
+        client.post("/v1beta/models/gemini-2.5-flash:generateContent?key=one", json=body)
+        client.post("/v1beta/models/gemini-2.5-flash:generateContent?key=two", json=body)
+        went_on = {"contents": [*body["contents"], {"role": "model", "parts": [{"text": "Hi."}]}, {"role": "user", "parts": [{"text": "more"}]}]}
+        client.post("/v1beta/models/gemini-2.5-flash:generateContent?key=one", json=went_on)
+    conversations = proxy.recorder.workspace.tree.conversations()
+    assert len(conversations) == 2
+    assert sorted(len(proxy.recorder.workspace.load(c.id, "main").messages) for c in conversations) == [2, 4]
+
+
+def test_refusals_and_502s_are_in_the_shape_of_the_api_asked(tmp_path: Path) -> None:
+    def down(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused")
+
+    client, _, lines = _app(tmp_path, Upstream(down))
+    with client:
+        refused = client.post("/v1/messages", content=b"[", headers=KEY)
+        gemini = client.post("/v1beta/models/gemini-2.5-flash:generateContent", json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]})
+    assert refused.json()["type"] == "error" and refused.json()["error"]["type"] == "invalid_request_error"
+    assert gemini.status_code == 502 and gemini.json()["error"]["status"] == "UNAVAILABLE" and gemini.json()["error"]["code"] == 502
+    refused_line = next(line for line in lines.getvalue().splitlines() if line.endswith("refused by the proxy"))
+    assert 0 <= int(refused_line.split(" in ")[1].split(" ms")[0].replace(",", "")) < 60_000  # its own time, in ms
+
+
+def test_a_413_is_recovered_by_bytes_by_its_status_alone(tmp_path: Path) -> None:
+    history = _long_history()
+    history[-1] = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t15", "content": [
+        {"type": "text", "text": "the screen"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                                          "data": __import__("base64").b64encode(_png()).decode()}}]}]}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if len(upstream.requests) == 1:
+            return httpx.Response(413, json={"error": {"message": "Request Entity Too Large"}})
+        return httpx.Response(200, json=_answer("Smaller now.", to=json.loads(request.content)))
+
+    upstream = Upstream(answer)
+    client, _, _ = _app(tmp_path, upstream, summarizer=None)
+    with client:
+        response = client.post("/v1/messages", json=_body(history), headers=KEY)
+    assert response.status_code == 200 and len(upstream.requests) == 2
+    assert len(upstream.requests[1].content) < len(upstream.requests[0].content)
+
+
+def _png() -> bytes:
+    from glyphpack import render
+
+    return render("a screenshot " * 400, model="claude-sonnet-4-5")[0].png
+
+
+def test_an_upstream_error_with_a_json_body_comes_back_as_sent_and_records_no_answer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    upstream = Upstream(lambda request: httpx.Response(500, json={"error": {"message": "boom"}}, headers={"x-why": "inside"}))
+    client, proxy, lines = _app(tmp_path, upstream)
+    with client:
+        response = client.post("/v1/messages", json=_body([{"role": "user", "content": OPENING}]), headers=KEY)
+    assert (response.status_code, response.json(), response.headers["x-why"]) == (500, {"error": {"message": "boom"}}, "inside")
+    assert capsys.readouterr().err == "" and " anthropic -> 500 in " in lines.getvalue()
+    (conversation,) = proxy.recorder.workspace.tree.conversations()
+    assert [m.role for m in proxy.recorder.workspace.load(conversation.id, "main").messages] == ["system", "user"]
+
+
+def test_a_compacted_request_whose_answer_is_not_json_or_has_no_recall_comes_back_byte_for_byte(tmp_path: Path) -> None:
+    plain = json.dumps(_answer("Plain answer."), indent=2).encode()
+    for content, kind in ((b"not json at all", "text/plain"), (plain, "application/json")):
+        upstream = Upstream(lambda request, c=content, k=kind: httpx.Response(200, content=c, headers={"content-type": k, "x-request-id": "r9"}))
+        client, _, _ = _app(tmp_path / kind.replace("/", "-"), upstream, summarizer=None)
+        with client:
+            response = client.post("/v1/messages", json=_body(_long_history()), headers=KEY)
+        assert (response.status_code, response.content, response.headers["x-request-id"]) == (200, content, "r9")
+        assert upstream.bodies()[0]["tools"][-1]["name"] == "glyphpack_recall"  # compacted: the recall was offered
+
+
+def test_a_recall_beside_the_clients_call_reaches_the_client_without_the_recall(tmp_path: Path) -> None:
+    from glyphpack import RECALL_TOOL
+    from glyphpack.testing.fake import Turn, answer_body
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        turn = Turn(text="Both.", calls=((RECALL_TOOL, {"ref": "t3"}), ("Bash", {"command": "ls"})))
+        return httpx.Response(200, json=answer_body("anthropic", turn, 1, count_tokens(json.loads(request.content))))
+
+    upstream = Upstream(answer)
+    client, _, _ = _app(tmp_path, upstream, summarizer=None)
+    with client:
+        response = client.post("/v1/messages", json=_body(_long_history()), headers=KEY)
+    calls = [b["name"] for b in response.json()["content"] if b["type"] == "tool_use"]
+    assert calls == ["Bash"] and response.json()["stop_reason"] == "tool_use" and len(upstream.requests) == 1
+
+
+def test_after_a_recall_an_upstream_down_or_refusing_is_the_clients_answer(tmp_path: Path) -> None:
+    def down(body: Json) -> httpx.Response:
+        raise httpx.ConnectError("gone")
+
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    for last, status, expected in (
+        (down, 502, {"type": "error", "error": {"type": "api_error", "message": "glyphpack proxy: the upstream https://provider.example failed: gone"}}),
+        (lambda body: httpx.Response(529, json=overloaded, headers={"x-why": "busy"}), 529, overloaded),
+    ):
+        upstream = _recall_then(last, stream=False)
+        client, _, lines = _app(tmp_path / str(status), upstream, summarizer=None)
+        with client:
+            response = client.post("/v1/messages", json=_body(_long_history()), headers=KEY)
+        assert (response.status_code, response.json()) == (status, expected)
+        line = lines.getvalue()
+        assert f" -> {status} in " in line
+        if status == 502:
+            assert line.rstrip().endswith("; the upstream failed after a recall: ConnectError")
+        else:
+            assert response.headers["x-why"] == "busy"

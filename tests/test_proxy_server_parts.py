@@ -193,3 +193,32 @@ def test_the_summary_clients_carry_the_callers_headers_and_gemini_its_key() -> N
 
 def test_a_gemini_stream_error_is_googles_shape() -> None:
     assert error_event("gemini", "m") == b'data: {"error":{"code":502,"message":"m","status":"UNAVAILABLE"}}\n\n'
+
+
+def _request(path: str = "/v1/messages", headers: dict[str, str] | None = None) -> Any:
+    from starlette.requests import Request
+
+    raw = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    return Request({"type": "http", "method": "POST", "path": path, "query_string": b"", "headers": raw, "scheme": "http", "server": ("proxy", 80)})
+
+
+def test_the_summarizer_is_the_requests_model_or_the_one_named_and_continues_only_its_own_conversation(tmp_path: Any) -> None:
+    from glyphpack import Workspace
+    from glyphpack._providers.catalog import CONTEXT_WINDOWS
+    from glyphpack._proxy.conversations import ProxySettings, Recorder
+    from glyphpack._proxy.server import SAME_MODEL, Proxy
+
+    body = {"model": "claude-sonnet-4-5", "messages": []}
+    same = Proxy(Recorder(Workspace(tmp_path / "a")), "anthropic", summarizer=SAME_MODEL)._summarizer("anthropic", body, _request(headers={"x-api-key": "k"}))
+    assert same is not None and same.fn.model == "claude-sonnet-4-5" and same.fn.body is body and same.fn.path == "/v1/messages"
+    assert same.continues == same.fn.continued and same.window == CONTEXT_WINDOWS["anthropic"] and same.fn.headers == {"x-api-key": "k"}
+    named = Proxy(Recorder(Workspace(tmp_path / "b")), "anthropic", summarizer="claude-haiku-4-5")._summarizer("anthropic", body, _request())
+    assert named is not None and named.fn.model == "claude-haiku-4-5" and named.continues is None  # another model gets the text
+    told = Proxy(Recorder(Workspace(tmp_path / "c"), ProxySettings(context_window=24_000, threshold=9_000)), "anthropic")
+    assert told._summarizer("anthropic", body, _request()).window == 24_000  # type: ignore[union-attr]
+    gemini = Proxy(Recorder(Workspace(tmp_path / "d")), "gemini")._summarizer("gemini", {"model": "gemini-2.5-flash", "contents": []}, _request())
+    assert gemini is not None and gemini.continues is None  # Gemini's summary is of the text
+    off = Proxy(Recorder(Workspace(tmp_path / "e")), "anthropic", summarizer=None)
+    assert off._summarizer("anthropic", body, _request()) is None
+    assert Proxy(Recorder(Workspace(tmp_path / "f")), "anthropic")._summarizer("anthropic", ["not", "a", "body"], _request()) is None
+    assert Proxy(Recorder(Workspace(tmp_path / "g")), "anthropic")._summarizer("anthropic", {"model": 5}, _request()) is None
