@@ -127,7 +127,7 @@ def test_an_upstream_that_cannot_be_reached_is_a_502_in_the_apis_shape_that_says
     why = "glyphpack proxy: the upstream https://provider.example failed: connection refused"
     assert (messages.status_code, messages.json()) == (502, {"type": "error", "error": {"type": "api_error", "message": why}})
     assert (chat.status_code, chat.json()) == (502, {"error": {"message": why, "type": "server_error", "param": None, "code": None}})
-    assert (counted.status_code, counted.json()["error"]["message"]) == (502, why)
+    assert (counted.status_code, counted.json()) == (502, {"type": "error", "error": {"type": "api_error", "message": why}})
     assert (other.status_code, other.json()) == (502, {"error": {"message": why}})
     logged = lines.getvalue().splitlines()
     assert len(logged) == 2 and all(" -> 502 in " in line and line.endswith(" sent; the upstream failed: ConnectError") for line in logged)
@@ -185,7 +185,7 @@ def test_a_stream_reaches_the_client_byte_for_byte_and_is_recorded(tmp_path: Pat
     assert response.content == b"".join(sse_events("anthropic", _answer("Streamed.", to=body), usage=True))
     (conversation,) = proxy.recorder.workspace.tree.conversations()
     assert [m.text for m in proxy.recorder.workspace.load(conversation.id, "main").messages][-1] == "Streamed."
-    assert f"provider: {count_tokens(body):,} in" in lines.getvalue()
+    assert f"provider: {count_tokens(body):,} in" in lines.getvalue() and " anthropic -> 200 in " in lines.getvalue()
 
 
 def _accumulated(stream: bytes) -> Json:
@@ -247,7 +247,10 @@ def test_a_recall_is_answered_by_the_proxy_and_the_client_gets_one_answer_withou
     assert first["tools"][-1]["name"] == RECALL_TOOL
     answered = [b for m in second["messages"] for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"]
     assert "alpha-3-0" in json.dumps(answered[-1])  # the recall's answer: result t3, from the transcript
-    assert "; 1 recall round(s) answered" in lines.getvalue()
+    assert "; 1 recall round(s) answered" in lines.getvalue() and " anthropic -> 200 in " in lines.getvalue()
+    assert "provider: " in lines.getvalue()  # both rounds' counts, summed
+    if stream:
+        assert response.text.count("event: message_stop") == 1 and response.text.count("event: message_start") == 1
 
 
 def test_a_round_after_a_recall_that_fails_ends_the_clients_stream_with_the_apis_error_event(tmp_path: Path) -> None:
@@ -267,7 +270,7 @@ def test_a_round_after_a_recall_that_fails_ends_the_clients_stream_with_the_apis
     with client:
         response = client.post("/v1/messages", json={**_body(_long_history()), "stream": True}, headers=KEY)
     assert response.text.endswith('"message":"glyphpack proxy: the upstream https://provider.example failed: gone"}}\n\n')
-    assert lines.getvalue().rstrip().endswith("; the upstream failed after a recall: ConnectError")
+    assert lines.getvalue().rstrip().endswith("; the upstream failed after a recall: ConnectError") and " -> 502 in " in lines.getvalue()
     upstream = _recall_then(lambda body: httpx.Response(503, content=b"unavailable"), stream=False)
     client, _, lines = _app(tmp_path / "whole", upstream, summarizer=None)
     with client:
@@ -399,6 +402,7 @@ def test_every_other_method_and_path_passes_and_the_status_answers_get_only(tmp_
             assert client.request(method, "/v1/files/f1", headers=KEY).status_code == 200
         posted = client.post(STATUS_PATH)
     assert [r.method for r in upstream.requests] == ["PUT", "PATCH", "DELETE", "OPTIONS", "HEAD", "POST", "POST"]
+    assert str(upstream.requests[0].url) == "https://provider.example/v1/files/f1"  # no query: no "?"
     assert posted.json() == {"method": "POST"}  # a POST to the status path is the upstream's
 
 
@@ -458,7 +462,7 @@ def test_a_413_is_recovered_by_bytes_by_its_status_alone(tmp_path: Path) -> None
 
     def answer(request: httpx.Request) -> httpx.Response:
         if len(upstream.requests) == 1:
-            return httpx.Response(413, json={"error": {"message": "Request Entity Too Large"}})
+            return httpx.Response(413, json={"error": {"message": "rejected"}})  # no words to go by: the status says it
         return httpx.Response(200, json=_answer("Smaller now.", to=json.loads(request.content)))
 
     upstream = Upstream(answer)
@@ -533,3 +537,42 @@ def test_after_a_recall_an_upstream_down_or_refusing_is_the_clients_answer(tmp_p
             assert line.rstrip().endswith("; the upstream failed after a recall: ConnectError")
         else:
             assert response.headers["x-why"] == "busy"
+
+
+def test_a_stream_event_that_breaks_the_reading_stops_it_for_good(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Chunk by chunk: once an event could not be read, the rest of the stream is passed
+    on and not read (half an answer is never recorded), and that is said once."""
+    chunks = [b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","content":[]}}\n\n',
+              b'event: content_block_delta\ndata: {"type":"content_block_delta","index":[0],"delta":{"type":"text_delta","text":"x"}}\n\n',
+              b'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n'
+              b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"half"}}\n\n'
+              b'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n',
+              b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1}}\n\n'
+              b'event: message_stop\ndata: {"type":"message_stop"}\n\n']
+
+    async def pieces():  # type: ignore[no-untyped-def]
+        for chunk in chunks:
+            yield chunk
+
+    upstream = Upstream(lambda request: httpx.Response(200, content=pieces(), headers={"content-type": "text/event-stream"}))
+    client, proxy, _ = _app(tmp_path, upstream)
+    with client:
+        response = client.post("/v1/messages", json={**_body([{"role": "user", "content": OPENING}]), "stream": True}, headers=KEY)
+    assert response.content == b"".join(chunks)
+    assert capsys.readouterr().err == "glyphpack proxy: answer not recorded: a stream event could not be read (TypeError)\n"
+    (conversation,) = proxy.recorder.workspace.tree.conversations()
+    assert [m.role for m in proxy.recorder.workspace.load(conversation.id, "main").messages] == ["system", "user"]
+
+
+def test_an_answer_without_a_content_type_and_cached_counts_are_logged(tmp_path: Path) -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = _answer("Cached.", to=json.loads(request.content))
+        body["usage"]["cache_read_input_tokens"] = 100
+        return httpx.Response(200, content=json.dumps(body).encode())
+
+    upstream = Upstream(answer)
+    client, _, lines = _app(tmp_path, upstream)
+    with client:
+        response = client.post("/v1/messages", json=_body([{"role": "user", "content": OPENING}]), headers=KEY)
+    assert response.json()["content"][0]["text"] == "Cached."  # no content type: read as a whole answer
+    assert "(100 cached)" in lines.getvalue()

@@ -315,8 +315,8 @@ class Proxy:
         if "text/event-stream" in upstream.headers.get("content-type", ""):
             if exchange.recall:
                 return self._relayed(request, raw, upstream, exchange, started)
-            accumulator = ACCUMULATORS[api]()
-            return self._streamed(upstream, accumulator, exchange, lambda results: self._logged(exchange, 200, started, results))
+            recording = (ACCUMULATORS[api](), exchange)
+            return self._streamed(upstream, recording, lambda results: self._logged(exchange, 200, started, results))
         content, data = await self._read(upstream)
         rounds = [] if data is None else [data]
         while data is not None:
@@ -334,7 +334,9 @@ class Proxy:
                 return Response(content, upstream.status_code, self._headers(upstream))
             exchange = following
             rounds.append(data)
-        if exchange.recall and rounds and (len(rounds) > 1 or recall_calls(api, rounds[0])):
+        # A recall answered (a round after the first), or one beside the client's calls:
+        # the answer is the rounds joined; each round but the last called the recall.
+        if exchange.recall and rounds and recall_calls(api, rounds[0]):
             content = json_bytes(joined(api, rounds))
         self._logged(exchange, upstream.status_code, started, rounds)
         return Response(content, upstream.status_code, self._headers(upstream))
@@ -366,30 +368,30 @@ class Proxy:
         return content, data if isinstance(data, dict) else None
 
     def _streamed(
-        self, upstream: httpx.Response, accumulator: Accumulator | None = None, exchange: Exchange | None = None,
+        self, upstream: httpx.Response, recording: tuple[Accumulator, Exchange] | None = None,
         logged: Callable[[list[Json]], None] | None = None,
     ) -> StreamingResponse:
-        """The upstream's bytes as they come; with an ``accumulator``, ``exchange``'s
-        answer recorded as soon as the stream holds all of it, before its last bytes
-        reach the client (whose next request then finds it stored). ``logged`` is called
-        at the end with the whole answer, if one was read."""
+        """The upstream's bytes as they come; with ``recording`` (an accumulator and an
+        exchange), the exchange's answer recorded as soon as the stream holds all of it,
+        before its last bytes reach the client (whose next request then finds it stored).
+        ``logged`` is called at the end with the whole answer, if one was read."""
         recorder = self.recorder
 
         async def chunks() -> AsyncIterator[bytes]:
-            recording = accumulator is not None and exchange is not None
+            reading = recording
             results: list[Json] = []
             try:
                 async for chunk in upstream.aiter_bytes():
-                    if recording and accumulator is not None and exchange is not None:
+                    if reading is not None:
+                        accumulator, exchange = reading
                         try:
                             accumulator.feed(chunk)
                             result = accumulator.result()
                         except Exception as exc:  # an event shaped oddly must never cut the client's stream
                             print(f"glyphpack proxy: answer not recorded: a stream event could not be read ({type(exc).__name__})", file=sys.stderr)
-                            recording = False
-                            result = None
+                            reading, result = None, None
                         if result is not None:
-                            recording = False
+                            reading = None
                             results.append(result)
                             await run_in_threadpool(recorder.finish, exchange, result)
                     yield chunk
@@ -459,7 +461,7 @@ class Proxy:
         except BadRequest as exc:
             return JSONResponse(error_body("anthropic", exc.status, f"glyphpack proxy: {exc}"), status_code=exc.status)
         try:
-            upstream = await self._send(request, Exchange("anthropic", body, body), json_bytes(body))
+            upstream = await self.client.send(self._upstream_request(request, json_bytes(body)), stream=True)
         except httpx.HTTPError as exc:
             return JSONResponse(error_body("anthropic", 502, self._failed(exc)), status_code=502)
         return self._streamed(upstream)
