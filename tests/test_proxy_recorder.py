@@ -430,3 +430,76 @@ def test_a_compacted_responses_request_puts_what_its_instructions_miss_first_in_
     forwarded = recorder._forwarded("openai-responses", body, {"input": [item], "instructions": built}, in_force)  # type: ignore[arg-type]
     expected = [] if developer is None else [{"type": "message", "role": "developer", "content": [{"type": "input_text", "text": developer}]}]
     assert forwarded["input"] == [*expected, item] and forwarded.get("instructions") == own
+
+
+def test_a_proxys_session_takes_its_settings_target_and_the_clients_tools_as_overhead(tmp_path: Path) -> None:
+    from glyphpack._proxy.conversations import ProxySettings
+    from glyphpack._session.session import RECALL_SCHEMA, _schema_text
+
+    tool = {"name": "Bash", "description": "run a command " * 20, "input_schema": {"type": "object"}}
+    settings = ProxySettings(context_window=24_000, threshold=9_000, target=4_000)
+    with_tools = Recorder(Workspace(tmp_path / "a"), settings).prepare("anthropic", {**_body([{"role": "user", "content": OPENING}]), "tools": [tool]}, client=ALPHA)
+    session = with_tools.session
+    assert session is not None and session.thresholds.target == 4_000 and session.thresholds.threshold == 9_000
+    assert session.estimator.overhead == session.cost().text(_schema_text([[tool], RECALL_SCHEMA])) > 0
+    odd = Recorder(Workspace(tmp_path / "b"), settings).prepare("anthropic", {**_body([{"role": "user", "content": OPENING}]), "tools": {"not": "a list"}}, client=ALPHA)
+    assert odd.session is not None and odd.session.estimator.overhead == 0  # not tools: no overhead, no recall offered
+
+
+def test_the_open_sessions_are_the_newest_and_the_oldest_is_closed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from glyphpack._proxy import conversations
+
+    monkeypatch.setattr(conversations, "OPEN_SESSIONS", 2)
+    recorder = Recorder(Workspace(tmp_path), SETTINGS)
+    exchanges = [recorder.prepare("anthropic", _body([{"role": "user", "content": f"task {n}"}]), client=ALPHA) for n in range(3)]
+    keys = [(e.session.conversation, "main") for e in exchanges if e.session is not None]
+    assert list(recorder._sessions) == keys[1:]  # the first was the least recently used
+    recorder.prepare("anthropic", _body([{"role": "user", "content": "task 1"}, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "more"}]), client=ALPHA)
+    assert list(recorder._sessions) == [keys[2], keys[1]]  # used again: the newest
+
+
+def test_in_a_named_conversation_each_other_task_is_an_agent_of_its_own(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path)
+    recorder = Recorder(workspace, SETTINGS)
+    for conversation, tasks in (("other", ["task A", "task B"]), ("shared", ["task A", "task C", "task A", "task D"])):
+        named = Client.of({"x-api-key": "sk-alpha-key", CONVERSATION_HEADER: conversation})
+        for task in tasks:
+            recorder.prepare("anthropic", _body([{"role": "user", "content": task}]), client=named)
+    agents = sorted(workspace.transcripts())
+    assert agents == [("other", "agent"), ("other", "main"), ("shared", "agent"), ("shared", "agent-2"), ("shared", "main")]
+    assert workspace.load("shared", "agent").messages[-1].text == "task C" and workspace.load("shared", "agent-2").messages[-1].text == "task D"
+
+
+def test_adjacent_texts_digest_as_one_and_anything_between_them_parts_them() -> None:
+    from glyphpack import Image, Message, Text
+    from glyphpack._proxy.conversations import digests
+
+    png = b"\x89PNG\r\n\x1a\n" + b"\0" * 8
+    one = digests([Message("assistant", (Text("Let me look. "), Text("Found it.")))])
+    assert one == digests([Message("assistant", (Text("Let me look. Found it."),))])
+    assert one != digests([Message("assistant", (Text("Let me look. "), Image("image/png", png), Text("Found it.")))])
+    assert one != digests([Message("user", (Text("Let me look. Found it."),))])
+
+
+def test_a_body_nested_to_the_limit_is_recorded_and_one_level_deeper_is_not(tmp_path: Path) -> None:
+    from glyphpack._proxy.conversations import MAX_NESTING, nesting
+
+    def nested(levels: int) -> Json:
+        value: Any = "deep"
+        for _ in range(levels):
+            value = [value]
+        return {**_body([{"role": "user", "content": OPENING}]), "metadata": value}
+
+    at = nested(MAX_NESTING - 1)
+    assert nesting(at) == MAX_NESTING
+    assert Recorder(Workspace(tmp_path / "a"), SETTINGS).prepare("anthropic", at, client=ALPHA).session is not None
+    over = Recorder(Workspace(tmp_path / "b"), SETTINGS).prepare("anthropic", nested(MAX_NESTING), client=ALPHA)
+    assert over.session is None and over.note == f"not recorded: the body is nested {MAX_NESTING + 1}+ levels deep; glyphpack records at most {MAX_NESTING}"
+
+
+def test_a_compacted_exchange_logs_the_whole_history_and_what_was_sent(tmp_path: Path) -> None:
+    _, exchange = _until_compacted(Recorder(Workspace(tmp_path), SETTINGS))
+    session = exchange.session
+    assert session is not None and exchange.report is session.last_request
+    assert exchange.sent_tokens == session.last_request.tokens < exchange.client_tokens  # type: ignore[union-attr]
+    assert exchange.client_tokens == session.cost().history(session.messages) + session.estimator.overhead

@@ -494,22 +494,28 @@ class Recorder:
             return Exchange(api, request, request, note=note)
 
     def _prepare(self, api: Api, body: Json, history: list[Message], summarizer: Summarizer | None, client: Client) -> Exchange:
-        chain, marks = digests(history), thinking_marks(history)
-        for attempt in range(2):
-            key, _ = self.match(chain, client, marks)
-            if key is None:
-                key = self._subagent_of(history, client) or self._new_key(client, history)
-            with self._lock_of(key):
-                try:
-                    session = self._session(api, key, body, history, (chain, marks), summarizer)
-                except ConflictError:
-                    if attempt:
-                        raise
-                    self._forget(key)  # another process wrote it: read it again
-                    continue
-                self._remember(key, session.messages)
-                return self._exchange(api, body, session)
-        raise AssertionError("unreachable")
+        chain = (digests(history), thinking_marks(history))
+        try:
+            return self._record(api, body, history, chain, summarizer, client)
+        except ConflictError:  # another process saved the conversation since: read it again, once
+            return self._record(api, body, history, chain, summarizer, client)
+
+    def _record(
+        self, api: Api, body: Json, history: list[Message], chain: tuple[list[bytes], list[bytes | None]], summarizer: Summarizer | None, client: Client
+    ) -> Exchange:
+        """``history`` recorded where it belongs and the exchange that forwards it; on a
+        ``ConflictError`` what this process held of that conversation is forgotten."""
+        key, _ = self.match(chain[0], client, chain[1])
+        if key is None:
+            key = self._subagent_of(history, client) or self._new_key(client, history)
+        with self._lock_of(key):
+            try:
+                session = self._session(api, key, body, history, chain, summarizer)
+            except ConflictError:
+                self._forget(key)
+                raise
+            self._remember(key, session.messages)
+            return self._exchange(api, body, session)
 
     def _new_key(self, client: Client, history: Sequence[Message]) -> Key:
         """Where a history that continues nothing stored goes: a new conversation the
