@@ -418,3 +418,89 @@ def test_measured_requests_are_those_still_in_the_transcript_in_order_and_counte
         requests = [[ids[1], ids[1], 100], [ids[1], ids[3], 300], [ids[3], ids[1], 50], ["gone", ids[3], 70], [ids[1], ids[3], 0]]
         ws.backend.put_measured("c", "a", json.dumps({"requests": requests}).encode())
         assert ws.measured("c", "a") == [((first[1],), 100), (tuple(first[1:4]), 300)]
+
+
+# ---------------------------------------------------------------------- refusals, word for word
+
+
+def _refused(call) -> str:
+    with pytest.raises(StoreError) as raised:
+        call()
+    return str(raised.value)
+
+
+BAD = "../escape"
+ID_RULE = "is not allowed: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+def test_each_id_is_refused_by_what_it_names(tmp_path):
+    from glyphpack._history.importers.base import ImportedAgent, ImportedSession, ImportReport
+
+    session = ImportedSession("t", (ImportedAgent("main", tuple(history(1))),), (), ImportReport(format="test"))
+    with Workspace(tmp_path / "ws") as ws:
+        assert _refused(lambda: ws.import_session(session, BAD)) == f"conversation id {BAD!r} {ID_RULE}"
+        assert _refused(lambda: ws.sync_session(session, BAD)) == f"conversation id {BAD!r} {ID_RULE}"
+        assert _refused(lambda: ws.set_owner(BAD, {"salt": "s", "digest": "d"})) == f"conversation id {BAD!r} {ID_RULE}"
+        assert _refused(lambda: ws.backend.delete(BAD)) == f"conversation id {BAD!r} {ID_RULE}"
+    memory = MemoryStore()
+    assert _refused(lambda: memory.load(BAD, "a")) == f"conversation id {BAD!r} {ID_RULE}"
+    assert _refused(lambda: memory.load("c", BAD)) == f"agent id {BAD!r} {ID_RULE}"
+    assert _refused(lambda: memory.save(BAD, "a", history(1), revision=0)) == f"conversation id {BAD!r} {ID_RULE}"
+    assert _refused(lambda: memory.save("c", BAD, history(1), revision=0)) == f"agent id {BAD!r} {ID_RULE}"
+
+
+def test_agent_names_from_a_file_become_ids(tmp_path):
+    from glyphpack._history.importers.base import ImportedAgent, ImportedSession, ImportReport
+
+    names = ["main", "sub/1", "sub-1", "-.odd.-", "日本", "Ünïcode", "x" * 200, ".hidden_agent"]
+    agents = tuple(ImportedAgent(name, tuple(history(1))) for name in names)
+    with Workspace(tmp_path / "ws") as ws:
+        saved = ws.import_session(ImportedSession("t", agents, (), ImportReport(format="test")), "c")
+    # a name of other letters only was refused as an id, and the whole import with it
+    assert [t.agent for t in saved] == ["main", "sub-1", "sub-1-2", "odd", "agent", "n-code", "x" * 128, "hidden_agent"]
+
+
+def test_checkpoints_rewind_branch_fork_and_delete_say_what_they_cannot_do(workspace):
+    from glyphpack import HistoryError, ToolCall
+
+    first = history(2)
+    workspace.save("c", "a", first, revision=0)
+    assert _refused(lambda: workspace.rewind("c", "a", "nowhere", "digest")) == "no checkpoint 'nowhere' in c/a (checkpoints: none)"
+    workspace.checkpoint("c", "a", "b-mark")
+    workspace.checkpoint("c", "a", "a-mark")
+    assert _refused(lambda: workspace.rewind("c", "a", "nowhere", "digest")) == "no checkpoint 'nowhere' in c/a (checkpoints: a-mark, b-mark)"
+    calling = [*first, Message("user", (Text("run it"),)), Message("assistant", (ToolCall("t1", "run", {}), ToolCall("t2", "run", {})))]
+    workspace.save("c", "a", calling[: len(first) + 1], revision=workspace.load("c", "a").revision)
+    workspace.tree.append("c", calling[-1])
+    call_id = calling[-1].id
+    assert _refused(lambda: workspace.branch("c", "a", call_id)) == f"message {call_id!r} has tool calls without results: branch to a turn boundary"
+    with pytest.raises(HistoryError) as raised:
+        workspace.fork("c", "a", at=call_id)
+    assert str(raised.value) == (f"cannot fork 'c' at {call_id!r}: it is mid-turn (calls t1, t2 have no results there); "
+                                 "fork at the message with their results, or before the call")
+    assert _refused(lambda: workspace.delete("nowhere")) == f"no conversation 'nowhere' in {workspace.location}"
+    workspace.tree.create("tree-only")  # a conversation with a tree and no transcript is still one to delete
+    workspace.delete("tree-only")
+    assert "tree-only" not in {c.id for c in workspace.tree.conversations()}
+
+
+def test_a_checkpoint_keeps_the_error_a_failed_turn_was_saved_with(workspace):
+    asked = history(1)[:2]
+    workspace.save("c", "a", asked, revision=0, error="the provider timed out")
+    marked = workspace.checkpoint("c", "a", "before-retry")
+    assert marked.error == "the provider timed out" and marked.checkpoints == {"before-retry": asked[-1].id}
+    assert workspace.load("c", "a").error == "the provider timed out"
+
+
+def test_a_failed_turn_may_be_retried_from_its_start_and_nothing_answered_is_dropped(workspace):
+    first = history(2)
+    workspace.save("c", "a", first, revision=0)
+    asked = [*first, Message("user", (Text("and then?"),))]
+    workspace.save("c", "a", asked, revision=1, error="overloaded")
+    retried = [*first, Message("user", (Text("and then, in short?"),))]
+    assert workspace.save("c", "a", retried, revision=2).messages == tuple(retried)  # the unanswered question rewritten
+    with pytest.raises(StoreError, match="would rewrite the stored history"):
+        workspace.save("c", "a", [first[0], first[2], first[1], *first[3:], *retried[-1:]], revision=3)  # every message, not in order
+    assert workspace.save("c", "a", first, revision=3).messages == tuple(first)  # the unanswered question may go
+    with pytest.raises(StoreError, match="would drop 2 stored messages"):
+        workspace.save("c", "a", first[:3], revision=4)  # the answered turn may not

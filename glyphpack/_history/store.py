@@ -60,7 +60,8 @@ def _agent_names(session: ImportedSession) -> list[str]:
 
 def _agent_id(name: str) -> str:
     """An agent name from a session file as an id a file name can carry."""
-    cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in name).strip("-.") or "agent"
+    # ASCII only: an id is a file name on every system (``check_id``), and "日本".isalnum().
+    cleaned = "".join(c if (c.isascii() and c.isalnum()) or c in "._-" else "-" for c in name).strip("-.") or "agent"
     return cleaned[:128]
 
 
