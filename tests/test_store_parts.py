@@ -504,3 +504,33 @@ def test_a_failed_turn_may_be_retried_from_its_start_and_nothing_answered_is_dro
     assert workspace.save("c", "a", first, revision=3).messages == tuple(first)  # the unanswered question may go
     with pytest.raises(StoreError, match="would drop 2 stored messages"):
         workspace.save("c", "a", first[:3], revision=4)  # the answered turn may not
+
+
+def test_records_beside_transcripts_say_their_format_and_sit_in_their_own_folder(tmp_path):
+    from glyphpack._history.importers.base import ImportedAgent, ImportedSession, ImportReport
+    from glyphpack._history.store import MEASURED_FORMAT
+
+    with Workspace(tmp_path / "ws") as ws:
+        ws.save("c", "a", history(1), revision=0)
+        ws.save_calibration("c", "a", {"overhead": 3})
+        where, raw = ws.backend.measured("c", "a")
+        assert where == str(tmp_path / "ws" / "transcripts" / "c" / "_measured" / "a.json")
+        assert json.loads(raw) == {"format": MEASURED_FORMAT, "calibration": {"overhead": 3}}
+        ws.set_owner("d", {"salt": "s", "digest": "x"})
+        assert json.loads(ws.backend.measured("d", "main")[1]) == {"format": MEASURED_FORMAT, "owner": {"salt": "s", "digest": "x"}}
+        plain = ImportedSession("t", (ImportedAgent("main", tuple(history(1))),), (), ImportReport(format="test"))
+        ws.import_session(plain, "quiet")
+        assert ws.backend.measured("quiet", "main") is None  # no usage, no model: nothing to keep
+        counted = ImportedSession("t", (ImportedAgent("main", tuple(history(1)), usage=((1, 2, 500),), model="m"),), (), ImportReport(format="test"))
+        ws.import_session(counted, "counted")
+        stored = ws.load("counted", "main").messages
+        assert json.loads(ws.backend.measured("counted", "main")[1]) == {
+            "format": MEASURED_FORMAT, "requests": [[stored[1].id, stored[1].id, 500]], "settings": {"model": "m"}}
+
+
+def test_the_memory_stores_transcript_is_unanswered_after_a_failed_turn_whatever_came_last():
+    memory = MemoryStore()
+    answered = history(1)
+    saved = memory.save("c", "a", answered, revision=0, error="timed out")
+    assert (saved.state, saved.error, saved.revision) == ("unanswered", "timed out", 1)
+    assert memory.save("c", "a", answered, revision=1).state == "answered"
