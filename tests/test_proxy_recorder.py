@@ -288,9 +288,10 @@ def test_a_turn_another_proxy_recorded_is_read_again_and_the_request_continues_i
     again (the other proxy's turn once, not twice)."""
     here, there = Recorder(Workspace(tmp_path), SETTINGS), Recorder(Workspace(tmp_path), SETTINGS)
     history: list[Json] = [{"role": "user", "content": OPENING}]
+    summarizer = Summarizer(fake_summary, window=100_000)
     for recorder, words in ((here, "which logs?"), (there, "the auth ones"), (here, "done")):
-        exchange = recorder.prepare("anthropic", _body(history), client=ALPHA)
-        assert exchange.session is not None and exchange.note is None
+        exchange = recorder.prepare("anthropic", _body(history), summarizer, client=ALPHA)
+        assert exchange.session is not None and exchange.note is None and exchange.session.summarizer is summarizer
         assert [m.text for m in exchange.session.messages] == ["You are terse.", *(m["content"] for m in history)]
         answer = _answer(words, to=exchange.forwarded)
         assert recorder.finish(exchange, answer) is None
@@ -503,3 +504,48 @@ def test_a_compacted_exchange_logs_the_whole_history_and_what_was_sent(tmp_path:
     assert session is not None and exchange.report is session.last_request
     assert exchange.sent_tokens == session.last_request.tokens < exchange.client_tokens  # type: ignore[union-attr]
     assert exchange.client_tokens == session.cost().history(session.messages) + session.estimator.overhead
+
+
+def test_a_subagent_is_found_past_other_clients_and_other_conversations_sessions(tmp_path: Path) -> None:
+    """The open sessions are looked through, oldest first: another client's, and for a
+    client that names its conversation, another conversation's, are passed over, never
+    the end of the search."""
+    from glyphpack.testing.fake import Turn, answer_body
+
+    workspace = Workspace(tmp_path)
+    recorder = Recorder(workspace, SETTINGS)
+    recorder.prepare("anthropic", _body([{"role": "user", "content": "bravo's own task"}]), client=BRAVO)
+    named = Client.of({"x-api-key": "sk-alpha-key", CONVERSATION_HEADER: "mine"})
+    recorder.prepare("anthropic", _body([{"role": "user", "content": "alpha's other task"}]), client=Client.of({"x-api-key": "sk-alpha-key", CONVERSATION_HEADER: "other"}))
+    prompt = "Find the first failing service."
+    caller = recorder.prepare("anthropic", _body([{"role": "user", "content": OPENING}]), client=named)
+    answer = answer_body("anthropic", Turn(calls=(("Task", {"prompt": prompt}),)), 1, 100)
+    recorder.finish(caller, answer)
+    (use,) = answer["content"]
+    sub = recorder.prepare("anthropic", _body([{"role": "user", "content": prompt}]), client=named)
+    assert sub.session is not None and (sub.session.conversation, sub.session.agent) == ("mine", f"task-{use['id'][-8:]}")
+
+
+def test_a_request_over_the_window_after_others_logs_all_of_it_as_sent(tmp_path: Path) -> None:
+    recorder = Recorder(Workspace(tmp_path), SETTINGS)
+    opening = [{"role": "user", "content": OPENING}]
+    first = recorder.prepare("anthropic", _body(opening), client=ALPHA)
+    recorder.finish(first, _answer("which logs?", to=first.forwarded))
+    huge = [*opening, {"role": "assistant", "content": "which logs?"}, {"role": "user", "content": _words("big", 1, 12_000)}]
+    exchange = recorder.prepare("anthropic", _body(huge), client=ALPHA)
+    assert exchange.note is not None and exchange.note.startswith("not compacted: ")
+    assert exchange.session is not None and exchange.report is exchange.session.last_request is not None  # the request before it
+    assert exchange.sent_tokens == exchange.client_tokens > exchange.report.tokens  # type: ignore[union-attr]
+
+
+def test_a_workspace_recorded_without_a_proxy_is_indexed_into_the_store(tmp_path: Path) -> None:
+    from glyphpack import Message, Text
+    from glyphpack._proxy.conversations import client_view, digests
+
+    workspace = Workspace(tmp_path)
+    history = [Message("user", (Text("task"),)), Message("assistant", (Text("done"),))]
+    workspace.save("c", "main", history, revision=0)
+    ends = digests(client_view(history).messages)
+    assert workspace.tree.ending_with(ends[-1:]) == []  # saved by hand: no proxy indexed it
+    assert Recorder(workspace, SETTINGS).index_workspace() == 1
+    assert workspace.tree.ending_with(ends[-1:]) == [("c", "main")] == workspace.tree.ending_with(ends[:1])
