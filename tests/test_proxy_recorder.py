@@ -524,6 +524,14 @@ def test_a_subagent_is_found_past_other_clients_and_other_conversations_sessions
     (use,) = answer["content"]
     sub = recorder.prepare("anthropic", _body([{"role": "user", "content": prompt}]), client=named)
     assert sub.session is not None and (sub.session.conversation, sub.session.agent) == ("mine", f"task-{use['id'][-8:]}")
+    # Unnamed: another client's session, older, is passed over by whose it is.
+    others = Recorder(Workspace(tmp_path / "unnamed"), SETTINGS)
+    others.prepare("anthropic", _body([{"role": "user", "content": "bravo's own task"}]), client=BRAVO)
+    caller = others.prepare("anthropic", _body([{"role": "user", "content": OPENING}]), client=ALPHA)
+    others.finish(caller, answer)
+    sub = others.prepare("anthropic", _body([{"role": "user", "content": prompt}]), client=ALPHA)
+    assert caller.session is not None and sub.session is not None
+    assert (sub.session.conversation, sub.session.agent) == (caller.session.conversation, f"task-{use['id'][-8:]}")
 
 
 def test_a_request_over_the_window_after_others_logs_all_of_it_as_sent(tmp_path: Path) -> None:
