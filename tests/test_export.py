@@ -5,7 +5,7 @@ a conversation as Markdown and as JSON with where it was forked from."""
 from __future__ import annotations
 
 from glyphpack import Message, SessionTree, Text, ToolCall, Workspace
-from glyphpack._history.export import _summary, clock, export_json, export_markdown, message_markdown
+from glyphpack._history.export import _summary, clock, draw_tree, export_json, export_markdown, message_markdown
 
 NOON = 1_770_897_600.0  # 2026-02-12 12:00:00 UTC
 
@@ -50,3 +50,37 @@ def test_a_conversation_exports_as_markdown_and_json_with_its_fork(tmp_path) -> 
         forked = export_json(tree, "d")
         assert forked["forked_from"] == {"conversation": "c", "message": "a1"} and "forked_from" not in export_json(tree, "c")
         assert [m["role"] for m in forked["messages"]] == ["user", "assistant"]
+
+
+def test_a_drawing_marks_times_branches_tips_checkpoints_notes_and_counts_a_long_run(tmp_path) -> None:
+    with Workspace(tmp_path / "ws") as ws:
+        tree = ws.tree
+        tree.create("c", title="Logs")
+        messages = [Message("user" if n % 2 == 0 else "assistant", (Text(f"m{n}"),), id=f"m{n}", time=NOON + 60 * n) for n in range(14)]
+        ws.save("c", "main", messages, revision=0)
+        ws.save("c", "helper", messages[:4], revision=0)
+        ws.checkpoint("c", "main", "one")
+        ws.checkpoint("c", "main", "two")
+        for other in ("alt1", "alt2"):
+            tree.branch("c", "m1")
+            tree.append("c", Message("user", (Text(other),), id=f"b{other[-1]}", time=None))
+        drawn = [
+            "c  Logs  (2026-02-12 12:00:00 to 2026-02-12 12:13:00 UTC)",
+            "* 12:00 user: m0 [m0]",
+            "* 12:01 assistant: m1 [m1]",
+            "├─* 12:02 user: m2 [m2]",
+            "│ * 12:03 assistant: m3 [m3]  <- (helper)  (compaction ends here)",
+            "│ * 12:04 user: m4 [m4]",
+            "│ * 12:05 assistant: m5 [m5]",
+            "│   … 5 messages …",
+            "│ * 12:11 assistant: m11 [m11]",
+            "│ * 12:12 user: m12 [m12]",
+            "│ * 12:13 assistant: m13 [m13]  <- (main)  [checkpoint one]  [checkpoint two]",
+            "├─* user: alt1 [b1]",
+            "└─* user: alt2 [b2]  <- tip",
+        ]
+        assert draw_tree(tree, "c", notes={"m3": "(compaction ends here)"}) == drawn
+        whole = draw_tree(tree, "c", collapse=False, notes={"m3": "(compaction ends here)"})
+        assert len(whole) == len(drawn) + 4 and "│ * 12:08 user: m8 [m8]" in whole
+        tree.create("empty")
+        assert draw_tree(tree, "empty") == ["empty", "* (empty)  <- tip"]
