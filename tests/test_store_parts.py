@@ -534,3 +534,33 @@ def test_the_memory_stores_transcript_is_unanswered_after_a_failed_turn_whatever
     saved = memory.save("c", "a", answered, revision=0, error="timed out")
     assert (saved.state, saved.error, saved.revision) == ("unanswered", "timed out", 1)
     assert memory.save("c", "a", answered, revision=1).state == "answered"
+
+
+# ---------------------------------------------------------------------- copying a workspace
+
+
+def test_a_copy_between_folders_reports_each_conversation_and_counts_what_it_copied(tmp_path):
+    from glyphpack._history.copy import CopyReport, copy_workspace, workspace_record
+
+    with Workspace(tmp_path / "a") as source, Workspace(tmp_path / "b") as destination:
+        source.save("c1", "main", history(2), revision=0)
+        source.save("c1", "helper", history(1), revision=0)
+        source.save("c2", "main", history(1), revision=0)
+        source.save_calibration("c2", "main", {"overhead": 5})
+        said: list[str] = []
+        report = copy_workspace(source, destination, progress=said.append)
+        assert said == ["conversation 1/2: c1", "conversation 2/2: c2"]
+        assert report == CopyReport(conversations=2, messages=5 + 3 + 3, transcripts=3, views=0)
+        assert workspace_record(destination) == workspace_record(source)
+        assert json.loads(destination.backend.measured("c2", "main")[1])["calibration"] == {"overhead": 5}
+
+
+def test_a_destination_that_gains_a_transcript_during_the_copy_is_refused():
+    from glyphpack._history.copy import _exactly
+    from glyphpack._history.store import StoredTranscript
+
+    stored = StoredTranscript(1, tuple(history(1)), {}, None)
+    assert _exactly(stored)(None) is stored
+    with pytest.raises(StoreError) as raised:
+        _exactly(stored)(stored)
+    assert str(raised.value) == "the destination gained a transcript while it was being copied into"
