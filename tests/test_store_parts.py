@@ -564,3 +564,25 @@ def test_a_destination_that_gains_a_transcript_during_the_copy_is_refused():
     with pytest.raises(StoreError) as raised:
         _exactly(stored)(stored)
     assert str(raised.value) == "the destination gained a transcript while it was being copied into"
+
+
+def test_the_record_a_copy_is_compared_by_holds_every_part_under_its_name(tmp_path):
+    from glyphpack._history.copy import workspace_record
+
+    with Workspace(tmp_path / "ws") as ws:
+        ws.save("c", "main", [Message("user", (Text("q"),), id="q1", time=5.0), Message("assistant", (Text("a"),), id="a1")], revision=0)
+        ws.checkpoint("c", "main", "mark")
+        ws.save_calibration("c", "main", {"overhead": 2})
+        record = workspace_record(ws)
+        created = ws.tree.conversations()[0].created
+    question, answer = {"id": "q1", "role": "user", "content": [{"type": "text", "text": "q"}], "time": 5.0}, {"id": "a1", "role": "assistant", "content": [{"type": "text", "text": "a"}]}
+    assert record == {
+        "conversations": {"c": {
+            "conversation": "c", "title": "q", "tip": "a1", "messages": [{**question, "parent": None}, {**answer, "parent": "q1"}],
+            "created": created, "agent_tips": {"main": "a1"}, "labels": {"mark": "a1"}, "main": "main",
+        }},
+        "transcripts": {"c/main": {
+            "revision": 2, "error": None, "checkpoints": {"mark": "a1"}, "messages": [question, answer], "views": [],
+            "measured": {"format": "glyphpack-measured", "calibration": {"overhead": 2}},
+        }},
+    }

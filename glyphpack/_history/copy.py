@@ -45,12 +45,14 @@ def workspace_record(workspace: Workspace) -> dict[str, Any]:
     transcripts = {}
     for conversation, agent in workspace.transcripts():
         stored = backend.read(conversation, agent)
+        if stored is None:  # listed, then deleted by another process: in neither record
+            continue
         measured = backend.measured(conversation, agent)
         transcripts[f"{conversation}/{agent}"] = {
-            "revision": stored.revision if stored else 0,
-            "error": stored.error if stored else None,
-            "checkpoints": dict(stored.checkpoints) if stored else {},
-            "messages": history_to_json(stored.messages) if stored else [],
+            "revision": stored.revision,
+            "error": stored.error,
+            "checkpoints": dict(stored.checkpoints),
+            "messages": history_to_json(stored.messages),
             "views": [json.loads(raw) for _, raw in backend.views(conversation, agent)],
             "measured": json.loads(measured[1]) if measured is not None else None,
         }
