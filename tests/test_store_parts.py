@@ -586,3 +586,21 @@ def test_the_record_a_copy_is_compared_by_holds_every_part_under_its_name(tmp_pa
             "measured": {"format": "glyphpack-measured", "calibration": {"overhead": 2}},
         }},
     }
+
+
+def test_each_store_refuses_a_bad_id_by_its_name_and_counts_its_views(workspace):
+    assert _refused(lambda: workspace.load(BAD, "a")) == f"conversation id {BAD!r} {ID_RULE}"
+    assert _refused(lambda: workspace.load("c", BAD)) == f"agent id {BAD!r} {ID_RULE}"
+    assert _refused(lambda: workspace.save(BAD, "a", history(1), revision=0)) == f"conversation id {BAD!r} {ID_RULE}"
+    assert _refused(lambda: workspace.save("c", BAD, history(1), revision=0)) == f"agent id {BAD!r} {ID_RULE}"
+    assert _refused(lambda: workspace.backend.put_measured(BAD, "a", b"{}")) == f"conversation id {BAD!r} {ID_RULE}"
+    assert _refused(lambda: workspace.backend.put_measured("c", BAD, b"{}")) == f"agent id {BAD!r} {ID_RULE}"
+    assert _refused(lambda: workspace.backend.put_view(BAD, "a", b"{}")) == f"conversation id {BAD!r} {ID_RULE}"
+    assert _refused(lambda: workspace.backend.put_view("c", BAD, b"{}")) == f"agent id {BAD!r} {ID_RULE}"
+    assert _refused(lambda: workspace.delete(BAD)) in (f"conversation id {BAD!r} {ID_RULE}", f"no conversation {BAD!r} in {workspace.location}")
+    workspace.save("c", "a", history(1), revision=0)
+    assert workspace.backend.count_views("c", "a") == 0
+    for number in (1, 2):
+        workspace.backend.put_view("c", "a", json.dumps({"format": "glyphpack-view", "n": number}).encode())
+    assert workspace.backend.count_views("c", "a") == 2 and workspace.backend.count_views("c", "other") == 0
+    assert [json.loads(raw)["n"] for _, raw in workspace.backend.views("c", "a")] == [1, 2]
