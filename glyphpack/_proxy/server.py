@@ -170,15 +170,19 @@ def upstream_url(name: str) -> str:
     return url.rstrip("/")
 
 
+#: The error types Anthropic's and OpenAI's clients read for the statuses the proxy sends
+#: itself (anything else: the API's server-side type).
+_ERROR_KINDS = {400: "invalid_request_error", 403: "permission_error"}
+
+
 def error_body(api: Api, status: int, message: str) -> Json:
     """An error in the shape the API's clients parse."""
     if api == "gemini":  # Google's: a code, a message, a status name
         names = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 502: "UNAVAILABLE"}
         return {"error": {"code": status, "message": message, "status": names.get(status, "INTERNAL")}}
     if api == "anthropic":
-        kind = {400: "invalid_request_error", 403: "permission_error"}.get(status, "api_error")
-        return {"type": "error", "error": {"type": kind, "message": message}}
-    kind = {400: "invalid_request_error", 403: "permission_error"}.get(status, "server_error")
+        return {"type": "error", "error": {"type": _ERROR_KINDS.get(status, "api_error"), "message": message}}
+    kind = _ERROR_KINDS.get(status, "server_error")
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
 
