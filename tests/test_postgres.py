@@ -20,7 +20,7 @@ import pytest
 from test_session_sdk import DENSE_SESSION, drive, project, reading_script
 
 import glyphpack
-from glyphpack import ConflictError, Image, Message, StoreError, Text, ToolCall, ToolResult, Workspace
+from glyphpack import ConflictError, Image, Message, RedactedThinking, StoreError, Text, ToolCall, ToolResult, Workspace
 from glyphpack._cli import main as cli_main
 from glyphpack._history.copy import copy_workspace, workspace_record
 from glyphpack._history.importers.registry import import_file
@@ -178,8 +178,12 @@ def test_a_damaged_row_is_named_and_left_as_it_is(postgres_url):
     with psycopg.connect(postgres_url, autocommit=True) as connection:
         connection.execute("UPDATE bodies SET body = '{not json'")
     with Workspace(postgres_url) as workspace:
-        with pytest.raises(StoreError, match=r"transcript c/a is damaged: .*; it was left untouched"):
+        with pytest.raises(StoreError) as damaged:
             workspace.load("c", "a")
+        assert str(damaged.value) == (
+            f"{workspace.location} transcript c/a is damaged: a stored message does not decode "
+            "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1)); it was left untouched"
+        )
         with pytest.raises(StoreError, match="is damaged"):
             workspace.save("c", "a", turn(0) + turn(1), revision=1)
     assert rows(postgres_url, "SELECT body FROM bodies") == [("{not json",), ("{not json",)]
@@ -197,6 +201,7 @@ def test_a_damaged_view_or_measured_record_is_named_by_agent_and_number(postgres
         for covers in ("u0", "a0"):
             write_view(workspace, "c", "a", StoredView(covers=covers, messages=tuple(turn(0)[:1])))
         assert [v.covers for v in read_archive(workspace, "c", "a")] == ["u0", "a0"] and read_view(workspace, "c", "a").covers == "a0"
+        assert [name for name, _ in workspace.backend.views("c", "a")] == [f"{workspace.location} view {n} of c/a" for n in (1, 2)]
         workspace.backend.put_measured("c", "a", json.dumps({"requests": [["u0", "a0"]]}).encode())
     with psycopg.connect(postgres_url, autocommit=True) as connection:
         connection.execute("UPDATE views SET document = 'not json' WHERE number = 2")
@@ -256,13 +261,16 @@ def test_images_are_stored_once_by_digest_and_come_back_byte_for_byte(postgres_u
         Message("user", (Text("look"), Image(data=png)), id="u0"),
         Message("assistant", (ToolCall("t1", "screenshot", {}),), id="a0"),
         Message("user", (ToolResult("t1", (Text("again"), Image(data=png), Image(data=other, media_type="image/jpeg"))),), id="u1"),
-        Message("assistant", "the same picture twice", id="a1"),
+        Message("assistant", (RedactedThinking("c2VjcmV0"), Text("the same picture twice")), id="a1"),
     ]
     with Workspace(postgres_url) as workspace:
         workspace.save("c", "a", history, revision=0)
         workspace.save("d", "b", [Message("user", (Image(data=png),), id="u9"), Message("assistant", "ok", id="a9")], revision=0)
     assert sorted(len(data) for (data,) in rows(postgres_url, "SELECT data FROM images")) == sorted([len(png), len(other)])
-    assert all("data" not in block for (body,) in rows(postgres_url, "SELECT body FROM bodies") for block in json.loads(body)["content"])
+    blocks = [block for (body,) in rows(postgres_url, "SELECT body FROM bodies") for block in json.loads(body)["content"]]
+    blocks += [inner for block in blocks if block["type"] == "tool_result" for inner in block["content"]]
+    assert all("data" not in block for block in blocks if block["type"] == "image")
+    assert [block["data"] for block in blocks if block["type"] == "redacted_thinking"] == ["c2VjcmV0"]  # not an image: kept in its message
     with Workspace(postgres_url) as workspace:
         assert workspace.load("c", "a").messages == tuple(history)
         assert [n.message for n in workspace.tree.nodes("c")][:4] == history
@@ -553,3 +561,150 @@ def test_conflicting_saves_raise_conflict_error_not_a_database_error(postgres_ur
         with pytest.raises(ConflictError, match="is at revision 2, not 1"):
             second.save("c", "a", turn(0) + turn(2), revision=1)
         assert second.load("c", "a").messages == tuple(turn(0) + turn(1))  # the cache sees the other host's save
+
+
+# ------------------------------------------------------------------ what the mutation runs showed no test read
+
+
+def test_a_refused_write_quotes_the_servers_first_line_or_else_names_the_error(postgres_url):
+    with Workspace(postgres_url) as workspace:
+        database = workspace.backend.database
+        refused = psycopg.errors.ReadOnlySqlTransaction("cannot execute INSERT in a read-only transaction\nCONTEXT: line 2")
+        assert str(database.damaged(refused)) == (
+            f"{workspace.location} refused a write: it is read-only (cannot execute INSERT in a read-only transaction); nothing was written"
+        )
+        silent = database.damaged(psycopg.errors.ReadOnlySqlTransaction())
+        assert str(silent) == f"{workspace.location} refused a write: it is read-only (ReadOnlySqlTransaction); nothing was written"
+
+
+def test_a_pool_that_cannot_open_says_so_after_waiting_for_it(postgres_url, monkeypatch):
+    import psycopg_pool
+
+    opened = []
+
+    def timing_out(pool, wait=False, timeout=30.0):
+        opened.append((wait, timeout))
+        raise psycopg_pool.PoolTimeout(f"pool initialization incomplete after {timeout} sec")
+
+    monkeypatch.setattr(psycopg_pool.ConnectionPool, "open", timing_out)
+    with pytest.raises(StoreError) as refused:
+        Workspace(postgres_url)
+    assert str(refused.value) == f"cannot open connections to {redacted(postgres_url)}: pool initialization incomplete after 30 sec"
+    assert opened == [(True, 30)]  # ready when it opens, or said why
+
+
+def test_a_workspace_at_an_older_schema_is_brought_up_to_date_keeping_what_it_holds(postgres_url):
+    with Workspace(postgres_url) as workspace:
+        workspace.save("c", "a", turn(0), revision=0)
+    with psycopg.connect(postgres_url, autocommit=True) as connection:  # as a glyphpack of schema 1 left it
+        connection.execute("DROP TABLE history_ends")
+        connection.execute("UPDATE glyphpack_schema SET version = 1")
+    with Workspace(postgres_url) as workspace:
+        assert workspace.load("c", "a").messages == tuple(turn(0))
+        assert workspace.save("c", "a", turn(0) + turn(1), revision=1).revision == 2
+    assert rows(postgres_url, "SELECT version FROM glyphpack_schema") == [(SCHEMA_VERSION,)]
+    assert "history_ends" in tables(postgres_url)
+
+
+def test_a_store_decodes_a_transcript_again_only_when_another_writer_moved_it(postgres_url, monkeypatch):
+    """Reading a long transcript back is megabytes: a store keeps what it last read or
+    wrote until the stored revision moves, and a save encodes only the messages it adds,
+    once each though the tree stores them too."""
+    from glyphpack._history.postgres import PostgresDatabase
+
+    decoded: list[int] = []
+    encoded: list[str] = []
+    queries: list[str] = []
+    real_decode_all, real_encoded, real_query = PostgresDatabase.decode_all, PostgresDatabase._encoded, PostgresDatabase.query
+    monkeypatch.setattr(PostgresDatabase, "decode_all", lambda db, bodies, where=None: decoded.append(len(bodies)) or real_decode_all(db, bodies, where))
+    monkeypatch.setattr(PostgresDatabase, "_encoded", staticmethod(lambda message, statements: encoded.append(message.id) or real_encoded(message, statements)))
+    monkeypatch.setattr(PostgresDatabase, "query", lambda db, sql, params=(): queries.append(sql) or real_query(db, sql, params))
+    with Workspace(postgres_url) as one, Workspace(postgres_url) as other:
+        one.save("c", "a", turn(0), revision=0)
+        assert encoded == ["u0", "a0"]
+        one.load("c", "a")
+        one.save("c", "a", turn(0) + turn(1), revision=1)
+        assert encoded == ["u0", "a0", "u1", "a1"] and decoded == []
+        queries.clear()
+        assert other.load("c", "a").messages == tuple(turn(0) + turn(1))
+        assert decoded == [4] and len(queries) == 2  # the revision, then the rows: no image query for a text-only transcript
+        other.load("c", "a")
+        assert decoded == [4]
+        other.save("c", "a", turn(0) + turn(1) + turn(2), revision=2)
+        assert one.load("c", "a").messages == tuple(turn(0) + turn(1) + turn(2)) and decoded == [4, 6]
+        one.save("c", "a", [*turn(0), Message("user", "instead", id="u9")], revision=3, replace=True)
+        assert encoded[-1:] == ["u9"]
+    with Workspace(postgres_url) as fresh:
+        assert fresh.load("c", "a").messages == (*turn(0), Message("user", "instead", id="u9"))
+
+
+def test_a_stored_transcript_left_awaiting_a_tool_result_is_damaged_and_one_of_one_message_reads_back(postgres_url):
+    history = [
+        Message("user", "list the files", id="u0"),
+        Message("assistant", (ToolCall("t1", "ls", {}),), id="a0"),
+        Message("user", (ToolResult("t1", (Text("a.py"),)),), id="u1"),
+        Message("assistant", "one file", id="a1"),
+    ]
+    with Workspace(postgres_url) as workspace:
+        workspace.save("c", "a", history, revision=0)
+        workspace.save("solo", "a", [Message("user", "only a question", id="q0")], revision=0)
+    with psycopg.connect(postgres_url, autocommit=True) as connection:  # cut after the call, as no save can
+        connection.execute("DELETE FROM transcript_messages WHERE conversation = 'c' AND position >= 2")
+        connection.execute("UPDATE transcripts SET length = 2 WHERE conversation = 'c'")
+    with Workspace(postgres_url) as workspace:
+        with pytest.raises(StoreError) as damaged:
+            workspace.load("c", "a")
+        assert str(damaged.value) == f"{workspace.location} transcript c/a is damaged: mid-turn: tool calls t1 have no results yet; it was left untouched"
+        assert workspace.load("solo", "a").messages == (Message("user", "only a question", id="q0"),)
+
+
+def test_every_write_of_a_conversation_waits_for_its_lock_and_no_other_conversations(postgres_url):
+    """Another host holding a conversation's lock holds up each write of it (a save, a
+    measured record, a view, a delete, an exclusive section), each on its own pooled
+    connection, and nothing of another conversation."""
+    import threading
+
+    with Workspace(postgres_url, pool_size=6) as workspace:
+        backend = workspace.backend
+        def turns(name: str, count: int) -> list[Message]:  # message ids are the workspace's: one set per conversation
+            return [Message(m.role, m.content, id=f"{name}-{m.id}") for n in range(count) for m in turn(n)]
+
+        for name in ("save", "measured", "view", "delete", "exclusive", "free"):
+            workspace.save(name, "a", turns(name, 1), revision=0)
+
+        def exclusive() -> None:
+            with backend.exclusive("exclusive", "a"):
+                pass
+
+        writes = {
+            "save": lambda: workspace.save("save", "a", turns("save", 2), revision=1),
+            "measured": lambda: backend.put_measured("measured", "a", b"{}"),
+            "view": lambda: backend.put_view("view", "a", b"{}"),
+            "delete": lambda: backend.delete("delete"),
+            "exclusive": exclusive,
+        }
+        done: dict[str, object] = {}
+
+        def run(name: str) -> None:
+            try:
+                writes[name]()
+                done[name] = "done"
+            except Exception as exc:  # reported by the assertion below
+                done[name] = exc
+
+        with psycopg.connect(postgres_url, autocommit=True) as other_host:
+            for name in writes:
+                other_host.execute("SELECT pg_advisory_lock(hashtextextended(current_schema() || %s, 0))", (f":glyphpack:{name}",))
+            threads = [threading.Thread(target=run, args=(name,), daemon=True) for name in writes]
+            for thread in threads:
+                thread.start()
+            time.sleep(0.3)
+            workspace.save("free", "a", turns("free", 2), revision=1)  # another conversation is not held up
+            time.sleep(0.2)
+            assert done == {}, f"these wrote through another host's lock: {done}"
+            other_host.execute("SELECT pg_advisory_unlock_all()")
+            for thread in threads:
+                thread.join(timeout=30)
+        assert done == dict.fromkeys(writes, "done")
+        assert workspace.load("save", "a").revision == 2 and workspace.backend.count_views("view", "a") == 1
+        assert workspace.backend.read("delete", "a") is None and workspace.measured("measured", "a") is not None

@@ -598,6 +598,7 @@ def test_each_store_refuses_a_bad_id_by_its_name_and_counts_its_views(workspace)
     assert _refused(lambda: workspace.backend.put_view(BAD, "a", b"{}")) == f"conversation id {BAD!r} {ID_RULE}"
     assert _refused(lambda: workspace.backend.put_view("c", BAD, b"{}")) == f"agent id {BAD!r} {ID_RULE}"
     assert _refused(lambda: workspace.delete(BAD)) in (f"conversation id {BAD!r} {ID_RULE}", f"no conversation {BAD!r} in {workspace.location}")
+    assert _refused(lambda: workspace.backend.delete(BAD)) == f"conversation id {BAD!r} {ID_RULE}"
     workspace.save("c", "a", history(1), revision=0)
     assert workspace.backend.count_views("c", "a") == 0
     for number in (1, 2):

@@ -225,10 +225,10 @@ class PostgresDatabase:
             raise StoreError(
                 f"{self.name} is {what}: nothing was written; point the workspace at the primary, or open it read_only"
             )
-        if version is not None:
-            check_schema_version(self.name, version, SCHEMA_VERSION)
-            if version == SCHEMA_VERSION:
-                return
+        if version == SCHEMA_VERSION:
+            return
+        # A newer schema is refused under the lock, before anything is written (the
+        # transaction creates nothing it does not commit).
         with connection.transaction():
             connection.execute("SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || %s, 0))", (_MIGRATION_LOCK,))
             connection.execute("CREATE TABLE IF NOT EXISTS glyphpack_schema (version INTEGER NOT NULL)")
@@ -238,9 +238,7 @@ class PostgresDatabase:
             if row is None:
                 connection.execute("INSERT INTO glyphpack_schema (version) VALUES (0)")
             for step in range(current, SCHEMA_VERSION):
-                for statement in MIGRATIONS[step].split(";"):
-                    if statement.strip():
-                        connection.execute(statement)
+                connection.execute(MIGRATIONS[step])  # several statements: no parameters, one round trip
                 connection.execute("UPDATE glyphpack_schema SET version = %s", (step + 1,))
 
     @staticmethod
@@ -344,8 +342,9 @@ class PostgresDatabase:
     def decode(self, body: str) -> Message:
         return self.decode_all([body])[0]
 
-    def decode_all(self, bodies: Sequence[str]) -> list[Message]:
-        """Messages from stored bodies, their images fetched in one query."""
+    def decode_all(self, bodies: Sequence[str], where: str | None = None) -> list[Message]:
+        """Messages from stored bodies, their images fetched in one query; a body that
+        does not decode is named by ``where`` (the transcript it belongs to)."""
         try:
             documents = [json.loads(body) for body in bodies]
             blocks = [block for document in documents for block in _image_blocks(document, stored=True)]
@@ -355,18 +354,16 @@ class PostgresDatabase:
                 block["data"] = base64.b64encode(bytes(found[block.pop("sha256")])).decode("ascii")
             return [message_from_json(document) for document in documents]
         except (ValueError, KeyError, TypeError) as exc:
-            raise StoreError(f"{self.name} is damaged: a stored message does not decode ({exc})") from None
+            raise StoreError(f"{where or self.name} is damaged: a stored message does not decode ({exc}); it was left untouched") from None
 
 
 def _image_blocks(document: Any, *, stored: bool = False) -> Iterator[dict[str, Any]]:
     """The image blocks of a message's JSON that carry bytes (``stored``: that name a
     digest instead), in its content and in its tool results' content."""
     key = "sha256" if stored else "data"
-    for block in document.get("content", ()):
-        if block.get("type") == "image" and key in block:
-            yield block
-        elif block.get("type") == "tool_result":
-            yield from (b for b in block.get("content", ()) if b.get("type") == "image" and key in b)
+    for block in document["content"]:
+        nested = block["content"] if block["type"] == "tool_result" else (block,)
+        yield from (b for b in nested if b["type"] == "image" and key in b)
 
 
 class PostgresStore:
@@ -430,9 +427,9 @@ class PostgresStore:
             raise StoreError(f"{where} is damaged: {missing} of its messages are missing; it was left untouched")
         try:
             marks = json.loads(checkpoints)
-            messages = tuple(self.database.decode_all([body for _, body in found]))
+            messages = tuple(self.database.decode_all([body for _, body in found], where))
             validate_history(messages, allow_pending=False)
-        except (ValueError, HistoryError, StoreError) as exc:
+        except (ValueError, HistoryError) as exc:
             raise StoreError(f"{where} is damaged: {exc}; it was left untouched") from None
         digests = tuple(digest for digest, _ in found)
         stored = StoredTranscript(revision, messages, marks, error)
@@ -455,7 +452,7 @@ class PostgresStore:
             while kept < min(len(old), len(stored.messages)) and old[kept] == stored.messages[kept]:
                 kept += 1
             bodies = [self.database.encode(message) for message in stored.messages[kept:]]
-            added = [hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest() for body in bodies]
+            added = [hashlib.sha256(body.encode("utf-8")).hexdigest() for body in bodies]
             digests = [*previous_digests[:kept], *added]
             statements.executemany("INSERT INTO bodies (digest, body) VALUES (?, ?) ON CONFLICT DO NOTHING", zip(added, bodies))
             if kept < len(previous_digests):
