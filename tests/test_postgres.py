@@ -99,8 +99,11 @@ def test_a_schema_from_a_newer_glyphpack_is_refused_and_left_as_it_is(postgres_u
         connection.execute("UPDATE glyphpack_schema SET version = %s", (SCHEMA_VERSION + 1,))
     before = rows(postgres_url, "SELECT * FROM transcripts")
     for read_only in (False, True):
-        with pytest.raises(StoreError, match=f"has schema version {SCHEMA_VERSION + 1}, newer than this glyphpack's {SCHEMA_VERSION}; upgrade glyphpack"):
+        with pytest.raises(StoreError) as refused:
             Workspace(postgres_url, read_only=read_only)
+        assert str(refused.value) == (
+            f"{redacted(postgres_url)} has schema version {SCHEMA_VERSION + 1}, newer than this glyphpack's {SCHEMA_VERSION}; upgrade glyphpack"
+        )
     assert rows(postgres_url, "SELECT * FROM transcripts") == before
     assert rows(postgres_url, "SELECT version FROM glyphpack_schema") == [(SCHEMA_VERSION + 1,)]
 
@@ -604,6 +607,17 @@ def test_a_workspace_at_an_older_schema_is_brought_up_to_date_keeping_what_it_ho
         assert workspace.save("c", "a", turn(0) + turn(1), revision=1).revision == 2
     assert rows(postgres_url, "SELECT version FROM glyphpack_schema") == [(SCHEMA_VERSION,)]
     assert "history_ends" in tables(postgres_url)
+
+
+def test_an_empty_schema_table_is_no_workspace_to_read_and_one_to_create(postgres_url):
+    with psycopg.connect(postgres_url, autocommit=True) as connection:  # what a crash between the two could leave
+        connection.execute("CREATE TABLE glyphpack_schema (version INTEGER NOT NULL)")
+    with pytest.raises(StoreError) as refused:
+        Workspace(postgres_url, read_only=True)
+    assert str(refused.value) == f"{redacted(postgres_url)} is not a glyphpack workspace (no glyphpack schema in it)"
+    with Workspace(postgres_url) as workspace:
+        workspace.save("c", "a", turn(0), revision=0)
+    assert rows(postgres_url, "SELECT version FROM glyphpack_schema") == [(SCHEMA_VERSION,)]
 
 
 def test_a_store_decodes_a_transcript_again_only_when_another_writer_moved_it(postgres_url, monkeypatch):

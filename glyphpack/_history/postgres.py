@@ -215,7 +215,7 @@ class PostgresDatabase:
         create or migrate it (not when read-only). Nothing is written when it refuses."""
         version = self._schema_version(connection)
         if self.read_only:
-            if version is None:
+            if not version:  # no table, or one a crash left empty: nothing to read
                 raise StoreError(f"{self.name} is not a glyphpack workspace (no glyphpack schema in it)")
             check_schema_version(self.name, version, SCHEMA_VERSION)
             return
