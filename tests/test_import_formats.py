@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import glyphpack
-from glyphpack import HistoryError, Opaque, RedactedThinking, Text, Thinking, ToolCall, import_file
+from glyphpack import HistoryError, Message, Opaque, RedactedThinking, Text, Thinking, ToolCall, import_file
 from glyphpack._history.importers.base import Usage
 from glyphpack._history.messages import title_from, validate_history
 
@@ -164,6 +164,84 @@ def test_aider_chats_turns_reasoning_output_and_tokens():
     # each call's input counts from the start of its chat; the answer holds two calls
     assert session.agents[0].usage == ((1, 2, 2400, 0, 0),)
     validate_history(messages, allow_pending=False)
+
+
+AIDER_EDGES = """\
+> Aider v0.80.0
+#### before the header \x20
+> shown between
+####and a second line, no space after the hashes
+# aider chat started at 2026-01-01 10:00:00
+
+#### first question
+    indented answer line
+second answer line
+> Tokens: 950 sent, 10 received.
+> Applied edit to b.py
+> \x20
+>
+#### second
+<thinking-content-ab12>
+  indented thought
+</thinking-content-ab12>
+  indented words
+> Tokens: 12K sent, 5 received.
+# aider chat started at 2026-01-02 10:00:00
+#### third
+answer three
+> Tokens: 1.5M sent, 1 received.
+#### fourth
+answer four
+> Tokens: 2m sent, 1 received.
+#### fifth, unanswered
+> Tokens: 3k sent, 0 received.
+"""
+
+
+def test_aider_edges_read_whole(tmp_path):
+    """What comes before the first chat header, a line typed without a space after the
+    hashes, indentation kept in answers and reasoning, a bare or blank ``>`` line, token
+    counts in every unit aider writes (and none for output after a question no answer
+    followed, or after a line that counts nothing), and two chats numbered."""
+    path = tmp_path / ".aider.chat.history.md"
+    path.write_text(AIDER_EDGES)
+    session = import_file(path)
+
+    def shown(text: str) -> Opaque:
+        return Opaque("aider-output", {"text": text})
+
+    def chat(number: int, started: str) -> Opaque:
+        return Opaque("aider-chat-start", {"chat": number, "started": started})
+
+    assert session.messages == (
+        Message("user", (shown("Aider v0.80.0"), Text("before the header"), shown("shown between"),
+                         Text("and a second line, no space after the hashes")), id="aider-0"),
+        Message("user", (chat(1, "2026-01-01 10:00:00"), Text("first question")), id="aider-1"),
+        Message("assistant", (Text("    indented answer line\nsecond answer line"),
+                              shown("Tokens: 950 sent, 10 received.\nApplied edit to b.py\n \n")), id="aider-2"),
+        Message("user", (Text("second"),), id="aider-3"),
+        Message("assistant", (Thinking("  indented thought"), Text("  indented words"), shown("Tokens: 12K sent, 5 received.")), id="aider-4"),
+        Message("user", (chat(2, "2026-01-02 10:00:00"), Text("third")), id="aider-5"),
+        Message("assistant", (Text("answer three"), shown("Tokens: 1.5M sent, 1 received.")), id="aider-6"),
+        Message("user", (Text("fourth"),), id="aider-7"),
+        Message("assistant", (Text("answer four"), shown("Tokens: 2m sent, 1 received.")), id="aider-8"),
+        Message("user", (Text("fifth, unanswered"), shown("Tokens: 3k sent, 0 received.")), id="aider-9"),
+    )  # fmt: skip
+    # each call's input counts from the start of its chat
+    assert [tuple(u) for u in session.agents[0].usage] == [(1, 2, 950, 0, 0), (1, 4, 12_000, 0, 0), (5, 6, 1_500_000, 0, 0), (5, 8, 2_000_000, 0, 0)]
+    assert [a.name for a in session.agents] == ["main"] and session.title == "before the header and a second line, no space after the hashes"
+    assert session.report.assumed == (
+        "chats are joined into one history, as aider's --restore-chat-history reads them back",
+        "aider writes each call's input rounded (1.8k sent): that rounding is the measured input",
+    )
+    only_shown = tmp_path / "shown.chat.history.md"
+    only_shown.write_text("# aider chat started at 2026-01-03 09:00:00\n> Aider v0.80.0\n")
+    assert import_file(only_shown, format="aider").messages == (
+        Message("user", (chat(1, "2026-01-03 09:00:00"), shown("Aider v0.80.0")), id="aider-0"),
+    )
+    assert import_file(only_shown, format="aider").report.assumed == (
+        "chats are joined into one history, as aider's --restore-chat-history reads them back",
+    )
 
 
 def test_aider_answer_cut_off_keeps_its_reasoning(tmp_path):

@@ -38,7 +38,7 @@ def detect(text: str) -> bool:
 
 def read(path: Path, text: str) -> ImportedSession:
     tally = Tally()
-    parser = _Parser(tally)
+    parser = _Parser()
     for line in text.splitlines():
         parser.line(line)
     parser.finish()
@@ -62,8 +62,7 @@ class _Parser:
     """Reads the file line by line into messages: runs of lines of one kind make one
     message (user) or one answer (assistant); aider's output rides on the last message."""
 
-    def __init__(self, tally: Tally) -> None:
-        self.tally = tally
+    def __init__(self) -> None:
         self.messages: list[Message] = []
         self.usage: list[Usage] = []
         self.kind: str | None = None  # "user", "assistant" or "output": the run being read
@@ -84,7 +83,7 @@ class _Parser:
             typed = _unbreak(line[4:].removeprefix(" "))
             kind = "output" if _QUESTION.search(typed) else "user"
             body = f"[answered] {typed}" if kind == "output" else typed
-        elif line == ">" or line.startswith("> ") or line.rstrip() == ">":
+        elif line.startswith("> ") or line.rstrip() == ">":
             kind, body = "output", _unbreak(line[2:])
         else:
             kind, body = "assistant", line
@@ -122,7 +121,6 @@ class _Parser:
             self.messages[-1] = self.messages[-1].with_content((*self.messages[-1].content, *self.waiting))
         elif self.waiting:
             self.messages.append(Message("user", tuple(self.waiting), id="aider-0"))
-        self.waiting = []
 
     def _add(self, role: str, blocks: list[Block]) -> None:
         content = (*self.waiting, *blocks)
