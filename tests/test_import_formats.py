@@ -93,6 +93,26 @@ def test_mini_swe_agent_calls_usage_and_the_exit_record():
     assert session.agents[0].usage == ((0, 2, 1482, 0, 0), (0, 4, 2210, 0, 0))
 
 
+@pytest.mark.parametrize(
+    ("document", "detected"),
+    [
+        ({"trajectory_format": "mini-swe-agent-1", "messages": []}, True),
+        ({"trajectory_format": "swe-agent", "messages": []}, False),
+        ({"info": {"mini_version": "1.0"}, "messages": []}, True),
+        ({"info": {"exit_status": "Submitted"}, "messages": []}, True),
+        ({"info": {"model_stats": {}}, "messages": []}, True),
+        ({"info": {"version": "1.0"}, "messages": []}, False),
+        ({"info": ["mini_version"], "messages": []}, False),
+        ({"info": {"mini_version": "1.0"}, "messages": {}}, False),
+        ({"messages": []}, False),
+    ],
+)
+def test_mini_swe_agent_is_told_by_its_format_or_by_one_of_its_info_keys(document, detected):
+    from glyphpack._history.importers import mini_swe_agent
+
+    assert mini_swe_agent.detect(document) is detected
+
+
 def test_mini_swe_agent_exit_after_an_answered_call_is_a_last_user_message(tmp_path):
     document = json.loads((DATA / "mini-swe-agent-synthetic.traj.json").read_text())
     document["messages"][4:5] = []  # the exit now follows a tool result
