@@ -37,6 +37,11 @@ def turn(n: int) -> list[Message]:
     return [Message("user", f"question {n}", id=f"u{n}"), Message("assistant", f"answer {n}", id=f"a{n}")]
 
 
+def turns(conversation: str, count: int) -> list[Message]:
+    """``count`` turns with ids of their own: a message id names one message in the whole workspace."""
+    return [Message(m.role, m.content, id=f"{conversation}-{m.id}") for n in range(count) for m in turn(n)]
+
+
 def rows(url: str, sql: str) -> list[tuple]:
     with psycopg.connect(url, autocommit=True) as connection:
         return connection.execute(sql).fetchall()
@@ -680,9 +685,6 @@ def test_every_write_of_a_conversation_waits_for_its_lock_and_no_other_conversat
 
     with Workspace(postgres_url, pool_size=6) as workspace:
         backend = workspace.backend
-        def turns(name: str, count: int) -> list[Message]:  # message ids are the workspace's: one set per conversation
-            return [Message(m.role, m.content, id=f"{name}-{m.id}") for n in range(count) for m in turn(n)]
-
         for name in ("save", "measured", "view", "delete", "exclusive", "free"):
             workspace.save(name, "a", turns(name, 1), revision=0)
 
