@@ -15,7 +15,7 @@ from glyphpack._compaction.ladder import compact, shake, should_compact
 from glyphpack._compaction.recovery import parse_overflow, recover, request_bytes
 from glyphpack._compaction.rungs import drop_images, elide
 from glyphpack._compaction.snapshot import SNAPSHOT_RESULT_CAP, priced_header, serialize_message, snapshot
-from glyphpack._compaction.summarize import summarize
+from glyphpack._compaction.summarize import Sent, summarize
 from glyphpack._history.messages import Message, Text, ToolCall, turn_boundaries, validate_history
 from glyphpack._providers.resolve import resolve
 from glyphpack._render.fonts import load_atlas
@@ -841,3 +841,27 @@ def test_old_reasoning_items_are_the_first_thing_left_out_and_the_newest_stays()
     # A history without reasoning sent back: the rung is passed over, without a report.
     plain = compact(history[:1], "gpt-5.4", 1, policy=CompactionPolicy(rungs=("reasoning drop", "elision")))
     assert [r.rung for r in plain.report.rungs] == ["elision"]
+
+
+@pytest.mark.parametrize("where", ["fn", "continues"])
+def test_a_summarizer_that_raises_leaves_the_view_as_the_cheaper_rungs_left_it_and_says_why(where):
+    """A summary is a side request: a provider's 429 or a bug in the caller's function is
+    the rung's failure, reported, not the request's (the proxy answered 500 on every
+    request from the threshold on). A summarizer whose window is too small is still the
+    caller's error, raised."""
+    history = generate_session(50_000, seed=1)
+    free = compact(history, CLAUDE, 3_000, policy=CompactionPolicy(rungs=("elision", "image drop")))
+
+    def refused(*args):
+        raise RuntimeError("429 Too Many Requests\nretry later")
+
+    ok = lambda *args: "summary"
+    summarizer = Summarizer(refused if where == "fn" else ok, continues=refused if where == "continues" else None)
+    sent = Sent(tuple(history))
+    policy = CompactionPolicy(rungs=("elision", "image drop", "summarization"))
+    result = compact(history, CLAUDE, 3_000, summarizer=summarizer, policy=policy, sent=sent)
+    what = "the summary request" if where == "fn" else "the summary request that continues the conversation"
+    assert result.report.rung("summarization").skipped == f"{what} failed: RuntimeError: 429 Too Many Requests"
+    assert result.view == free.view and not result.report.fits
+    with pytest.raises(glyphpack.CompactionError, match="a summarizer window of 300 tokens leaves no room for the transcript"):
+        compact(history, CLAUDE, 3_000, summarizer=Summarizer(ok, window=300), policy=policy)

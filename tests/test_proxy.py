@@ -646,6 +646,47 @@ def test_an_sdk_loop_through_the_proxy_is_compacted_at_the_threshold_and_every_r
     assert len(drawn) == 1
 
 
+@pytest.mark.parametrize(
+    ("api", "fault"),
+    [
+        ("anthropic", "429"),
+        pytest.param("anthropic", "529", marks=pytest.mark.slow),
+        pytest.param("openai-chat", "401", marks=pytest.mark.slow),
+        pytest.param("openai-responses", "garbage", marks=pytest.mark.slow),
+        pytest.param("gemini", "429", marks=pytest.mark.slow),
+    ],
+)
+def test_a_refused_summary_request_never_fails_the_clients_request(
+    workspace: Workspace, api: str, fault: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The upstream refuses every summary the proxy asks for itself (429, 529, 401, or an
+    answer that is not JSON): each client request still goes, as the free rungs and the
+    pages leave it, and is answered; no 500, no traceback. Gemini's client sends its key
+    in the query, where the summary request carries it too."""
+    model = FakeModel(_script(14), summary_faults={0: fault})
+    with FakeUpstream(model) as upstream, _serve(workspace, upstream) as proxy:
+        harness = Harness(api, proxy.url, stream=False)
+        if api == "gemini":  # the key in the query, as Gemini CLI's API-key mode may send it
+            from google import genai
+
+            harness.client = genai.Client(api_key=API_KEY, http_options={"base_url": proxy.url, "retry_options": {"attempts": 1}})
+        assert harness.run() == "auth failed first, at 10:00:03."
+    summaries = [status for status, body in zip(model.statuses, model.requests) if summary_prompt(body) is not None]
+    agent = [status for status, body in zip(model.statuses, model.requests) if summary_prompt(body) is None]
+    assert agent == [200] * 15 and model.summaries == len(summaries)
+    if api != "gemini":  # Gemini's pages are cheap enough that no summary is asked for
+        assert summaries and set(summaries) == ({200} if fault == "garbage" else {int(fault)})
+    # Recorded and compacted all the same: every forwarded request under the threshold, the
+    # client's whole history in the transcript.
+    assert max(count_tokens(body) for body in model.requests if summary_prompt(body) is None) < SETTINGS.threshold  # type: ignore[operator]
+    ((conversation, agent_name),) = workspace.transcripts()
+    system = {"system": "You are terse."} if api == "anthropic" else {"systemInstruction": {"parts": [{"text": "You are terse."}]}} if api == "gemini" else {}
+    theirs = history_of(api, {"model": "m", provider_api(api).request_key: harness.history, **system})
+    assert digests(workspace.load(conversation, agent_name).messages) == digests(theirs)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "not recorded" not in err and API_KEY not in err
+
+
 class BalancedHarness(Harness):
     """The same loop behind a load balancer: each request goes to the next of several proxies."""
 

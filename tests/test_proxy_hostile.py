@@ -148,7 +148,7 @@ def test_summaries_are_asked_within_the_window_the_proxy_was_told(tmp_path: Path
     with Workspace(tmp_path) as workspace:
         for told, expected in ((60_000, 60_000), (None, 200_000)):
             proxy = Proxy(Recorder(workspace, ProxySettings(context_window=told)), "http://127.0.0.1:9")
-            summarizer = proxy._summarizer("anthropic", {"model": "claude-sonnet-4-5"}, SimpleNamespace(headers={}, url=SimpleNamespace(path="/v1/messages")))  # type: ignore[arg-type]
+            summarizer = proxy._summarizer("anthropic", {"model": "claude-sonnet-4-5"}, SimpleNamespace(headers={}, query_params={}, url=SimpleNamespace(path="/v1/messages")))  # type: ignore[arg-type]
             assert summarizer is not None and summarizer.window == expected
 
 

@@ -28,7 +28,7 @@ from .cost import CostModel
 from .results import Compaction, CompactionPolicy, LadderReport, RungReport, RungResult
 from .rungs import cap_images, drop_images, drop_reasoning, elide
 from .snapshot import snapshot
-from .summarize import Sent, Summarizer, as_summarizer, summarize, summarize_then_page
+from .summarize import Sent, Summarizer, SummarizerFailed, as_summarizer, summarize, summarize_then_page
 
 if TYPE_CHECKING:
     from .._render.render import Page
@@ -58,14 +58,22 @@ class Climb:
 
 def _summarization(view: Sequence[Message], context: Climb) -> RungResult:
     if context.summarizer is None:
-        tokens = context.cost.history(view)
-        return RungResult(tuple(view), RungReport(rung="summarization", tokens_before=tokens, tokens_after=tokens, skipped="no summarizer supplied"))
-    if context.pages and context.policy.summary_pages and not any(m.images for m in view if m.id.startswith("snapshot-")):
-        # No snapshot in the view: the whole middle did not fit as pages. Page what does.
-        both = summarize_then_page(view, context.cost, context.budget, context.summarizer, context.policy, context.sent)
-        if both is not None:
-            return both
-    return summarize(view, context.cost, context.budget, context.summarizer, context.policy.tail_for(context.budget), context.sent)
+        return _unchanged(view, context, "no summarizer supplied")
+    try:
+        if context.pages and context.policy.summary_pages and not any(m.images for m in view if m.id.startswith("snapshot-")):
+            # No snapshot in the view: the whole middle did not fit as pages. Page what does.
+            both = summarize_then_page(view, context.cost, context.budget, context.summarizer, context.policy, context.sent)
+            if both is not None:
+                return both
+        return summarize(view, context.cost, context.budget, context.summarizer, context.policy.tail_for(context.budget), context.sent)
+    except SummarizerFailed as failed:
+        # A side request: the view stays as the cheaper rungs left it, and the report says why.
+        return _unchanged(view, context, str(failed))
+
+
+def _unchanged(view: Sequence[Message], context: Climb, why: str) -> RungResult:
+    tokens = context.cost.history(view)
+    return RungResult(tuple(view), RungReport(rung="summarization", tokens_before=tokens, tokens_after=tokens, skipped=why))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -68,6 +68,23 @@ class Summarizer:
     continues: Callable[[Sent, str], str] | None = None
 
 
+class SummarizerFailed(CompactionError):
+    """The summarizer's own call failed (a provider's 429, 529 or 401, a network error, an
+    answer with no text, a bug in a caller's function): the summarization rung is then
+    reported skipped, and the request goes as the cheaper rungs left it. A summary is a
+    side request: its failure must never fail the request it serves."""
+
+
+def _asked(ask: Callable[[], str], what: str) -> str:
+    """``ask()``'s summary; any exception it raises as ``SummarizerFailed`` naming its
+    type and the start of its message (never a traceback through the caller's request)."""
+    try:
+        return ask()
+    except Exception as exc:  # a caller's function or an SDK: whatever it raises, the request goes on
+        detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        raise SummarizerFailed(f"{what} failed: {type(exc).__name__}" + (f": {detail}" if detail else "")) from exc
+
+
 @runtime_checkable
 class Billed(Protocol):
     """A summarizer function that counts what its provider billed (``sdk_summarizer``'s)."""
@@ -205,7 +222,8 @@ def continued_summary(messages: Sequence[Message], head: int, t: int, cost: Cost
     tokens = cost.history(sent.messages) + cost.estimator.overhead + cost.text(instruction) + SUMMARIZER_PROMPT_SLACK
     if tokens + summarizer.output_reserve > summarizer.window:
         return None
-    summary = summarizer.continues(sent, instruction).strip()
+    continues = summarizer.continues
+    summary = _asked(lambda: continues(sent, instruction), "the summary request that continues the conversation").strip()
     return summary or None
 
 
@@ -232,7 +250,8 @@ def _summarized(
     for _ in range(SUMMARY_MAX_LEVELS if continued is None else 0):
         summaries = []
         for chunk in chunks(texts, cost, limit):
-            summaries.append(summarizer.fn(summarizer.instructions + chunk))
+            prompt = summarizer.instructions + chunk
+            summaries.append(_asked(lambda: summarizer.fn(prompt), "the summary request"))  # noqa: B023 (called at once)
             calls += 1
         texts = [s.strip() + "\n" for s in summaries]
         if len(texts) == 1 or cost.text("".join(texts)) <= allowance:

@@ -27,10 +27,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .._compaction.sdk_summary import SUMMARY_OUTPUT_TOKENS, sdk_summarizer
+from .._compaction.sdk_summary import SUMMARY_OUTPUT_TOKENS
 from .._compaction.summarize import Sent, Summarizer
-from .._errors import GlyphpackError, UsageError
+from .._errors import CompactionError, GlyphpackError, UsageError
 from .._history.apis import provider_api
+from .._history.apis.gemini import to_rest
 from .._history.codec import json_bytes
 from .._history.messages import Message, Text
 from .._history.recall import recall_tool
@@ -68,55 +69,95 @@ _SUMMARY_HEADERS = ("x-api-key", "authorization", "anthropic-version", "anthropi
 
 class UpstreamSummary:
     """``fn`` of the proxy's ``Summarizer``: a summary asked of ``model`` through the
-    proxy's own upstream, with the caller's credentials (the proxy holds none). The SDK
-    client is made on the first call: most requests never summarize.
+    proxy's own upstream, with the caller's credentials in the form the caller sent them
+    (its headers, or Gemini's ``?key=``; the proxy holds none), by the proxy's own HTTP
+    client: no provider SDK is needed, so the ``proxy`` extra serves every API.
+
+    Any failure (a status other than 200, a transport error, an answer with no text) is
+    raised, and the ladder reports the summarization rung skipped: the client's request
+    goes as the cheaper rungs left it, or gets the provider's own error, never a 500.
 
     With the client's request (``body``, sent to ``path``), ``continued`` asks it of the
     request's own model by continuing the conversation as the upstream last received it
     (``Summarizer.continues``): the client's body with the instruction added at its end,
     so the provider reads the rest from its prompt cache."""
 
-    def __init__(self, upstream: str, api: Api, model: str, headers: Mapping[str, str], body: Json | None = None, path: str = ""):
+    def __init__(
+        self, upstream: str, api: Api, model: str, headers: Mapping[str, str], body: Json | None = None, path: str = "",
+        query: Mapping[str, str] | None = None, transport: httpx.BaseTransport | None = None,
+    ):
         self.upstream, self.api, self.model = upstream, api, model
         self.headers = {k: v for k, v in headers.items() if k.lower() in _SUMMARY_HEADERS}
+        # The caller's credential in the query (Gemini's ``?key=``) goes where it came.
+        self.query = {k: v for k, v in (query or {}).items() if k.lower() in _SUMMARY_QUERY}
         self.body, self.path = body, path
-        self._fn: Callable[[str], str] | None = None
+        self.transport = transport
+        self.calls = 0
+        self.billed_input = 0
+        self.billed_output = 0
 
     def continued(self, sent: Sent, instruction: str) -> str:
         """The summary from one request that continues the conversation ("" when the
-        upstream refuses it or answers without text: the text prompt is used then)."""
+        upstream finds the request malformed (400) or answers without text: the text
+        prompt is used then); any other refusal is raised, as ``__call__`` raises it."""
         if self.body is None:
             return ""
         request = continued_request(self.api, self.body, sent, instruction, self.model)
-        try:
-            with httpx.Client(timeout=TIMEOUT) as client:
-                response = client.post(self.upstream + self.path, json=request, headers={**self.headers, "accept-encoding": "identity"})
-            data = response.json() if response.status_code == 200 else None
-            return provider_api(self.api).parse(data).message.text if isinstance(data, dict) else ""
-        except (httpx.HTTPError, ValueError, GlyphpackError) as exc:
-            print(f"glyphpack proxy: the summary that continues the conversation failed ({type(exc).__name__}); summarizing the text instead", file=sys.stderr)
-            return ""
+        return self._ask(self.path, request, malformed="")
 
     def __call__(self, prompt: str) -> str:
-        if self._fn is None:
-            self._fn = sdk_summarizer(self._client(), self.model, api=self.api).fn
-        return self._fn(prompt)
+        build = provider_api(self.api)
+        request = build.build(self.model, (Message("user", (Text(prompt),)),), 0, resolve(self.model))
+        if self.api == "gemini":  # the REST form: the model in the path, camelCase, the cap in generationConfig
+            request = {"contents": to_rest(request["contents"]), "generationConfig": {"maxOutputTokens": SUMMARY_OUTPUT_TOKENS}}
+        else:
+            request.update(build.reply_limit(SUMMARY_OUTPUT_TOKENS))
+        text = self._ask(self._summary_path(), request)
+        if not text.strip():
+            raise CompactionError(f"{self.model} answered a summary request with no text")
+        return text
 
-    def _client(self) -> Any:
-        token = self.headers.get("authorization", "").removeprefix("Bearer ").strip()
+    def _summary_path(self) -> str:
+        """Where a summary request goes: the client's own endpoint for its API (so an
+        upstream URL with or without ``/v1`` works as the client's did), with the
+        summarizing model in a Gemini path and a method that answers whole."""
         if self.api == "gemini":
-            from google import genai
+            version = self.path.split("/models/", 1)[0] if "/models/" in self.path else "/v1beta"
+            return f"{version}/models/{self.model}:generateContent"
+        return self.path or SIDE_PATHS[self.api]
 
-            google_key = self.headers.get("x-goog-api-key") or token or "unused"
-            return genai.Client(api_key=google_key, http_options={"base_url": self.upstream, "headers": self.headers})
-        if self.api == "anthropic":
-            import anthropic
+    def _ask(self, path: str, request: Json, malformed: str | None = None) -> str:
+        """The answer's text to ``request`` at ``path``; a refusal or a transport error
+        raised with the status and the provider's words (no credential among them), but
+        a 400 answered with ``malformed`` when it is given."""
+        try:
+            with httpx.Client(timeout=TIMEOUT, transport=self.transport) as client:
+                response = client.post(self.upstream + path, json=request, params=self.query, headers={**self.headers, "accept-encoding": "identity"})
+        except httpx.HTTPError as exc:
+            raise CompactionError(f"the upstream failed: {type(exc).__name__}") from None
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if response.status_code == 400 and malformed is not None:
+            return malformed
+        if response.status_code != 200 or not isinstance(data, dict):
+            message = _error_message(data if isinstance(data, dict) else None) or "no JSON error"
+            raise CompactionError(f"the upstream answered {response.status_code}: {scrubbed(message, self.upstream)[:200]}")
+        try:
+            reply = provider_api(self.api).parse(data)
+        except GlyphpackError as exc:
+            raise CompactionError(f"the upstream's answer could not be read: {exc}") from None
+        self.calls += 1
+        self.billed_input += reply.input_tokens or 0
+        self.billed_output += reply.output_tokens or 0
+        return reply.message.text
 
-            key = self.headers.get("x-api-key")
-            return anthropic.Anthropic(base_url=self.upstream, api_key=key, auth_token=None if key else token or None, default_headers=self.headers, max_retries=2)
-        import openai
 
-        return openai.OpenAI(base_url=f"{self.upstream}/v1", api_key=token or "unused", default_headers=self.headers, max_retries=2)
+#: Where a summary request goes when the client's request named no path.
+SIDE_PATHS: dict[Api, str] = {"anthropic": "/v1/messages", "openai-chat": "/v1/chat/completions", "openai-responses": "/v1/responses", "gemini": ""}
+#: The caller's query parameters a summary request carries (its credential, when it came there).
+_SUMMARY_QUERY = ("key", "api-version")
 
 
 def continued_request(api: Api, body: Json, sent: Sent, instruction: str, model: str) -> Json:
@@ -202,6 +243,9 @@ class Proxy:
         self.upstream = upstream_url(upstream)
         self.summarizer = summarizer
         self._transport = transport
+        # The proxy's own side requests (summaries) are made from worker threads, synchronously:
+        # a transport given for tests serves them too when it can (httpx.MockTransport does).
+        self._side_transport = transport if isinstance(transport, httpx.BaseTransport) else None
         self._client: httpx.AsyncClient | None = None
         routes = [
             Route("/v1/messages", self._endpoint("anthropic"), methods=["POST"]),
@@ -354,7 +398,10 @@ class Proxy:
         known = self.recorder.settings.context_window
         if known is not None:  # the upstream's window, as the proxy was told it: no summary request is larger
             window = min(window, known)
-        fn = UpstreamSummary(self.upstream, api, chosen, request.headers, body if isinstance(body, dict) else None, request.url.path)
+        fn = UpstreamSummary(
+            self.upstream, api, chosen, request.headers, body if isinstance(body, dict) else None, request.url.path, request.query_params,
+            self._side_transport,
+        )
         # The request's own model continues the conversation it is in (a prompt-cache
         # read); another model gets the text.
         continues = fn.continued if chosen == model and api != "gemini" else None

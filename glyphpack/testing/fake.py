@@ -147,12 +147,19 @@ def _read_refs(turn: Turn, body: Json, api: str) -> tuple[Turn, str | None]:
 class FakeModel:
     """The model behind every fake API: answers ``script`` in order (the last turn
     repeats), rejects requests over ``limit`` tokens, and injects ``faults`` by request
-    number (1-based): ``"413"``, ``"429"``, ``"overflow"`` (a "too long" 400 whatever
-    the size)."""
+    number (1-based): ``"413"``, ``"429"``, ``"529"`` (overloaded), ``"401"`` (a key
+    refused), ``"overflow"`` (a "too long" 400 whatever the size).
+
+    ``summary_faults`` injects the same faults (and ``"garbage"``: a 200 whose body is
+    not JSON; ``"empty"``: an answer with no text) into summary requests alone, by their
+    own number (1-based; 0: every one): a provider refuses a side request as readily as
+    any other."""
 
     script: list[Turn]
     limit: int = 1_000_000
     faults: dict[int, str] = dataclasses.field(default_factory=dict)
+    summary_faults: dict[int, str] = dataclasses.field(default_factory=dict)
+    summaries: int = 0  # summary requests received
     requests: list[Json] = dataclasses.field(default_factory=list)  # every body received, in order
     statuses: list[int] = dataclasses.field(default_factory=list)
     signed: dict[str, str] = dataclasses.field(default_factory=dict)  # Gemini call id -> the signature it issued
@@ -188,8 +195,17 @@ class FakeModel:
 
     def _respond(self, api: str, body: Json, number: int, path: str = "") -> httpx.Response:
         fault = self.faults.get(number)
+        if summary_prompt(body) is not None:
+            self.summaries += 1
+            fault = self.summary_faults.get(self.summaries) or self.summary_faults.get(0) or fault
+            if fault == "garbage":
+                return http().Response(200, content=b"<html>upstream busy</html>", headers={"content-type": "text/html"})
+            if fault == "empty":
+                return http().Response(200, json=answer_body(api, Turn(text=""), number, count_tokens(body)))
         if fault == "429":
             return error_response(api, 429, "rate_limit", headers={"retry-after-ms": "1", "retry-after": "0"})
+        if fault in ("529", "401"):
+            return error_response(api, int(fault), "overloaded" if fault == "529" else "key")
         if fault == "413":
             return error_response(api, 413, "bytes")
         check = {"anthropic": _check_anthropic, "openai-chat": _check_chat, "openai-responses": _check_responses, "gemini": _check_gemini}
@@ -456,15 +472,22 @@ def error_response(api: str, status: int, kind: str, *, message: str = "", token
         message = "Request exceeds the maximum allowed number of bytes." if api == "anthropic" else "Request Entity Too Large"
     elif kind == "rate_limit":
         message = "Rate limit reached for requests. Please try again in 1ms."
+    elif kind == "overloaded":
+        message = "Overloaded"
+    elif kind == "key":
+        message = "invalid x-api-key" if api == "anthropic" else "Incorrect API key provided: sk-***. You can find your API key at your account page."
     if api == "anthropic":
-        error_type = {"too_long": "invalid_request_error", "invalid": "invalid_request_error", "bytes": "request_too_large", "rate_limit": "rate_limit_error"}[kind]
+        error_type = {"too_long": "invalid_request_error", "invalid": "invalid_request_error", "bytes": "request_too_large", "rate_limit": "rate_limit_error",
+                      "overloaded": "overloaded_error", "key": "authentication_error"}[kind]
         body: Json = {"type": "error", "error": {"type": error_type, "message": message}}
     elif api == "gemini":
-        state = {400: "INVALID_ARGUMENT", 413: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED"}[status]
+        state = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 413: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED", 529: "UNAVAILABLE"}[status]
         body = {"error": {"code": status, "message": message, "status": state}}
     else:
-        code = {"too_long": "context_length_exceeded", "invalid": None, "bytes": None, "rate_limit": "rate_limit_exceeded"}[kind]
-        body = {"error": {"message": message, "type": "invalid_request_error" if status == 400 else "requests", "param": None, "code": code}}
+        code = {"too_long": "context_length_exceeded", "invalid": None, "bytes": None, "rate_limit": "rate_limit_exceeded", "overloaded": None,
+                "key": "invalid_api_key"}[kind]
+        error_type = "invalid_request_error" if status in (400, 401) else "server_error" if status == 529 else "requests"
+        body = {"error": {"message": message, "type": error_type, "param": None, "code": code}}
     return http().Response(status, json=body, headers=headers or {})
 
 
@@ -580,6 +603,8 @@ class FakeUpstream:
         #: Each POST's headers as sent, repeats included (``headers`` keeps the last of a name).
         self.raw_headers: list[list[tuple[str, str]]] = []
         self.paths: list[str] = []
+        #: Each POST's query string ("" for none): Gemini's clients may send their key there.
+        self.queries: list[str] = []
         upstream = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -610,12 +635,14 @@ class FakeUpstream:
         self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # Polled often: a test that closes it waits for the next poll (0.5 s by default).
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self.thread.start()
 
     def _answer(self, handler: Any) -> None:
-        path = handler.path.split("?")[0]
+        path, _, query = handler.path.partition("?")
         self.paths.append(path)
+        self.queries.append(query)
         self.headers.append({k.lower(): v for k, v in handler.headers.items()})
         self.raw_headers.append([(k.lower(), v) for k, v in handler.headers.items()])
         length = int(handler.headers.get("content-length") or 0)
