@@ -31,8 +31,8 @@ LoadState = Literal["empty", "answered", "unanswered"]
 #: What pages must keep readable for their reader: every character, the gist, or
 #: nothing asked ("dense": the densest shape, 5x8, whatever the reader).
 Fidelity = Literal["exact", "gist", "dense"]
-#: The compaction ladder's rungs, cheapest first.
-Rung = Literal["reasoning drop", "elision", "image drop", "snapshot", "summarization"]
+#: The compaction ladder's rungs, cheapest first, then the last resort (the newest results cut to their ends).
+Rung = Literal["reasoning drop", "elision", "image drop", "snapshot", "summarization", "tail cut"]
 
 ROLES: tuple[Role, ...] = get_args(Role)
 LAYOUTS: tuple[Layout, ...] = get_args(Layout)

@@ -686,8 +686,8 @@ def test_the_ladder_is_one_tuple_in_one_order():
     from glyphpack._session.session import SESSION_RUNGS
     from glyphpack._types import RUNGS
 
-    assert tuple(step.rung for step in LADDER) == RUNGS == ("reasoning drop", "elision", "image drop", "snapshot", "summarization")
-    assert SESSION_RUNGS == ("reasoning drop", "image drop", "snapshot", "summarization")
+    assert tuple(step.rung for step in LADDER) == RUNGS == ("reasoning drop", "elision", "image drop", "snapshot", "summarization", "tail cut")
+    assert SESSION_RUNGS == ("reasoning drop", "image drop", "snapshot", "summarization", "tail cut")
     assert CompactionPolicy(rungs=("image drop", "summarization")).rungs == ("image drop", "summarization")
     for refused in (("snapshot", "elision"), ("elision", "elision"), ("summarization", "image drop")):
         with pytest.raises(glyphpack.UsageError, match="cheapest first"):

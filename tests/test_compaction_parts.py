@@ -639,7 +639,7 @@ def test_dropped_images_become_stubs_numbered_in_their_message_with_their_refs()
     [
         ({"fidelity": "sharp"}, "fidelity must be one of exact, gist, dense, not 'sharp'"),
         ({"rungs": ("snapshot", "elision")}, "rungs ('snapshot', 'elision'): the ladder runs each rung once, cheapest first "
-         "(reasoning drop, elision, image drop, snapshot, summarization); give them in that order"),
+         "(reasoning drop, elision, image drop, snapshot, summarization, tail cut); give them in that order"),
         ({"summary_pages": 1}, "summary_pages must be True or False, not 1"),
         ({"protect_turns": -1}, "protect_turns must be a non-negative int, not -1"),
         ({"protect_turns": 1.5}, "protect_turns must be a non-negative int, not 1.5"),
@@ -920,3 +920,68 @@ def test_cutting_a_huge_text_ends_when_an_exact_tokenizers_pieces_count_less_tha
 
     squared = CostModel(COST.profile, tokenizer=lambda text: len(text) ** 2)  # 100 for the whole, 1 a character
     assert chunks(["abcdefghij"], squared, 10) == list("abcdefghij")  # hung on an empty remainder before
+
+
+def _tool_rounds(lengths: list[int]) -> list[Message]:
+    """A task, then one round per length: a call and a result of that many characters
+    (each its own letter, so a cut shows which end it kept)."""
+    out = [Message("system", (Text("be terse"),)), Message("user", (Text("the task " * 50),))]
+    for n, length in enumerate(lengths):
+        letter = "abcdefghijklmnop"[n]
+        out += [Message("assistant", (ToolCall(f"c{n}", "read", {"path": f"{n}.txt"}),)),
+                Message("tool", (ToolResult(f"c{n}", (Text(letter * (length // 2) + "|" + letter.upper() * (length - length // 2 - 1)),)),))]
+    return out
+
+
+def test_the_tail_cut_cuts_the_fewest_oldest_results_and_the_last_of_them_to_the_widest_ends_that_fit():
+    from glyphpack._compaction.cut import TAIL_CUT_MIN_END, cut_tail
+    from glyphpack._history.recall import cut_to_ends
+
+    history = _tool_rounds([8_000, 8_000, 8_000, 8_000])
+    whole = COST.history(history)
+    one_cut = COST.history([*history[:3], history[3].with_content((ToolResult("c0", (Text(cut_to_ends(history[3].text, TAIL_CUT_MIN_END, "c0")),)),)), *history[4:]])
+    # a budget one token under what cutting the oldest alone to the least ends leaves: two are cut
+    for budget, count in ((whole, 0), (one_cut, 1), (one_cut - 1, 2)):
+        result = cut_tail(history, COST, budget)
+        assert COST.history(result.view) <= budget and result.view[:2] == tuple(history[:2])  # the head never
+        cut = [m.tool_results[0].call_id for m in result.view if m.tool_results and "chars cut by glyphpack" in m.text]
+        assert cut == [f"c{n}" for n in range(count)], (budget, cut)
+        assert result.report.results_cut == count and (result.report.skipped == "the view fits") == (count == 0)
+        if count:
+            last = result.view[1 + 2 * count].tool_results[0].text
+            keep = result.report.result_cap
+            assert last == cut_to_ends(history[1 + 2 * count].tool_results[0].text, keep, f"c{count - 1}")
+            assert keep >= TAIL_CUT_MIN_END and COST.history(cut_tail(history, COST, budget).view) <= budget
+            wider = [*result.view[: 1 + 2 * count], result.view[1 + 2 * count].with_content(
+                (ToolResult(f"c{count - 1}", (Text(cut_to_ends(history[1 + 2 * count].text, keep + 1, f"c{count - 1}")),)),)), *result.view[2 + 2 * count :]]
+            assert COST.history(wider) > budget  # one more character each end would not fit
+    assert "(the newest of them to" in result.report.details
+
+
+def test_the_tail_cut_elides_everything_after_the_task_when_cutting_is_not_enough_and_says_when_nothing_is_left():
+    from glyphpack._compaction.cut import cut_tail
+
+    shot = Image("image/png", png(300, 200))
+    history = [*_tool_rounds([4_000, 4_000]), Message("user", (Text("look"), shot))]
+    head = COST.history(history[:2])
+    result = cut_tail(history, COST, head + 60)
+    assert result.view[:2] == tuple(history[:2]) and not any(m.images for m in result.view)
+    assert [r.text.startswith(ELIDED_MARK) for m in result.view for r in m.tool_results] == [True, True]
+    assert result.report.changed == 3 and result.report.result_cap == 0 and "elided and images dropped" in result.report.details
+    bare = [Message("user", (Text("the task " * 500),))]
+    assert cut_tail(bare, COST, 10).report.skipped == "nothing after the task to cut"
+
+
+def test_compact_refuses_a_limit_under_its_budget_and_a_proactive_target_is_not_met_by_the_tail_cut():
+    from glyphpack import CompactionError
+    from glyphpack._compaction.ladder import compact
+
+    history = _tool_rounds([8_000] * 4)
+    with pytest.raises(CompactionError, match=r"limit must be a number of tokens at least the budget \(5,000\), not 4999"):
+        compact(history, "claude-sonnet-4-5", 5_000, limit=4_999)
+    free = CompactionPolicy(rungs=("elision", "tail cut"))
+    whole = COST.history(history)
+    aimed = compact(history, "claude-sonnet-4-5", whole // 4, policy=free, limit=whole // 2)
+    assert not aimed.report.fits and whole // 4 < COST.history(aimed.view) <= whole // 2  # cut to the limit, not the wish
+    met = compact(history, "claude-sonnet-4-5", whole // 4, policy=free)
+    assert met.report.fits

@@ -77,16 +77,33 @@ def test_a_too_long_request_is_retried_once_smaller_and_keeps_its_rounds(tmp_pat
                                        "neither dropping images nor eliding old tool results made it smaller\n")
 
 
-def test_a_retry_that_would_be_the_refused_request_again_is_not_sent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Without a summarizer the proactive compaction of these long results does not
-    fit, and "too long" left the ladder nothing more to take: the proxy sent the very
-    request the provider had just refused (the provider refuses it again; the client
-    gets that error a round trip later)."""
+def test_without_a_summarizer_too_long_is_retried_with_the_newest_results_cut_behind_their_refs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without a summarizer the proactive compaction of these long results does not fit,
+    and "too long" left the ladder nothing more to take: the proxy sent the very request
+    the provider had just refused, then gave up. The tail cut takes the newest results
+    to their ends, each naming the ref that brings it back, and the retry fits."""
     recorder = Recorder(Workspace(tmp_path), SETTINGS)
     _, exchange = _until_compacted(recorder)
+    rejection = _too_long(exchange.forwarded)
+    retry = recorder.recover(exchange, 400, rejection)
+    assert retry is not None and count_tokens(retry.forwarded) < count_tokens(exchange.forwarded) - 1  # the provider's limit
+    assert exchange.session is not None and exchange.session.last_compaction is not None
+    cut = exchange.session.last_compaction.report.rung("tail cut")
+    assert cut is not None and cut.skipped is None and cut.changed > 0, exchange.session.last_compaction.report.lines()
+    results = [b for m in retry.forwarded["messages"] if isinstance(m["content"], list) for b in m["content"] if b["type"] == "tool_result"]
+    texts = [b["content"] if isinstance(b["content"], str) else b["content"][0]["text"] for b in results]
+    cut = ["chars cut by glyphpack; ref " in text for text in texts]
+    assert cut[0] and not cut[-1] and cut == sorted(cut, reverse=True)  # the oldest first; the newest whole
+    assert all(text.startswith("alpha-") for text in texts) and capsys.readouterr().err == ""
+
+
+def test_a_task_the_window_cannot_hold_is_not_retried_and_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recorder = Recorder(Workspace(tmp_path), SETTINGS)
+    history = [{"role": "user", "content": OPENING + " " + _words("alpha", 0, 12_000)}]
+    exchange = recorder.prepare("anthropic", _body(history), None, ALPHA)
     assert recorder.recover(exchange, 400, _too_long(exchange.forwarded)) is None
-    assert capsys.readouterr().err == (
-        "glyphpack proxy: not retried: compacting again freed nothing, so the same request would be refused\n")
+    assert capsys.readouterr().err.startswith(
+        "glyphpack proxy: not compacted: the system prompt, the tools and the task alone take ~46,6")
 
 
 def test_what_the_recorder_cannot_retry_or_record_it_says_on_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -196,7 +213,8 @@ def test_a_request_the_ladder_cannot_bring_under_the_window_goes_as_sent_and_is_
     workspace = Workspace(tmp_path)
     body = _body([{"role": "user", "content": _words("big", 1, 12_000)}])
     exchange = Recorder(workspace, SETTINGS).prepare("anthropic", body, client=ALPHA)
-    why = "the request is still ~40,615 tokens after compaction, over the 24,000-token window; a summarizer would free more"
+    why = ("the system prompt, the tools and the task alone take ~40,615 tokens, over the 24,000-token window: compaction keeps them "
+           "verbatim, so no request can fit; a larger context_window or a shorter task would")
     assert capsys.readouterr().err == f"glyphpack proxy: not compacted: {why}\n"
     assert exchange.note == f"not compacted: {why}" and exchange.forwarded is body and exchange.body is body
     assert (exchange.api, exchange.client_tokens, exchange.sent_tokens) == ("anthropic", 40_615, 40_615)

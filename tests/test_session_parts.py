@@ -422,8 +422,18 @@ def test_a_compaction_that_changed_nothing_is_not_kept(tmp_path):
 
 
 def test_a_request_over_the_window_after_compacting_says_so_and_what_would_free_more(tmp_path):
+    """A task the window cannot hold is named as such (no rung touches it); a request
+    over it for another reason (a user's later message, which no rung cuts) says what
+    would free more."""
     with session(tmp_path, recall=False, context_window=1_000, threshold=900, target=500) as s:
         s.extend([Message("user", (Text("the task " + "word " * 3_000),))])
+        with pytest.raises(glyphpack.CompactionError) as raised:
+            s.request("anthropic")
+        estimate = s.estimate()
+        assert str(raised.value) == (f"the system prompt, the tools and the task alone take ~{estimate:,} tokens, over the 1,000-token "
+                                     "window: compaction keeps them verbatim, so no request can fit; a larger context_window or a shorter task would")
+    with session(tmp_path / "later", recall=False, context_window=1_000, threshold=900, target=500) as s:
+        s.extend([Message("user", (Text("the task"),)), Message("assistant", (Text("go on"),)), Message("user", (Text("word " * 3_000),))])
         with pytest.raises(glyphpack.CompactionError) as raised:
             s.request("anthropic")
         estimate = s.estimate()
@@ -669,7 +679,8 @@ def test_a_reused_call_id_is_made_unique_and_the_text_beside_it_kept(tmp_path):
 
 def test_a_request_still_over_the_window_says_so_without_the_hint_when_a_summarizer_is_there(tmp_path):
     with session(tmp_path, context_window=2_000, summarizer=lambda p: "Summary.") as s:
-        s.add_user("one long task " * 2_000)
+        s.extend([Message("user", (Text("the task"),)), Message("assistant", (Text("go on"),))])
+        s.add_user("one long message " * 2_000)
         with pytest.raises(glyphpack.CompactionError) as raised:
             s.request("anthropic")
         tokens = s.estimate()

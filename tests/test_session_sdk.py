@@ -150,14 +150,22 @@ def test_413_and_429(tmp_path, api):
     assert len(json.dumps(fake.requests[13])) < 0.75 * len(json.dumps(fake.requests[12]))  # old results elided
 
 
-def test_a_413_that_nothing_free_can_shrink_says_so(tmp_path):
+def test_a_413_without_a_summarizer_cuts_the_newest_results_and_one_nothing_can_shrink_says_so(tmp_path):
+    """The newest result, which the free rungs protect, is what a 413 without a
+    summarizer cuts (behind its ref); only a task too large in itself is an error."""
     root = project(tmp_path, files=3)
     fake = FakeModel(reading_script(3), faults={2: "413"})
     with glyphpack.open_session(tmp_path / "ws", "task", "coder", model="claude-sonnet-4-5") as s:
         s.add_user("Read the modules.")
+        answer, _ = drive(s, fake, "anthropic", root)
+        assert s.last_compaction is not None and s.last_compaction.report.rung("tail cut").changed == 1
+    assert answer.startswith("All modules read") and fake.statuses == [200, 413, 200, 200, 200]
+    fake = FakeModel(reading_script(3), faults={1: "413"})
+    with glyphpack.open_session(tmp_path / "ws2", "task", "coder", model="claude-sonnet-4-5") as s:
+        s.add_user("Read the modules. " * 2_000)
         with pytest.raises(CompactionError, match="too large in bytes .* a summarizer would"):
             drive(s, fake, "anthropic", root)
-    assert fake.statuses == [200, 413]
+    assert fake.statuses == [413]
 
 
 @pytest.mark.parametrize(("with_summarizer", "rejections"), [(False, 2), (True, 3)])
@@ -385,3 +393,57 @@ def test_ten_tool_turns_one_overflow_recovered_on_every_api(tmp_path, api):
         assert reasoning[1][0]["id"] == "rs_7"
         # Counted: the estimate of the request that was rejected carried them.
         assert s.cost().history(s.messages) > sum(len(m.text) for m in s.messages) / 4
+
+
+def window_run(tmp_path: Path, api: str, window: int, outputs: list[str], **options: Any) -> tuple[glyphpack.Session, FakeModel, str]:
+    """A 30-turn tool loop (one output of ``outputs`` per turn) through the real SDK
+    against a fake whose window is ``window`` tokens, by a session told that window, with
+    no summarizer: (the session, the fake, the answer)."""
+    script = [Turn(text=f"step {n}", calls=(("read_file", {"path": f"out_{n}.txt"}),)) for n in range(len(outputs))] + [Turn(text="done")]
+    fake = FakeModel(script, limit=window)
+    session = glyphpack.open_session(tmp_path / "ws", "task", "coder", model=MODELS[api], context_window=window, **options)
+    session.reports = []  # type: ignore[attr-defined]
+    session.on_request = session.reports.append  # type: ignore[attr-defined]
+    session.add_user("Read every output and say when you are done.")
+    client = fake.client(api)
+    tools = agent.tool_schemas(api)
+    while True:
+        message = session.call(client, api=api, **tools, **({"max_tokens": 1000} if api == "anthropic" else {}))
+        if not session.pending_calls:
+            return session, fake, message.text
+        session.add_tool_results({c.id: outputs[int(c.arguments["path"][4:-4])] for c in session.pending_calls})
+
+
+def tool_outputs(turns: int, seed: int = 3) -> list[str]:
+    """``turns`` tool outputs of 5-8k tokens each as the fake counts them (3 characters a token)."""
+    rng = random.Random(seed)
+    words = ["error", "warning", "line", "file", "value", "index", "failed", "ok", "retry", "path", "/usr/lib", "=", "->"]
+    return [" ".join(rng.choice(words) for _ in range(rng.randint(15_000, 24_000) // 5)) for _ in range(turns)]
+
+
+@pytest.mark.parametrize("api", APIS_ANTHROPIC_FIRST)
+def test_a_window_given_is_a_budget_met_without_a_summarizer(tmp_path, api):
+    """Told 40k tokens, with 5-8k-token outputs and no summarizer, a session raised
+    ``CompactionError: the request is still ~51,517 tokens after compaction`` at turn 9:
+    the protected newest rounds alone exceeded the window. Now they are cut to their ends
+    behind their refs, and the run finishes with every request accepted."""
+    session, fake, answer = window_run(tmp_path, api, 40_000, tool_outputs(30))
+    with session:
+        assert answer == "done" and len(fake.requests) == 31
+        assert fake.statuses == [200] * 31  # never over the window: no rejection at all
+        assert max(count_tokens(body) for body in fake.requests) <= 40_000
+        assert session.messages[-1].text == "done" and len([m for m in session.messages if m.role == "tool"]) == 30
+        # the newest rounds were cut (never the task), and what was cut comes back whole
+        compacted = [n for n, r in enumerate(session.reports) if r.compaction is not None]
+        cut = [session.reports[n].compaction.report.rung("tail cut") for n in compacted]
+        # Claude's pages (its exact shape is 9x15) cannot hold the middle here; the others' can
+        assert any(rung is not None and rung.changed for rung in cut) == (api == "anthropic")
+        # the cut leaves room for the next turn: never a compaction on two requests in a row
+        assert not any(b == a + 1 for a, b in zip(compacted, compacted[1:])), compacted
+        view, _ = session.request_view()
+        cuts = [b for m in view for b in m.content if isinstance(b, glyphpack.ToolResult) and "chars cut by glyphpack" in b.text]
+        for cut in cuts:
+            ref = cut.text.split('ref "')[1].split('"')[0]
+            original = next(r for m in session.messages for r in m.tool_results if r.call_id == cut.call_id)
+            pages = -(-len(original.text) // 16_000)
+            assert "".join(session.recall(ref, page).content[-1].text for page in range(1, pages + 1)) == original.text

@@ -8,6 +8,9 @@
                    (free; readers with vision only)
     summarization  a caller-supplied summarizer condenses the middle (one model call
                    per chunk; readers without vision always get this instead)
+    tail cut       the last resort, when the view is still over the budget: the tool
+                   results the others keep whole (the newest rounds') cut to their
+                   ends behind a recall ref, the longest first (free)
 
 Every rung takes a view and returns a ``RungResult``; the stored history is never
 changed. Each rung runs at most once, so compaction always ends.
@@ -25,6 +28,7 @@ from .._providers.profile import Profile
 from .._providers.resolve import resolve
 from .._types import RUNGS, Rung, public
 from .cost import CostModel
+from .cut import cut_tail
 from .results import Compaction, CompactionPolicy, LadderReport, RungReport, RungResult
 from .rungs import cap_images, drop_images, drop_reasoning, elide
 from .snapshot import snapshot
@@ -50,6 +54,11 @@ class Climb:
     sent: Sent | None = None  # the conversation as last sent, for a summary that continues it
     every_image: bool = False  # image drop takes the newest turns' images too
     pages: bool = True  # rungs may add pages (not on the HTTP 413 path: a page's PNG takes more bytes than its text)
+    limit: int | None = None  # the most the view may take, for the tail cut (None: the budget)
+
+    @property
+    def hard_limit(self) -> int:
+        return self.budget if self.limit is None else self.limit
 
     @property
     def image_protect_turns(self) -> int:
@@ -125,6 +134,7 @@ LADDER: tuple[Step, ...] = (
     ),
     Step("snapshot", lambda view, c: snapshot(view, c.cost, c.budget, c.policy), shake=False, vision=True, frees_bytes=False),
     Step("summarization", _summarization, shake=False, vision=False, frees_bytes=True),
+    Step("tail cut", lambda view, c: cut_tail(view, c.cost, c.hard_limit), shake=False, vision=False, frees_bytes=True),
 )
 if tuple(step.rung for step in LADDER) != RUNGS:
     raise AssertionError("LADDER and the Rung names disagree")
@@ -193,6 +203,7 @@ def compact(
     policy: CompactionPolicy = CompactionPolicy(),
     cost: CostModel | None = None,
     sent: Sent | None = None,
+    limit: int | None = None,
 ) -> Compaction:
     """Run the ladder until the view's estimated tokens fit ``budget``.
 
@@ -208,6 +219,11 @@ def compact(
 
     ``sent``: the conversation as the last request carried it; with a summarizer that
     ``continues``, the summary request continues it (read from the prompt cache).
+
+    ``limit``: the most the request may take (default: ``budget``). The last rung, the
+    tail cut, cuts the newest tool results only down to it: a budget that is a target
+    well under the window (a session's proactive one) is not met by cutting what the
+    model reads next.
     """
     if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
         raise CompactionError(f"budget must be a positive number of tokens, not {budget!r}")
@@ -222,6 +238,8 @@ def compact(
             f"a budget of {budget:,} tokens leaves nothing for messages: requests carry {overhead:,} tokens "
             f"of system prompt and tool schemas (the estimator's overhead)"
         )
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < budget):
+        raise CompactionError(f"limit must be a number of tokens at least the budget ({budget:,}), not {limit!r}")
     full_budget, budget = budget, budget - overhead  # the rungs work on the messages' share
     vision = cost.profile.vision
     before = cost.history(history)
@@ -233,7 +251,8 @@ def compact(
         rungs.append(result.report)
     steps = [step for step in LADDER if step.rung in policy.rungs and (vision or not step.vision)]
     view, climbed, pages, page_text = climb(
-        view, steps, Climb(cost, budget, policy, summarizer, sent), lambda current: cost.history(current) <= budget
+        view, steps, Climb(cost, budget, policy, summarizer, sent, limit=None if limit is None else limit - overhead),
+        lambda current: cost.history(current) <= budget,
     )
     rungs += climbed
     after = cost.history(view)

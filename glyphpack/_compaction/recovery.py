@@ -194,7 +194,8 @@ def _recover_bytes(
 ) -> Compaction:
     """The ladder's rungs that free bytes, every image first (images are most of a
     request's bytes), until the request is ``BYTES_TARGET_SHARE`` of its size less the
-    margin; the summary aims at ``BYTES_SUMMARY_SHARE`` of what the free rungs left."""
+    margin; the summary (with a summarizer) and then the tail cut aim at
+    ``BYTES_SUMMARY_SHARE`` of the tokens the free rungs left."""
     started_bytes = request_bytes(history)
     target = int(started_bytes * BYTES_TARGET_SHARE * (1 - margin))
     before = cost.history(history)
@@ -205,10 +206,11 @@ def _recover_bytes(
         return request_bytes(view) <= target
 
     view, rungs, _, _ = climb(history, free, Climb(cost, 0, policy, every_image=True), small_enough)
-    if summarizer is not None:  # climb stops before the first step when the free rungs were enough
-        budget = max(1, int(cost.history(view) * BYTES_SUMMARY_SHARE))
-        view, summarized, _, _ = climb(view, paid, Climb(cost, budget, policy, summarizer, pages=False), small_enough)
-        rungs += summarized
+    # The summary (with a summarizer), then the tail cut; climb stops before the first
+    # step when the free rungs were enough.
+    budget = max(1, int(cost.history(view) * BYTES_SUMMARY_SHARE))
+    view, paid_reports, _, _ = climb(view, paid, Climb(cost, budget, policy, summarizer, pages=False), small_enough)
+    rungs += [r for r in paid_reports if summarizer is not None or r.rung != "summarization"]
     final = request_bytes(view)
     ok = final <= target
     message = f"recovered from an HTTP 413: request {started_bytes:,} -> {final:,} bytes (target {target:,})" + (

@@ -174,6 +174,13 @@ class RungReport:
             )
             if self.results_cut:
                 text += f"; {self.results_cut} long tool results cut to {self.result_cap:,} chars at each end to fit"
+        elif self.rung == "tail cut":
+            text = (
+                f"{self.results_cut} tool results cut to their ends, the oldest first, each behind its ref (the newest of them "
+                f"to {self.result_cap:,} chars at each end)"
+                if self.result_cap
+                else f"{self.changed} tool results and arguments elided and images dropped after the task, each behind its ref"
+            )
         else:
             text = (
                 f"messages {self.first_message}-{self.last_message} ({recall_hint(self.ref)}) -> {self.summary_tokens:,} tokens of summary "

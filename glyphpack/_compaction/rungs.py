@@ -95,10 +95,10 @@ def elide(messages: Sequence[Message], cost: CostModel, policy: CompactionPolicy
         content: list[Block] = []
         for block in message.content:
             if isinstance(block, ToolResult) and not _keep(block, calls.get(block.call_id), policy):
-                block = _elided(block, calls.get(block.call_id))
+                block = elided_result(block, calls.get(block.call_id))
                 changed += 1
             elif isinstance(block, ToolCall) and len(block.arguments_json) >= policy.elide_min_chars:
-                block = _elided_call(block)
+                block = elided_call(block)
                 changed += 1
             content.append(block)
         out.append(message if tuple(content) == message.content else message.with_content(tuple(content)))
@@ -112,7 +112,7 @@ def _keep(result: ToolResult, call: ToolCall | None, policy: CompactionPolicy) -
     return result.is_error or short or marked
 
 
-def _elided(result: ToolResult, call: ToolCall | None) -> ToolResult:
+def elided_result(result: ToolResult, call: ToolCall | None) -> ToolResult:
     text = result.text
     described = f"{call.name}({_short(call.arguments)})" if call else "a tool call"
     lines = text.count("\n") + 1
@@ -120,7 +120,7 @@ def _elided(result: ToolResult, call: ToolCall | None) -> ToolResult:
     return dataclasses.replace(result, content=(stub, *result.images()))
 
 
-def _elided_call(call: ToolCall) -> ToolCall:
+def elided_call(call: ToolCall) -> ToolCall:
     """The call with its arguments replaced by a preview (the call stays, so its result
     stays paired)."""
     text = call.arguments_json

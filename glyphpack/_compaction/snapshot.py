@@ -28,7 +28,7 @@ from .._history.messages import (
     ToolResult,
     turn_boundaries,
 )
-from .._history.recall import range_ref, recall_hint, result_ref, short_range_ref
+from .._history.recall import cut_to_ends, range_ref, recall_hint, result_ref, short_range_ref
 from .._providers.profile import Profile
 from .._types import Role
 from .cost import CostModel
@@ -100,9 +100,8 @@ def _(block: ToolCall, role: Role, result_cap: int | None) -> str | None:
 @block_snapshot_text.register
 def _(block: ToolResult, role: Role, result_cap: int | None) -> str | None:
     text = _without_data_urls(block.text)
-    if result_cap is not None and len(text) > 2 * result_cap:
-        cut = len(text) - 2 * result_cap
-        text = f"{text[:result_cap]}\n[... {cut:,} chars cut by glyphpack; {recall_hint(result_ref(block.call_id))} ...]\n{text[-result_cap:]}"
+    if result_cap is not None:
+        text = cut_to_ends(text, result_cap, result_ref(block.call_id))
     images = len(block.images())
     label = "tool error" if block.is_error else "tool result"
     return f"[{label} #{block.call_id}] {text}" + (f" [+{images} image(s) not shown]" if images else "")

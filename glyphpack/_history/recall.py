@@ -110,6 +110,15 @@ def recall_hint(ref: str) -> str:
     return f"ref {json.dumps(ref, ensure_ascii=False)}"
 
 
+def cut_to_ends(text: str, keep: int, ref: str) -> str:
+    """``text``'s first and last ``keep`` characters around a note of how many were cut
+    and the ref that brings them back (``text`` itself when it is no longer than both ends)."""
+    if len(text) <= 2 * keep:
+        return text
+    cut = len(text) - 2 * keep
+    return f"{text[:keep]}\n[... {cut:,} chars cut by glyphpack; {recall_hint(ref)} ...]\n{text[len(text) - keep :]}"
+
+
 #: A ``recall_hint`` in a text: the ref as JSON wrote it.
 _HINT = re.compile(r'ref ("(?:[^"\\]|\\.)*")')
 

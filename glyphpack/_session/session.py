@@ -508,12 +508,18 @@ class Session:
         if self._grown_from is None or compaction is not None or elided:
             self._grown_from = (self._calls, tokens)
         self._calls += 1
+        view, prefix = self.request_view()
         if tokens > self.thresholds.window:
+            head = self.cost().history(view[: head_end(view)]) + self.estimator.overhead
+            if head > self.thresholds.window:
+                raise CompactionError(
+                    f"the system prompt, the tools and the task alone take ~{head:,} tokens, over the {self.thresholds.window:,}-token "
+                    "window: compaction keeps them verbatim, so no request can fit; a larger context_window or a shorter task would"
+                )
             raise CompactionError(
                 f"the request is still ~{tokens:,} tokens after compaction, over the {self.thresholds.window:,}-token window"
                 + ("" if self.summarizer else "; a summarizer would free more")
             )
-        view, prefix = self.request_view()
         request = provider.build(self.model, view, prefix, self.profile) if build and (whole or self._view is not None) else None
         if self.recall_enabled:
             extra = provider.with_tools(extra, [provider.tool(RECALL_TOOL, RECALL_DESCRIPTION, RECALL_PARAMETERS)])
@@ -681,18 +687,25 @@ class Session:
             return dataclasses.replace(policy, shape=self._view.shape, page_size=self._view.page_size)
         return policy
 
-    def _ladder(self, budget: int) -> Compaction:
-        """The ladder over the whole stored history (pages re-rendered from its text)."""
+    def _ladder(self, budget: int, limit: int | None = None) -> Compaction:
+        """The ladder over the whole stored history (pages re-rendered from its text);
+        ``limit``: what the tail cut, the last resort, gets it under. By default halfway
+        from the budget (a proactive target, which the other rungs meet or not) up to
+        the threshold: under the threshold, with room for the next turns (a cut just
+        under it would compact, and rewrite the prompt cache, on every turn)."""
+        if limit is None:
+            threshold = self.thresholds.threshold
+            limit = budget if budget >= threshold else (budget + threshold) // 2
         # The session's own cost model: every message is priced once, not at every compaction.
         cost = self.cost()
         # The request as it would go without compacting: the last one sent and what came
         # since (a summary request that continues it reads the sent part from the cache).
         view, prefix = self.request_view()
         sent = Sent(view, prefix, self._sent_tools)
-        result = compact(self.messages, self.profile, budget, summarizer=self.summarizer, policy=self._policy(), cost=cost, sent=sent)
+        result = compact(self.messages, self.profile, budget, summarizer=self.summarizer, policy=self._policy(), cost=cost, sent=sent, limit=limit)
         if not result.report.fits and self._fallback is not None:
             policy = self._policy(self._fallback)
-            result = compact(self.messages, self.profile, budget, summarizer=self.summarizer, policy=policy, cost=cost, sent=sent)
+            result = compact(self.messages, self.profile, budget, summarizer=self.summarizer, policy=policy, cost=cost, sent=sent, limit=limit)
         return result
 
     def _elide_batch(self) -> int:
@@ -837,7 +850,8 @@ class Session:
         if overflow.measured and self.policy.tokenizer is None:
             self._learn(self._sent, overflow.measured)
             before = self.cost().history(self._sent) + self.estimator.overhead  # on the scale the ladder now uses
-        result = self._ladder(overflow_budget(overflow, before, margin, ESCALATION_SHARE if self._overflows == 2 else 1.0))
+        budget = overflow_budget(overflow, before, margin, ESCALATION_SHARE if self._overflows == 2 else 1.0)
+        result = self._ladder(budget, limit=budget)  # the provider's limit: the tail cut meets it
         if self._overflows == 1 and result.report.tokens_after >= before:
             if self.summarizer is None:
                 raise CompactionError(
@@ -846,7 +860,8 @@ class Session:
             # No progress: the second step now, as the byte path does, rather than send a
             # request the provider already refused (a proxy retries only once).
             self._overflows = 2
-            result = self._ladder(overflow_budget(overflow, before, margin, ESCALATION_SHARE))
+            budget = overflow_budget(overflow, before, margin, ESCALATION_SHARE)
+            result = self._ladder(budget, limit=budget)
         if result.report.tokens_after >= before:
             raise CompactionError(f"the ladder could not shrink the rejected request (~{before:,} tokens), even with the summarizer")
         self._keep(result, "recovery")
