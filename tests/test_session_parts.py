@@ -141,16 +141,20 @@ def test_recover_refuses_what_is_not_an_overflow_and_a_call_before_any_request(t
         assert again.value is error  # raised as it was
 
 
-def test_a_second_rejection_without_a_summarizer_and_a_third_with_one_are_errors_naming_the_count(tmp_path):
+def test_a_third_rejection_in_a_row_is_an_error_naming_the_count_with_or_without_a_summarizer(tmp_path):
+    """Without a summarizer a second rejection gave up ("no rung left"); the tail cut is
+    free, so it compacts deeper as the summarizer's does, and only a third is an error."""
     with session(tmp_path, recall=False) as s:
         s.extend(reads(12))
         s.next_view("anthropic")
         measured = s.estimate() + 500
-        s.recover(too_long(measured, measured // 2))
+        first = s.recover(too_long(measured, measured // 2))
+        second = s.recover(too_long(measured, measured // 2))
+        assert second.report.tokens_after < first.report.tokens_after and second.report.fits
         with pytest.raises(glyphpack.CompactionError) as raised:
             s.recover(too_long(measured, measured // 2))
         message = str(raised.value)
-        assert message.startswith("the provider rejected the request as too long 2 times in a row after compacting; "
+        assert message.startswith("the provider rejected the request as too long 3 times in a row after compacting; "
                                   "with no summarizer configured there is no rung left (")
         assert message.endswith(f"prompt is too long: {measured} tokens > {measured // 2} maximum'}}}})")
     with session(tmp_path / "with", recall=False, summarizer=lambda p: "done so far") as s:

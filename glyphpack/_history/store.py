@@ -735,12 +735,13 @@ class Workspace:
     def settings(self, conversation: str, agent: str) -> dict[str, Any]:
         """What the session that last called a model on this transcript ran with: its
         ``model``, ``context_window``, and the ``threshold`` and ``target`` it was given
-        (None: the window's defaults); {} when no session has (commands then need them
-        said). A proxy's sessions record the proxy's window and threshold."""
+        (None: the window's defaults), and ``learned_window`` when a provider's "too long"
+        taught it a smaller window than it was given; {} when no session has (commands
+        then need them said). A proxy's sessions record the proxy's window and threshold."""
         record = self._measured_record(conversation, agent)[1].get("settings")
         if not isinstance(record, dict):
             return {}
-        kinds = {"model": str, "context_window": int, "threshold": int, "target": int}
+        kinds = {"model": str, "context_window": int, "threshold": int, "target": int, "learned_window": int}
         return {key: value for key, value in record.items() if key in kinds and isinstance(value, kinds[key]) and not isinstance(value, bool)}
 
     def owner(self, conversation: str) -> dict[str, str] | None:

@@ -246,6 +246,12 @@ class Session:
         if not isinstance(summarizer, str):
             summarizer = as_summarizer(summarizer)  # a plain function is taken as one
         window = context_window if context_window is not None else CONTEXT_WINDOWS[self.profile.reader.provider]
+        self.thresholds = Thresholds.for_window(window, threshold, target)  # the caller's figures, checked
+        # A window the provider's rejections taught an earlier process (``_learn_window``).
+        learned_window = workspace.settings(conversation, agent).get("learned_window")
+        if isinstance(learned_window, int) and 0 < learned_window < window:
+            window = learned_window
+            self.thresholds = self._thresholds(window, threshold, target)
         if isinstance(summarizer, str):
             # The session's own model summarizes within the window the session was told.
             same = summarizer == model
@@ -270,9 +276,10 @@ class Session:
             if not recall and self.profile.vision and page_density(self.profile, policy) >= PAGES_OVER_ELISION:
                 policy, self._fallback = dataclasses.replace(policy, rungs=SESSION_RUNGS), policy
         self.policy = policy
-        self.thresholds = Thresholds.for_window(window, threshold, target)
         # Kept with each calibration, so commands on the workspace later use what this ran with.
-        self._settings = {"model": model, "context_window": window, "threshold": threshold, "target": target}
+        self._settings: dict[str, Any] = {"model": model, "context_window": window, "threshold": threshold, "target": target}
+        if isinstance(learned_window, int) and learned_window == window:
+            self._settings["learned_window"] = learned_window
         # With recall on, a summarizer to reach the depth, and neither given, the
         # economics choose both (``threshold``).
         self._economic = recall and threshold is None and target is None and self.summarizer is not None
@@ -311,6 +318,28 @@ class Session:
                 self._calibration = dataclasses.replace(self._calibration, overhead=self.cost().text(_schema_text(schemas)))
         if not self.messages and system:
             self.messages = (Message("system", (Text(system),)),)
+
+    @staticmethod
+    def _thresholds(window: int, threshold: int | None, target: int | None) -> Thresholds:
+        """``Thresholds.for_window`` for a learned ``window`` smaller than the one the
+        caller's (already checked) threshold and target were given for: one it no longer
+        holds gives way to the window's default."""
+        if threshold is not None and threshold > window:
+            threshold = None
+        defaults = Thresholds.for_window(window, threshold)
+        return defaults if target is None or target >= defaults.threshold else Thresholds.for_window(window, threshold, target)
+
+    def _learn_window(self, window: int) -> None:
+        """The provider refused a request of this size: its window is at most ``window``
+        tokens (its own count, or the refused request's estimate when the refusal named
+        no number). Compaction keeps to it from the next request on, here and in the next
+        process (the workspace keeps it with the session's settings)."""
+        if window >= self.thresholds.window or window <= 0:
+            return
+        given = self._settings
+        self.thresholds = self._thresholds(window, given["threshold"], given["target"])
+        self._settings = {**given, "context_window": window, "learned_window": window}
+        self.workspace.save_calibration(self.conversation, self.agent, self._calibration.to_record(), self._settings)
 
     # ----------------------------------------------------------------- state
 
@@ -817,7 +846,7 @@ class Session:
         if self._sent is None:
             raise UsageError("recover() follows a rejected request built by this session's request()")
         self._overflows += 1
-        if self._overflows > 2 or (self._overflows == 2 and self.summarizer is None):
+        if self._overflows > 2:
             raise CompactionError(
                 f"the provider rejected the request as too long {self._overflows} times in a row after compacting"
                 + ("" if self.summarizer else "; with no summarizer configured there is no rung left")
@@ -850,6 +879,9 @@ class Session:
         if overflow.measured and self.policy.tokenizer is None:
             self._learn(self._sent, overflow.measured)
             before = self.cost().history(self._sent) + self.estimator.overhead  # on the scale the ladder now uses
+        # The window, from now on: the provider's limit, or at most the refused request
+        # (a wording without numbers), so the next turns compact before they reach it.
+        self._learn_window(overflow.limit or before)
         budget = overflow_budget(overflow, before, margin, ESCALATION_SHARE if self._overflows == 2 else 1.0)
         result = self._ladder(budget, limit=budget)  # the provider's limit: the tail cut meets it
         if self._overflows == 1 and result.report.tokens_after >= before:
