@@ -6,6 +6,7 @@ a 429; escalation that never loops; the example agent end to end."""
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 import sys
@@ -473,3 +474,22 @@ def test_a_window_left_to_learn_is_learned_from_the_first_refusal_and_kept_for_t
         assert again.thresholds == session.thresholds
     with glyphpack.open_session(tmp_path / "ws", "task", "coder", model=MODELS[api], context_window=30_000) as smaller:
         assert smaller.thresholds.window == 30_000  # a smaller window told is the smaller
+
+
+@pytest.mark.parametrize("api", APIS_ANTHROPIC_FIRST)
+def test_a_base64_blob_the_estimate_prices_far_under_the_providers_count_is_recovered_without_a_summarizer(tmp_path, api):
+    """The newest tool output is 120,000 characters of base64, which the provider counts at
+    1.5 characters a token (80k tokens) and the estimate at about 3.5: the request goes
+    over the provider's 60k window unseen. The Responses wording names no number, and
+    with no summarizer the second refusal raised "no rung left". Cutting that newest
+    result behind its ref fits: the run finishes, at most two refusals for the overflow."""
+    outputs = tool_outputs(5, seed=5)
+    outputs[-1] = base64.b64encode(random.Random(1).randbytes(90_000)).decode()
+    session, fake, answer = window_run(tmp_path, api, 60_000, [o[:6_000] for o in outputs[:-1]] + outputs[-1:], told=None)
+    with session:
+        assert answer == "done"
+        refused = [n for n, status in enumerate(fake.statuses) if status == 400]
+        assert 1 <= len(refused) <= 2 and fake.statuses[-1] == 200
+        view, _ = session.request_view()
+        (blob,) = [r for m in view for r in m.tool_results if r.call_id == session.messages[-2].tool_results[0].call_id]
+        assert "chars cut by glyphpack; ref" in blob.text and blob.text[:100] == outputs[-1][:100]

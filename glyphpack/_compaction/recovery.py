@@ -200,7 +200,8 @@ def _recover_bytes(
     target = int(started_bytes * BYTES_TARGET_SHARE * (1 - margin))
     before = cost.history(history)
     steps = sorted((step for step in LADDER if step.frees_bytes), key=lambda step: not step.bytes_first)
-    free, paid = [s for s in steps if s.shake], [s for s in steps if not s.shake]
+    # The free rungs whatever the policy says (a 413 must shed bytes); the others as it allows.
+    free, paid = [s for s in steps if s.shake], [s for s in steps if not s.shake and s.rung in policy.rungs]
 
     def small_enough(view: Sequence[Message]) -> bool:
         return request_bytes(view) <= target

@@ -855,10 +855,14 @@ class Session:
         before = self.cost().history(self._sent) + self.estimator.overhead
         if overflow.kind == "bytes":
 
-            def by_bytes(summarizer: Summarizer | None) -> Compaction:
-                return recover_bytes_or_tokens(self.messages, self.profile, error, margin=margin, summarizer=summarizer, policy=self._policy())
+            def by_bytes(summarizer: Summarizer | None, tail_cut: bool = True) -> Compaction:
+                policy = self._policy()
+                if not tail_cut:
+                    policy = dataclasses.replace(policy, rungs=tuple(rung for rung in policy.rungs if rung != "tail cut"))
+                return recover_bytes_or_tokens(self.messages, self.profile, error, margin=margin, summarizer=summarizer, policy=policy)
 
-            result = by_bytes(self.summarizer if self._overflows == 2 else None)
+            # With a summarizer, the free rungs first, then it (before the tail cut, as on the ladder).
+            result = by_bytes(self.summarizer if self._overflows == 2 else None, tail_cut=self.summarizer is None or self._overflows == 2)
             if self._overflows == 1 and self.summarizer is not None and request_bytes(result.view) >= request_bytes(self._sent):
                 # The free rungs freed no bytes (old results a reader must keep, say): go
                 # straight to the summarizer, as the token path does, rather than send a
@@ -866,7 +870,7 @@ class Session:
                 self._overflows = 2
                 result = by_bytes(self.summarizer)
             # Snapshots are no help here: a page's PNG, base64-encoded, takes more bytes than
-            # the text it shows. What the free rungs and the summarizer freed is what there is.
+            # the text it shows. What the free rungs, the summarizer and the tail cut freed is what there is.
             if request_bytes(result.view) >= request_bytes(self._sent):
                 raise CompactionError(
                     "the request is too large in bytes and neither dropping images nor eliding old tool results "

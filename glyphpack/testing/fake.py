@@ -47,6 +47,11 @@ def http() -> ModuleType:
 #: what matters is that it is the provider's count, not glyphpack's estimate).
 IMAGE_TOKENS = 1_500
 CHARS_PER_TOKEN = 3.0
+#: ... but as real tokenizers do, denser for what is not words: runs of base64, hex or ids
+#: (no space in 40 characters) at this many characters a token, and text outside Latin
+#: scripts (Cyrillic, CJK, ...) at one token a character.
+DENSE_CHARS_PER_TOKEN = 1.5
+_DENSE_RUN = re.compile(r"[A-Za-z0-9+/=_-]{40,}")
 
 
 def _snake(name: str) -> str:
@@ -91,8 +96,10 @@ def _png_size(block: Json) -> tuple[int, int] | None:
 
 
 def count_tokens(body: Json) -> int:
-    """The fake provider's token count of a request body: text by characters, images by
-    their pixels (``image_tokens``)."""
+    """The fake provider's token count of a request body: text by characters (denser for
+    runs without spaces and for text outside Latin scripts, as real tokenizers count
+    them: base64 at 1.5 characters a token, Chinese at one), images by their pixels
+    (``image_tokens``)."""
     images = 0
     chars = 0
 
@@ -110,9 +117,17 @@ def count_tokens(body: Json) -> int:
                 walk(item)
         elif isinstance(value, str):
             chars += len(value)
+            if len(value) >= 40 or not value.isascii():
+                dense.append(value)
 
+    dense: list[str] = []
     walk({k: v for k, v in body.items() if k not in ("tools", "max_tokens", "model")})
-    return int(chars / CHARS_PER_TOKEN) + images
+    extra = 0.0
+    for text in dense:
+        runs = sum(len(run) for run in _DENSE_RUN.findall(text))
+        foreign = sum(1 for c in text if ord(c) > 0x24F) if not text.isascii() else 0
+        extra += runs * (1 / DENSE_CHARS_PER_TOKEN - 1 / CHARS_PER_TOKEN) + foreign * (1 - 1 / CHARS_PER_TOKEN)
+    return int(chars / CHARS_PER_TOKEN + extra) + images
 
 
 @dataclasses.dataclass
