@@ -762,6 +762,30 @@ def test_too_long_is_recovered_by_compacting_and_retrying_once_unseen_by_the_cli
     assert len(workspace.load(conversation, agent_name).messages) == 1 + 1 + 2 * 8 + 1  # system, task, 8 rounds, answer
 
 
+def test_too_long_inside_a_responses_stream_is_recovered_like_a_refusal_by_status(workspace: Workspace) -> None:
+    """Responses may report the overflow inside a 200 stream (``response.failed`` with
+    ``context_length_exceeded``, as Codex's own tests model it): the proxy passed it
+    through and Codex exited "ran out of room". The stream's first events are held until
+    they show a refusal or an answer, and a refusal is recovered as one by status is."""
+    model = FakeModel(_script(8), faults={6: "overflow"})
+    with FakeUpstream(model, refusals_in_stream=True) as upstream, _serve(workspace, upstream, ProxySettings(context_window=200_000)) as proxy:
+        assert Harness("openai-responses", proxy.url, stream=True).run() == "auth failed first, at 10:00:03."
+    agent = [body for body in model.requests if summary_prompt(body) is None]
+    refused, retried = agent[5], agent[6]
+    assert len(agent) == 10 and count_tokens(retried) < count_tokens(refused)  # retried once, smaller, unseen by the client
+    ((conversation, agent_name),) = workspace.transcripts()
+    assert workspace.settings(conversation, agent_name)["learned_window"] < 200_000  # and its window is kept
+
+
+def test_a_refusal_inside_a_stream_that_cannot_be_recovered_reaches_the_client_as_sent(workspace: Workspace) -> None:
+    model = FakeModel(_script(3), faults={1: "overflow"})  # the first request: nothing to compact yet
+    with FakeUpstream(model, refusals_in_stream=True) as upstream, _serve(workspace, upstream) as proxy:
+        harness = Harness("openai-responses", proxy.url, stream=True)
+        with pytest.raises(RuntimeError, match="Didn't receive a `response.completed` event"):  # the SDK's word for response.failed
+            harness.run()
+    assert len(model.requests) == 1
+
+
 def test_another_error_reaches_the_client_as_the_provider_sent_it(workspace: Workspace) -> None:
     import anthropic
 

@@ -214,3 +214,33 @@ def test_every_api_has_its_accumulator():
         "openai-responses": "ResponsesAccumulator", "gemini": "GeminiAccumulator"}
     accumulator = ChatAccumulator()
     assert (accumulator.failed, accumulator.done) == (False, False)
+
+
+def test_a_stream_shows_whether_the_request_was_taken_at_its_first_event_past_the_preamble() -> None:
+    from glyphpack._proxy.streams import Opening, stream_failure
+    from glyphpack.testing.fake import failed_events
+
+    too_long = {"code": "context_length_exceeded", "message": "Your input exceeds the context window of this model."}
+    opening = Opening("openai-responses")
+    events = failed_events(too_long)
+    for event in events[:2]:  # response.created, response.in_progress: nothing shown yet
+        opening.feed(event)
+        assert not opening.decided and opening.failure is None
+    opening.feed(events[2][:10])  # half an event: still nothing
+    assert not opening.decided
+    opening.feed(events[2][10:])
+    assert opening.decided and opening.failure == {"error": too_long}
+    answered = Opening("openai-responses")
+    answered.feed(b'event: response.created\ndata: {"type":"response.created"}\n\nevent: response.output_item.added\ndata: {"type":"response.output_item.added"}\n\n')
+    assert answered.decided and answered.failure is None
+    for api, first in (("anthropic", b'event: message_start\ndata: {"type":"message_start"}\n\n'), ("openai-chat", b"data: [DONE]\n\n")):
+        opened = Opening(api)
+        opened.feed(first)
+        assert opened.decided == (api == "openai-chat") and opened.failure is None
+    # each API's failure as an error body
+    assert stream_failure("error", {"type": "error", "code": "server_error", "message": "m"}) == {"error": {"code": "server_error", "message": "m"}}
+    assert stream_failure("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}) == {
+        "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    assert stream_failure("message", {"error": {"code": 400, "message": "too many tokens"}}) == {"error": {"code": 400, "message": "too many tokens"}}
+    assert stream_failure("response.failed", {"type": "response.failed", "response": {"status": "failed"}}) == {"error": {"message": "response.failed"}}
+    assert stream_failure("message", {"choices": []}) is None

@@ -42,7 +42,7 @@ from .._types import Api
 from .conversations import BadRequest, Client, Exchange, Recorder, cap_cache_marks, offers_recall
 from .log import ProxyLog, RequestRecord, provider_usage
 from .rounds import RELAYS, joined, recall_calls
-from .streams import ACCUMULATORS, Accumulator
+from .streams import ACCUMULATORS, OPENING_LIMIT, Accumulator, Opening
 
 Json = dict[str, Any]
 
@@ -345,6 +345,7 @@ class Proxy:
         except BadRequest as exc:
             self.log.record(RequestRecord(api, exc.status, (time.perf_counter() - started) * 1000, note="refused by the proxy"))
             return JSONResponse(error_body(api, exc.status, f"glyphpack proxy: {exc}"), status_code=exc.status)
+        opened: Opened | None = None  # a stream's first events, read to see if it reports a refusal
         try:
             upstream = await self._send(request, exchange, raw)
             if upstream.status_code in (400, 413) and exchange.session is not None:
@@ -355,16 +356,27 @@ class Proxy:
                     return Response(content, upstream.status_code, self._headers(upstream))
                 exchange = retry
                 upstream = await self._send(request, exchange, raw)
+            elif upstream.status_code == 200 and exchange.session is not None and _streams(upstream):
+                # "Too long" may come inside a 200 stream (Responses' response.failed): the
+                # first events are held until they show it or an answer, and a refusal is
+                # recovered as one by status is.
+                opened = await Opened.read(api, upstream)
+                failure = opened.failure
+                retry = await run_in_threadpool(self.recorder.recover, exchange, 400, failure) if failure else None
+                if retry is not None:
+                    await upstream.aclose()
+                    exchange, opened = retry, None
+                    upstream = await self._send(request, exchange, raw)
         except httpx.HTTPError as exc:
             self._logged(exchange, 502, started, [], note=f"the upstream failed: {type(exc).__name__}")
             return JSONResponse(error_body(api, 502, self._failed(exc)), status_code=502)
         if upstream.status_code != 200 or exchange.session is None:
             return self._streamed(upstream, logged=lambda results: self._logged(exchange, upstream.status_code, started, results))
-        if "text/event-stream" in upstream.headers.get("content-type", ""):
+        if _streams(upstream):
             if exchange.recall:
-                return self._relayed(request, raw, upstream, exchange, started)
+                return self._relayed(request, raw, upstream, exchange, started, opened)
             recording = (ACCUMULATORS[api](), exchange)
-            return self._streamed(upstream, recording, lambda results: self._logged(exchange, 200, started, results))
+            return self._streamed(upstream, recording, lambda results: self._logged(exchange, 200, started, results), opened)
         content, data = await self._read(upstream)
         rounds = [] if data is None else [data]
         while data is not None:
@@ -420,7 +432,7 @@ class Proxy:
 
     def _streamed(
         self, upstream: httpx.Response, recording: tuple[Accumulator, Exchange] | None = None,
-        logged: Callable[[list[Json]], None] | None = None,
+        logged: Callable[[list[Json]], None] | None = None, opened: Opened | None = None,
     ) -> StreamingResponse:
         """The upstream's bytes as they come; with ``recording`` (an accumulator and an
         exchange), the exchange's answer recorded as soon as the stream holds all of it,
@@ -432,7 +444,7 @@ class Proxy:
             reading = recording
             results: list[Json] = []
             try:
-                async for chunk in upstream.aiter_bytes():
+                async for chunk in (opened or Opened.unread(upstream)).chunks():
                     if reading is not None:
                         accumulator, exchange = reading
                         try:
@@ -453,7 +465,9 @@ class Proxy:
 
         return StreamingResponse(chunks(), upstream.status_code, self._headers(upstream))
 
-    def _relayed(self, request: Request, raw: bytes, upstream: httpx.Response, exchange: Exchange, started: float) -> StreamingResponse:
+    def _relayed(
+        self, request: Request, raw: bytes, upstream: httpx.Response, exchange: Exchange, started: float, opened: Opened | None = None
+    ) -> StreamingResponse:
         """A stream whose request offered ``glyphpack_recall``: each round's events go to
         the client as they come (recall calls left out, ``rounds.Relay``); when a round
         calls only the recall, the proxy answers it and streams the next round on, as
@@ -465,13 +479,14 @@ class Proxy:
         async def chunks() -> AsyncIterator[bytes]:
             relay = RELAYS[api]()
             current, response = exchange, upstream
+            first = opened or Opened.unread(upstream)
             results: list[Json] = []
             status, note = 200, None
             try:
                 while True:
                     accumulator = ACCUMULATORS[api]()
                     try:
-                        async for chunk in response.aiter_bytes():
+                        async for chunk in (first if response is upstream else Opened.unread(response)).chunks():
                             accumulator.feed(chunk)
                             out = relay.feed(chunk)
                             if out:
@@ -524,6 +539,41 @@ class Proxy:
         except httpx.HTTPError as exc:
             return JSONResponse({"error": {"message": self._failed(exc)}}, status_code=502)
         return self._streamed(upstream)
+
+
+def _streams(response: httpx.Response) -> bool:
+    return "text/event-stream" in response.headers.get("content-type", "")
+
+
+class Opened:
+    """A streamed response whose first chunks were read (``held``) up to the event that
+    shows whether the provider took the request (``failure``: the error body of a refusal
+    reported in the stream, else None); ``chunks`` gives every chunk, the held ones
+    first, then the rest as it comes."""
+
+    def __init__(self, source: AsyncIterator[bytes], held: list[bytes], failure: Json | None = None):
+        self.source, self.held, self.failure = source, held, failure
+
+    @classmethod
+    def unread(cls, response: httpx.Response) -> Opened:
+        return cls(response.aiter_bytes(), [])
+
+    @classmethod
+    async def read(cls, api: Api, response: httpx.Response) -> Opened:
+        source = response.aiter_bytes()
+        opening, held = Opening(api), []
+        async for chunk in source:
+            held.append(chunk)
+            opening.feed(chunk)
+            if opening.decided or sum(map(len, held)) > OPENING_LIMIT:
+                break
+        return cls(source, held, opening.failure)
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        for chunk in self.held:
+            yield chunk
+        async for chunk in self.source:
+            yield chunk
 
 
 def error_event(api: Api, message: str) -> bytes:

@@ -263,3 +263,58 @@ ACCUMULATORS: dict[Api, type[Accumulator]] = {
     "openai-responses": ResponsesAccumulator,
     "gemini": GeminiAccumulator,
 }
+
+
+#: The events a stream may open with before any that shows whether the provider took
+#: the request (an API not named: its first event shows it).
+_PREAMBLE: dict[str, frozenset[str]] = {
+    "anthropic": frozenset({"message_start", "ping"}),
+    "openai-responses": frozenset({"response.created", "response.in_progress", "response.queued"}),
+}
+#: Bytes of a stream held back at most while waiting for that event.
+OPENING_LIMIT = 1 << 16
+
+
+def stream_failure(event: str, payload: Json) -> Json | None:
+    """The error a stream event reports, as the API's error body (``{"error": {...}}``),
+    or None when the event is no failure: Responses' ``response.failed`` (the failed
+    response's ``error``) and ``error`` events, Anthropic's ``error`` event, and the
+    ``error`` object Chat Completions and Gemini streams may carry."""
+    kind = payload.get("type") if isinstance(payload.get("type"), str) else event
+    if kind == "response.failed":
+        response = payload.get("response")
+        error = response.get("error") if isinstance(response, dict) else None
+        return {"error": error} if isinstance(error, dict) else {"error": {"message": "response.failed"}}
+    if isinstance(payload.get("error"), dict):
+        return {"error": payload["error"]}
+    if kind == "error":  # Responses' error event: its code and message at the top
+        return {"error": {k: v for k, v in payload.items() if k != "type"}}
+    return None
+
+
+class Opening:
+    """A stream's first events, fed as they come, until one shows whether the provider
+    took the request (``decided``): a failure (``failure``: its error body), or any event
+    past the API's preamble. A proxy holds these bytes back, so a refusal reported inside
+    a 200 stream ("too long", as Responses may) can be recovered like a refusal by status."""
+
+    def __init__(self, api: Api):
+        self.preamble = _PREAMBLE.get(api, frozenset())
+        self.parser = SseParser()
+        self.failure: Json | None = None
+        self.decided = False
+
+    def feed(self, chunk: bytes) -> None:
+        for event, data in self.parser.feed(chunk):
+            try:
+                payload = json.loads(data)
+            except (ValueError, RecursionError):
+                payload = None
+            if not isinstance(payload, dict):
+                self.decided = True
+                return
+            self.failure = stream_failure(event, payload)
+            kind = payload.get("type") if isinstance(payload.get("type"), str) else event
+            if self.failure is not None or kind not in self.preamble:
+                self.decided = True
+                return

@@ -596,6 +596,18 @@ def sse_events(api: str, answer: Json, *, usage: bool = False) -> list[bytes]:
     return [event(name, {"type": name, "sequence_number": number, **fields}) for number, (name, fields) in enumerate(events)]
 
 
+def failed_events(error: Json) -> list[bytes]:
+    """A Responses stream that reports ``error`` (an error body's ``error``) as a failed
+    response, after the events that open every stream."""
+    response = {"id": "resp_failed", "object": "response", "created_at": 1_700_000_000, "model": "gpt-5.4", "output": [], "usage": None}
+    events = [
+        ("response.created", {"response": {**response, "status": "in_progress", "error": None}}),
+        ("response.in_progress", {"response": {**response, "status": "in_progress", "error": None}}),
+        ("response.failed", {"response": {**response, "status": "failed", "error": {"code": error.get("code"), "message": error.get("message")}}}),
+    ]
+    return [f"event: {name}\ndata: {json.dumps({'type': name, 'sequence_number': n, **fields})}\n\n".encode() for n, (name, fields) in enumerate(events)]
+
+
 class FakeUpstream:
     """A ``FakeModel`` behind a real HTTP server on 127.0.0.1 (a thread), answering
     ``UPSTREAM_PATHS`` as the providers do, streamed (server-sent events) when the
@@ -606,8 +618,15 @@ class FakeUpstream:
     sends side requests (titles, summaries) that must not take the script's turns.
     """
 
-    def __init__(self, model: FakeModel, *, route: Callable[[Json], FakeModel] | None = None, event_delay: float = 0.0):
-        """``event_delay``: seconds between a stream's events (a model generating)."""
+    def __init__(
+        self, model: FakeModel, *, route: Callable[[Json], FakeModel] | None = None, event_delay: float = 0.0, refusals_in_stream: bool = False
+    ):
+        """``event_delay``: seconds between a stream's events (a model generating).
+        ``refusals_in_stream``: a streamed Responses request refused as too long is
+        answered 200 with the refusal inside the stream (``response.created``,
+        ``response.in_progress``, then ``response.failed`` with ``context_length_exceeded``),
+        as the Responses API may report it and as Codex's own tests model it."""
+        self.refusals_in_stream = refusals_in_stream
         import http.server
         import threading
 
@@ -681,15 +700,23 @@ class FakeUpstream:
             return
         response = self.route(body).answer(api, body, path)
         streamed = path.endswith(":streamGenerateContent") if api == "gemini" else body.get("stream")
+        if streamed and api == "openai-responses" and self.refusals_in_stream and response.status_code == 400:
+            error = response.json()["error"]
+            if error.get("code") == "context_length_exceeded":
+                self._stream(handler, failed_events(error))
+                return
         if response.status_code != 200 or not streamed:
             handler._reply(response.status_code, response.content, response.headers.get("content-type", "application/json"))
             return
+        usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        self._stream(handler, sse_events(api, response.json(), usage=usage))
+
+    def _stream(self, handler: Any, events: list[bytes]) -> None:
         handler.send_response(200)
         handler.send_header("content-type", "text/event-stream")
         handler.send_header("transfer-encoding", "chunked")
         handler.end_headers()
-        usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        for number, piece in enumerate(sse_events(api, response.json(), usage=usage)):
+        for number, piece in enumerate(events):
             if number and self.event_delay:
                 time.sleep(self.event_delay)
             handler.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
