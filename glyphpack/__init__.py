@@ -48,6 +48,7 @@ _EXPORTS = {
     "Profile": "_providers.profile",
     "resolve": "_providers.resolve",
     "reading_profile": "_providers.resolve",
+    "context_window": "_providers.resolve",
     "ReadingProfile": "_providers.reading",
     "TextEstimator": "_providers.text_tokens",
     "estimate_text_tokens": "_providers.text_tokens",

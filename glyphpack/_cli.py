@@ -614,7 +614,7 @@ def cmd_context(args: argparse.Namespace) -> int:
     what its last request measured where the file recorded it."""
     from ._compaction.cost import CostModel, token_bars
     from ._history.store import is_database_location
-    from ._providers.catalog import CONTEXT_WINDOWS
+    from ._providers.resolve import context_window
 
     if is_database_location(args.transcript) or Path(args.transcript, "tree.sqlite3").is_file():
         return _context_of_workspace(args)
@@ -636,7 +636,8 @@ def cmd_context(args: argparse.Namespace) -> int:
         compacted = f" (the harness compacted {len(agent.compactions)} time(s); its requests carry messages {start + 1}-{len(history)})"
         history = [m for m in history[:start] if m.role == "system"] + history[start:]
     cost = CostModel.for_model(args.model)
-    window = args.context_window or CONTEXT_WINDOWS[cost.profile.reader.provider]
+    # The window the harness recorded it ran with (Codex's model_context_window), else the catalog's.
+    window = args.context_window or (agent.context_window if agent is not None else None) or context_window(cost.profile)
     parts: dict[str, int] = {str(kind): tokens for kind, tokens in cost.breakdown(history).items()}
     total = sum(parts.values())
     name = f"agent {agent.name}" if agent else "no agent"

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from glyphpack._providers.catalog import CACHE_PRICES, CONTEXT_WINDOWS, OUTPUT_PRICES, READERS
+from glyphpack._providers.catalog import CACHE_PRICES, CONTEXT_WINDOWS, INPUT_WINDOWS, OUTPUT_PRICES, READERS
 from glyphpack._providers.reading import READING_EXAMPLES
 from glyphpack._providers.resolve import default_shapes
 from glyphpack._render.shapes import SHAPES
@@ -60,7 +60,14 @@ def economics() -> list[str]:
     return rows
 
 
-FIGURES: dict[str, Callable[[], list[str]]] = {"reading-profiles": reading_profiles, "readers": readers, "economics": economics}
+def windows() -> list[str]:
+    rows = ["| model names starting | input tokens a request may carry |", "|---|---|"]
+    for prefix, window in sorted(INPUT_WINDOWS.items(), key=lambda item: (item[0].split("-")[0], item[0])):
+        rows.append(f"| `{prefix}` | {window:,} |")
+    return rows
+
+
+FIGURES: dict[str, Callable[[], list[str]]] = {"reading-profiles": reading_profiles, "readers": readers, "economics": economics, "windows": windows}
 
 
 def rewrite(text: str, where: str, stale: list[str]) -> str:

@@ -8,7 +8,7 @@ def test_public_api_is_pinned():
         "SHAPES", "FontAtlas", "Page", "Pages", "RenderReport", "Shape", "count_pages", "plan",
         "read_grid", "read_page", "read_pages", "render",
         # providers and cost
-        "Profile", "ProfileWarning", "resolve", "reading_profile", "ReadingProfile", "TextEstimator", "estimate_text_tokens",
+        "Profile", "ProfileWarning", "resolve", "reading_profile", "context_window", "ReadingProfile", "TextEstimator", "estimate_text_tokens",
         # legibility
         "confusable_pairs", "downscale", "legibility", "simulate",
         # transcripts and the session tree

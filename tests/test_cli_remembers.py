@@ -138,3 +138,34 @@ def test_a_branch_back_past_the_compaction_in_force_uses_the_newest_one_still_on
         assert sent[:prefix] == first_view.messages and session.estimate() < whole  # its pages, then the path after it
         reopened = glyphpack.Session(workspace, "run", "main", model="claude-sonnet-4-5", context_window=60_000)
         assert reopened.view is not None and reopened.view.covers == first_view.covers  # the same after a restart
+
+
+def test_each_model_gets_its_own_window_and_an_import_the_one_its_file_recorded(tmp_path, capsys):
+    """Every OpenAI model got 128,000: a Codex file that recorded 258,400 read at 108% of
+    the threshold, and a proxy in front of Codex compacted long before it had to."""
+    from glyphpack import context_window
+
+    expected = {
+        "claude-sonnet-4-5": 200_000, "claude-haiku-4-5-20251001": 200_000, "claude-opus-4-8": 1_000_000,
+        "openrouter/anthropic/claude-opus-4.6": 1_000_000, "claude-sonnet-4.6": 1_000_000,
+        "gpt-5": 272_000, "gpt-5-codex": 272_000, "gpt-5.1-codex-mini": 272_000, "gpt-5.4": 922_000, "gpt-5.4:high": 922_000,
+        "gpt-5.6": 272_000,  # not in the table: the shorter prefix's, never a larger window
+        "gpt-5-chat-latest": 111_616, "gpt-4o": 111_616, "gpt-4.1-mini": 1_014_808, "o3": 100_000,
+        "gemini-2.5-flash": 1_048_576, "gemini-3-pro-preview": 1_048_576,
+    }
+    assert {model: context_window(model) for model in expected} == expected
+    with pytest.warns(glyphpack.ProfileWarning):
+        assert context_window("some-new-model") == 128_000  # the conservative reader's provider's
+    session_file = Path(__file__).resolve().parents[2] / "shared" / "sessions" / "codex" / "as-codex-small-schemadrift.jsonl"
+    if not session_file.is_file():
+        session_file = Path(__file__).parent / "data" / "sessions" / session_file.name
+    imported = glyphpack.import_file(session_file)
+    assert imported.agents[0].context_window == 258_400  # its task_started event's (a later 0 is no window)
+    assert main(["import", str(session_file), "--workspace", str(tmp_path / "ws"), "--conversation", "codex"]) == 0
+    capsys.readouterr()
+    with glyphpack.Workspace(tmp_path / "ws") as workspace:
+        assert workspace.settings("codex", "main")["context_window"] == 258_400
+    assert main(["context", str(tmp_path / "ws"), "codex"]) == 0
+    assert "window 258,400" in capsys.readouterr().out
+    assert main(["context", str(session_file), "--model", "gpt-5.4"]) == 0
+    assert "window 258,400" in capsys.readouterr().out

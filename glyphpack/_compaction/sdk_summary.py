@@ -11,9 +11,8 @@ from typing import Any
 from .._errors import CompactionError, UsageError
 from .._history.apis import ProviderApi, api_of, merge_extra, native_api, provider_api
 from .._history.messages import Message, Text
-from .._providers.catalog import CONTEXT_WINDOWS
 from .._providers.profile import Profile
-from .._providers.resolve import resolve
+from .._providers.resolve import context_window, resolve
 from .._types import Api, public
 from .recovery import parse_overflow
 from .summarize import Sent, Summarizer
@@ -96,7 +95,7 @@ def sdk_summarizer(
     """A ``Summarizer`` that asks ``model`` through the official SDK ``client`` (an
     ``anthropic``, ``openai`` or ``google-genai`` client; ``api`` picks Responses over
     Chat Completions). Without a client, one is made for the model's provider from the
-    key in its usual environment variable. ``window`` defaults to the provider family's;
+    key in its usual environment variable. ``window`` defaults to the model's (``glyphpack.context_window``);
     ``extra`` goes into every call (``service_tier``, ``metadata``, ...: what the SDK's
     call takes). Its ``fn`` counts ``calls``, ``billed_input`` and ``billed_output``
     tokens. ``continues``: the model is the session's own, so a summary may continue the
@@ -115,6 +114,6 @@ def sdk_summarizer(
         chosen = provider_api(api or api_of(client))
     if output_tokens < 1:
         raise UsageError(f"output_tokens must be positive, not {output_tokens}")
-    window = window if window is not None else CONTEXT_WINDOWS[profile.reader.provider]
+    window = window if window is not None else context_window(profile)
     fn = SdkSummary(client, chosen, model, profile, output_tokens, dict(extra))
     return Summarizer(fn, window=window, output_reserve=output_tokens, continues=fn.continued if continues else None)

@@ -653,8 +653,9 @@ class Workspace:
 
     def _keep_usage(self, conversation: str, agent: str, messages: Sequence[Message], imported: ImportedAgent) -> None:
         """What the harness's last requests measured, for the session's estimate; and the
-        model it called, as the workspace's setting (``settings``) unless a session that
-        ran on this transcript since set one."""
+        model it called (with the window it ran with, where the file records it), as the
+        workspace's setting (``settings``) unless a session that ran on this transcript
+        since set one."""
         current = self._measured_record(conversation, agent)[1]
         record = dict(current) or {"format": MEASURED_FORMAT}
         if imported.usage:
@@ -664,6 +665,8 @@ class Workspace:
         settings: dict[str, Any] = kept if isinstance(kept, dict) else {}
         if imported.model is not None and "model" not in settings:
             settings = {**settings, "model": imported.model}
+            if imported.context_window is not None:  # the window that model ran with, as the harness recorded it
+                settings["context_window"] = imported.context_window
         if settings:
             record["settings"] = settings
         if record != current and len(record) > 1:

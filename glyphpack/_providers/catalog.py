@@ -270,6 +270,42 @@ EXAMPLE_MODELS = (
 #: ``context_window`` when the model's is known to be larger.
 CONTEXT_WINDOWS: dict[Provider, int] = {"anthropic": 200_000, "openai": 128_000, "google": 1_048_576}
 
+#: Normalized model-name prefix -> the input tokens a request to it may carry (the
+#: longest matching prefix wins; a model none names gets its provider's
+#: ``CONTEXT_WINDOWS``, the smallest of the family's current windows). OpenAI states a
+#: context window that the reply shares, so its input limit is the window less the
+#: largest reply (GPT-5: 400,000 - 128,000; Codex records 95% of it, 258,400, as
+#: ``model_context_window``); Anthropic and Google state the input limit. From each
+#: provider's model pages; ``docs/providers.md`` has the table. A model the table does
+#: not name falls to a shorter prefix or its provider's window: never a larger one.
+INPUT_WINDOWS: dict[str, int] = {
+    # Anthropic: 1M on Opus 4.6 and later and Sonnet 4.6; 200k on the others (Sonnet 4
+    # and 4.5 reach 1M only with the context-1m beta header, which a caller must send).
+    "claude-opus-4-6": 1_000_000,
+    "claude-opus-4-7": 1_000_000,
+    "claude-opus-4-8": 1_000_000,
+    "claude-sonnet-4-6": 1_000_000,
+    "claude-fable-5": 1_000_000,
+    "claude-mythos-5": 1_000_000,
+    "claude": 200_000,
+    # OpenAI: context less the largest reply.
+    "gpt-5-4": 922_000,  # 1,050,000 - 128,000
+    "gpt-5-5": 922_000,
+    "gpt-5-chat": 111_616,  # 128,000 - 16,384
+    "gpt-5-1-chat": 111_616,
+    "gpt-5": 272_000,  # 400,000 - 128,000: gpt-5, 5.1, 5.2, -mini, -nano, -codex
+    "gpt-4-1": 1_014_808,  # 1,047,576 - 32,768
+    "gpt-4o": 111_616,  # 128,000 - 16,384
+    "gpt-4-5": 111_616,
+    "o1": 100_000,  # 200,000 - 100,000
+    "o3": 100_000,
+    "o4-mini": 100_000,
+    # Google: the input limit as stated.
+    "gemini-3": 1_048_576,
+    "gemini-2-5": 1_048_576,
+    "gemini-2-0": 1_048_576,
+}
+
 
 #: Each provider family's prompt-cache prices as multiples of its uncached input price:
 #: (a token written to the cache, a token read from it). Anthropic: writes 1.25x (the

@@ -10,7 +10,9 @@ from typing import Any
 from .._errors import GlyphpackError
 from .._types import public
 from .catalog import (
+    CONTEXT_WINDOWS,
     GATEWAYS,
+    INPUT_WINDOWS,
     NATIVE_ROUTE,
     READER_PREFIXES,
     READERS,
@@ -137,6 +139,24 @@ def resolve(model_id: str | Profile, *, route: str | None = None, **reader_overr
             reader_overrides = {"resize": None, "billing": None} | reader_overrides
         profile = dataclasses.replace(profile, reader=dataclasses.replace(profile.reader, **reader_overrides))
     return profile
+
+
+@public
+def context_window(model: str | Profile) -> int:
+    """The input tokens a request to ``model`` may carry, from the catalog
+    (``INPUT_WINDOWS``; a model it does not name: its provider's ``CONTEXT_WINDOWS``, and
+    one no reader names the smallest of those).
+    Route prefixes, dates and ``:detail`` suffixes are read as ``resolve`` reads them."""
+    profile = model if isinstance(model, Profile) else resolve(model)
+    model_id = profile.model
+    text = model_id if _BEDROCK_VERSION.search(model_id) else model_id.partition(":")[0]
+    normalized = normalize_model(_split_route(text)[1])
+    for prefix in sorted(INPUT_WINDOWS, key=len, reverse=True):
+        if normalized == prefix or normalized.startswith(prefix + "-"):
+            return INPUT_WINDOWS[prefix]
+    if profile.reader.name == UNKNOWN_READER:  # a model no table names: the smallest window of any family
+        return min(CONTEXT_WINDOWS.values())
+    return CONTEXT_WINDOWS[profile.reader.provider]
 
 
 @public

@@ -35,8 +35,7 @@ from .._history.apis.gemini import to_rest
 from .._history.codec import json_bytes
 from .._history.messages import Message, Text
 from .._history.recall import recall_tool
-from .._providers.catalog import CONTEXT_WINDOWS
-from .._providers.resolve import resolve
+from .._providers.resolve import context_window, resolve
 from .._secrets import redacted, scrubbed
 from .._types import Api
 from .conversations import BadRequest, Client, Exchange, Recorder, cap_cache_marks, offers_recall
@@ -406,7 +405,7 @@ class Proxy:
         if self.summarizer is None or not isinstance(model, str):
             return None
         chosen = model if self.summarizer == SAME_MODEL else self.summarizer
-        window = CONTEXT_WINDOWS[resolve(chosen).reader.provider]
+        window = context_window(chosen)
         known = self.recorder.settings.context_window
         if known is not None:  # the upstream's window, as the proxy was told it: no summary request is larger
             window = min(window, known)

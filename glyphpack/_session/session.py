@@ -51,8 +51,9 @@ from .._history.recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, RECALL_TOOL
 from .._history.recall import recall as recall_from
 from .._history.store import Workspace
 from .._history.view import StoredView, view_for, write_view
-from .._providers.catalog import CACHE_PRICES, CONTEXT_WINDOWS, OUTPUT_PRICES
+from .._providers.catalog import CACHE_PRICES, OUTPUT_PRICES
 from .._providers.profile import Profile
+from .._providers.resolve import context_window as catalog_window
 from .._providers.resolve import resolve, text_estimator
 from .._providers.text_tokens import TextEstimator
 from .._types import Api, LoadState, Rung, public
@@ -245,7 +246,7 @@ class Session:
             )
         if not isinstance(summarizer, str):
             summarizer = as_summarizer(summarizer)  # a plain function is taken as one
-        window = context_window if context_window is not None else CONTEXT_WINDOWS[self.profile.reader.provider]
+        window = context_window if context_window is not None else catalog_window(self.profile)
         self.thresholds = Thresholds.for_window(window, threshold, target)  # the caller's figures, checked
         # A window the provider's rejections taught an earlier process (``_learn_window``).
         learned_window = workspace.settings(conversation, agent).get("learned_window")
@@ -1080,8 +1081,9 @@ def open_session(
             without elision, ``SESSION_RUNGS``, where those pages hold at least
             ``PAGES_OVER_ELISION`` characters per token, falling back to the whole ladder
             when they cannot fit; else the whole ladder).
-        context_window: the model's input window (default: its provider family's,
-            ``glyphpack._providers.catalog.CONTEXT_WINDOWS``).
+        context_window: the model's input window (default: the model's, from the catalog:
+            ``glyphpack.context_window(model)``; or a smaller one a provider's "too long"
+            taught an earlier session on this transcript).
         threshold, target: proactive compaction starts at ``threshold`` estimated
             tokens and aims at ``target`` (defaults: the window less a reply reserve of
             1/8 of it, at most 32k; the requests' overhead plus half of what the

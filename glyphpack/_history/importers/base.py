@@ -142,6 +142,9 @@ class ImportedAgent:
     #: The model the harness last called for this agent, as the file names it (None:
     #: the file does not say); the workspace remembers it, so commands need no --model.
     model: str | None = None
+    #: The input window the harness ran with, where the file records it (Codex's
+    #: ``model_context_window``); the workspace keeps it with the model.
+    context_window: int | None = None
 
 
 @public

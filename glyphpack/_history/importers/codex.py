@@ -41,6 +41,7 @@ def read(path: Path, data: bytes) -> ImportedSession:
     usage = _Usage()
     starts: list[int] = []  # where the requests after each compaction began
     model: str | None = None  # each turn's context names the model it calls
+    window: int | None = None  # and its events the input window it ran with
 
     def add(role: str, blocks: list[Block], number: str, time: float | None = None) -> None:
         if not blocks:
@@ -63,6 +64,11 @@ def read(path: Path, data: bytes) -> ImportedSession:
             continue
         if kind == "turn_context":  # not a message (counted below), but it names the model
             model = named_model(payload.get("model")) or model
+        if kind == "event_msg":  # task_started and token_count carry the window the turn ran with
+            info = payload.get("info")
+            for found in (payload.get("model_context_window"), info.get("model_context_window") if isinstance(info, dict) else None):
+                if isinstance(found, int) and not isinstance(found, bool) and found > 0:
+                    window = found
         if kind == "event_msg" and payload.get("type") == "token_count":
             usage.measured(_last_input(payload.get("info")))
             continue
@@ -80,7 +86,7 @@ def read(path: Path, data: bytes) -> ImportedSession:
         role, blocks = _item(payload, tally)
         add(role, blocks, number, epoch_seconds(record.get("timestamp")))
     repaired = repair(messages, tally)
-    agents = (ImportedAgent("main", tuple(repaired), usage_in(repaired, messages, usage.records), compaction_ids(repaired, messages, starts), model),)
+    agents = (ImportedAgent("main", tuple(repaired), usage_in(repaired, messages, usage.records), compaction_ids(repaired, messages, starts), model, window),)
     return ImportedSession("", agents, (), tally.report(FORMAT, agents, 0))
 
 
