@@ -278,6 +278,42 @@ def test_a_recall_called_round_after_round_stops_at_the_limit_and_the_next_reque
     assert len(workspace.transcripts()) == 1
 
 
+@pytest.mark.parametrize("api", ["anthropic", "openai-chat", "openai-responses"])
+def test_a_model_that_only_recalls_to_the_round_cap_gives_the_client_a_note_it_can_send_back(tmp_path: Path, api: str) -> None:
+    """A model that ignores ``tool_choice`` none and calls the recall in every round: the
+    client got an answer with no content (Anthropic then refused every later request).
+    It gets ``UNANSWERED``, and its next request, which carries that note, continues the
+    same transcript."""
+    from glyphpack._providers.resolve import resolve
+    from glyphpack._proxy.rounds import UNANSWERED
+
+    model = "claude-sonnet-4-5" if api == "anthropic" else "gpt-5.4"
+    build = provider_api(api)
+    history = build.build(model, history_of("anthropic", _body(_messages(16))), 0, resolve(model))[build.request_key]
+    body = {"model": model, build.request_key: history}
+    workspace = Workspace(tmp_path)
+    recorder = Recorder(workspace, SETTINGS)
+    exchange: Any = recorder.prepare(api, body, Summarizer(fake_summary))  # type: ignore[arg-type]
+    assert exchange.recall
+    rounds = []
+    while exchange is not None:
+        rounds.append(answer_body(api, Turn(calls=(_call("toolu_3"),)), len(rounds) + 1, 100))
+        exchange = recorder.finish(exchange, rounds[-1])
+    assert len(rounds) == RECALL_ROUNDS
+    answer = joined(api, rounds)  # type: ignore[arg-type]
+    assert UNANSWERED in json.dumps(answer)
+    said = (answer["output"] if api == "openai-responses" else [answer["choices"][0]["message"]] if api == "openai-chat"
+            else [{"role": "assistant", "content": answer["content"]}])
+    following = [*history, *said, {"role": "user", "content": "Go on."}]
+    recorder.prepare(api, {**body, build.request_key: following}, Summarizer(fake_summary))  # type: ignore[arg-type]
+    ((conversation, agent),) = workspace.transcripts()  # the same conversation, not a new one
+    stored = workspace.load(conversation, agent).messages
+    # ... continued where it stood: every recall round kept, then the user's words
+    assert sum(c.name == RECALL_TOOL for m in stored for c in m.tool_calls) == RECALL_ROUNDS and stored[-1].text.endswith("Go on.")
+    # and what the client holds is exactly the stored history as the proxy shows it to it
+    assert digests(client_view(stored).messages) == digests(history_of(api, {**body, build.request_key: following}))  # type: ignore[arg-type]
+
+
 def test_a_client_with_its_own_recall_tool_gets_its_calls(tmp_path: Path) -> None:
     """A client that defines ``glyphpack_recall`` itself (a glyphpack session behind the
     proxy) is not offered a second one, and its calls are its own."""

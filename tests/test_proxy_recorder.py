@@ -387,9 +387,9 @@ def test_a_compacted_request_per_api_and_the_last_recall_round_asks_for_an_answe
 
 def test_what_the_client_holds_leaves_out_the_proxys_recall_rounds_and_joins_the_answers_around_them() -> None:
     from glyphpack import RECALL_TOOL, Message, Text, ToolCall, ToolResult
-    from glyphpack._proxy.conversations import RECALL_ID_PREFIX, Shown, client_view, proxy_recall_ids
+    from glyphpack._proxy.conversations import RECALL_ID_PREFIX, Shown, client_view, proxy_recall_ids, recall_id_prefix
 
-    r1, r2 = RECALL_ID_PREFIX + "r1", RECALL_ID_PREFIX + "r2"
+    r1, r2 = recall_id_prefix() + "r1", recall_id_prefix() + "r2"
     messages = [
         Message("user", (Text("task"),), id="u0"),
         Message("assistant", (Text("look"), ToolCall(r1, RECALL_TOOL, {"ref": "x"})), id="a1"),
@@ -399,13 +399,15 @@ def test_what_the_client_holds_leaves_out_the_proxys_recall_rounds_and_joins_the
         Message("assistant", (ToolCall(r2, RECALL_TOOL, {"ref": "y"}),), id="a5"),
         Message("tool", (ToolResult(r2, (Text("again"),)),), id="t6"),
         Message("assistant", (Text("answer"),), id="a7"),
-        Message("assistant", (ToolCall("own", RECALL_TOOL, {"ref": "z"}), ToolCall(RECALL_ID_PREFIX + "x", "Bash", {})), id="a8"),
+        Message("assistant", (ToolCall("own", RECALL_TOOL, {"ref": "z"}), ToolCall(recall_id_prefix() + "x", "Bash", {})), id="a8"),
+        # a client's own recall whose id begins as the proxy's did before the nonce (its own session's ids)
+        Message("assistant", (ToolCall(RECALL_ID_PREFIX + "toolu_1", RECALL_TOOL, {"ref": "w"}), ToolCall(RECALL_ID_PREFIX + "0123456789ab", RECALL_TOOL, {})), id="a9"),
     ]
-    assert proxy_recall_ids(messages) == {r1, r2}  # not the client's own recall, nor a prefixed call of another tool
+    assert proxy_recall_ids(messages) == {r1, r2}  # not the client's own recalls, nor a prefixed call of another tool
     joined = Message("assistant", (Text("look"), Text("found")), id="a1")
-    assert client_view(messages) == Shown((messages[0], joined, messages[4], messages[7], messages[8]), (1, 4, 5, 8, 9))
-    assert client_view(messages, 4) == Shown((messages[4], messages[7], messages[8]), (5, 8, 9))
-    assert client_view(messages, 0, frozenset()) == Shown(tuple(messages), tuple(range(1, 10)))
+    assert client_view(messages) == Shown((messages[0], joined, messages[4], messages[7], messages[8], messages[9]), (1, 4, 5, 8, 9, 10))
+    assert client_view(messages, 4) == Shown((messages[4], messages[7], messages[8], messages[9]), (5, 8, 9, 10))
+    assert client_view(messages, 0, frozenset()) == Shown(tuple(messages), tuple(range(1, 11)))
 
 
 def test_a_history_is_indexed_at_its_end_and_before_its_last_answer(tmp_path: Path) -> None:
@@ -575,3 +577,28 @@ def test_a_workspace_recorded_without_a_proxy_is_indexed_into_the_store(tmp_path
     assert workspace.tree.ending_with(ends[-1:]) == []  # saved by hand: no proxy indexed it
     assert Recorder(workspace, SETTINGS).index_workspace() == 1
     assert workspace.tree.ending_with(ends[-1:]) == [("c", "main")] == workspace.tree.ending_with(ends[:1])
+
+
+def test_a_client_whose_own_recall_ids_begin_glyphpack_keeps_one_conversation(tmp_path: Path) -> None:
+    """A client that defines glyphpack_recall itself (a glyphpack session behind the
+    proxy) and whose call ids began ``glyphpack_`` had its own calls taken for the
+    proxy's: left out of its stored history's view, so each request matched nothing
+    and started a new conversation (11 in 15 requests)."""
+    from test_proxy_clients import _answer
+
+    from glyphpack import recall_tool
+
+    recorder = Recorder(Workspace(tmp_path), SETTINGS)
+    own = recall_tool("anthropic")
+    history: list[Json] = [{"role": "user", "content": OPENING}]
+    for turn in range(1, 16):
+        exchange = recorder.prepare("anthropic", {**_body(history), "tools": [own]}, None, ALPHA)
+        call = ("glyphpack_recall", {"ref": "x"}) if turn % 3 == 0 else ("Bash", {"command": f"cat {turn}.log"})
+        answer = _answer(f"step {turn}", (call,), to=exchange.forwarded)
+        (use,) = [b for b in answer["content"] if b["type"] == "tool_use"]
+        use["id"] = f"glyphpack_{turn}"
+        assert recorder.finish(exchange, answer) is None
+        history += [{"role": "assistant", "content": answer["content"]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use["id"], "content": _words("alpha", turn, 200)}]}]
+    ((conversation, agent),) = recorder.workspace.transcripts()
+    assert len(recorder.workspace.load(conversation, agent).messages) == 1 + 1 + 2 * 14  # system, task, rounds (the last waits for its results)

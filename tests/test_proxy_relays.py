@@ -104,7 +104,11 @@ def test_the_anthropic_relay_numbers_blocks_on_drops_the_recall_and_sums_the_usa
 
 def test_an_anthropic_answer_whose_last_round_calls_only_the_recall_ends_the_turn() -> None:
     """The recall rounds ran out with the model still calling it: the client is told
-    ``end_turn`` (no call of its own to answer), with the usage of all three rounds."""
+    ``end_turn`` (no call of its own to answer), with the usage of all three rounds, and
+    what happened as text (an answer with no content was refused when the client sent it
+    back)."""
+    from glyphpack._proxy.rounds import UNANSWERED
+
     rounds = [_anthropic_round(f"msg_{n}", {"input_tokens": 10 * n, "output_tokens": 1}, [_RECALL_USE], "tool_use", n) for n in (1, 2, 3)]
     got = _read(_relayed(AnthropicRelay(), [_stream(r) for r in rounds], cut=7))
     assert got == [
@@ -112,6 +116,9 @@ def test_an_anthropic_answer_whose_last_round_calls_only_the_recall_ends_the_tur
         ("ping", {"type": "ping"}),
         ("ping", {"type": "ping"}),
         ("ping", {"type": "ping"}),
+        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": UNANSWERED}}),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
         ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"input_tokens": 60, "output_tokens": 6}}),
         ("message_stop", {"type": "message_stop"}),
     ]
@@ -362,7 +369,8 @@ def test_events_are_known_by_their_payloads_type_or_else_their_event_name() -> N
     relay = AnthropicRelay()
     sent = _read(relay.feed(_stream(untyped)))
     assert [name for name, _ in sent] == ["message_start", "ping"]  # the recall block dropped, the end held
-    assert [name for name, _ in _read(relay.end_round(final=True))] == ["message_delta", "message_stop"]
+    # its recall could not be answered: the client is told so, never sent an answer with no content
+    assert [name for name, _ in _read(relay.end_round(final=True))] == ["content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"]
     responses = _responses_round("resp_1", [_message_item("msg_1", "Done.")], {"input_tokens": 5})
     relay_r = ResponsesRelay()
     streamed = relay_r.feed(_stream(responses[:-1], named=False))
@@ -473,3 +481,25 @@ def test_a_whole_chat_answer_that_ends_on_a_recall_alone_stops_without_calls() -
         "id": "c1",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "Looking."}, "finish_reason": "stop"}],
     }
+
+
+def test_an_answer_left_empty_by_its_recall_calls_says_so_in_every_api_whole_and_streamed() -> None:
+    """When a recall cannot be answered (too many in one round, or the round cap reached
+    by a model that ignores tool_choice none) the client got ``content: []`` and every
+    later request was refused by Anthropic; Chat's message had neither content nor calls.
+    The answer says what happened instead; an answer that had something is untouched."""
+    from glyphpack._proxy.rounds import UNANSWERED, ChatRelay, joined
+    from glyphpack.testing.fake import Turn, answer_body, sse_events
+
+    recall_only = Turn(calls=((RECALL_TOOL, {"ref": "x"}),))
+    for api in ("anthropic", "openai-chat", "openai-responses"):
+        whole = joined(api, [answer_body(api, recall_only, 1, 10)])  # type: ignore[arg-type]
+        assert UNANSWERED in json.dumps(whole), api
+        said = joined(api, [answer_body(api, Turn(text="Done."), 1, 10)])  # type: ignore[arg-type]
+        assert UNANSWERED not in json.dumps(said), api
+        relay = {"anthropic": AnthropicRelay, "openai-chat": ChatRelay, "openai-responses": ResponsesRelay}[api]()
+        streamed = relay.feed(b"".join(sse_events(api, answer_body(api, recall_only, 1, 10)))) + relay.end_round(final=True)
+        assert UNANSWERED in streamed.decode(), api
+        quiet = {"anthropic": AnthropicRelay, "openai-chat": ChatRelay, "openai-responses": ResponsesRelay}[api]()
+        plain = quiet.feed(b"".join(sse_events(api, answer_body(api, Turn(text="Done."), 1, 10)))) + quiet.end_round(final=True)
+        assert UNANSWERED not in plain.decode(), api

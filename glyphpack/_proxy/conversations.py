@@ -50,7 +50,7 @@ from .._history.recall import RECALL_TOOL, recall_tool
 from .._history.store import Workspace
 from .._session.session import RequestReport, Session
 from .._types import Api
-from .rounds import marked
+from .rounds import UNANSWERED, marked
 
 Json = dict[str, Any]
 
@@ -177,21 +177,42 @@ def client_view(messages: Sequence[Message], start: int = 0, recall_ids: frozens
     ``glyphpack_recall`` calls the proxy answered, and their results, left out (the
     client never saw them); a message left with nothing dropped; an answer the proxy
     went on to after a recall joined to the answer before it (the client got them as
-    one). ``recall_ids``: those calls' ids (default: ``proxy_recall_ids(messages)``)."""
+    one), and a turn whose answer was recall calls alone as ``UNANSWERED`` (what the
+    client got instead). ``recall_ids``: those calls' ids (default:
+    ``proxy_recall_ids(messages)``)."""
     if recall_ids is None:
         recall_ids = proxy_recall_ids(messages)
     shown: list[Message] = []
     ends: list[int] = []
     dropped = False
+
+    recalled = False  # the proxy answered a recall in the turn so far
+
+    def unanswered(end: int) -> None:
+        # A turn whose answer, its recall calls left out, says and calls nothing (thinking
+        # at most): the client got ``UNANSWERED`` after it (``rounds.joined``).
+        if not recalled:
+            return
+        if shown and shown[-1].role == "assistant":
+            if not any(isinstance(b, (Text, ToolCall)) for b in shown[-1].content):
+                shown[-1] = shown[-1].with_content((*shown[-1].content, Text(UNANSWERED)))
+        else:
+            shown.append(Message("assistant", (Text(UNANSWERED),), id=f"{messages[end - 1].id}-unanswered"))
+            ends.append(end)
+
     for number in range(start, len(messages)):
         message = messages[number]
         content = tuple(
             b for b in message.content
             if not (isinstance(b, ToolCall) and b.id in recall_ids) and not (isinstance(b, ToolResult) and b.call_id in recall_ids)
         )
+        recalled |= len(content) < len(message.content) and message.role == "assistant"
         if not content and message.content:
             dropped = True  # a recall round's call or answer alone
             continue
+        if message.role != "assistant":
+            unanswered(number)
+            recalled = False
         if dropped and message.role == "assistant" and shown and shown[-1].role == "assistant":
             shown[-1] = shown[-1].with_content(shown[-1].content + content)
             ends[-1] = number + 1
@@ -199,17 +220,35 @@ def client_view(messages: Sequence[Message], start: int = 0, recall_ids: frozens
             shown.append(message if len(content) == len(message.content) else message.with_content(content))
             ends.append(number + 1)
         dropped = False
+    unanswered(len(messages))
     return Shown(tuple(shown), tuple(ends))
 
 
-#: The prefix of the ids the proxy gives the ``glyphpack_recall`` calls it answers:
-#: the calls a client never saw (a client's own tool of that name keeps its ids).
+#: How the ids the proxy gives the ``glyphpack_recall`` calls it answers begin: the calls
+#: a client never saw (a client's own tool of that name keeps its ids) ...
 RECALL_ID_PREFIX = "glyphpack_"
+#: ... then a nonce of this many hex digits and an underscore, so a client's own ids
+#: (a glyphpack session behind the proxy calls its own glyphpack_recall) are never taken
+#: for the proxy's: a client whose ids began "glyphpack_" started a new conversation on
+#: every request.
+RECALL_NONCE_DIGITS = 12
+_PROXY_RECALL_ID = re.compile(rf"{RECALL_ID_PREFIX}[0-9a-f]{{{RECALL_NONCE_DIGITS}}}_")
+
+
+def recall_id_prefix() -> str:
+    """A fresh prefix for the ids of the recall calls of one answer."""
+    return f"{RECALL_ID_PREFIX}{secrets.token_hex(RECALL_NONCE_DIGITS // 2)}_"
+
+
+def is_proxy_recall(call: ToolCall) -> bool:
+    """Whether ``call`` is a ``glyphpack_recall`` call the proxy answered (its id as
+    ``recall_id_prefix`` began it)."""
+    return call.name == RECALL_TOOL and _PROXY_RECALL_ID.match(call.id) is not None
 
 
 def proxy_recall_ids(messages: Sequence[Message]) -> frozenset[str]:
     """The ids of the ``glyphpack_recall`` calls in ``messages`` the proxy answered."""
-    return frozenset(c.id for m in messages for c in m.tool_calls if c.name == RECALL_TOOL and c.id.startswith(RECALL_ID_PREFIX))
+    return frozenset(c.id for m in messages for c in m.tool_calls if is_proxy_recall(c))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -631,7 +670,7 @@ class Recorder:
                 return None
             try:
                 if exchange.recall:
-                    response = marked(exchange.api, response, RECALL_ID_PREFIX)
+                    response = marked(exchange.api, response, recall_id_prefix())
                 session.add_response(response, exchange.api)
                 pending = session.pending_calls
                 if not (exchange.recall and pending and exchange.rounds + 1 < RECALL_ROUNDS and all(c.name == RECALL_TOOL for c in pending)):
@@ -727,7 +766,7 @@ class Recorder:
             self.workspace.save(*key, kept, revision=session.revision, replace=True)
             session = self._open(api, key, body, summarizer)
         new = history[common:]
-        if new and any(c.name == RECALL_TOOL and c.id.startswith(RECALL_ID_PREFIX) for c in session.pending_calls):
+        if new and any(is_proxy_recall(c) for c in session.pending_calls):
             # The answer before mixed a recall with the client's calls: the client sends
             # its own calls' results, the session adds the recall's (or, on a new user
             # message, answers the recall alone first).

@@ -53,6 +53,16 @@ def marked(api: Api, response: Json, prefix: str) -> Json:
     return response
 
 
+#: What the client gets when the proxy's recall calls were all an answer held: an
+#: assistant message with nothing in it would be refused when the client sends it back
+#: (Anthropic takes no empty content; Chat needs content or calls), so it says what
+#: happened instead.
+UNANSWERED = (
+    "[glyphpack: this answer held only requests to bring back earlier context, more than one turn answers; "
+    "nothing else was said. Ask again to continue.]"
+)
+
+
 def summed_usage(first: object, second: object) -> object:
     """Two usage objects added field by field (whole numbers add; anything else is the
     second's)."""
@@ -73,6 +83,8 @@ def joined(api: Api, rounds: Sequence[Json]) -> Json:
         usage = summed_usage(usage, response.get("usage"))
     if api == "anthropic":
         content = [b for r in rounds for b in r.get("content") or () if not (isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") == RECALL_TOOL)]
+        if not any(isinstance(b, dict) and b.get("type") in ("text", "tool_use") for b in content) and _recalled(api, rounds):
+            content.append({"type": "text", "text": UNANSWERED})  # after any thinking, as the client view has it
         stop = last.get("stop_reason")
         if stop == "tool_use" and not any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content):
             stop = "end_turn"
@@ -81,7 +93,8 @@ def joined(api: Api, rounds: Sequence[Json]) -> Json:
         messages = [((r.get("choices") or [{}])[0].get("message") or {}) for r in rounds]
         text = "".join(m.get("content") or "" for m in messages)
         calls = [c for r in rounds for c in _calls(api, r) if _name(api, c) != RECALL_TOOL]
-        message = {**messages[-1], "content": text or None}
+        unanswered = not calls and _recalled(api, rounds)
+        message = {**messages[-1], "content": text or (UNANSWERED if unanswered else None)}
         message.pop("tool_calls", None)
         if calls:
             message["tool_calls"] = calls
@@ -90,7 +103,24 @@ def joined(api: Api, rounds: Sequence[Json]) -> Json:
             choice["finish_reason"] = "stop"
         return {**last, "id": first.get("id"), "choices": [choice], **({"usage": usage} if usage is not None else {})}
     output = [i for r in rounds for i in r.get("output") or () if not _is_recall_item(i)]
+    if not any(_answers(i) for i in output) and _recalled(api, rounds):
+        output.append(_note_item())
     return {**last, "id": first.get("id"), "output": output, "usage": usage}
+
+
+def _recalled(api: Api, rounds: Sequence[Json]) -> bool:
+    """Whether the proxy left recall calls out of these rounds (another round followed one)."""
+    return len(rounds) > 1 or recall_calls(api, rounds[0]) > 0
+
+
+def _answers(item: object) -> bool:
+    """Whether a Responses output item is something said or called (not reasoning)."""
+    return isinstance(item, dict) and item.get("type") in ("message", "function_call", "custom_tool_call")
+
+
+def _note_item() -> Json:
+    return {"type": "message", "id": "msg_glyphpack_unanswered", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": UNANSWERED, "annotations": []}]}  # fmt: skip
 
 
 class Relay:
@@ -104,6 +134,7 @@ class Relay:
         self.continued = False  # a round before this one was followed by another
         self.usage: object = None  # the rounds before this one's, summed
         self.client_called = False  # a call of the client's own was sent this round
+        self.dropped = False  # a recall call was left out
         self._held: list[tuple[str, Json | str]] = []
 
     def feed(self, chunk: bytes) -> bytes:
@@ -130,7 +161,8 @@ class Relay:
     def end_round(self, final: bool) -> bytes:
         held, self._held = self._held, []
         if final:
-            return b"".join(_sse(event, self.ended(payload) if isinstance(payload, dict) else payload) for event, payload in held)
+            note = b"".join(_sse(event, payload) for event, payload in self.note()) if (self.continued or self.dropped) and not self.said else b""
+            return note + b"".join(_sse(event, self.ended(payload) if isinstance(payload, dict) else payload) for event, payload in held)
         for _, payload in held:
             usage = self.round_usage(payload) if isinstance(payload, dict) else None
             if usage is not None:
@@ -143,6 +175,15 @@ class Relay:
     def round_usage(self, payload: Json) -> object:
         """The usage a held end event of a continued round carries (None: none)."""
         return None
+
+    @property
+    def said(self) -> bool:
+        """Whether the client was sent anything said or called, any round."""
+        raise NotImplementedError
+
+    def note(self) -> list[tuple[str, Json]]:
+        """The events that give the client ``UNANSWERED`` (its answer had nothing else)."""
+        raise NotImplementedError
 
     def ended(self, payload: Json) -> Json:
         """A held end event of the last round, as the client gets it."""
@@ -170,6 +211,7 @@ class AnthropicRelay(Relay):
         self.blocks = 0
         self.index: dict[object, int | None] = {}
         self.start_usage: object = None
+        self.spoke = False  # a text or a call of the client's went out (not thinking alone)
 
     def event(self, event: str, payload: Json) -> list[tuple[str, Json]]:
         kind = payload.get("type", event)
@@ -180,10 +222,12 @@ class AnthropicRelay(Relay):
             block = payload.get("content_block") or {}
             if block.get("type") == "tool_use" and block.get("name") == RECALL_TOOL:
                 self.index[payload.get("index")] = None
+                self.dropped = True
                 return []
             self.index[payload.get("index")] = self.blocks
             self.blocks += 1
             self.client_called |= block.get("type") == "tool_use"
+            self.spoke |= block.get("type") in ("text", "tool_use")
         if kind in ("content_block_start", "content_block_delta", "content_block_stop"):
             number = self.index.get(payload.get("index"), payload.get("index"))
             return [] if number is None else [(event, {**payload, "index": number})]
@@ -211,6 +255,16 @@ class AnthropicRelay(Relay):
     def next_round(self) -> None:
         self.index = {}
 
+    @property
+    def said(self) -> bool:
+        return self.spoke
+
+    def note(self) -> list[tuple[str, Json]]:
+        start = {"type": "content_block_start", "index": self.blocks, "content_block": {"type": "text", "text": ""}}
+        delta = {"type": "content_block_delta", "index": self.blocks, "delta": {"type": "text_delta", "text": UNANSWERED}}
+        self.blocks += 1
+        return [("content_block_start", start), ("content_block_delta", delta), ("content_block_stop", {"type": "content_block_stop", "index": self.blocks - 1})]
+
 
 class ChatRelay(Relay):
     """Chat Completions chunks: tool calls numbered on across rounds, recall calls
@@ -220,11 +274,14 @@ class ChatRelay(Relay):
         super().__init__()
         self.calls = 0
         self.index: dict[object, int | None] = {}
+        self.texted = False  # some content went to the client
+        self.chunk: Json = {}  # a chunk's fields other than its choices (id, model, created)
 
     def event(self, event: str, payload: Json) -> list[tuple[str, Json]]:
         choices = payload.get("choices")
         if "error" in payload or not isinstance(choices, list):
             return [(event, payload)]
+        self.chunk = {k: v for k, v in payload.items() if k not in ("choices", "usage")}
         if not choices:  # the usage chunk after the finish
             self._held.append((event, payload))
             return []
@@ -248,6 +305,7 @@ class ChatRelay(Relay):
                 choice = {**choice, "finish_reason": None}
             elif not delta and choice.get("delta"):
                 continue  # it carried only a recall call's pieces
+            self.texted |= bool(delta.get("content"))
             kept.append({**choice, "delta": delta})
         if kept:
             out.append((event, {**payload, "choices": kept}))
@@ -262,6 +320,7 @@ class ChatRelay(Relay):
             if number not in self.index:
                 if (call.get("function") or {}).get("name") == RECALL_TOOL:
                     self.index[number] = None
+                    self.dropped = True
                 else:
                     self.index[number] = self.calls
                     self.calls += 1
@@ -286,6 +345,13 @@ class ChatRelay(Relay):
     def next_round(self) -> None:
         self.index = {}
 
+    @property
+    def said(self) -> bool:
+        return self.texted or self.calls > 0
+
+    def note(self) -> list[tuple[str, Json]]:
+        return [("message", {**self.chunk, "choices": [{"index": 0, "delta": {"content": UNANSWERED}, "finish_reason": None}]})]
+
 
 class ResponsesRelay(Relay):
     """Responses events: ``response.created``/``in_progress`` once, output items
@@ -300,6 +366,8 @@ class ResponsesRelay(Relay):
         self.index: dict[object, int | None] = {}
         self.sequence = 0
         self.first_id: object = None
+        self.answered = False  # a message or a call of the client's went out
+        self.noted = False  # the note was sent as an item (it goes into the end's output too)
 
     def event(self, event: str, payload: Json) -> list[tuple[str, Json]]:
         kind = payload.get("type", event)
@@ -316,9 +384,11 @@ class ResponsesRelay(Relay):
                 item = payload.get("item") or {}
                 if _is_recall_item(item):
                     self.index[number] = None
+                    self.dropped = True
                 else:
                     self.index[number] = self.outputs
                     self.outputs += 1
+                    self.answered |= _answers(item)
             mapped = self.index.get(number, number)
             if mapped is None:
                 return []
@@ -341,6 +411,8 @@ class ResponsesRelay(Relay):
         if not isinstance(response, dict):
             return self._numbered(payload)
         output = [*self.earlier, *(i for i in response.get("output") or () if not _is_recall_item(i))]
+        if self.noted:
+            output.append(_note_item())
         usage = self._total(response.get("usage"))
         # One response to the client, named as it began (clients check the lifecycle's id).
         whole = {**response, "id": self.first_id or response.get("id"), "output": output, "usage": usage}
@@ -348,6 +420,19 @@ class ResponsesRelay(Relay):
 
     def next_round(self) -> None:
         self.index = {}
+
+    @property
+    def said(self) -> bool:
+        return self.answered
+
+    def note(self) -> list[tuple[str, Json]]:
+        self.noted = True
+        index, item = self.outputs, _note_item()
+        self.outputs += 1
+        return [
+            (name, self._numbered({"type": name, "sequence_number": 0, "output_index": index, "item": item}))
+            for name in ("response.output_item.added", "response.output_item.done")
+        ]
 
 
 def _is_recall_item(item: object) -> bool:
