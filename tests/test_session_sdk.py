@@ -493,3 +493,26 @@ def test_a_base64_blob_the_estimate_prices_far_under_the_providers_count_is_reco
         view, _ = session.request_view()
         (blob,) = [r for m in view for r in m.tool_results if r.call_id == session.messages[-2].tool_results[0].call_id]
         assert "chars cut by glyphpack; ref" in blob.text and blob.text[:100] == outputs[-1][:100]
+
+
+@pytest.mark.slow  # a 30-turn Gemini loop (about 1 s)
+def test_gemini_calls_without_ids_are_paired_by_order_and_kept_under_the_ids_first_given(tmp_path):
+    """The id of a Gemini function call is optional (older models and ADK send none):
+    the session gives each call an id once, stores it, and every later request carries
+    the same history, which the fake checks call by call."""
+    script = [Turn(text=f"step {n}", calls=(("read_file", {"path": f"out_{n}.txt"}), ("list_dir", {"path": "."}))) for n in range(12)]
+    fake = FakeModel([*script, Turn(text="done")], gemini_call_ids=False)
+    client = fake.client("gemini")
+    with glyphpack.open_session(tmp_path / "ws", "task", "coder", model="gemini-2.5-flash", context_window=20_000) as s:
+        s.add_user("Read every output.")
+        given: list[list[str]] = []
+        while True:
+            answer = s.call(client, **agent.tool_schemas("gemini"))
+            if not s.pending_calls:
+                break
+            given.append([c.id for c in s.pending_calls])
+            s.add_tool_results({c.id: "x" * 3_000 for c in s.pending_calls})
+        assert answer.text == "done" and fake.statuses == [200] * 13
+        assert all(len(ids) == 2 and all(ids) for ids in given) and len({i for ids in given for i in ids}) == 24
+        stored = [c.id for m in s.messages for c in m.tool_calls]
+        assert stored == [i for ids in given for i in ids]  # the ids first given, never redrawn

@@ -184,6 +184,9 @@ class FakeModel:
     #: Characters of each Responses reasoning item's encrypted content (a real one runs
     #: to thousands; the fake counts them as any text it is sent).
     reasoning_chars: int = 37
+    #: Whether Gemini's function calls carry an id: optional in the API, and absent from
+    #: what ADK passes on and from older Gemini models' answers.
+    gemini_call_ids: bool = True
 
     def next_turn(self) -> Turn:
         turn = self.script[min(self.answered, len(self.script) - 1)]
@@ -249,6 +252,8 @@ class FakeModel:
             for part in answer["candidates"][0]["content"]["parts"]:
                 if "thoughtSignature" in part:
                     self.signed[part["functionCall"]["id"]] = part["thoughtSignature"]
+                if not self.gemini_call_ids and "functionCall" in part:
+                    del part["functionCall"]["id"]
         return http().Response(200, json=answer)
 
     def async_handler(self, api: str) -> Callable[[httpx.Request], Awaitable[httpx.Response]]:
