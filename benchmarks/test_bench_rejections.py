@@ -22,12 +22,11 @@ from conftest import TABLES
 
 import glyphpack
 from glyphpack import CompactionPolicy
-from glyphpack._session.session import Session
 from glyphpack._types import RUNGS
 from glyphpack.testing.fake import FakeModel, Turn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-import agent  # noqa: E402
+import agent
 
 MODELS = {"anthropic": "claude-sonnet-4-5", "openai-chat": "gpt-5.4", "openai-responses": "gpt-5.4", "gemini": "gemini-2.5-flash"}
 WINDOW = 40_000
