@@ -139,12 +139,8 @@ class Relay:
 
     def feed(self, chunk: bytes) -> bytes:
         out: list[bytes] = []
-        for event, data in self.parser.feed(chunk):
-            try:
-                payload = json.loads(data)
-            except (ValueError, RecursionError):
-                payload = None
-            if not isinstance(payload, dict):
+        for event, data, payload in self.parser.feed_json(chunk):
+            if payload is None:
                 if data == "[DONE]":
                     self._held.append((event, data))
                 else:

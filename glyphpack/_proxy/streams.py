@@ -56,6 +56,16 @@ class SseParser:
                 self._data.append(value)
 
 
+    def feed_json(self, chunk: bytes) -> Iterator[tuple[str, str, Json | None]]:
+        """``feed``, each event with its data read as a JSON object (None: it is not one)."""
+        for event, data in self.feed(chunk):
+            try:
+                payload = json.loads(data)
+            except (ValueError, RecursionError):
+                payload = None
+            yield event, data, payload if isinstance(payload, dict) else None
+
+
 class Accumulator:
     """One API's stream events folded into its non-streaming response."""
 
@@ -305,12 +315,8 @@ class Opening:
         self.decided = False
 
     def feed(self, chunk: bytes) -> None:
-        for event, data in self.parser.feed(chunk):
-            try:
-                payload = json.loads(data)
-            except (ValueError, RecursionError):
-                payload = None
-            if not isinstance(payload, dict):
+        for event, _, payload in self.parser.feed_json(chunk):
+            if payload is None:
                 self.decided = True
                 return
             self.failure = stream_failure(event, payload)
