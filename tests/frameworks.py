@@ -47,3 +47,24 @@ def check_the_loop(fake: FakeModel, session: glyphpack.Session, kept: Sequence[M
     assert not answer.is_error and "line " in answer.text and json.dumps(answer.text)[1:-1][:200] in sent
     assert all(glyphpack.RECALL_TOOL in json.dumps(body.get("tools")) for body in fake.requests)
     assert len(session.calibration.counts) >= 10
+
+
+#: A window the tools' outputs overrun: 30 reads of 5-8k tokens each (as the fake counts them).
+SMALL_WINDOW = 40_000
+
+
+def big_output(path: str) -> str:
+    """What ``read_file`` returns in the small-window runs: 15,000-24,000 characters
+    (5-8k tokens as the fake counts them), distinct per file."""
+    n = int(path[4:6])
+    return "".join(f"line {n * 1000 + k}: value[{k}] = parse(index {k}) + {n}\n" for k in range(300 + 37 * (n % 7)))
+
+
+def check_the_window_met(fake: FakeModel) -> None:
+    """A run told ``SMALL_WINDOW``, with no summarizer: every read answered, no request
+    refused and none over the window (the newest results cut behind their refs where
+    nothing else fit: a CompactionError at turn 9 before)."""
+    from glyphpack.testing.fake import count_tokens
+
+    assert len(fake.requests) == 31 and set(fake.statuses) == {200}
+    assert max(count_tokens(body) for body in fake.requests) <= SMALL_WINDOW

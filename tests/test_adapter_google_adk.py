@@ -14,7 +14,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # drives the framework: CI runs it, and --run-slow (tests/conftest.py)
 pytest.importorskip("google.adk")
-from frameworks import ANSWER, check_the_loop, module_text, script
+from frameworks import ANSWER, SMALL_WINDOW, big_output, check_the_loop, check_the_window_met, module_text, script
 from google.adk.agents import LlmAgent
 from google.adk.apps import App
 from google.adk.models.google_llm import Gemini
@@ -88,3 +88,21 @@ def test_a_session_resumed_by_a_new_service_sends_what_the_first_would_have(tmp_
         run(runner_for(again, upstream.url), again, "s1", "Anything else?")
     again.close()
     assert json.dumps(resumed.requests, sort_keys=True) == json.dumps(continued.requests, sort_keys=True)
+
+
+def test_a_window_given_is_met_over_thirty_large_reads(tmp_path, monkeypatch):
+    def read_file(path: str) -> str:
+        """Read one module of the project."""
+        return big_output(path)
+
+    monkeypatch.setenv("GOOGLE_API_KEY", "test")
+    fake = FakeModel(script(30, recall=False))
+    service = GlyphpackSessionService(tmp_path / "ws", context_window=SMALL_WINDOW)
+    with FakeUpstream(fake) as upstream:
+        agent = LlmAgent(name="coder", model=Gemini(model=MODEL, base_url=upstream.url), instruction="You read code and answer briefly.",
+                         tools=[read_file, service.recall_tool])
+        runner = Runner(app=App(name="app", root_agent=agent, plugins=[service.plugin]), session_service=service)
+        events = run(runner, service, "s1", "Read every module and tell me where the parser is.")
+    assert events[-1].content.parts[0].text == ANSWER
+    check_the_window_met(fake)
+    service.close()

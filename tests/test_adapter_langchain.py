@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 pytestmark = pytest.mark.slow  # drives the framework: CI runs it, and --run-slow (tests/conftest.py)
 pytest.importorskip("langchain.agents")
 pytest.importorskip("langchain_openai")
-from frameworks import ANSWER, check_the_loop, module_text, script
+from frameworks import ANSWER, SMALL_WINDOW, big_output, check_the_loop, check_the_window_met, module_text, script
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
@@ -126,3 +126,19 @@ def test_a_langgraph_checkpointer_thread_continues_and_only_what_is_new_is_store
     # The second request sent the whole thread (nothing to compact yet), as the checkpointer holds it.
     assert [m["role"] for m in fake.requests[-1]["messages"]] == ["user", "assistant", "tool", "assistant", "user"]
     memory.close()
+
+
+@tool("read_file")
+def read_big_file(path: str) -> str:
+    """Read one module of the project."""
+    return big_output(path)
+
+
+def test_a_window_given_is_met_over_thirty_large_reads(tmp_path):
+    fake = FakeModel(script(30, recall=False))
+    # A Claude model behind an OpenAI-compatible endpoint: its exact pages cannot hold the middle here.
+    memory = GlyphpackMiddleware(tmp_path / "ws", "task-1", model="openrouter/anthropic/claude-sonnet-4.5", context_window=SMALL_WINDOW)
+    agent = create_agent(chat_model(fake), tools=[read_big_file], system_prompt="You read code and answer briefly.", middleware=[memory])
+    state = agent.invoke({"messages": [{"role": "user", "content": "Read every module and tell me where the parser is."}]}, {"recursion_limit": 100})
+    assert state["messages"][-1].content == ANSWER
+    check_the_window_met(fake)

@@ -19,7 +19,7 @@ import pytest
 agents = pytestmark = pytest.mark.slow  # drives the framework: CI runs it, and --run-slow (tests/conftest.py)
 pytest.importorskip("agents")
 from agents import Agent, OpenAIResponsesModel, Runner, SQLiteSession, function_tool, set_tracing_disabled
-from frameworks import ANSWER, check_the_loop, module_text, script
+from frameworks import ANSWER, SMALL_WINDOW, big_output, check_the_loop, check_the_window_met, module_text, script
 from openai import AsyncOpenAI
 
 import glyphpack
@@ -132,4 +132,20 @@ def test_items_of_an_unfinished_turn_wait_and_a_pop_or_a_foreign_input_is_refuse
     assert asyncio.run(session.get_items()) == [] and asyncio.run(session.pop_item()) is None
     # What was cleared is still in the tree.
     assert len(session.glyphpack.workspace.tree.nodes("c")) >= 3
+    session.close()
+
+
+@function_tool(name_override="read_file")
+def read_big_file(path: str) -> str:
+    """Read one module of the project."""
+    return big_output(path)
+
+
+def test_a_window_given_is_met_over_thirty_large_reads(tmp_path):
+    fake = FakeModel(script(30, recall=False))
+    session = GlyphpackSession(tmp_path / "ws", "task-1", model=MODEL, context_window=SMALL_WINDOW)
+    agent = Agent(name="coder", instructions="You read code and answer briefly.", tools=[read_big_file], model=model(fake))
+    result = asyncio.run(Runner.run(session.agent(agent), "Read every module and tell me where the parser is.", session=session, max_turns=40))
+    assert result.final_output == ANSWER
+    check_the_window_met(fake)
     session.close()

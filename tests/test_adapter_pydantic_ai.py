@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 pytestmark = pytest.mark.slow  # drives the framework: CI runs it, and --run-slow (tests/conftest.py)
 pytest.importorskip("pydantic_ai")
-from frameworks import ANSWER, check_the_loop, module_text, script
+from frameworks import ANSWER, SMALL_WINDOW, big_output, check_the_loop, check_the_window_met, module_text, script
 from openai import AsyncOpenAI
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
@@ -122,3 +122,18 @@ def test_a_retry_prompt_of_older_histories_is_an_error_result():
         retry = RetryPromptPart("path must exist", tool_name="read", tool_call_id="c1")
     (_, stored) = from_pydantic_ai([call, ModelRequest(parts=[retry])])
     assert stored.tool_results[0].is_error and stored.tool_results[0].text == "path must exist"
+
+
+def test_a_window_given_is_met_over_thirty_large_reads(tmp_path):
+    def read_file(path: str) -> str:
+        """Read one module of the project."""
+        return big_output(path)
+
+    fake = FakeModel(script(30, recall=False))
+    # A Claude model behind an OpenAI-compatible endpoint (OpenRouter, a gateway): its exact pages (9x15) cannot
+    # hold the middle here, so the newest reads are cut to fit.
+    memory = GlyphpackHistory(tmp_path / "ws", "task-1", model="openrouter/anthropic/claude-sonnet-4.5", context_window=SMALL_WINDOW)
+    agent = Agent(chat_model(fake), tools=[read_file], system_prompt="You read code and answer briefly.", capabilities=[memory])
+    assert agent.run_sync("Read every module and tell me where the parser is.").output == ANSWER
+    check_the_window_met(fake)
+    memory.close()

@@ -138,7 +138,8 @@ def _item(item: dict[str, Any], tally: Tally) -> tuple[str, list[Block]]:
         neutral = "system" if role in ("developer", "system") else "assistant" if role == "assistant" else "user"
         return neutral, _content(item.get("content"), tally)
     if kind == "reasoning":
-        summary = text_of([s for s in item.get("summary") or [] if isinstance(s, dict)])
+        parts = item.get("summary")
+        summary = text_of([s for s in parts if isinstance(s, dict)] if isinstance(parts, list) else [])
         blocks: list[Block] = [Thinking(summary)] if summary else []
         if item.get("encrypted_content"):
             blocks.append(Opaque("encrypted_reasoning", {"encrypted_content": item["encrypted_content"]}))
