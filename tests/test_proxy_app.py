@@ -576,3 +576,40 @@ def test_an_answer_without_a_content_type_and_cached_counts_are_logged(tmp_path:
         response = client.post("/v1/messages", json=_body([{"role": "user", "content": OPENING}]), headers=KEY)
     assert response.json()["content"][0]["text"] == "Cached."  # no content type: read as a whole answer
     assert "(100 cached)" in lines.getvalue()
+
+
+#: A word only a hostile client sends, in every field an error could quote.
+CANARY = "CANARY-7f3e"
+HOSTILE: list[tuple[str, str, Json]] = [
+    ("anthropic", "/v1/messages", {"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": [
+        {"role": "user", "content": [{"type": "text", "text": {"secret": CANARY}}]}]}),
+    ("anthropic", "/v1/messages", {"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": [{"role": CANARY, "content": "hi"}]}),
+    ("anthropic", "/v1/messages", {"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": [
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": "tool_use", "id": CANARY, "name": CANARY, "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": CANARY + "-other", "content": CANARY}]}]}),
+    ("anthropic", "/v1/messages", {"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": [
+        {"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": f"image/{CANARY}", "data": "aGk="}}]}]}),
+    ("openai-chat", "/v1/chat/completions", {"model": "gpt-5.4", "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "tool_calls": [{"id": CANARY, "type": "function", "function": {"name": CANARY, "arguments": "{" + CANARY}}]},
+        {"role": "tool", "tool_call_id": CANARY, "content": CANARY}]}),
+    ("openai-chat", "/v1/chat/completions", {"model": "gpt-5.4", "messages": [{"role": "user", "content": [{"type": CANARY, "text": CANARY}]}]}),
+    ("openai-responses", "/v1/responses", {"model": "gpt-5.4", "input": [{"type": "function_call_output", "call_id": CANARY, "output": CANARY}]}),
+]
+
+
+def test_no_log_line_stderr_line_or_json_log_holds_a_word_a_client_sent(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """``not recorded: message 0: Text.text must be str, not dict "{'secret': ...}"``
+    printed the client's content on stderr and in ``--log-json``, in every mode; role
+    values, tool names and call ids too. Errors now name the field and the type."""
+    upstream = Upstream(lambda request: httpx.Response(400, json={"error": {"message": "bad request"}}))
+    lines, json_log = io.StringIO(), tmp_path / "log.jsonl"
+    proxy = Proxy(Recorder(Workspace(tmp_path / "ws"), SETTINGS), "https://provider.example", transport=httpx.MockTransport(upstream),
+                  log=ProxyLog(lines, json_log))
+    with TestClient(proxy.app) as client:
+        for _, path, body in HOSTILE:
+            client.post(path, json=body, headers=KEY)
+    err = capfd.readouterr().err
+    assert len(upstream.requests) == len(HOSTILE) and "not recorded" in err  # each went on, unrecorded, and was said so
+    for output in (err, lines.getvalue(), json_log.read_text(encoding="utf-8")):
+        assert CANARY not in output

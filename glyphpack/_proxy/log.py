@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import threading
 from pathlib import Path
 from typing import Any, TextIO
@@ -15,6 +16,19 @@ from typing import Any, TextIO
 from .._types import Api
 
 Json = dict[str, Any]
+
+#: A quoted value in an error's text (Python's repr quotes: single or double).
+_QUOTED = re.compile(r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"")
+#: What stands for each quoted value in what the proxy prints or logs.
+WITHHELD = "<value withheld>"
+
+
+def without_values(text: str) -> str:
+    """An error's text as the proxy may print or log it: each quoted value (a client's
+    text, role, tool name, call id, as glyphpack's errors quote them with ``!r``) replaced
+    by ``WITHHELD``, so the field and the type stay and no word a client sent does.
+    Cut to one line of at most 300 characters."""
+    return _QUOTED.sub(WITHHELD, text.replace("\n", " "))[:300]
 
 
 @dataclasses.dataclass(frozen=True)
