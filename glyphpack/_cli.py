@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -933,7 +934,11 @@ def cmd_proxy(args: argparse.Namespace) -> int:
     upstream = upstream_url(args.upstream)
     if args.context_window is not None:  # the limits checked before anything listens
         Thresholds.for_window(args.context_window, args.threshold, args.target)
-    settings = ProxySettings(context_window=args.context_window, threshold=args.threshold, target=args.target)
+    for name in args.identity_header:
+        if not re.fullmatch(r"[A-Za-z0-9-]{1,64}", name):
+            raise UsageError(f"--identity-header must be a header name (letters, digits and '-'), not {name[:64]!r}")
+    settings = ProxySettings(context_window=args.context_window, threshold=args.threshold, target=args.target,
+                             identity_headers=tuple(name.lower() for name in args.identity_header))
     summarizer = None if args.summarizer == "none" else args.summarizer
     json_log = Path(args.log_json) if args.log_json else None
     if json_log is not None:  # checked before anything listens
@@ -1103,6 +1108,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the model that summarizes, through the upstream with the caller's key (default: the request's own)")
     p.add_argument("--log-json", metavar="FILE", help="also append one JSON object per request to FILE (counts, statuses, times; never content or keys)")
     p.add_argument("--quiet", action="store_true", help="no line per request on stderr (the totals still print at exit)")
+    p.add_argument("--identity-header", action="append", default=[], metavar="NAME",
+                   help="a header that tells clients apart besides their keys (repeatable): a gateway's per-user header")
     p.set_defaults(run=cmd_proxy)
 
     p = sub.add_parser("generate-session", help="write a realistic generated agent session (for trying the ladder)")

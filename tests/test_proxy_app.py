@@ -613,3 +613,39 @@ def test_no_log_line_stderr_line_or_json_log_holds_a_word_a_client_sent(tmp_path
     assert len(upstream.requests) == len(HOSTILE) and "not recorded" in err  # each went on, unrecorded, and was said so
     for output in (err, lines.getvalue(), json_log.read_text(encoding="utf-8")):
         assert CANARY not in output
+
+
+#: Every form of credential the proxy reads, each as two clients that differ only there.
+CREDENTIAL_FORMS: list[tuple[str, dict[str, str], dict[str, str], str]] = [
+    *((name, {name: "user-a"}, {name: "user-b"}, "") for name in (
+        "x-api-key", "authorization", "api-key", "x-goog-api-key",
+        "x-litellm-api-key", "x-portkey-api-key", "cf-aig-authorization", "ocp-apim-subscription-key")),
+    ("?key=", {}, {}, "key"),
+    ("--identity-header x-team-user", {"x-team-user": "ann"}, {"x-team-user": "bob"}, ""),
+]
+
+
+@pytest.mark.parametrize(("form", "first", "second", "query"), CREDENTIAL_FORMS, ids=[f[0] for f in CREDENTIAL_FORMS])
+def test_two_clients_that_differ_only_in_one_credential_never_share_a_conversation(
+    tmp_path: Path, form: str, first: dict[str, str], second: dict[str, str], query: str
+) -> None:
+    """The same upstream key for both (a team behind one key), the same opening and the
+    same conversation name: told apart by this one form alone (dropping any from the
+    identity fails its case), each in its own conversation, and neither can continue
+    the other's by name."""
+    from glyphpack._proxy.conversations import CONVERSATION_HEADER, ProxySettings
+
+    upstream = Upstream(_json_answer())
+    shared = {"x-api-key": "sk-team-key"} if form != "x-api-key" else {}
+    settings = ProxySettings(context_window=SETTINGS.context_window, threshold=SETTINGS.threshold, identity_headers=("x-team-user",))
+    proxy = Proxy(Recorder(Workspace(tmp_path / "ws"), settings), "https://provider.example", transport=httpx.MockTransport(upstream))
+    body = _body([{"role": "user", "content": OPENING}])
+    with TestClient(proxy.app) as client:
+        for n, headers in enumerate((first, second)):
+            path = "/v1/messages" + (f"?{query}=user-{'ab'[n]}" if query else "")
+            sent = {**shared, **headers}
+            assert client.post(path, json=body, headers=sent).status_code == 200
+            named = client.post(path, json=body, headers={**sent, CONVERSATION_HEADER: "shared-name"})
+            assert named.status_code == 200, named.text
+    transcripts = proxy.recorder.workspace.transcripts()
+    assert len(transcripts) == 4 and len({conversation for conversation, _ in transcripts}) == 4, transcripts

@@ -179,24 +179,41 @@ def test_a_subagent_prompt_from_another_client_is_not_taken_as_that_subagent(tmp
     assert "bravo" not in _everything_of(workspace, parent.session.conversation)
 
 
-def test_a_named_conversation_is_continued_by_its_client_only(tmp_path: Path) -> None:
+def test_a_named_conversation_is_its_clients_own_and_another_client_of_the_same_name_never_meets_it(tmp_path: Path) -> None:
+    """Names are taken within the caller's identity: two clients naming ``build-42`` each
+    get their own conversation (before, the second got a 403 that told it the name was in
+    use, and two racing first claims could both win)."""
     workspace = Workspace(tmp_path)
     recorder = Recorder(workspace)
     named_alpha = Client.of({"x-api-key": "sk-alpha-key", CONVERSATION_HEADER: "build-42"})
     named_bravo = Client.of({"x-api-key": "sk-bravo-key", CONVERSATION_HEADER: "build-42"})
     first = recorder.prepare("anthropic", _body([{"role": "user", "content": OPENING}]), client=named_alpha)
     recorder.finish(first, _answer("which logs?"))
-    assert first.session is not None and first.session.conversation == "build-42"
-    with pytest.raises(BadRequest, match="held by another client") as refused:
-        recorder.prepare("anthropic", _body([{"role": "user", "content": OPENING}]), client=named_bravo)
-    assert refused.value.status == 403
-    # The same opening from the same client without the header is its own conversation;
-    # with it, a different task goes beside the main agent, not over it.
+    alpha = named_alpha.scoped().conversation
+    assert first.session is not None and first.session.conversation == alpha and alpha.startswith("build-42.")
+    other = recorder.prepare("anthropic", _body([{"role": "user", "content": OPENING}]), client=named_bravo)
+    assert other.session is not None and other.session.conversation == named_bravo.scoped().conversation != alpha
+    # With the header, a different task goes beside the main agent, not over it.
     aside = recorder.prepare("anthropic", _body([{"role": "user", "content": "Summarize the README."}]), client=named_alpha)
-    assert aside.session is not None and (aside.session.conversation, aside.session.agent) == ("build-42", "agent")
-    assert workspace.load("build-42", AGENT).messages[-1].text == "which logs?"
+    assert aside.session is not None and (aside.session.conversation, aside.session.agent) == (alpha, "agent")
+    assert workspace.load(alpha, AGENT).messages[-1].text == "which logs?"
     with pytest.raises(BadRequest, match="is not allowed"):
         Client.of({CONVERSATION_HEADER: "../other"})
+    with pytest.raises(BadRequest, match="longer than 115 characters"):
+        Client.of({CONVERSATION_HEADER: "n" * 116})
+    assert Client.of({CONVERSATION_HEADER: "n" * 115}).scoped().conversation is not None
+
+
+def test_a_name_a_client_held_before_names_were_scoped_goes_on_as_it_was(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path)
+    named = Client.of({"x-api-key": "sk-alpha-key", CONVERSATION_HEADER: "build-42"})
+    workspace.set_owner("build-42", named.owner_record())
+    workspace.tree.create("build-42")
+    exchange = Recorder(workspace).prepare("anthropic", _body([{"role": "user", "content": OPENING}]), client=named)
+    assert exchange.session is not None and exchange.session.conversation == "build-42"
+    stranger = Client.of({"x-api-key": "sk-bravo-key", CONVERSATION_HEADER: "build-42"})
+    theirs = Recorder(workspace).prepare("anthropic", _body([{"role": "user", "content": OPENING}]), client=stranger)
+    assert theirs.session is not None and theirs.session.conversation == stranger.scoped().conversation
 
 
 def test_a_client_is_known_by_a_digest_of_its_credentials_never_the_credentials() -> None:

@@ -486,9 +486,10 @@ def test_in_a_named_conversation_each_other_task_is_an_agent_of_its_own(tmp_path
         named = Client.of({"x-api-key": "sk-alpha-key", CONVERSATION_HEADER: conversation})
         for task in tasks:
             recorder.prepare("anthropic", _body([{"role": "user", "content": task}]), client=named)
+    other, shared = (Client.of({"x-api-key": "sk-alpha-key", CONVERSATION_HEADER: name}).scoped().conversation for name in ("other", "shared"))
     agents = sorted(workspace.transcripts())
-    assert agents == [("other", "agent"), ("other", "main"), ("shared", "agent"), ("shared", "agent-2"), ("shared", "main")]
-    assert workspace.load("shared", "agent").messages[-1].text == "task C" and workspace.load("shared", "agent-2").messages[-1].text == "task D"
+    assert agents == sorted([(other, "agent"), (other, "main"), (shared, "agent"), (shared, "agent-2"), (shared, "main")])
+    assert workspace.load(shared, "agent").messages[-1].text == "task C" and workspace.load(shared, "agent-2").messages[-1].text == "task D"
 
 
 def test_adjacent_texts_digest_as_one_and_anything_between_them_parts_them() -> None:
@@ -543,7 +544,7 @@ def test_a_subagent_is_found_past_other_clients_and_other_conversations_sessions
     recorder.finish(caller, answer)
     (use,) = answer["content"]
     sub = recorder.prepare("anthropic", _body([{"role": "user", "content": prompt}]), client=named)
-    assert sub.session is not None and (sub.session.conversation, sub.session.agent) == ("mine", f"task-{use['id'][-8:]}")
+    assert sub.session is not None and (sub.session.conversation, sub.session.agent) == (named.scoped().conversation, f"task-{use['id'][-8:]}")
     # Unnamed: another client's session, older, is passed over by whose it is.
     others = Recorder(Workspace(tmp_path / "unnamed"), SETTINGS)
     others.prepare("anthropic", _body([{"role": "user", "content": "bravo's own task"}]), client=BRAVO)

@@ -80,8 +80,18 @@ _SEED = hashlib.sha256(b"glyphpack proxy history").digest()
 #: continues that conversation (when the same client holds it) or starts it.
 CONVERSATION_HEADER = "x-glyphpack-conversation"
 #: Request headers that carry a client's credentials, and the query parameter (Gemini's).
-CREDENTIAL_HEADERS = ("x-api-key", "authorization", "api-key", "x-goog-api-key")
+#: The provider's own, then the per-user keys of the gateways a team puts in front of one
+#: upstream key (LiteLLM, Portkey, Cloudflare AI Gateway, Azure API Management): users told
+#: apart only by those were one client.
+CREDENTIAL_HEADERS = (
+    "x-api-key", "authorization", "api-key", "x-goog-api-key",
+    "x-litellm-api-key", "x-portkey-api-key", "cf-aig-authorization", "ocp-apim-subscription-key",
+)
 CREDENTIAL_QUERY = "key"
+#: Hex digits of the tag that scopes a named conversation to its client, and the longest
+#: name a client may give (the tagged id stays within a workspace id's 128 characters).
+SCOPE_DIGITS = 12
+MAX_NAME = 128 - SCOPE_DIGITS - 1
 
 
 class BadRequest(GlyphpackError):
@@ -103,21 +113,38 @@ class Client:
     conversation: str | None = None
 
     @classmethod
-    def of(cls, headers: Mapping[str, str], query: Mapping[str, str] | None = None, conversation: str | None = None) -> Client:
-        """The client of a request with these headers and query parameters;
+    def of(
+        cls, headers: Mapping[str, str], query: Mapping[str, str] | None = None, conversation: str | None = None, identity: Sequence[str] = ()
+    ) -> Client:
+        """The client of a request with these headers and query parameters (and the
+        deployment's own ``identity`` headers: ``ProxySettings.identity_headers``);
         ``BadRequest`` when the named conversation is not a valid id."""
         lowered = {k.lower(): v for k, v in headers.items()}
-        material = [f"{name}\0{lowered[name]}" for name in CREDENTIAL_HEADERS if name in lowered]
+        names = dict.fromkeys((*CREDENTIAL_HEADERS, *(name.lower() for name in identity)))
+        material = [f"{name}\0{lowered[name]}" for name in names if name in lowered]
         if query and CREDENTIAL_QUERY in query:
             material.append(f"?{CREDENTIAL_QUERY}\0{query[CREDENTIAL_QUERY]}")
         named = conversation if conversation is not None else lowered.get(CONVERSATION_HEADER)
         if named is not None:
             try:
                 check_id(named, "conversation")
+                if len(named) > MAX_NAME:
+                    raise StoreError(f"conversation id {named[:MAX_NAME]!r}... is longer than {MAX_NAME} characters")
             except StoreError as exc:
                 raise BadRequest(f"{CONVERSATION_HEADER}: {exc}") from None
         secret = hashlib.sha256(b"glyphpack proxy client\0" + "\n".join(material).encode("utf-8", "surrogatepass")).digest()
         return cls(secret, named or None)
+
+    def scoped(self) -> Client:
+        """This client with the conversation it names taken within its own identity: the
+        workspace id ``NAME.<12 hex>``, a keyed digest of its credentials. Two clients
+        naming the same conversation never meet, and no answer tells one that another
+        uses a name (a 403 "held by another client" was an oracle, and a first claim a
+        race two clients could both win)."""
+        if self.conversation is None:
+            return self
+        tag = hmac.new(self.secret, b"glyphpack proxy conversation names", hashlib.sha256).hexdigest()[:SCOPE_DIGITS]
+        return dataclasses.replace(self, conversation=f"{self.conversation}.{tag}")
 
     def owner_record(self) -> dict[str, str]:
         """What the workspace keeps of this client for a conversation it starts: a fresh
@@ -306,11 +333,15 @@ def _system_text(api: Api, body: Json) -> str | None:
 
 @dataclasses.dataclass(frozen=True)
 class ProxySettings:
-    """How the proxy compacts (as ``open_session`` takes them; None: the model's defaults)."""
+    """How the proxy compacts (as ``open_session`` takes them; None: the model's defaults),
+    and which headers tell its clients apart."""
 
     context_window: int | None = None
     threshold: int | None = None
     target: int | None = None
+    #: Headers that tell clients apart besides the credentials (``CREDENTIAL_HEADERS``):
+    #: a deployment's own per-user header, set by what authenticates its users.
+    identity_headers: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass
@@ -533,7 +564,16 @@ class Recorder:
             print(f"glyphpack proxy: {note}", file=sys.stderr)
             return Exchange(api, request, request, note=note)
 
+    def _named(self, client: Client) -> Client:
+        """``client`` with the conversation it names as the workspace keeps it: the plain
+        name where this client already holds a conversation of that name (one a proxy
+        before names were scoped started), else the name within its identity (``scoped``)."""
+        if client.conversation is None or not self._owns(client, client.conversation):
+            return client.scoped()
+        return client
+
     def _prepare(self, api: Api, body: Json, history: list[Message], summarizer: Summarizer | None, client: Client) -> Exchange:
+        client = self._named(client)
         chain = (digests(history), thinking_marks(history))
         try:
             return self._record(api, body, history, chain, summarizer, client)
@@ -702,7 +742,7 @@ class Recorder:
         if isinstance(history, HistoryError):
             return request
         chain = digests(history)
-        key, _ = self.match(chain, client, thinking_marks(history))
+        key, _ = self.match(chain, self._named(client), thinking_marks(history))
         if key is None:
             return request
         with self._lock_of(key):

@@ -339,7 +339,7 @@ class Proxy:
             body = _parsed(raw)
             if model is not None and isinstance(body, dict):
                 body = {**body, "model": model}
-            client = Client.of(request.headers, request.query_params)
+            client = Client.of(request.headers, request.query_params, identity=self.recorder.settings.identity_headers)
             exchange = await run_in_threadpool(self.recorder.prepare, api, body, self._summarizer(api, body, request), client)
         except BadRequest as exc:
             self.log.record(RequestRecord(api, exc.status, (time.perf_counter() - started) * 1000, note="refused by the proxy"))
@@ -521,7 +521,7 @@ class Proxy:
     async def _count_tokens(self, request: Request) -> Response:
         raw = await request.body()
         try:
-            client = Client.of(request.headers, request.query_params)
+            client = Client.of(request.headers, request.query_params, identity=self.recorder.settings.identity_headers)
             body = await run_in_threadpool(self.recorder.counted_body, "anthropic", _parsed(raw), client)
         except BadRequest as exc:
             return JSONResponse(error_body("anthropic", exc.status, f"glyphpack proxy: {exc}"), status_code=exc.status)
