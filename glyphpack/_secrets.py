@@ -64,6 +64,12 @@ def secrets_of(url: str) -> list[str]:
         user, colon, password = url[where[0] : where[1]].partition(":")
         if colon or not _names_user(url):
             found.append(password if colon else user)
+    # A password with an unescaped "@": a driver that parses at the first "@" takes the
+    # rest for the host and quotes it back ("could not translate host name "ss@host""),
+    # so each part and each tail after an "@" is a secret too.
+    for secret in list(found):
+        parts = secret.split("@")
+        found += [*parts, *("@".join(parts[k:]) for k in range(1, len(parts)))] if len(parts) > 1 else []
     found += [m.group(0).partition("=")[2] for m in _PARAMETER.finditer(url)]
     decoded = [urllib.parse.unquote(s) for s in found]
     return sorted({s for s in found + decoded if s}, key=len, reverse=True)

@@ -649,3 +649,26 @@ def test_two_clients_that_differ_only_in_one_credential_never_share_a_conversati
             assert named.status_code == 200, named.text
     transcripts = proxy.recorder.workspace.transcripts()
     assert len(transcripts) == 4 and len({conversation for conversation, _ in transcripts}) == 4, transcripts
+
+
+@pytest.mark.parametrize("path", ["/../x", "/v1/../../x", "/%2e%2e/x", "/v1/%2E%2E/%2e%2E/admin", "/./x", "/v1beta/models/..%2F..%2Fx"])
+def test_a_path_that_would_climb_out_of_the_upstreams_base_is_refused_before_anything_is_sent(tmp_path: Path, path: str) -> None:
+    """``--upstream https://gateway/team-a`` joined with ``/../x`` is the gateway's
+    ``/x`` once normalized: a path with dot segments, as written or percent-encoded,
+    gets a 400 and goes nowhere (sent as raw bytes: an HTTP client would normalize it)."""
+    import socket
+
+    from glyphpack._proxy.server import Running
+
+    upstream = Upstream(_json_answer())
+    proxy = Proxy(Recorder(Workspace(tmp_path / "ws"), SETTINGS), "https://provider.example/team-a", transport=httpx.MockTransport(upstream))
+    with Running(proxy) as running:
+        host, port = running.url.removeprefix("http://").split(":")
+        for method in ("GET", "POST"):
+            with socket.create_connection((host, int(port)), timeout=10) as sock:
+                sock.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}".encode())
+                answer = b""
+                while chunk := sock.recv(65536):
+                    answer += chunk
+            assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+    assert upstream.requests == []

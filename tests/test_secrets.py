@@ -49,7 +49,15 @@ def test_what_a_url_shows() -> None:
     assert scrubbed("token 'Q' refused by POSTGRESQL at Q.", "postgresql://h/db?password=Q") == "token '***' refused by POSTGRESQL at ***."
 
 
-@pytest.mark.parametrize("password", ["p%zz", "p@ss@", "100%", "a b"])
+def test_the_tail_of_a_password_with_an_at_sign_that_a_driver_took_for_the_host_is_hidden() -> None:
+    """A driver that parses at the first '@' quoted the rest back as the host name."""
+    url = "postgresql://me:pass@word7@db.example/work"
+    echoed = 'could not translate host name "word7@db.example" to address'
+    assert scrubbed(echoed, url) == 'could not translate host name "***@db.example" to address'
+    assert "word7" not in scrubbed('host "pass" port', url) and "pass" not in scrubbed('host "pass" port', url)
+
+
+@pytest.mark.parametrize("password", ["p%zz", "p@ss@", "100%", "a b", "pass@word7"])
 def test_a_database_password_never_reaches_the_error(password: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A bad percent-escape (the driver quotes the bad token back), an '@' in the password,
     an upper-case scheme: the error names the database, never the password."""

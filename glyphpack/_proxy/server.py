@@ -17,6 +17,7 @@ import socket
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
@@ -256,6 +257,7 @@ class Proxy:
             Route("/{path:path}", self._pass, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]),
         ]
         self.app = Starlette(routes=routes, lifespan=self._lifespan)
+        self.app.add_middleware(_NoDotSegments)
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -538,6 +540,26 @@ class Proxy:
         except httpx.HTTPError as exc:
             return JSONResponse({"error": {"message": self._failed(exc)}}, status_code=502)
         return self._streamed(upstream)
+
+
+class _NoDotSegments:
+    """Refuses (400) a path with a ``.`` or ``..`` segment, as written or percent-encoded:
+    the upstream URL is the ``--upstream`` base joined with the path, and a client's
+    ``/../x`` would climb out of a base path (``https://gateway/team-a`` to the gateway's
+    root) once the URL is normalized."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            raw = scope.get("raw_path") or scope.get("path", "").encode()
+            segments = urllib.parse.unquote(raw.decode("latin-1").split("?", 1)[0]).replace("\\", "/").split("/")
+            if any(segment in (".", "..") for segment in segments):
+                response = JSONResponse({"error": {"message": "glyphpack proxy: a path with '.' or '..' segments is refused"}}, status_code=400)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def _streams(response: httpx.Response) -> bool:
