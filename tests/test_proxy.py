@@ -566,6 +566,15 @@ def _serve(workspace: Workspace, upstream: FakeUpstream, settings: ProxySettings
     return Running(Proxy(Recorder(workspace, settings), upstream.url))
 
 
+def _credentials_of(headers: dict[str, str]) -> dict[str, str]:
+    """The credential headers a client sent (as the upstream saw them): the SDK sends its
+    key as x-api-key or as a bearer token, by version. A status request with them gets
+    that client's totals."""
+    from glyphpack._proxy.conversations import CREDENTIAL_HEADERS
+
+    return {name: value for name, value in headers.items() if name in CREDENTIAL_HEADERS}
+
+
 def _task_of(api: str, body: Json) -> str:
     first = [m for m in body[provider_api(api).request_key] if m.get("role") == "user"][0]
     content = first["parts"] if api == "gemini" else first["content"]
@@ -921,7 +930,7 @@ def test_glyphpack_proxy_serves_until_sigterm_and_the_conversation_is_in_the_tre
             url = line.split()[3]
             assert f"ANTHROPIC_BASE_URL={url} claude" in proxy.stderr.readline()
             assert Harness("anthropic", url, stream=True).run() == "auth failed first, at 10:00:03."
-            status = httpx.get(f"{url}/glyphpack/status").json()
+            status = httpx.get(f"{url}/glyphpack/status", headers=_credentials_of(upstream.headers[-1])).json()  # its own totals
             assert status["requests"] == 3 and status["failed"] == 0
         finally:
             proxy.send_signal(signal.SIGTERM)
@@ -990,7 +999,7 @@ def test_the_log_has_a_line_per_request_and_the_totals_say_what_was_saved(worksp
     model = FakeModel(_script(14))
     with FakeUpstream(model) as upstream, Running(Proxy(Recorder(workspace, SETTINGS), upstream.url, log=log)) as proxy:
         assert Harness("anthropic", proxy.url, stream=True).run() == "auth failed first, at 10:00:03."
-        status = httpx.get(f"{proxy.url}/glyphpack/status").json()
+        status = httpx.get(f"{proxy.url}/glyphpack/status", headers=_credentials_of(upstream.headers[-1])).json()  # its own totals
     records = [json.loads(line) for line in path.read_text().splitlines()]
     agent = [body for body in model.requests if summary_prompt(body) is None]
     assert len(records) == len(agent) == 15 and lines.getvalue().count("\n") == 15

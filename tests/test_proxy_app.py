@@ -111,7 +111,7 @@ def test_the_status_and_other_paths(tmp_path: Path) -> None:
         status = client.get(STATUS_PATH)
     assert models.json() == {"data": [{"id": "claude-sonnet-4-5"}]} and models.headers["x-request-id"] == "r1"
     assert str(upstream.requests[0].url) == "https://provider.example/v1/models?limit=5" and upstream.requests[0].method == "GET"
-    assert status.json() == {**proxy.log.totals(), "requests": 0} and len(upstream.requests) == 1  # the status is the proxy's own
+    assert status.json() == {**proxy.log.totals(b""), "requests": 0} and len(upstream.requests) == 1  # the status is the proxy's own
 
 
 def test_an_upstream_that_cannot_be_reached_is_a_502_in_the_apis_shape_that_says_why(tmp_path: Path) -> None:
@@ -672,3 +672,17 @@ def test_a_path_that_would_climb_out_of_the_upstreams_base_is_refused_before_any
                     answer += chunk
             assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
     assert upstream.requests == []
+
+
+def test_the_status_shows_a_caller_its_own_totals_only(tmp_path: Path) -> None:
+    """Any local caller read every client's totals; now each sees what its own requests
+    made (and a caller with no requests, zeros), while the exit summary stays whole."""
+    client, proxy, _ = _app(tmp_path, Upstream(_json_answer()))
+    alpha, bravo = {"x-api-key": "sk-alpha"}, {"x-api-key": "sk-bravo"}
+    with client:
+        for _ in range(2):
+            client.post("/v1/messages", json=_body([{"role": "user", "content": OPENING}]), headers=alpha)
+        client.post("/v1/messages", json=_body([{"role": "user", "content": "Another task."}]), headers=bravo)
+        mine, theirs, nobody = (client.get(STATUS_PATH, headers=h).json() for h in (alpha, bravo, {"x-api-key": "sk-carol"}))
+    assert (mine["requests"], theirs["requests"], nobody["requests"], proxy.log.totals()["requests"]) == (2, 1, 0, 3)
+    assert mine["client_tokens"] > theirs["client_tokens"] > 0 == nobody["client_tokens"]

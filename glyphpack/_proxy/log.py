@@ -107,34 +107,46 @@ class ProxyLog:
             "client_tokens": 0, "sent_tokens": 0, "provider_input_tokens": 0, "provider_cached_tokens": 0, "provider_output_tokens": 0,
         }
         self._json_failed = False
+        self._by_client: dict[bytes, Json] = {}
 
-    def record(self, entry: RequestRecord) -> None:
+    def record(self, entry: RequestRecord, owner: bytes | None = None) -> None:
+        """Log ``entry`` and count it in the totals (and in ``owner``'s own, when given:
+        a client's ``secret``, kept in memory only)."""
         with self._lock:
-            totals = self._totals
-            totals["requests"] += 1
-            totals["failed"] += entry.status >= 400
-            totals["compacted"] += entry.compacted
-            totals["recall_rounds"] += entry.rounds - 1
-            if entry.client is not None and entry.sent is not None:
-                totals["client_tokens"] += entry.client
-                totals["sent_tokens"] += entry.sent
-            for key, value in (("provider_input_tokens", entry.input), ("provider_cached_tokens", entry.cached), ("provider_output_tokens", entry.output)):
-                totals[key] += value or 0
-            if self.stream is not None:
-                print(entry.line(), file=self.stream, flush=True)
-            if self.json_path is not None and not self._json_failed:
-                try:
-                    with self.json_path.open("a", encoding="utf-8") as out:
-                        out.write(json.dumps(dataclasses.asdict(entry), ensure_ascii=False) + "\n")
-                except OSError as exc:
-                    self._json_failed = True
-                    if self.stream is not None:
-                        print(f"glyphpack proxy: cannot write the JSON log {self.json_path}: {exc.strerror or type(exc).__name__}; no more JSON lines", file=self.stream, flush=True)
+            self._count(self._totals, entry)
+            if owner is not None:
+                self._count(self._by_client.setdefault(owner, dict.fromkeys(self._totals, 0)), entry)
+            self._write(entry)
 
-    def totals(self) -> Json:
-        """The totals so far, with the share of the clients' tokens that was not sent."""
+    @staticmethod
+    def _count(totals: Json, entry: RequestRecord) -> None:
+        totals["requests"] += 1
+        totals["failed"] += entry.status >= 400
+        totals["compacted"] += entry.compacted
+        totals["recall_rounds"] += entry.rounds - 1
+        if entry.client is not None and entry.sent is not None:
+            totals["client_tokens"] += entry.client
+            totals["sent_tokens"] += entry.sent
+        for key, value in (("provider_input_tokens", entry.input), ("provider_cached_tokens", entry.cached), ("provider_output_tokens", entry.output)):
+            totals[key] += value or 0
+
+    def _write(self, entry: RequestRecord) -> None:
+        if self.stream is not None:
+            print(entry.line(), file=self.stream, flush=True)
+        if self.json_path is not None and not self._json_failed:
+            try:
+                with self.json_path.open("a", encoding="utf-8") as out:
+                    out.write(json.dumps(dataclasses.asdict(entry), ensure_ascii=False) + "\n")
+            except OSError as exc:
+                self._json_failed = True
+                if self.stream is not None:
+                    print(f"glyphpack proxy: cannot write the JSON log {self.json_path}: {exc.strerror or type(exc).__name__}; no more JSON lines", file=self.stream, flush=True)
+
+    def totals(self, owner: bytes | None = None) -> Json:
+        """The totals so far (``owner``: that client's alone; none yet: zeros), with the
+        share of the clients' tokens that was not sent."""
         with self._lock:
-            totals = dict(self._totals)
+            totals = dict(self._totals if owner is None else self._by_client.get(owner, dict.fromkeys(self._totals, 0)))
         client = totals["client_tokens"]
         totals["saved_share"] = round(1 - totals["sent_tokens"] / client, 4) if client else 0.0
         return totals

@@ -313,8 +313,9 @@ class Proxy:
 
         return endpoint
 
-    def _logged(self, exchange: Exchange, status: int, started: float, results: Sequence[Json], note: str | None = None) -> None:
-        """One request in the log: its exchange, the upstream's status and whole answers."""
+    def _logged(self, owner: bytes, exchange: Exchange, status: int, started: float, results: Sequence[Json], note: str | None = None) -> None:
+        """One request in the log, counted toward its client's (``owner``: ``Client.secret``)
+        totals too: its exchange, the upstream's status and whole answers."""
         usage = [provider_usage(exchange.api, r) for r in results]
 
         def total(part: int) -> int | None:
@@ -327,11 +328,13 @@ class Proxy:
             conversation=session.conversation if session is not None else None, agent=session.agent if session is not None else None,
             client=exchange.client_tokens, sent=exchange.sent_tokens, input=total(0), cached=total(1), output=total(2),
             compacted=exchange.forwarded is not exchange.body, rounds=max(1, len(results)), note=note or exchange.note,
-        ))  # fmt: skip
+        ), owner)  # fmt: skip
 
     async def _status(self, request: Request) -> Response:
+        # A caller sees its own totals only: the status is for a client, not a view of others'.
         """The totals so far (``ProxyLog.totals``), as JSON."""
-        return JSONResponse(self.log.totals())
+        client = Client.of(request.headers, request.query_params, identity=self.recorder.settings.identity_headers)
+        return JSONResponse(self.log.totals(client.secret))
 
     async def _proxied(self, request: Request, api: Api, model: str | None = None) -> Response:
         """``model``: the model a Gemini request names in its path (its body has none)."""
@@ -353,7 +356,7 @@ class Proxy:
                 content, data = await self._read(upstream)
                 retry = await run_in_threadpool(self.recorder.recover, exchange, upstream.status_code, data) if data else None
                 if retry is None:  # the provider's answer, as it sent it
-                    self._logged(exchange, upstream.status_code, started, [])
+                    self._logged(client.secret, exchange, upstream.status_code, started, [])
                     return Response(content, upstream.status_code, self._headers(upstream))
                 exchange = retry
                 upstream = await self._send(request, exchange, raw)
@@ -369,15 +372,15 @@ class Proxy:
                     exchange, opened = retry, None
                     upstream = await self._send(request, exchange, raw)
         except httpx.HTTPError as exc:
-            self._logged(exchange, 502, started, [], note=f"the upstream failed: {type(exc).__name__}")
+            self._logged(client.secret, exchange, 502, started, [], note=f"the upstream failed: {type(exc).__name__}")
             return JSONResponse(error_body(api, 502, self._failed(exc)), status_code=502)
         if upstream.status_code != 200 or exchange.session is None:
-            return self._streamed(upstream, logged=lambda results: self._logged(exchange, upstream.status_code, started, results))
+            return self._streamed(upstream, logged=lambda results: self._logged(client.secret, exchange, upstream.status_code, started, results))
         if _streams(upstream):
             if exchange.recall:
-                return self._relayed(request, raw, upstream, exchange, started, opened)
+                return self._relayed(request, raw, upstream, exchange, started, opened, client.secret)
             recording = (ACCUMULATORS[api](), exchange)
-            return self._streamed(upstream, recording, lambda results: self._logged(exchange, 200, started, results), opened)
+            return self._streamed(upstream, recording, lambda results: self._logged(client.secret, exchange, 200, started, results), opened)
         content, data = await self._read(upstream)
         rounds = [] if data is None else [data]
         while data is not None:
@@ -387,11 +390,11 @@ class Proxy:
             try:
                 upstream = await self._send(request, following, raw)
             except httpx.HTTPError as exc:
-                self._logged(following, 502, started, rounds, note=f"the upstream failed after a recall: {type(exc).__name__}")
+                self._logged(client.secret, following, 502, started, rounds, note=f"the upstream failed after a recall: {type(exc).__name__}")
                 return JSONResponse(error_body(api, 502, self._failed(exc)), status_code=502)
             content, data = await self._read(upstream)
             if upstream.status_code != 200 or data is None:  # the provider's answer, as it sent it
-                self._logged(following, upstream.status_code, started, rounds)
+                self._logged(client.secret, following, upstream.status_code, started, rounds)
                 return Response(content, upstream.status_code, self._headers(upstream))
             exchange = following
             rounds.append(data)
@@ -399,7 +402,7 @@ class Proxy:
         # the answer is the rounds joined; each round but the last called the recall.
         if exchange.recall and rounds and recall_calls(api, rounds[0]):
             content = json_bytes(joined(api, rounds))
-        self._logged(exchange, upstream.status_code, started, rounds)
+        self._logged(client.secret, exchange, upstream.status_code, started, rounds)
         return Response(content, upstream.status_code, self._headers(upstream))
 
     def _summarizer(self, api: Api, body: object, request: Request) -> Summarizer | None:
@@ -467,7 +470,8 @@ class Proxy:
         return StreamingResponse(chunks(), upstream.status_code, self._headers(upstream))
 
     def _relayed(
-        self, request: Request, raw: bytes, upstream: httpx.Response, exchange: Exchange, started: float, opened: Opened | None = None
+        self, request: Request, raw: bytes, upstream: httpx.Response, exchange: Exchange, started: float, opened: Opened | None = None,
+        owner: bytes = b"",
     ) -> StreamingResponse:
         """A stream whose request offered ``glyphpack_recall``: each round's events go to
         the client as they come (recall calls left out, ``rounds.Relay``); when a round
@@ -516,7 +520,7 @@ class Proxy:
                         return
                     current = following
             finally:
-                self._logged(current, status, started, results, note)
+                self._logged(owner, current, status, started, results, note)
 
         return StreamingResponse(chunks(), upstream.status_code, self._headers(upstream))
 
