@@ -771,6 +771,7 @@ def test_too_long_is_recovered_by_compacting_and_retrying_once_unseen_by_the_cli
     assert len(workspace.load(conversation, agent_name).messages) == 1 + 1 + 2 * 8 + 1  # system, task, 8 rounds, answer
 
 
+@pytest.mark.slow  # a 10-request streamed Responses loop through the proxy (about 1.4 s)
 def test_too_long_inside_a_responses_stream_is_recovered_like_a_refusal_by_status(workspace: Workspace) -> None:
     """Responses may report the overflow inside a 200 stream (``response.failed`` with
     ``context_length_exceeded``, as Codex's own tests model it): the proxy passed it

@@ -455,7 +455,7 @@ def test_a_window_given_is_a_budget_met_without_a_summarizer(tmp_path, api):
             assert "".join(session.recall(ref, page).content[-1].text for page in range(1, pages + 1)) == original.text
 
 
-@pytest.mark.parametrize("api", APIS_ANTHROPIC_FIRST)
+@pytest.mark.parametrize("api", [pytest.param(api, marks=pytest.mark.slow) for api in APIS])  # 30 turns each (0.6 s)
 def test_a_window_left_to_learn_is_learned_from_the_first_refusal_and_kept_for_the_next_process(tmp_path, api):
     """Not told the 40k window, a session compacted to just under each refusal's count and
     was refused again on the next turn: 30 refusals in 71 requests. The window the refusal
