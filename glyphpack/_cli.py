@@ -30,7 +30,8 @@ WORKSPACE_HELP = "the workspace: a folder, or a PostgreSQL URL (postgresql://use
 SHAPE_NAMES = ("5x8", "6x13", "8x13", "8x13-loose", "7x14", "9x15", "9x15-loose", "9x18", "10x20", "8x13-tall", "unifont")
 #: Session formats, for argument choices (a test checks them against the registry).
 FORMAT_NAMES = (
-    "claude-code", "pi", "codex", "openhands", "swe-agent", "mini-swe-agent", "openhands-events", "copilot-cli", "gemini-cli", "opencode", "cline", "goose", "aider",
+    "claude-code", "pi", "codex", "openhands", "swe-agent", "mini-swe-agent", "openhands-events", "copilot-cli", "kimi-cli", "gemini-cli", "opencode",
+    "cline", "goose", "aider",
     *APIS, "glyphpack",
 )
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 import base64
 import datetime
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 import glyphpack
 from glyphpack import HistoryError, Message, Opaque, RedactedThinking, Text, Thinking, ToolCall, import_file
+from glyphpack._cli import main
 from glyphpack._history.importers.base import Usage
 from glyphpack._history.messages import title_from, validate_history
 
@@ -1260,3 +1262,28 @@ def test_gemini_parts_read_their_media_types_under_either_spelling(tmp_path):
         Opaque("gemini-part", {"fileData": {"mimeType": "video/mp4", "fileUri": "gs://v"}}),
         glyphpack.Image("image/webp", ref="gs://w"), glyphpack.Image("image/png", ref="gs://x"), Thinking("plan", "s1"), Thinking("plan2"))
     assert session.report.repaired == {"images without valid data kept as a text stub": 1}
+
+
+def test_a_kimi_cli_session_reads_with_its_subagent_and_every_call_keeps_its_result(tmp_path):
+    """Kimi CLI's context files (one message per line, OpenAI tool calls, _checkpoint and
+    _usage marker lines) were "no session format recognized"; its ReadContext subagent's
+    context lies beside the session's as ``<id>_read_1.jsonl``."""
+    folder = DATA / "kimicli-0b88d484-d8447fa8"
+    main_file = folder / "d8447fa8-9d8e-41af-9fc6-a12e4a196b6c.jsonl"
+    session = import_file(main_file)
+    assert session.report.format == "kimi-cli" and [a.name for a in session.agents] == ["main", "read-1"]
+    assert import_file(folder).report == session.report  # the session's folder reads as its file
+    for agent, path in zip(session.agents, (main_file, folder / "d8447fa8-9d8e-41af-9fc6-a12e4a196b6c_read_1.jsonl")):
+        raw = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        calls = [c["id"] for r in raw if r.get("role") == "assistant" for c in r.get("tool_calls") or ()]
+        results = {r["tool_call_id"]: "\n".join(p["text"] for p in r["content"]) for r in raw if r.get("role") == "tool"}
+        assert [c.id for m in agent.messages for c in m.tool_calls] == calls
+        assert {r.call_id: r.text for m in agent.messages for r in m.tool_results} == results
+        assert len(agent.messages) == sum(r.get("role") in ("user", "assistant", "tool") for r in raw)
+    assert session.agents[1].messages[0].text.startswith("You are assisting the main agent by gathering project context.")
+    # a folder of Kimi sessions: the subagent's file goes with its session, not as one of its own
+    sessions = tmp_path / "sessions"
+    shutil.copytree(folder, sessions / "work")
+    assert main(["import", str(sessions), "--workspace", str(tmp_path / "ws")]) == 0
+    with glyphpack.Workspace(tmp_path / "ws") as workspace:
+        assert sorted(workspace.transcripts()) == [("d8447fa8-9d8e-41af-9fc6-a12e4a196b6c", "main"), ("d8447fa8-9d8e-41af-9fc6-a12e4a196b6c", "read-1")]

@@ -33,7 +33,7 @@ def session_path(name: str) -> Path:
     """A shared session file: from ``../shared/sessions``, else its copy in tests/data
     (skipped when neither is here)."""
     for path in (SHARED / name, COPIED / Path(name).name):
-        if path.is_file():
+        if path.exists():  # a file, or a session's own folder
             return path
     pytest.skip("shared/sessions is not beside the repository, and tests/data has no copy of this file")
 
@@ -55,6 +55,7 @@ EXPECTED = [
     ("copilot-cli/agentv-269e1b9e5502-0.jsonl", "copilot-cli", 110, 68, 68, 0, 22, 1, 0, 0, 426, 0, 0),
     ("gemini-cli/entirecli-gemini-9c53780d06b7-0.json", "gemini-cli", 10, 4, 4, 0, 5, 1, 0, 0, 1, 0, 0),
     ("gemini-cli/geminicli-trajectory.json", "gemini", 105, 45, 45, 0, 41, 1, 0, 0, 0, 1, 0),
+    ("kimi-cli/kimicli-0b88d484-d8447fa8", "kimi-cli", 134, 65, 65, 0, 0, 2, 0, 0, 203, 0, 0),
     ("mini-swe-agent/miniswe-django__django-12470.traj.json", "mini-swe-agent", 264, 131, 131, 0, 0, 1, 0, 0, 0, 1, 0),
     ("openhands/openhands-multi_swe_bench-output.jsonl", "openhands", 218, 105, 105, 0, 0, 3, 0, 0, 0, 2, 0),
     ("pi/pimono-before-compaction.jsonl", "pi", 968, 454, 454, 0, 49, 1, 0, 2, 24, 6, 0),
@@ -67,7 +68,6 @@ EXPECTED = [
 PENDING = {
     "copilot-cli/starcar-84e7f6fdba43-0.jsonl": "Copilot CLI 1.0.74 keeps some results apart from their calls",
     "crush/dbostransactgolang-38c4ff7f-crush.db": "Crush's SQLite database is taken for Goose's",
-    "kimi-cli/kimicli-0b88d484-d8447fa8": "Kimi CLI context files are not recognized",
     "roo-code/e73ea764-4971-4adb-9197-52c2f8ede8ef": "a Roo Code task folder is not read as one session",
 }
 

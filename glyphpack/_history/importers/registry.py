@@ -26,6 +26,7 @@ from . import (
     copilot_cli,
     gemini_cli,
     goose,
+    kimi_cli,
     mini_swe_agent,
     opencode,
     openhands,
@@ -53,6 +54,7 @@ _FORMATS = (
     Format(codex.FORMAT, "jsonl", codex.detect, codex.read),
     Format(openhands.FORMAT, "jsonl", openhands.detect, openhands.read),
     Format(copilot_cli.FORMAT, "jsonl", copilot_cli.detect, copilot_cli.read),
+    Format(kimi_cli.FORMAT, "jsonl", kimi_cli.detect, kimi_cli.read),
     Format(goose.FORMAT, "jsonl", goose.detect, goose.read),
     Format(gemini_cli.FORMAT, "json", gemini_cli.detect, gemini_cli.read),
     Format(opencode.FORMAT, "json", opencode.detect, opencode.read),
@@ -96,9 +98,26 @@ def import_sessions(path: str | Path, *, format: str | None = None) -> list[tupl
 
 
 def _sessions(path: Path, format: str | None) -> list[tuple[str, ImportedSession]]:
+    if path.is_dir():  # a session's own folder (a Roo Code or Cline task, a Kimi CLI session with its subagents)
+        return [(path.name, _import(session_file_in(path), format))]
     if format in (None, goose.FORMAT) and _is_goose_database(path):
         return goose.read_database(path)
     return [(conversation_name(path), _import(path, format))]
+
+
+def session_file_in(folder: Path) -> Path:
+    """The one session file of a session's folder: the file its harness names the same in
+    every session's folder, else the one file of a session suffix that is no other
+    session's companion (a subagent's context); ``HistoryError`` naming the folder when
+    it holds none or several."""
+    named = [Path(folder, name) for name in _NAMED_BY_FOLDER if Path(folder, name).is_file()]
+    if not named:
+        files = {p for p in folder.iterdir() if p.is_file()}
+        named = sorted(p for p in files if p.suffix in (".jsonl", ".json") and not read_with_its_session(p, files))
+    if len(named) != 1:
+        listed = ", ".join(p.name for p in named[:5]) if named else "no session file"
+        raise HistoryError(f"{folder} is a folder holding {listed}: name the session file to import")
+    return named[0]
 
 
 def _is_goose_database(path: Path) -> bool:
@@ -166,10 +185,13 @@ def conversation_name(path: Path) -> str:
 def read_with_its_session(path: Path, files: set[Path]) -> bool:
     """Whether ``path``, one of ``files`` found in a folder, is read with a session
     rather than as one: a Claude Code subagent's file (``SESSION/subagents/agent-ID.jsonl``
+    beside ``SESSION.jsonl``), a Kimi CLI subagent's context (``SESSION_read_1.jsonl``
     beside ``SESSION.jsonl``), or a file inside a session's own folder other than the
     session file (Cline's ``ui_messages.json``, Copilot CLI's checkpoints)."""
     folder = path.parent
     if folder.name == "subagents" and Path(folder.parent.parent, folder.parent.name + ".jsonl").is_file():
+        return True
+    if kimi_cli.is_subagent_file(path):  # SESSION_read_1.jsonl beside SESSION.jsonl
         return True
     return path.name not in _NAMED_BY_FOLDER and any(
         Path(parent, name) in files for parent in path.parents for name in _NAMED_BY_FOLDER
