@@ -31,7 +31,7 @@ SHAPE_NAMES = ("5x8", "6x13", "8x13", "8x13-loose", "7x14", "9x15", "9x15-loose"
 #: Session formats, for argument choices (a test checks them against the registry).
 FORMAT_NAMES = (
     "claude-code", "pi", "codex", "openhands", "swe-agent", "mini-swe-agent", "openhands-events", "copilot-cli", "kimi-cli", "gemini-cli", "opencode",
-    "cline", "goose", "aider",
+    "cline", "goose", "crush", "aider",
     *APIS, "glyphpack",
 )
 

@@ -774,7 +774,7 @@ def test_a_goose_database_gives_each_session_with_its_calls_results_times_and_co
     shot = second.messages[2].tool_results[0]
     assert [type(b).__name__ for b in shot.content] == ["Image", "Text"] and shot.content[1].text == "<html>page</html>"
     assert second.messages[3].content == (RedactedThinking("ZW5j"), Text("Here it is."))
-    with pytest.raises(HistoryError, match=r"sessions.db holds 2 Goose sessions, not one: import_sessions reads each"):
+    with pytest.raises(HistoryError, match=r"sessions.db holds 2 sessions, not one: import_sessions reads each"):
         import_file(path)
 
 
@@ -1287,3 +1287,64 @@ def test_a_kimi_cli_session_reads_with_its_subagent_and_every_call_keeps_its_res
     assert main(["import", str(sessions), "--workspace", str(tmp_path / "ws")]) == 0
     with glyphpack.Workspace(tmp_path / "ws") as workspace:
         assert sorted(workspace.transcripts()) == [("d8447fa8-9d8e-41af-9fc6-a12e4a196b6c", "main"), ("d8447fa8-9d8e-41af-9fc6-a12e4a196b6c", "read-1")]
+
+
+def _crush_database(path: Path) -> Path:
+    """A Crush project database as Crush writes it (its goose migration table included):
+    a session with a reasoning answer, a call and its error result, an image, an answer
+    ended by an API error, a summary that compacted it; a session an agent tool started
+    under it; times in milliseconds, as newer Crush writes them."""
+    import sqlite3
+
+    part = lambda kind, **data: {"type": kind, "data": data}
+    with sqlite3.connect(path) as db:
+        db.executescript("""
+            CREATE TABLE goose_db_version (id INTEGER PRIMARY KEY AUTOINCREMENT, version_id INTEGER NOT NULL, is_applied INTEGER NOT NULL);
+            CREATE TABLE sessions (id TEXT PRIMARY KEY, parent_session_id TEXT, title TEXT NOT NULL, message_count INTEGER NOT NULL DEFAULT 0,
+                prompt_tokens INTEGER NOT NULL DEFAULT 0, completion_tokens INTEGER NOT NULL DEFAULT 0, cost REAL NOT NULL DEFAULT 0.0,
+                updated_at INTEGER NOT NULL, created_at INTEGER NOT NULL, summary_message_id TEXT);
+            CREATE TABLE messages (id TEXT PRIMARY KEY, session_id TEXT NOT NULL, role TEXT NOT NULL, parts TEXT NOT NULL default '[]',
+                model TEXT, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, finished_at INTEGER, provider TEXT);
+        """)
+        db.execute("INSERT INTO sessions VALUES ('s1', NULL, 'Fix the build', 6, 0, 0, 0, 1754709100000, 1754709000000, 'm6')")
+        db.execute("INSERT INTO sessions VALUES ('s2', 's1', 'Look at the logs', 2, 0, 0, 0, 1754709050000, 1754709040000, NULL)")
+        png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 24).decode()
+        rows = [
+            ("m1", "s1", "user", [part("text", text="fix the build"), part("binary", path="shot.png", mime_type="image/png", data=png)], None),
+            ("m2", "s1", "assistant", [part("finish", reason="error", message="API Error", details="400")], "gpt-5"),
+            ("m3", "s1", "assistant", [part("reasoning", thinking="look first"), part("text", text="Reading."),
+                                       part("tool_call", id="call_1", name="view", input='{"file_path": "go.mod"}', type="function", finished=True),
+                                       part("finish", reason="tool_use")], "gpt-5"),
+            ("m4", "s1", "tool", [part("tool_result", tool_call_id="call_1", name="", content="File not found: go.mod", metadata="", is_error=True)], None),
+            ("m5", "s1", "assistant", [part("text", text="No go.mod."), part("finish", reason="stop")], "claude-sonnet-4-5"),
+            ("m6", "s1", "assistant", [part("text", text="Summary: the build has no go.mod.")], "claude-sonnet-4-5"),
+            ("m7", "s2", "user", [part("text", text="read the logs")], None),
+            ("m8", "s2", "assistant", [part("text", text="auth failed")], "gpt-5"),
+        ]
+        for n, (message_id, session, role, parts, model) in enumerate(rows):
+            db.execute("INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
+                       (message_id, session, role, json.dumps(parts), model, 1754709000000 + n * 1000, 1754709000000 + n * 1000))
+    db.close()
+    return path
+
+
+def test_a_crush_database_is_read_as_crush_not_taken_for_goose_and_each_part_lands_where_it_belongs(tmp_path):
+    """Crush keeps a goose_db_version table (its migration tool): it was refused as "not a
+    Goose sessions database"."""
+    path = _crush_database(tmp_path / "crush.db")
+    ((name, session),) = glyphpack.import_sessions(path)
+    assert name == "s1" and session.title == "Fix the build" and session.report.format == "crush"
+    main_agent, sub = session.agents
+    assert (main_agent.name, sub.name, main_agent.model, main_agent.compactions) == ("main", "agent-1", "claude-sonnet-4-5", ("m6",))
+    assert [m.id for m in main_agent.messages] == ["m1", "m3", "m4", "m5", "m6"]  # the answer the API error ended holds nothing
+    assert main_agent.messages[0].images[0].media_type == "image/png" and main_agent.messages[0].time == 1754709000.0
+    assert main_agent.messages[1].content == (Thinking("look first"), Text("Reading."), ToolCall("call_1", "view", {"file_path": "go.mod"}))
+    ((result),) = main_agent.messages[2].tool_results
+    assert (result.call_id, result.text, result.is_error) == ("call_1", "File not found: go.mod", True)
+    assert [m.text for m in sub.messages] == ["read the logs", "auth failed"]
+    assert session.report.skipped == {"answers that ended in an error with nothing said": 1} and session.report.compactions == 1
+    assert glyphpack.import_sessions(path, format="crush") == glyphpack.import_sessions(path)
+    with pytest.raises(HistoryError, match="is not in the goose format: it is a crush database"):
+        glyphpack.import_sessions(path, format="goose")
+    with pytest.raises(HistoryError, match="is not in the crush format: it is no SQLite database"):
+        glyphpack.import_sessions(DATA / "goose-legacy-synthetic.jsonl", format="crush")

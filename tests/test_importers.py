@@ -63,13 +63,36 @@ EXPECTED = [
     ("swe-agent/marshmallow-1867-fc-replace-from-source.traj", "swe-agent", 28, 13, 13, 0, 0, 1, 0, 0, 0, 0, 4),
 ]
 
+#: Shared databases that hold several sessions: file -> each session's id and counts (as EXPECTED's).
+DATABASES = {
+    "crush/dbostransactgolang-38c4ff7f-crush.db": [
+        ("a20c5ed5-41d4-45f7-88eb-7ba0645f1341", "crush", 75, 40, 40, 0, 0, 1, 0, 0, 3, 0, 0),
+        ("f306c145-4c83-492c-b575-739c30bbced4", "crush", 4, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0),
+    ],
+}
+
 #: Shared files of formats not read yet (issue "Every harness, round three"): each is refused with
 #: a clear error today; when its importer lands it moves into EXPECTED with its counts.
 PENDING = {
     "copilot-cli/starcar-84e7f6fdba43-0.jsonl": "Copilot CLI 1.0.74 keeps some results apart from their calls",
-    "crush/dbostransactgolang-38c4ff7f-crush.db": "Crush's SQLite database is taken for Goose's",
-    "roo-code/e73ea764-4971-4adb-9197-52c2f8ede8ef": "a Roo Code task folder is not read as one session",
+    "roo-code/e73ea764-4971-4adb-9197-52c2f8ede8ef": "Roo Code's XML tool calls in the assistant's text are not read as calls",
 }
+
+
+@pytest.mark.parametrize("name", sorted(DATABASES))
+def test_every_shared_database_imports_each_session_with_these_counts_and_writes_nothing_beside_it(name):
+    path = session_path(name)
+    before = sorted(p.name for p in path.parent.iterdir())
+    sessions = glyphpack.import_sessions(path)
+    assert sorted(p.name for p in path.parent.iterdir()) == before  # no -wal or -shm beside it (read-only, even as root)
+    got = []
+    for session_id, session in sessions:
+        r = session.report
+        got.append((session_id, r.format, r.messages, r.tool_calls, r.tool_results, r.images, r.thinking, len(r.agents), r.branches,
+                    r.compactions, sum(r.skipped.values()), sum(r.repaired.values()), r.made_unique))
+        for agent in session.agents:
+            assert_valid_for_every_provider(agent.messages)
+    assert got == DATABASES[name]
 
 
 def assert_valid_for_every_provider(messages):
@@ -105,7 +128,7 @@ def test_every_file_in_shared_is_covered():
     if not SHARED.is_dir():
         pytest.skip("shared/sessions is not beside the repository")
     files = {str(p.relative_to(SHARED)) for p in SHARED.glob("*/*") if p.parent.name != "licenses"}
-    assert files == {e[0] for e in EXPECTED} | set(PENDING)
+    assert files == {e[0] for e in EXPECTED} | set(DATABASES) | set(PENDING)
     assert not {e[0] for e in EXPECTED} & set(PENDING)
 
 

@@ -24,6 +24,7 @@ from . import (
     cline,
     codex,
     copilot_cli,
+    crush,
     gemini_cli,
     goose,
     kimi_cli,
@@ -34,7 +35,7 @@ from . import (
     plain,
     swe_agent,
 )
-from .base import ImportedSession, jsonl_records
+from .base import ImportedSession, jsonl_records, read_only_sqlite
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,8 +69,8 @@ _BY_NAME = {f.name: f for f in _FORMATS}
 #: Session files a harness names the same in each session's own folder, whose name is
 #: the session's id; the other files in that folder are the session's companions.
 _NAMED_BY_FOLDER = (cline.HISTORY_FILE, copilot_cli.EVENTS_FILE)
-#: Every format ``import_file`` reads.
-FORMATS = (*_BY_NAME, *plain.KINDS)
+#: Every format ``import_file`` reads (the databases too).
+FORMATS = tuple(dict.fromkeys((*_BY_NAME, goose.FORMAT, crush.FORMAT, *plain.KINDS)))
 #: Records read to tell JSONL formats apart.
 _SNIFF_RECORDS = 50
 
@@ -83,8 +84,8 @@ def import_file(path: str | Path, *, format: str | None = None) -> ImportedSessi
     ``HistoryError`` naming the file when it is no format glyphpack reads."""
     path = Path(path)
     sessions = _sessions(path, format)
-    if len(sessions) != 1:  # only a Goose database holds other than one
-        raise HistoryError(f"{path} holds {len(sessions)} Goose sessions, not one: import_sessions reads each "
+    if len(sessions) != 1:  # only a database (Goose's, Crush's) holds other than one
+        raise HistoryError(f"{path} holds {len(sessions)} sessions, not one: import_sessions reads each "
                            "(glyphpack import makes each a conversation of its own)")
     return _titled(sessions[0][1])
 
@@ -100,8 +101,13 @@ def import_sessions(path: str | Path, *, format: str | None = None) -> list[tupl
 def _sessions(path: Path, format: str | None) -> list[tuple[str, ImportedSession]]:
     if path.is_dir():  # a session's own folder (a Roo Code or Cline task, a Kimi CLI session with its subagents)
         return [(path.name, _import(session_file_in(path), format))]
-    if format in (None, goose.FORMAT) and _is_goose_database(path):
-        return goose.read_database(path)
+    database = _sqlite_kind(path)
+    if database is not None and format in (None, database):
+        return crush.read_database(path) if database == crush.FORMAT else goose.read_database(path)
+    if database is not None and format in (crush.FORMAT, goose.FORMAT):
+        raise _misfit(path, format, f"it is a {database} database")
+    if format == crush.FORMAT:
+        raise HistoryError(f"{path} is not in the crush format: it is no SQLite database")
     return [(conversation_name(path), _import(path, format))]
 
 
@@ -120,12 +126,21 @@ def session_file_in(folder: Path) -> Path:
     return named[0]
 
 
-def _is_goose_database(path: Path) -> bool:
+def _sqlite_kind(path: Path) -> str | None:
+    """Which harness's SQLite database ``path`` is (``crush`` when its messages carry
+    ``parts``, else ``goose``, whose reader names what it misses), or None for a file
+    that is no SQLite database."""
     try:
         with path.open("rb") as file:
-            return goose.is_database(file.read(16))
+            if not goose.is_database(file.read(16)):
+                return None
     except OSError:
-        return False
+        return None
+    try:
+        with read_only_sqlite(path) as connection:
+            return crush.FORMAT if crush.is_database(connection) else goose.FORMAT
+    except HistoryError:
+        return goose.FORMAT
 
 
 def _titled(session: ImportedSession) -> ImportedSession:
