@@ -53,6 +53,7 @@ EXPECTED = [
     ("codex/neurodata-rollout-2025-09-26T17-01-04-019985ca-7ef7-7580-a921-c20ac619f40b.jsonl", "codex", 60, 17, 17, 0, 27, 1, 0, 0, 87, 0, 0),
     ("codex/simonw-sample_codex_session.jsonl", "codex", 4, 0, 0, 0, 0, 1, 0, 0, 7, 0, 0),
     ("copilot-cli/agentv-269e1b9e5502-0.jsonl", "copilot-cli", 110, 68, 68, 0, 22, 1, 0, 0, 426, 0, 0),
+    ("copilot-cli/starcar-84e7f6fdba43-0.jsonl", "copilot-cli", 449, 246, 246, 0, 116, 3, 0, 0, 1364, 1, 0),
     ("gemini-cli/entirecli-gemini-9c53780d06b7-0.json", "gemini-cli", 10, 4, 4, 0, 5, 1, 0, 0, 1, 0, 0),
     ("gemini-cli/geminicli-trajectory.json", "gemini", 105, 45, 45, 0, 41, 1, 0, 0, 0, 1, 0),
     ("kimi-cli/kimicli-0b88d484-d8447fa8", "kimi-cli", 134, 65, 65, 0, 0, 2, 0, 0, 203, 0, 0),
@@ -74,7 +75,6 @@ DATABASES = {
 #: Shared files of formats not read yet (issue "Every harness, round three"): each is refused with
 #: a clear error today; when its importer lands it moves into EXPECTED with its counts.
 PENDING = {
-    "copilot-cli/starcar-84e7f6fdba43-0.jsonl": "Copilot CLI 1.0.74 keeps some results apart from their calls",
     "roo-code/e73ea764-4971-4adb-9197-52c2f8ede8ef": "Roo Code's XML tool calls in the assistant's text are not read as calls",
 }
 
@@ -910,3 +910,24 @@ def test_glyphpack_import_makes_each_session_of_a_goose_database_a_conversation_
     assert capsys.readouterr().out.count(": unchanged") == 2
     assert main(["import", str(path), "--workspace", ws, "--conversation", "one"]) == 1
     assert f"{path}: not imported: --conversation names one conversation, and {path} holds 2 sessions" in capsys.readouterr().out
+
+
+def test_copilot_cli_subagents_are_agents_of_their_own_and_every_result_stays_with_its_call():
+    """Copilot CLI 1.0.74 writes its subagents' events into the session's file, each with
+    the ``agentId`` of the call that dispatched it: read as one history, 8 of 206 and 5 of
+    246 results were kept apart from their calls, which got error results."""
+    path = session_path("copilot-cli/starcar-84e7f6fdba43-0.jsonl")
+    raw_calls, raw_results = _raw_calls_and_results(path)
+    session = import_file(path)
+    assert [a.name for a in session.agents] == ["main", "car-qP6L5B5o", "car-h6X2mDZz"]
+    calls = {c.id: c.name for a in session.agents for m in a.messages for c in m.tool_calls}
+    results = {r.call_id: (r.text, r.is_error) for a in session.agents for m in a.messages for r in m.tool_results}
+    assert calls == raw_calls and len(calls) == 246
+    (unfinished,) = set(raw_calls) - set(raw_results)  # started, never completed: the one stand-in error
+    assert {k: v for k, v in results.items() if k != unfinished} == raw_results and results[unfinished] == (MISSING_RESULT, True)
+    assert session.report.repaired == {"unanswered tool calls given an error result": 1}
+    for agent in session.agents:  # each call's result in the message right after it
+        for index, message in enumerate(agent.messages):
+            if message.tool_calls:
+                assert {c.id for c in message.tool_calls} <= {r.call_id for r in agent.messages[index + 1].tool_results}
+    assert session.agents[1].messages[0].role == "user" and session.agents[0].model and session.agents[1].model

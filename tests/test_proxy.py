@@ -787,6 +787,7 @@ def test_too_long_inside_a_responses_stream_is_recovered_like_a_refusal_by_statu
     assert workspace.settings(conversation, agent_name)["learned_window"] < 200_000  # and its window is kept
 
 
+@pytest.mark.slow  # a stream refused at once (about 0.9 s)
 def test_a_refusal_inside_a_stream_that_cannot_be_recovered_reaches_the_client_as_sent(workspace: Workspace) -> None:
     model = FakeModel(_script(3), faults={1: "overflow"})  # the first request: nothing to compact yet
     with FakeUpstream(model, refusals_in_stream=True) as upstream, _serve(workspace, upstream) as proxy:

@@ -7,7 +7,9 @@ Each line is ``{type, data, id, timestamp, parentId}``. The conversation is in
 ``toolCallId``, ``name`` and ``arguments``), ``tool.execution_complete`` (the call's
 ``result.content``, or ``error.message`` when ``success`` is false) and
 ``system.notification`` (text the CLI hands the model between turns, such as a
-background shell finishing). Hooks, permissions, turn markers and model changes are
+background shell finishing). A subagent's events (1.0.74 and later) carry ``agentId``,
+the id of the call that dispatched it: each subagent is an agent of its own, named by
+``subagent.started``'s ``agentName`` and the call id's end. Hooks, permissions, turn markers and model changes are
 the CLI's own bookkeeping: counted and left out. The file records output tokens only,
 so there is no measured input to keep.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..ids import unique_name
 from ..messages import Block, Message, Text, Thinking, ToolCall, ToolResult, title_from
 from .base import (
     ImportedAgent,
@@ -49,16 +52,24 @@ def detect(records: list[dict[str, Any]]) -> bool:
 
 def read(path: Path, data: bytes) -> ImportedSession:
     tally = Tally()
-    messages: list[Message] = []
+    main: list[Message] = []
     title = ""
-    model: str | None = None  # each answer names the model that wrote it
+    # A subagent's events carry ``agentId``, the id of the call that dispatched it (1.0.74):
+    # each subagent's history is its own agent, named as ``subagent.started`` names it.
+    histories: dict[str, list[Message]] = {}
+    names: dict[str, str] = {}
+    models: dict[str | None, str] = {}  # each answer names the model that wrote it
     for number, record in jsonl_records(data, tally):
         kind, event = record.get("type"), record.get("data")
         message_id = str(record.get("id") or f"copilot-{number}")
         time = epoch_seconds(record.get("timestamp"))
+        agent = record.get("agentId") if isinstance(record.get("agentId"), str) and record.get("agentId") else None
+        if kind == "subagent.started" and isinstance(event, dict) and agent is not None:
+            names[agent] = str(event.get("agentName") or "subagent")
         if not isinstance(event, dict) or kind not in _CONVERSATION:
             tally.skip(f"{kind or 'untyped'} events (no message)")
             continue
+        messages = main if agent is None else histories.setdefault(agent, [])
         content = event.get("content")
         text = content if isinstance(content, str) else ""
         if kind == "system.message":
@@ -69,19 +80,23 @@ def read(path: Path, data: bytes) -> ImportedSession:
             continue
         if kind in ("user.message", "system.notification"):
             if text:
-                title = title or (text if kind == "user.message" else "")
+                title = title or (text if kind == "user.message" and agent is None else "")
                 messages.append(Message("user", (Text(text),), id=message_id, time=time))
             continue
         if kind == "assistant.message":
-            model = named_model(event.get("model")) or model
+            models[agent] = named_model(event.get("model")) or models.get(agent) or ""
             blocks = _assistant_blocks(event, text, tally)
             if blocks:
                 messages.append(Message("assistant", tuple(blocks), id=message_id, time=time))
             continue
         append_message(messages, Message("tool", (_result(event),), id=message_id, time=time))
-    repaired = repair(messages, tally)
-    agents = (ImportedAgent("main", tuple(repaired), model=model),)
-    return ImportedSession(title_from(title), agents, (), tally.report(FORMAT, agents, 0))
+    agents = [ImportedAgent("main", tuple(repair(main, tally)), model=models.get(None) or None)]
+    taken = {"main"}
+    for agent_id, history in histories.items():
+        name = unique_name(f"{names.get(agent_id, 'subagent')}-{agent_id[-8:]}", taken)
+        taken.add(name)
+        agents.append(ImportedAgent(name, tuple(repair(history, tally)), model=models.get(agent_id) or None))
+    return ImportedSession(title_from(title), tuple(agents), (), tally.report(FORMAT, agents, 0))
 
 
 def _assistant_blocks(event: dict[str, Any], text: str, tally: Tally) -> list[Block]:
