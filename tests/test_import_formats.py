@@ -1348,3 +1348,39 @@ def test_a_crush_database_is_read_as_crush_not_taken_for_goose_and_each_part_lan
         glyphpack.import_sessions(path, format="goose")
     with pytest.raises(HistoryError, match="is not in the crush format: it is no SQLite database"):
         glyphpack.import_sessions(DATA / "goose-legacy-synthetic.jsonl", format="crush")
+
+
+def test_tool_calls_a_roo_code_answer_makes_in_xml_are_read_as_calls_with_their_results():
+    """Roo Code up to 3.28 calls its tools in XML in the answer's text; the shared task's 11
+    calls were read as text and their 10 results as the user's."""
+    from glyphpack._history.importers.cline import _xml_parameters
+
+    body = "\n<path>site/index.html</path>\n<content>\n<html><path>kept</path></html>\n</content>\n<line_count>3</line_count>\n"
+    assert _xml_parameters(body) == {"path": "site/index.html", "content": "<html><path>kept</path></html>", "line_count": "3"}
+    document = [
+        {"role": "user", "ts": 1, "content": [{"type": "text", "text": "<task>\nmake the page\n</task>"}]},
+        {"role": "assistant", "ts": 2, "content": [{"type": "text", "text": f"Writing it.\n\n<write_to_file>{body}</write_to_file>"}]},
+        {"role": "user", "ts": 3, "content": [{"type": "text", "text": "[write_to_file for 'site/index.html'] Result:"},
+                                               {"type": "text", "text": "<file_write_result>created</file_write_result>"}]},
+        {"role": "assistant", "ts": 4, "content": "<thinking>done?</thinking>\nNo tool here: <read_file> is only named."},
+        {"role": "user", "ts": 5, "content": [{"type": "text", "text": "go on"}]},
+        {"role": "assistant", "ts": 6, "content": [{"type": "text", "text": "<execute_command>\n<command>ls</command>\n</execute_command>"}]},
+    ]
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder, "api_conversation_history.json")
+        path.write_text(json.dumps(document))
+        session = import_file(path)
+    calls = [c for m in session.messages for c in m.tool_calls]
+    assert [(c.name, c.arguments) for c in calls] == [
+        ("write_to_file", {"path": "site/index.html", "content": "<html><path>kept</path></html>", "line_count": "3"}),
+        ("execute_command", {"command": "ls"}),  # the task's last answer: its call kept, the stand-in its result
+    ]
+    assert session.messages[1].content[0] == Text("Writing it.")
+    results = [r for m in session.messages for r in m.tool_results]
+    assert results[0].text.startswith("[write_to_file for 'site/index.html'] Result:") and not results[0].is_error
+    named = next(m for m in session.messages if "<thinking>done?" in m.text)
+    assert named.role == "assistant" and not named.tool_calls  # a tool only named stays text
+    assert session.report.repaired == {"tool calls read from the XML in the answer's text": 2, "tool results read from their text blocks": 1,
+                                       "unanswered tool calls given an error result": 1}

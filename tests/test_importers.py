@@ -61,6 +61,7 @@ EXPECTED = [
     ("openhands/openhands-multi_swe_bench-output.jsonl", "openhands", 218, 105, 105, 0, 0, 3, 0, 0, 0, 2, 0),
     ("pi/pimono-before-compaction.jsonl", "pi", 968, 454, 454, 0, 49, 1, 0, 2, 24, 6, 0),
     ("pi/pimono-session.jsonl", "pi", 438, 189, 189, 0, 182, 1, 0, 1, 15, 1, 0),
+    ("roo-code/e73ea764-4971-4adb-9197-52c2f8ede8ef", "cline", 35, 11, 11, 0, 0, 1, 0, 1, 0, 22, 0),
     ("swe-agent/marshmallow-1867-fc-replace-from-source.traj", "swe-agent", 28, 13, 13, 0, 0, 1, 0, 0, 0, 0, 4),
 ]
 
@@ -75,7 +76,6 @@ DATABASES = {
 #: Shared files of formats not read yet (issue "Every harness, round three"): each is refused with
 #: a clear error today; when its importer lands it moves into EXPECTED with its counts.
 PENDING = {
-    "roo-code/e73ea764-4971-4adb-9197-52c2f8ede8ef": "Roo Code's XML tool calls in the assistant's text are not read as calls",
 }
 
 

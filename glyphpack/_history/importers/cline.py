@@ -6,8 +6,10 @@ Cline adds ``modelInfo`` (``modelId``) and ``metrics`` (``tokens``: ``prompt``, 
 uncached input, and ``cached``, the cache's reads and writes together) to each answer;
 Roo Code and Kilo Code add ``ts`` (milliseconds) to each message and mark the summary
 their context condensing wrote with ``isSummary``. Tools are called with ``tool_use``
-blocks, and answered either with ``tool_result`` blocks or, as Cline writes them, with a
-text block per call in the next user message: ``[read_file for 'x.py'] Result:`` and the
+blocks, or (the extensions' older protocol, Roo Code up to 3.28) in XML in the answer's
+text, ``<read_file><path>x.py</path></read_file>``, read as the call it is; and answered
+either with ``tool_result`` blocks or, as Cline writes them, with a text block per call
+in the next user message: ``[read_file for 'x.py'] Result:`` and the
 output, or ``Tool [name] was not executed because ...``; those text blocks are read as
 the results they are, in the order of the calls.
 
@@ -69,6 +71,7 @@ def read(path: Path, document: list[dict[str, Any]]) -> ImportedSession:
     answers = 0
     for index, raw in enumerate(document):
         if raw["role"] == "assistant":
+            raw = _xml_call(raw, f"cline-{index}-call", document[index + 1] if index + 1 < len(document) else None, tally)
             calls = [(b["id"], str(b.get("name"))) for b in _blocks(raw) if b.get("type") == "tool_use" and isinstance(b.get("id"), str)]
             model = named_model(_object(raw.get("modelInfo")).get("modelId")) or model
         else:
@@ -95,6 +98,68 @@ def read(path: Path, document: list[dict[str, Any]]) -> ImportedSession:
     model = model or _metadata_model(path.parent / "task_metadata.json")
     agents = (ImportedAgent("main", tuple(repaired), usage_in(repaired, messages, usage), compaction_ids(repaired, messages, summaries), model),)
     return ImportedSession(_title(document), agents, (), tally.report(FORMAT, agents, 0))
+
+
+#: The tools Cline, Roo Code and Kilo Code call in XML in the answer's text (their
+#: protocol before native tool calls): ``<read_file><path>a.py</path></read_file>``.
+XML_TOOLS = (
+    "execute_command", "read_file", "write_to_file", "apply_diff", "insert_content", "search_and_replace", "search_files", "list_files",
+    "list_code_definition_names", "codebase_search", "browser_action", "use_mcp_tool", "access_mcp_resource", "ask_followup_question",
+    "attempt_completion", "switch_mode", "new_task", "update_todo_list", "fetch_instructions", "run_slash_command", "generate_image",
+    "replace_in_file", "plan_mode_respond", "load_mcp_documentation", "condense", "new_rule", "report_bug", "web_fetch",
+)
+_XML_TOOL = re.compile(rf"<({'|'.join(XML_TOOLS)})>")
+#: Parameters that hold free text (a file's content, a diff): read to their last closing tag.
+_FREE_TEXT = ("content", "diff", "result", "question", "message", "args", "todos", "follow_up", "text")
+
+
+def _xml_call(raw: dict[str, Any], call_id: str, following: dict[str, Any] | None, tally: Tally) -> dict[str, Any]:
+    """An answer that calls its tool in XML in its text (and no ``tool_use`` block), with
+    that call made a ``tool_use`` block (its parameters as strings) after the text before
+    it; only when the next user message answers a call of that name, as the extension
+    writes it (``[name for ...] Result:``), or the answer is the task's last (the session
+    ended while the tool ran: repair gives it the stand-in result). Any other answer as
+    it is."""
+    blocks = _blocks(raw) if isinstance(raw.get("content"), list) else [{"type": "text", "text": raw.get("content")}]
+    if any(b.get("type") == "tool_use" for b in blocks):
+        return raw
+    texts = [i for i, b in enumerate(blocks) if b.get("type") == "text" and isinstance(b.get("text"), str)]
+    answer = _first_text(following) if following is not None else None
+    for position in reversed(texts):
+        text = str(blocks[position]["text"])
+        found = _XML_TOOL.search(text)
+        if found is None or (answer is not None and not _answers(answer, found.group(1))):
+            continue
+        name = found.group(1)
+        end = text.rfind(f"</{name}>")
+        if end < found.end():
+            continue
+        call = {"type": "tool_use", "id": call_id, "name": name, "input": _xml_parameters(text[found.end() : end])}
+        before, after = text[: found.start()].rstrip(), text[end + len(name) + 3 :].strip()
+        replaced = [*([{"type": "text", "text": before}] if before else []), call, *([{"type": "text", "text": after}] if after else [])]
+        tally.repair("tool calls read from the XML in the answer's text")
+        return raw | {"content": [*blocks[:position], *replaced, *blocks[position + 1 :]]}
+    return raw
+
+
+def _xml_parameters(body: str) -> dict[str, str]:
+    """``<name>value</name>`` pairs of an XML tool call's body, values stripped of the
+    newline the model puts around them; a free-text value read to its last closing tag
+    (a file's content may hold tags of its own)."""
+    out: dict[str, str] = {}
+    position = 0
+    opening = re.compile(r"<([A-Za-z_][A-Za-z0-9_]*)>")
+    while (found := opening.search(body, position)) is not None:
+        name = found.group(1)
+        close = f"</{name}>"
+        end = body.rfind(close) if name in _FREE_TEXT else body.find(close, found.end())
+        if end < 0:
+            break
+        value = body[found.end() : end]
+        out[name] = value[1:] if value.startswith("\n") else value
+        out[name] = out[name][:-1] if out[name].endswith("\n") else out[name]
+        position = end + len(close)
+    return out
 
 
 def _blocks(raw: dict[str, Any]) -> list[dict[str, Any]]:
