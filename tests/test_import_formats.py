@@ -1384,3 +1384,27 @@ def test_tool_calls_a_roo_code_answer_makes_in_xml_are_read_as_calls_with_their_
     assert named.role == "assistant" and not named.tool_calls  # a tool only named stays text
     assert session.report.repaired == {"tool calls read from the XML in the answer's text": 2, "tool results read from their text blocks": 1,
                                        "unanswered tool calls given an error result": 1}
+
+
+def test_gemini_content_calls_without_ids_are_answered_by_responses_with_ids_of_their_own_by_name_and_order(tmp_path):
+    """Gemini CLI wrote ids on its function responses (``run_shell_command-1768861006340-…``)
+    and none on the calls: all 56 calls of a real file got error results and the 56
+    outputs became user text, though they pair one to one by name and order."""
+    contents = [
+        {"role": "user", "parts": [{"text": "list and show"}]},
+        {"role": "model", "parts": [{"functionCall": {"name": "run_shell_command", "args": {"command": "ls"}}},
+                                    {"functionCall": {"name": "read_file", "args": {"path": "a"}}},
+                                    {"functionCall": {"name": "run_shell_command", "args": {"command": "pwd"}}}]},
+        {"role": "user", "parts": [
+            {"functionResponse": {"id": "run_shell_command-1768861006340-aa", "name": "run_shell_command", "response": {"output": "a.py"}}},
+            {"functionResponse": {"id": "read_file-1768861006341-bb", "name": "read_file", "response": {"output": "text of a"}}},
+            {"functionResponse": {"id": "run_shell_command-1768861006342-cc", "name": "run_shell_command", "response": {"output": "/w"}}}]},
+        {"role": "model", "parts": [{"text": "done"}]},
+    ]
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(contents))
+    session = import_file(path)
+    calls = {c.id: c.arguments for m in session.messages for c in m.tool_calls}
+    answers = [(calls[r.call_id], r.text) for m in session.messages for r in m.tool_results]
+    assert answers == [({"command": "ls"}, "a.py"), ({"path": "a"}, "text of a"), ({"command": "pwd"}, "/w")]
+    assert session.report.repaired == {}

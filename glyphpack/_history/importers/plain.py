@@ -141,10 +141,13 @@ def _gemini(items: list[Any], system: str | None, tally: Tally) -> list[Message]
                 arguments: dict[str, Any] = args if isinstance(args, dict) else {}
                 calls.append(ToolCall(call_id, str(call.get("name") or "tool"), arguments, signature if isinstance(signature, str) else None))
             elif isinstance(response, dict):
-                # Calls without ids are answered in order, by name: the first open call of the function.
+                # Calls without ids are answered in order, by name: the first open call of the
+                # function; so are they by a response whose id no open call has (Gemini CLI
+                # wrote ids on its responses, ``run_shell_command-1768861006340-...``, not its calls).
                 name = str(response.get("name"))
                 queue = waiting.get(name) or []
-                call_id = str(response.get("id") or (queue[0] if queue else ""))
+                given = str(response.get("id") or "")
+                call_id = given if given in queue or not queue else queue[0]
                 if call_id in queue:
                     queue.remove(call_id)
                 body = response.get("response")
