@@ -13,7 +13,6 @@ from conftest import TABLES
 from pydantic import TypeAdapter
 
 import glyphpack
-from glyphpack import import_file
 from glyphpack._compaction.cost import CostModel
 from glyphpack._history.apis.anthropic import check_anthropic
 from glyphpack._history.apis.openai_chat import check_openai_chat
@@ -55,7 +54,13 @@ def accepted(view, profile) -> bool:
 @pytest.mark.skipif(not FILES, reason="shared/sessions is not beside the repository")
 @pytest.mark.parametrize("path", FILES, ids=[p.name[:30] for p in FILES])
 def test_ladder_on_real_session(path):
-    history = list(import_file(path).messages)
+    # a session's file or folder holds one session; a database (Crush's) several: each its rows
+    sessions = glyphpack.import_sessions(path)
+    for name, session in sessions:
+        ladder(path.name if len(sessions) == 1 else f"{path.name[:14]}:{name[:13]}", list(session.messages))
+
+
+def ladder(label: str, history: list) -> None:
     chars = sum(len(m.text) + sum(len(c.arguments_json) for c in m.tool_calls) for m in history)
     for model in MODELS:
         profile = glyphpack.resolve(model)
@@ -67,11 +72,11 @@ def test_ladder_on_real_session(path):
             seconds = time.perf_counter() - started
             valid = accepted(list(result.view), profile)
             ROWS.append(
-                f"| {path.name[:28]} | {model} | {share:.0%} | {tokens:,} -> {result.report.tokens_after:,} | "
+                f"| {label[:28]} | {model} | {share:.0%} | {tokens:,} -> {result.report.tokens_after:,} | "
                 f"{'yes' if result.report.fits else 'no'} | {len(result.pages)} | {seconds:.2f} | "
                 f"{seconds / max(chars, 1) * 1e6:.2f} | {'yes' if valid else 'NO'} |"
             )
-            assert valid, f"{path.name} {model} {share}"
+            assert valid, f"{label} {model} {share}"
 
 
 @pytest.fixture(scope="module", autouse=True)
