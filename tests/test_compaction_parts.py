@@ -956,6 +956,18 @@ def test_the_tail_cut_cuts_the_fewest_oldest_results_and_the_last_of_them_to_the
                 (ToolResult(f"c{count - 1}", (Text(cut_to_ends(history[1 + 2 * count].text, keep + 1, f"c{count - 1}")),)),)), *result.view[2 + 2 * count :]]
             assert COST.history(wider) > budget  # one more character each end would not fit
     assert "(the newest of them to" in result.report.details
+    # the oldest result the longest: cut alone, to the widest ends its own length allows
+    uneven = _tool_rounds([9_000, 5_000, 5_000, 5_000])
+    budget = COST.history(uneven) - 500
+    result = cut_tail(uneven, COST, budget)
+    keep = result.report.result_cap
+    assert result.report.results_cut == 1 and keep > 2_500 and COST.history(result.view) <= budget
+    wider = [*result.view[:3], result.view[3].with_content((ToolResult("c0", (Text(cut_to_ends(uneven[3].text, keep + 1, "c0")),)),)), *result.view[4:]]
+    assert COST.history(wider) > budget
+    # a result of twice the least ends is never cut (nothing to take); one longer is
+    short = _tool_rounds([2 * TAIL_CUT_MIN_END, 2 * TAIL_CUT_MIN_END + 100])
+    trimmed = cut_tail(short, COST, COST.history(short) - 1)
+    assert ["chars cut by glyphpack" in m.text for m in trimmed.view if m.tool_results] == [False, True] and trimmed.report.results_cut == 1
 
 
 def test_the_tail_cut_elides_everything_after_the_task_when_cutting_is_not_enough_and_says_when_nothing_is_left():
@@ -967,7 +979,8 @@ def test_the_tail_cut_elides_everything_after_the_task_when_cutting_is_not_enoug
     result = cut_tail(history, COST, head + 60)
     assert result.view[:2] == tuple(history[:2]) and not any(m.images for m in result.view)
     assert [r.text.startswith(ELIDED_MARK) for m in result.view for r in m.tool_results] == [True, True]
-    assert result.report.changed == 3 and result.report.result_cap == 0 and "elided and images dropped" in result.report.details
+    assert result.report.changed == 3 and result.report.result_cap == result.report.results_cut == 0
+    assert "elided and images dropped" in result.report.details
     bare = [Message("user", (Text("the task " * 500),))]
     assert cut_tail(bare, COST, 10).report.skipped == "nothing after the task to cut"
 
