@@ -971,7 +971,7 @@ def test_the_tail_cut_cuts_the_fewest_oldest_results_and_the_last_of_them_to_the
 
 
 def test_the_tail_cut_elides_everything_after_the_task_when_cutting_is_not_enough_and_says_when_nothing_is_left():
-    from glyphpack._compaction.cut import cut_tail
+    from glyphpack._compaction.cut import TAIL_CUT_MIN_END, cut_tail
 
     shot = Image("image/png", png(300, 200))
     history = [*_tool_rounds([4_000, 4_000]), Message("user", (Text("look"), shot))]
@@ -982,7 +982,14 @@ def test_the_tail_cut_elides_everything_after_the_task_when_cutting_is_not_enoug
     assert result.report.changed == 3 and result.report.result_cap == result.report.results_cut == 0
     assert "elided and images dropped" in result.report.details
     bare = [Message("user", (Text("the task " * 500),))]
-    assert cut_tail(bare, COST, 10).report.skipped == "nothing after the task to cut"
+    nothing = cut_tail(bare, COST, 10).report
+    assert nothing.skipped == "nothing after the task to cut" and nothing.changed == 0
+    # just over twice the least ends is elided too, a call's long arguments as well; each stub names its call
+    edge = [*_tool_rounds([2 * TAIL_CUT_MIN_END + 1]), Message("assistant", (ToolCall("w", "write", {"text": "y" * (2 * TAIL_CUT_MIN_END)}),)),
+            Message("tool", (ToolResult("w", (Text("ok"),)),))]
+    stubbed = cut_tail(edge, COST, COST.history(edge[:2]) + 80)
+    assert stubbed.report.changed == 2 and 'result of read({"path": "0.txt"})' in stubbed.view[3].text
+    assert stubbed.view[4].tool_calls[0].arguments != {"text": "y" * (2 * TAIL_CUT_MIN_END)}
 
 
 def test_compact_refuses_a_limit_under_its_budget_and_a_proactive_target_is_not_met_by_the_tail_cut():
