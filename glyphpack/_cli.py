@@ -622,13 +622,15 @@ def cmd_context(args: argparse.Namespace) -> int:
         return _context_of_workspace(args)
     if args.conversation:
         raise UsageError(f"{args.transcript} is a session file, not a workspace: it takes no conversation id")
-    if not args.model:
-        raise UsageError("context of a file needs --model (the reader's model id)")
     session = _load_session(args.transcript, args.format)
     agents = {agent.name: agent for agent in session.agents}
     if args.agent is not None and args.agent not in agents:
         raise UsageError(f"no agent {args.agent!r} in {args.transcript} (agents: {', '.join(agents) or 'none'})")
     agent = agents[args.agent] if args.agent is not None else (session.agents[0] if session.agents else None)
+    # The model the harness called, as the file names it, unless the command names another.
+    args.model = args.model or (agent.model if agent is not None else None)
+    if not args.model:
+        raise UsageError("context of a file needs --model (the reader's model id): the file names none")
     history = list(agent.messages) if agent else []
     compacted = ""
     if agent is not None and agent.compactions:

@@ -170,3 +170,7 @@ def test_each_model_gets_its_own_window_and_an_import_the_one_its_file_recorded(
     assert "window 258,400" in capsys.readouterr().out
     assert main(["context", str(session_file), "--model", "gpt-5.4"]) == 0
     assert "window 258,400" in capsys.readouterr().out
+    # the file names the model it called: no --model needed
+    assert main(["context", str(session_file)]) == 0
+    out = capsys.readouterr().out
+    assert "tokens for gpt-5.6-sol (" in out and "window 258,400" in out
