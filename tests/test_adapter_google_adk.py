@@ -43,15 +43,21 @@ def run(runner: Runner, service: GlyphpackSessionService, session_id: str, text:
     return asyncio.run(go())
 
 
+def run_coder(fake: FakeModel, service: GlyphpackSessionService, read: Any) -> list[Any]:
+    """The coder agent (its tool ``read`` and the recall) run once on session ``s1``
+    against ``fake``: its events."""
+    with FakeUpstream(fake) as upstream:
+        agent = LlmAgent(name="coder", model=Gemini(model=MODEL, base_url=upstream.url), instruction="You read code and answer briefly.",
+                         tools=[read, service.recall_tool])
+        runner = Runner(app=App(name="app", root_agent=agent, plugins=[service.plugin]), session_service=service)
+        return run(runner, service, "s1", "Read every module and tell me where the parser is.")
+
+
 def test_ten_tool_turns_a_compaction_a_recall_and_an_overflow_through_a_real_runner(tmp_path, monkeypatch):
     monkeypatch.setenv("GOOGLE_API_KEY", "test")
     fake = FakeModel(script(10, recall=True), faults={9: "overflow"})
     service = GlyphpackSessionService(tmp_path / "ws", threshold=6_000, context_window=40_000)
-    with FakeUpstream(fake) as upstream:
-        agent = LlmAgent(name="coder", model=Gemini(model=MODEL, base_url=upstream.url), instruction="You read code and answer briefly.",
-                         tools=[read_file, service.recall_tool])
-        runner = Runner(app=App(name="app", root_agent=agent, plugins=[service.plugin]), session_service=service)
-        events = run(runner, service, "s1", "Read every module and tell me where the parser is.")
+    events = run_coder(fake, service, read_file)
     assert events[-1].content.parts[0].text == ANSWER
     session = service.sessions[("s1", "coder")]
     # ADK's own events keep every message; the workspace stores the same.
@@ -98,11 +104,6 @@ def test_a_window_given_is_met_over_thirty_large_reads(tmp_path, monkeypatch):
     monkeypatch.setenv("GOOGLE_API_KEY", "test")
     fake = FakeModel(script(30, recall=False))
     service = GlyphpackSessionService(tmp_path / "ws", context_window=SMALL_WINDOW)
-    with FakeUpstream(fake) as upstream:
-        agent = LlmAgent(name="coder", model=Gemini(model=MODEL, base_url=upstream.url), instruction="You read code and answer briefly.",
-                         tools=[read_file, service.recall_tool])
-        runner = Runner(app=App(name="app", root_agent=agent, plugins=[service.plugin]), session_service=service)
-        events = run(runner, service, "s1", "Read every module and tell me where the parser is.")
-    assert events[-1].content.parts[0].text == ANSWER
+    assert run_coder(fake, service, read_file)[-1].content.parts[0].text == ANSWER
     check_the_window_met(fake)
     service.close()
