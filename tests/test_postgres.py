@@ -724,3 +724,30 @@ def test_every_write_of_a_conversation_waits_for_its_lock_and_no_other_conversat
         assert done == dict.fromkeys(writes, "done")
         assert workspace.load("save", "a").revision == 2 and workspace.backend.count_views("view", "a") == 1
         assert workspace.backend.read("delete", "a") is None and workspace.measured("measured", "a") is not None
+
+
+def test_a_nul_in_a_task_is_kept_in_the_messages_and_no_title_stops_a_copy_into_postgres(tmp_path, postgres_url):
+    """A folder workspace whose first task held a NUL could not be copied into PostgreSQL
+    ("text fields cannot contain NUL"): its title was the task. The title shows U+FFFD;
+    the message keeps the NUL (its JSON escapes it) in both stores."""
+    import sqlite3
+    from pathlib import Path
+
+    from glyphpack._history.tree import check_title
+
+    folder = str(tmp_path / "ws")
+    with Workspace(folder) as workspace:
+        workspace.save("c0", "main", [Message("user", (Text("nul \x00 here"),))], revision=0)
+    # a folder written before titles were made so: its title holds the NUL as it came
+    with sqlite3.connect(Path(folder, "tree.sqlite3")) as db:
+        db.execute("UPDATE conversations SET title = ? WHERE id = ?", ("nul \x00 here", "c0"))
+    db.close()
+    with Workspace(folder, read_only=True) as source, Workspace(postgres_url) as copy:
+        copy_workspace(source, copy)
+        assert copy.load("c0", "main").messages[0].text == "nul \x00 here"
+        assert copy.tree.conversation("c0").title == "nul \ufffd here"
+    with Workspace(str(tmp_path / "new")) as fresh:
+        fresh.save("c1", "main", [Message("user", (Text("nul \x00 again"),))], revision=0)
+        assert fresh.tree.conversation("c1").title == "nul \ufffd again"
+    with pytest.raises(StoreError, match="a conversation's title holds a NUL character .at character 3., which PostgreSQL keeps in no text field"):
+        check_title("nul\x00")

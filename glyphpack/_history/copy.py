@@ -19,6 +19,7 @@ from .backend import StoredTranscript
 from .codec import history_to_json
 from .export import export_json
 from .store import Workspace
+from .tree import displayable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +40,7 @@ def workspace_record(workspace: Workspace) -> dict[str, Any]:
         exported = export_json(tree, info.id, whole_tree=True)
         agent_tips = tree.agent_tips(info.id)  # the main agent first
         conversations[info.id] = exported | {
+            "title": displayable(info.title),  # as a copy keeps it (a NUL is no text PostgreSQL keeps)
             "created": info.created, "agent_tips": agent_tips, "labels": tree.labels(info.id),
             "main": next(iter(agent_tips), None),
         }

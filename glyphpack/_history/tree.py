@@ -265,19 +265,23 @@ class SqliteDatabase:
 def check_title(title: object) -> str:
     """A conversation's title, refused (``StoreError``) unless it is text every store
     keeps as it is: a string with no lone surrogate (half of a UTF-16 pair, which UTF-8
-    cannot encode). Titles taken from a file are made so first (``displayable``)."""
+    cannot encode) and no NUL (which PostgreSQL keeps in no text field). Titles taken
+    from a file are made so first (``displayable``)."""
     if not isinstance(title, str):
         raise StoreError(f"a conversation's title must be text, not {type(title).__name__}")
     bad = next((n for n, c in enumerate(title) if "\ud800" <= c <= "\udfff"), None)
     if bad is not None:
         raise StoreError(f"a conversation's title holds a lone surrogate (U+{ord(title[bad]):04X} at character {bad}), which no store keeps as text")
+    if "\x00" in title:
+        raise StoreError(f"a conversation's title holds a NUL character (at character {title.index(chr(0))}), which PostgreSQL keeps in no text field")
     return title
 
 
 def displayable(text: str) -> str:
-    """``text`` with each lone surrogate replaced by U+FFFD, for a title derived from a
-    file (the messages themselves are stored as they are)."""
-    return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+    """``text`` with each lone surrogate and NUL replaced by U+FFFD, for a title derived
+    from a file or a task (the messages themselves are stored as they are: their JSON
+    escapes both), so every store keeps it (``check_title``)."""
+    return "".join("\ufffd" if "\ud800" <= c <= "\udfff" or c == "\x00" else c for c in text)
 
 
 def check_schema_version(name: str, version: int, supported: int) -> None:
@@ -681,7 +685,7 @@ class SessionTree:
             try:
                 db.execute(
                     "INSERT INTO conversations (id, title, tip, created, forked_from, forked_at) VALUES (?, ?, NULL, ?, ?, ?)",
-                    (info.id, info.title, info.created, info.forked_from, info.forked_at),
+                    (info.id, displayable(info.title), info.created, info.forked_from, info.forked_at),  # an older folder's title may hold a NUL
                 )
             except self._db.integrity_errors:
                 raise StoreError(f"conversation {conversation!r} already exists in {self.name}") from None
