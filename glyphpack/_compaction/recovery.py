@@ -200,8 +200,10 @@ def _recover_bytes(
     target = int(started_bytes * BYTES_TARGET_SHARE * (1 - margin))
     before = cost.history(history)
     steps = sorted((step for step in LADDER if step.frees_bytes), key=lambda step: not step.bytes_first)
-    # The free rungs whatever the policy says (a 413 must shed bytes); the others as it allows.
-    free, paid = [s for s in steps if s.shake], [s for s in steps if not s.shake and s.rung in policy.rungs]
+    # The free rungs whatever the policy says (a 413 must shed bytes); the others as it
+    # allows, the summary only with a summarizer.
+    free = [s for s in steps if s.shake]
+    paid = [s for s in steps if not s.shake and s.rung in policy.rungs and (summarizer is not None or s.rung != "summarization")]
 
     def small_enough(view: Sequence[Message]) -> bool:
         return request_bytes(view) <= target
@@ -211,7 +213,7 @@ def _recover_bytes(
     # step when the free rungs were enough.
     budget = max(1, int(cost.history(view) * BYTES_SUMMARY_SHARE))
     view, paid_reports, _, _ = climb(view, paid, Climb(cost, budget, policy, summarizer, pages=False), small_enough)
-    rungs += [r for r in paid_reports if summarizer is not None or r.rung != "summarization"]
+    rungs += paid_reports
     final = request_bytes(view)
     ok = final <= target
     message = f"recovered from an HTTP 413: request {started_bytes:,} -> {final:,} bytes (target {target:,})" + (

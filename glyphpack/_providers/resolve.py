@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from .._errors import GlyphpackError
 from .._types import public
@@ -74,6 +74,24 @@ def _split_route(model_id: str) -> tuple[str | None, str]:
     return route, model
 
 
+V = TypeVar("V")
+
+
+def _longest_prefix(normalized: str, table: Mapping[str, V]) -> V | None:
+    """What ``table`` (normalized model-name prefix -> value) has for a normalized model
+    name: the longest prefix that is the name or begins it before a ``-``; None: none."""
+    for prefix in sorted(table, key=len, reverse=True):
+        if normalized == prefix or normalized.startswith(prefix + "-"):
+            return table[prefix]
+    return None
+
+
+def _table_name(model_id: str) -> str:
+    """A model id as the catalog's tables name it: no route, no ``:detail``, normalized."""
+    text = model_id if _BEDROCK_VERSION.search(model_id) else model_id.partition(":")[0]
+    return normalize_model(_split_route(text)[1])
+
+
 def _reader_and_route(model_id: str) -> tuple[Reader, str | None]:
     """The reader a model id names (a ``:detail`` variant included), and the route it
     names (None: the reader's own provider)."""
@@ -82,12 +100,7 @@ def _reader_and_route(model_id: str) -> tuple[Reader, str | None]:
     else:
         text, _, variant = model_id.partition(":")
     route_name, model_part = _split_route(text)
-    normalized = normalize_model(model_part)
-    reader_name = None
-    for prefix in sorted(READER_PREFIXES, key=len, reverse=True):
-        if normalized == prefix or normalized.startswith(prefix + "-"):
-            reader_name = READER_PREFIXES[prefix]
-            break
+    reader_name = _longest_prefix(normalize_model(model_part), READER_PREFIXES)
     if reader_name is None:
         warn_once(
             f"unknown model {model_id!r}: using the most conservative known image limits "
@@ -148,12 +161,9 @@ def context_window(model: str | Profile) -> int:
     one no reader names the smallest of those).
     Route prefixes, dates and ``:detail`` suffixes are read as ``resolve`` reads them."""
     profile = model if isinstance(model, Profile) else resolve(model)
-    model_id = profile.model
-    text = model_id if _BEDROCK_VERSION.search(model_id) else model_id.partition(":")[0]
-    normalized = normalize_model(_split_route(text)[1])
-    for prefix in sorted(INPUT_WINDOWS, key=len, reverse=True):
-        if normalized == prefix or normalized.startswith(prefix + "-"):
-            return INPUT_WINDOWS[prefix]
+    window = _longest_prefix(_table_name(profile.model), INPUT_WINDOWS)
+    if window is not None:
+        return window
     if profile.reader.name == UNKNOWN_READER:  # a model no table names: the smallest window of any family
         return min(CONTEXT_WINDOWS.values())
     return CONTEXT_WINDOWS[profile.reader.provider]
@@ -165,16 +175,11 @@ def reading_profile(model: str | Profile, *, measured: bool = True) -> ReadingPr
     densest shape read exactly and the densest that keeps the gist, with sources.
     What ``glyphpack eval --apply`` measured here comes first (``measured=False``: the
     published profiles alone). Readers without evidence get the conservative profile."""
-    model_id = model.model if isinstance(model, Profile) else model
-    text = model_id if _BEDROCK_VERSION.search(model_id) else model_id.partition(":")[0]
-    normalized = normalize_model(_split_route(text)[1])
+    normalized = _table_name(model.model if isinstance(model, Profile) else model)
     local = local_profiles() if measured else {}  # what glyphpack eval measured here wins
     if normalized in local:
         return local[normalized]
-    for prefix in sorted(READING_PREFIXES, key=len, reverse=True):
-        if normalized == prefix or normalized.startswith(prefix + "-"):
-            return READING_PROFILES[READING_PREFIXES[prefix]]
-    return READING_PROFILES["conservative"]
+    return READING_PROFILES[_longest_prefix(normalized, READING_PREFIXES) or "conservative"]
 
 
 def all_profiles() -> list[Profile]:

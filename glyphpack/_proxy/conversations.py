@@ -560,7 +560,7 @@ class Recorder:
         except BadRequest:
             raise
         except (GlyphpackError, RecursionError) as exc:
-            note = f"not recorded: {without_values(str(exc))}" if isinstance(exc, GlyphpackError) else "not recorded: nested too deep to record"
+            note = f"not recorded: {without_values(exc)}" if isinstance(exc, GlyphpackError) else "not recorded: nested too deep to record"
             print(f"glyphpack proxy: {note}", file=sys.stderr)
             return Exchange(api, request, request, note=note)
 
@@ -626,7 +626,7 @@ class Recorder:
         except CompactionError as exc:
             # Recorded, but the ladder could not bring it under the window: the provider
             # gets it whole and says so to the client; the answer, if any, is recorded.
-            said = without_values(str(exc))
+            said = without_values(exc)
             print(f"glyphpack proxy: not compacted: {said}", file=sys.stderr)
             return Exchange(api, body, body, session, note=f"not compacted: {said}", messages=session.messages, report=session.last_request, **_estimates(session, whole=True))
         return self._built(api, body, built, session)
@@ -682,7 +682,7 @@ class Recorder:
                 session.recover(rejection)
                 built = session.request(exchange.api)
             except GlyphpackError as exc:
-                print(f"glyphpack proxy: could not recover from 'too long': {without_values(str(exc))}", file=sys.stderr)
+                print(f"glyphpack proxy: could not recover from 'too long': {without_values(exc)}", file=sys.stderr)
                 return None
             retry = self._built(exchange.api, exchange.body, built, session, retried=True, rounds=exchange.rounds)
             if retry.forwarded == exchange.forwarded:
@@ -720,7 +720,7 @@ class Recorder:
                     return None
             except (GlyphpackError, RecursionError) as exc:
                 # The answer still reaches the client whole; its next request records it.
-                print(f"glyphpack proxy: answer not recorded: {without_values(str(exc))}", file=sys.stderr)
+                print(f"glyphpack proxy: answer not recorded: {without_values(exc)}", file=sys.stderr)
                 self._forget(key)
                 return None
             try:
@@ -729,7 +729,7 @@ class Recorder:
                 built = session.request(exchange.api)
             except GlyphpackError as exc:
                 # Recorded; the client gets the answer without the recall call.
-                print(f"glyphpack proxy: recall not answered: {without_values(str(exc))}", file=sys.stderr)
+                print(f"glyphpack proxy: recall not answered: {without_values(exc)}", file=sys.stderr)
                 return None
             following = self._built(exchange.api, exchange.body, built, session, rounds=exchange.rounds + 1)
             if following.rounds + 1 == RECALL_ROUNDS:  # the last round: an answer, not another call

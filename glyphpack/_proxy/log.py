@@ -23,12 +23,12 @@ _QUOTED = re.compile(r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"")
 WITHHELD = "<value withheld>"
 
 
-def without_values(text: str) -> str:
+def without_values(error: object) -> str:
     """An error's text as the proxy may print or log it: each quoted value (a client's
     text, role, tool name, call id, as glyphpack's errors quote them with ``!r``) replaced
     by ``WITHHELD``, so the field and the type stay and no word a client sent does.
     Cut to one line of at most 300 characters."""
-    return _QUOTED.sub(WITHHELD, text.replace("\n", " "))[:300]
+    return _QUOTED.sub(WITHHELD, str(error).replace("\n", " "))[:300]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,8 +115,11 @@ class ProxyLog:
         with self._lock:
             self._count(self._totals, entry)
             if owner is not None:
-                self._count(self._by_client.setdefault(owner, dict.fromkeys(self._totals, 0)), entry)
+                self._count(self._by_client.setdefault(owner, self._zeros()), entry)
             self._write(entry)
+
+    def _zeros(self) -> Json:
+        return dict.fromkeys(self._totals, 0)
 
     @staticmethod
     def _count(totals: Json, entry: RequestRecord) -> None:
@@ -146,7 +149,7 @@ class ProxyLog:
         """The totals so far (``owner``: that client's alone; none yet: zeros), with the
         share of the clients' tokens that was not sent."""
         with self._lock:
-            totals = dict(self._totals if owner is None else self._by_client.get(owner, dict.fromkeys(self._totals, 0)))
+            totals = dict(self._totals if owner is None else self._by_client.get(owner) or self._zeros())
         client = totals["client_tokens"]
         totals["saved_share"] = round(1 - totals["sent_tokens"] / client, 4) if client else 0.0
         return totals

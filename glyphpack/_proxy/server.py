@@ -330,10 +330,13 @@ class Proxy:
             compacted=exchange.forwarded is not exchange.body, rounds=max(1, len(results)), note=note or exchange.note,
         ), owner)  # fmt: skip
 
+    def _client_of(self, request: Request) -> Client:
+        """Who sent ``request``: its credentials and the deployment's identity headers."""
+        return Client.of(request.headers, request.query_params, identity=self.recorder.settings.identity_headers)
+
     async def _status(self, request: Request) -> Response:
-        # A caller sees its own totals only: the status is for a client, not a view of others'.
-        """The totals so far (``ProxyLog.totals``), as JSON."""
-        client = Client.of(request.headers, request.query_params, identity=self.recorder.settings.identity_headers)
+        """The caller's own totals so far (``ProxyLog.totals``), as JSON: never another client's."""
+        client = self._client_of(request)
         return JSONResponse(self.log.totals(client.secret))
 
     async def _proxied(self, request: Request, api: Api, model: str | None = None) -> Response:
@@ -344,7 +347,7 @@ class Proxy:
             body = _parsed(raw)
             if model is not None and isinstance(body, dict):
                 body = {**body, "model": model}
-            client = Client.of(request.headers, request.query_params, identity=self.recorder.settings.identity_headers)
+            client = self._client_of(request)
             exchange = await run_in_threadpool(self.recorder.prepare, api, body, self._summarizer(api, body, request), client)
         except BadRequest as exc:
             self.log.record(RequestRecord(api, exc.status, (time.perf_counter() - started) * 1000, note="refused by the proxy"))
@@ -527,7 +530,7 @@ class Proxy:
     async def _count_tokens(self, request: Request) -> Response:
         raw = await request.body()
         try:
-            client = Client.of(request.headers, request.query_params, identity=self.recorder.settings.identity_headers)
+            client = self._client_of(request)
             body = await run_in_threadpool(self.recorder.counted_body, "anthropic", _parsed(raw), client)
         except BadRequest as exc:
             return JSONResponse(error_body("anthropic", exc.status, f"glyphpack proxy: {exc}"), status_code=exc.status)
@@ -586,11 +589,12 @@ class Opened:
     @classmethod
     async def read(cls, api: Api, response: httpx.Response) -> Opened:
         source = response.aiter_bytes()
-        opening, held = Opening(api), []
+        opening, held, size = Opening(api), [], 0
         async for chunk in source:
             held.append(chunk)
+            size += len(chunk)
             opening.feed(chunk)
-            if opening.decided or sum(map(len, held)) > OPENING_LIMIT:
+            if opening.decided or size > OPENING_LIMIT:
                 break
         return cls(source, held, opening.failure)
 

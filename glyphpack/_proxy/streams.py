@@ -55,7 +55,6 @@ class SseParser:
             elif field == "data":
                 self._data.append(value)
 
-
     def feed_json(self, chunk: bytes) -> Iterator[tuple[str, str, Json | None]]:
         """``feed``, each event with its data read as a JSON object (None: it is not one)."""
         for event, data in self.feed(chunk):

@@ -58,7 +58,7 @@ def read(path: Path, data: bytes) -> ImportedSession:
     # each subagent's history is its own agent, named as ``subagent.started`` names it.
     histories: dict[str, list[Message]] = {}
     names: dict[str, str] = {}
-    models: dict[str | None, str] = {}  # each answer names the model that wrote it
+    models: dict[str | None, str | None] = {}  # each answer names the model that wrote it
     for number, record in jsonl_records(data, tally):
         kind, event = record.get("type"), record.get("data")
         message_id = str(record.get("id") or f"copilot-{number}")
@@ -84,18 +84,18 @@ def read(path: Path, data: bytes) -> ImportedSession:
                 messages.append(Message("user", (Text(text),), id=message_id, time=time))
             continue
         if kind == "assistant.message":
-            models[agent] = named_model(event.get("model")) or models.get(agent) or ""
+            models[agent] = named_model(event.get("model")) or models.get(agent)
             blocks = _assistant_blocks(event, text, tally)
             if blocks:
                 messages.append(Message("assistant", tuple(blocks), id=message_id, time=time))
             continue
         append_message(messages, Message("tool", (_result(event),), id=message_id, time=time))
-    agents = [ImportedAgent("main", tuple(repair(main, tally)), model=models.get(None) or None)]
+    agents = [ImportedAgent("main", tuple(repair(main, tally)), model=models.get(None))]
     taken = {"main"}
     for agent_id, history in histories.items():
         name = unique_name(f"{names.get(agent_id, 'subagent')}-{agent_id[-8:]}", taken)
         taken.add(name)
-        agents.append(ImportedAgent(name, tuple(repair(history, tally)), model=models.get(agent_id) or None))
+        agents.append(ImportedAgent(name, tuple(repair(history, tally)), model=models.get(agent_id)))
     return ImportedSession(title_from(title), tuple(agents), (), tally.report(FORMAT, agents, 0))
 
 
