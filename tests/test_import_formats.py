@@ -1272,6 +1272,7 @@ def test_a_kimi_cli_session_reads_with_its_subagent_and_every_call_keeps_its_res
     main_file = folder / "d8447fa8-9d8e-41af-9fc6-a12e4a196b6c.jsonl"
     session = import_file(main_file)
     assert session.report.format == "kimi-cli" and [a.name for a in session.agents] == ["main", "read-1"]
+    assert session.report.skipped == {"_checkpoint lines (no message)": 69, "_usage lines (no message)": 134}
     assert import_file(folder).report == session.report  # the session's folder reads as its file
     for agent, path in zip(session.agents, (main_file, folder / "d8447fa8-9d8e-41af-9fc6-a12e4a196b6c_read_1.jsonl")):
         raw = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -1355,8 +1356,9 @@ def test_tool_calls_a_roo_code_answer_makes_in_xml_are_read_as_calls_with_their_
     calls were read as text and their 10 results as the user's."""
     from glyphpack._history.importers.cline import _xml_parameters
 
-    body = "\n<path>site/index.html</path>\n<content>\n<html><path>kept</path></html>\n</content>\n<line_count>3</line_count>\n"
-    assert _xml_parameters(body) == {"path": "site/index.html", "content": "<html><path>kept</path></html>", "line_count": "3"}
+    page = "<html><path>kept</path><content>its own</content></html>"  # a file's content holds tags, its own </content> too
+    body = f"\n<path>site/index.html</path>\n<content>\n{page}\n</content>\n<line_count>3</line_count>\n"
+    assert _xml_parameters(body) == {"path": "site/index.html", "content": page, "line_count": "3"}
     document = [
         {"role": "user", "ts": 1, "content": [{"type": "text", "text": "<task>\nmake the page\n</task>"}]},
         {"role": "assistant", "ts": 2, "content": [{"type": "text", "text": f"Writing it.\n\n<write_to_file>{body}</write_to_file>"}]},
@@ -1374,7 +1376,7 @@ def test_tool_calls_a_roo_code_answer_makes_in_xml_are_read_as_calls_with_their_
         session = import_file(path)
     calls = [c for m in session.messages for c in m.tool_calls]
     assert [(c.name, c.arguments) for c in calls] == [
-        ("write_to_file", {"path": "site/index.html", "content": "<html><path>kept</path></html>", "line_count": "3"}),
+        ("write_to_file", {"path": "site/index.html", "content": page, "line_count": "3"}),
         ("execute_command", {"command": "ls"}),  # the task's last answer: its call kept, the stand-in its result
     ]
     assert session.messages[1].content[0] == Text("Writing it.")
