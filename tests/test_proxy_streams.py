@@ -244,3 +244,18 @@ def test_a_stream_shows_whether_the_request_was_taken_at_its_first_event_past_th
     assert stream_failure("message", {"error": {"code": 400, "message": "too many tokens"}}) == {"error": {"code": 400, "message": "too many tokens"}}
     assert stream_failure("response.failed", {"type": "response.failed", "response": {"status": "failed"}}) == {"error": {"message": "response.failed"}}
     assert stream_failure("message", {"choices": []}) is None
+    # an event without a type is known by its event: line, a payload's type wins over the line
+    assert stream_failure("response.failed", {"response": "gone"}) == {"error": {"message": "response.failed"}}
+    assert stream_failure("error", {"code": "server_error", "message": "m"}) == {"error": {"code": "server_error", "message": "m"}}
+    assert stream_failure("error", {"type": "response.output_text.delta", "delta": "x"}) is None
+    untyped = Opening("openai-responses")
+    untyped.feed(b'event: response.created\ndata: {"response": {}}\n\n')
+    assert not untyped.decided  # still the preamble, by its event: line
+    untyped.feed(b'event: response.failed\ndata: {"response": {"error": {"code": "context_length_exceeded"}}}\n\n')
+    assert untyped.decided and untyped.failure == {"error": {"code": "context_length_exceeded"}}
+    unnamed = Opening("openai-responses")
+    unnamed.feed(b'data: {"type": "response.created"}\n\n')
+    assert not unnamed.decided  # by its payload's type, with no event: line
+    chat = Opening("openai-chat")  # no preamble: its first event decides
+    chat.feed(b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n')
+    assert chat.decided and chat.failure is None
