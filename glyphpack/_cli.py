@@ -700,7 +700,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     """Import, or keep in step, each session file; a folder is walked for session files.
     Each file is its own: one that cannot be read, or whose past changed, is reported on
     its line and the rest go on (exit status 1 when any failed)."""
-    from ._history.importers.registry import import_sessions
+    from ._history.importers.registry import conversation_names, import_sessions, session_source
     from ._history.store import Workspace
 
     files = _session_files(args.files)
@@ -717,19 +717,25 @@ def cmd_import(args: argparse.Namespace) -> int:
                 failed += 1
                 print(f"{name}: not imported: {exc}")
                 continue
-            failed += not all([_sync_session(workspace, name if len(sessions) == 1 else f"{name} [{session_name}]",
-                                              session, args.conversation or _conversation_id(session_name))
-                               for session_name, session in sessions])
+            synced = []
+            for session_name, session in sessions:
+                label = name if len(sessions) == 1 else f"{name} [{session_name}]"
+                source = session_source(Path(name), session_name)
+                candidates = list(dict.fromkeys(_conversation_id(n) for n in conversation_names(Path(name), session_name)))
+                synced.append(_sync_session(workspace, label, session, args.conversation or candidates, source))
+            failed += not all(synced)
     if len(files) > 1:
         print(f"{len(files)} files: {len(files) - failed} imported or in step, {failed} not")
     return 1 if failed else 0
 
 
-def _sync_session(workspace: Any, label: str, session: ImportedSession, conversation: str) -> bool:
-    """Keep ``conversation`` in step with one imported session, saying what was done on
-    a line (and the import's report); False when it was refused."""
+def _sync_session(workspace: Any, label: str, session: ImportedSession, names: str | list[str], source: str) -> bool:
+    """Keep a conversation in step with one imported session from ``source`` (the one
+    named, or the first of ``names`` free or its own: ``Workspace.name_for``), saying
+    what was done on a line (and the import's report); False when it was refused."""
     try:
-        state, saved = workspace.sync_session(session, conversation)
+        conversation = names if isinstance(names, str) else workspace.name_for(source, names)
+        state, saved = workspace.sync_session(session, conversation, source=source)
     except GlyphpackError as exc:
         print(f"{label}: not imported: {exc}")
         return False

@@ -1111,3 +1111,149 @@ def test_parallel_calls_take_in_only_their_own_results(tmp_path):
         ["u1-0", "a1-1", "r1-4-results", "r1-4-results-unpaired"], ["u1-0", "a1-1", "r1-4-results", "x2-8"], ["u1-0", "a1-1", "r1-4-results"]]
     assert session.branches[0][3].text == "[tool result for call 'c9', which is not in this history]\nstray"
     assert [r.text for r in session.branches[2][2].tool_results] == ["one", "two", "again"]
+
+
+def _long_compacted_session(turns_before: int, turns_after: int) -> list[dict]:
+    """A Claude Code session as it writes a long one: a task, ``turns_before`` rounds of
+    a tool call and a 6,000-character result, its auto-compaction (boundary and summary),
+    then ``turns_after`` rounds more."""
+    lines: list[dict] = []
+    parent: str | None = None
+
+    def add(record: dict) -> None:
+        nonlocal parent
+        lines.append({"parentUuid": parent, "timestamp": "2026-03-01T10:00:00Z", **record})
+        parent = record["uuid"]
+
+    def rounds(prefix: str, count: int) -> None:
+        for n in range(count):
+            call = f"toolu_{prefix}{n}"
+            add({"type": "assistant", "uuid": f"{prefix}a{n}", "message": {"id": f"msg_{prefix}{n}", "role": "assistant", "content": [
+                {"type": "text", "text": f"Reading part {prefix}{n}."},
+                {"type": "tool_use", "id": call, "name": "Read", "input": {"file_path": f"/src/{prefix}{n}.py"}}]}})
+            add({"type": "user", "uuid": f"{prefix}r{n}", "message": {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": call, "content": f"# {prefix}{n}\n" + f"line of {prefix}{n} source code\n" * 240}]}})
+
+    add({"type": "user", "uuid": "task", "message": {"role": "user", "content": "Port the parser to the new AST."}})
+    rounds("early", turns_before)
+    lines.append({"type": "system", "subtype": "compact_boundary", "uuid": "boundary", "parentUuid": None, "logicalParentUuid": parent,
+                  "timestamp": "2026-03-01T11:00:00Z", "compactMetadata": {"trigger": "auto", "preTokens": 170000}})
+    parent = "boundary"
+    add({"type": "user", "uuid": "summary", "isCompactSummary": True, "message": {"role": "user", "content":
+         "This session is being continued from a previous conversation. The parser port is half done."}})
+    rounds("late", turns_after)
+    add({"type": "assistant", "uuid": "last", "message": {"id": "msg_last", "role": "assistant", "content": [{"type": "text", "text": "Done."}]}})
+    return lines
+
+
+@pytest.mark.parametrize("command", ["compact", "shake"])
+def test_a_compaction_of_an_imported_conversation_starts_from_the_harness_compaction_in_force(tmp_path, capsys, command):
+    path = tmp_path / "long.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in _long_compacted_session(120, 14)))
+    ws = tmp_path / "ws"
+    assert main(["import", str(path), "--workspace", str(ws)]) == 0
+    with glyphpack.Workspace(ws) as workspace:
+        session = glyphpack.Session(workspace, "long", "main", model="claude-sonnet-4-5")
+        whole = session.cost().history(session.messages)
+        in_force = session.estimate()
+        assert whole > 5 * in_force  # the summarized rounds are most of the transcript
+    capsys.readouterr()
+    budget = in_force * 2 // 3
+    args = [command, str(ws), "long", "--model", "claude-sonnet-4-5"] + (["--budget", str(budget)] if command == "compact" else [])
+    assert main(args) == 0, capsys.readouterr().out
+    with glyphpack.Workspace(ws) as workspace:
+        session = glyphpack.Session(workspace, "long", "main", model="claude-sonnet-4-5")
+        sent = session.request_view()[0]
+        after = session.estimate()
+        view = read_view(workspace, "long", "main")
+    assert view is not None and view.trigger == f"/{command}"
+    assert after < in_force and (command == "shake" or after <= budget)
+    text = "\n".join(m.text for m in sent)
+    assert "earlyr" not in "".join(m.id for m in sent) and "line of early" not in text  # nothing the harness summarized comes back
+    assert sent[0].text.startswith("This session is being continued") and text.endswith("Done.")
+
+
+def test_a_compaction_that_does_not_fit_leaves_the_one_in_force(tmp_path, capsys):
+    path = tmp_path / "long.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in _long_compacted_session(40, 6)))
+    ws = tmp_path / "ws"
+    assert main(["import", str(path), "--workspace", str(ws)]) == 0
+    with glyphpack.Workspace(ws) as workspace:
+        before = read_view(workspace, "long", "main")
+        session = glyphpack.Session(workspace, "long", "main", model="claude-sonnet-4-5")
+        estimate, overhead = session.estimate(), session.estimator.overhead
+    capsys.readouterr()
+    budget = overhead + 4  # below the task alone
+    assert main(["compact", str(ws), "long", "--model", "claude-sonnet-4-5", "--budget", str(budget)]) == 1
+    out = capsys.readouterr().out
+    assert "not kept, it does not fit: the compaction in force stays" in out
+    with glyphpack.Workspace(ws) as workspace:
+        assert read_view(workspace, "long", "main") == before and before is not None and before.trigger == "harness"
+        assert glyphpack.Session(workspace, "long", "main", model="claude-sonnet-4-5").estimate() == estimate
+
+
+def test_a_compaction_larger_than_the_request_in_force_is_not_kept(tmp_path):
+    """A workspace imported before the harness's compaction start was kept: the ladder
+    reads the whole transcript, and what it makes from it, larger than the harness's
+    request in force, is not kept."""
+    path = tmp_path / "long.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in _long_compacted_session(60, 4)))
+    with glyphpack.Workspace(tmp_path / "ws") as workspace:
+        workspace.import_session(import_file(path), "long")
+        workspace._store.put_measured("long", "main", b'{"format": "glyphpack-measured"}')  # as older versions kept it
+        assert workspace.harness_start("long", "main") is None
+        before = read_view(workspace, "long", "main")
+        session = glyphpack.Session(workspace, "long", "main", model="claude-sonnet-4-5")
+        in_force = session.estimate()
+        result = session.compact(in_force * 3)  # the whole transcript is ~5 times the request in force
+        assert result.report.fits and result.report.tokens_after > in_force
+        assert result.report.message.endswith(f"not kept, the request in force is smaller (~{in_force:,} tokens): the compaction in force stays")
+        assert read_view(workspace, "long", "main") == before and session.estimate() == in_force
+
+
+def _one_task_session(task: str, answers: int = 1) -> str:
+    lines = [{"type": "user", "uuid": "u1", "parentUuid": None, "timestamp": "2026-02-12T16:00:00Z", "message": {"role": "user", "content": task}}]
+    for n in range(answers):
+        lines.append({"type": "assistant", "uuid": f"a{n}", "parentUuid": lines[-1]["uuid"], "timestamp": "2026-02-12T16:01:00Z",
+                      "message": {"id": f"m{n}", "role": "assistant", "content": [{"type": "text", "text": f"answer {n} to {task}"}]}})
+    return "\n".join(json.dumps(line) for line in lines) + "\n"
+
+
+def test_files_named_alike_in_two_folders_are_two_conversations_each_found_again(tmp_path, capsys, monkeypatch):
+    for project in ("projA", "projB", "other/projB"):
+        (tmp_path / project).mkdir(parents=True)
+        (tmp_path / project / "session.jsonl").write_text(_one_task_session(f"task of {project}"))
+    ws = tmp_path / "ws"
+    assert main(["import", str(tmp_path / "projA"), str(tmp_path / "projB"), str(tmp_path / "other"), "--workspace", str(ws)]) == 0
+    out = capsys.readouterr().out
+    assert "imported as conversation session (task of projA)" in out and "imported as conversation projB-session (task of projB)" in out
+    assert "imported as conversation other-projB-session (task of other/projB)" in out
+    # Each file grows; each is appended to its own conversation, found by where it is (a relative path too).
+    for project in ("projA", "projB", "other/projB"):
+        (tmp_path / project / "session.jsonl").write_text(_one_task_session(f"task of {project}", answers=2))
+    monkeypatch.chdir(tmp_path)
+    assert main(["import", "other/projB/session.jsonl", "projB/session.jsonl", "projA", "--workspace", str(ws)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("appended to conversation") == 3 and "rewrote the past" not in out
+    with glyphpack.Workspace(ws) as workspace:
+        for name, project in (("session", "projA"), ("projB-session", "projB"), ("other-projB-session", "other/projB")):
+            assert [m.text for m in workspace.load(name, "main").messages][0] == f"task of {project}"
+            assert workspace.source(name) == str((tmp_path / project / "session.jsonl").resolve())
+        with pytest.raises(glyphpack.StoreError, match="every name it could be imported as"):
+            workspace.name_for("/elsewhere/session.jsonl", ["session", "projB-session"])
+        assert workspace.name_for("/elsewhere/session.jsonl", ["session", "elsewhere-session"]) == "elsewhere-session"
+
+
+def test_a_conversation_imported_before_sources_were_kept_is_found_by_its_name(tmp_path, capsys):
+    path = tmp_path / "proj" / "s.jsonl"
+    path.parent.mkdir()
+    path.write_text(_one_task_session("legacy"))
+    ws = tmp_path / "ws"
+    with glyphpack.Workspace(ws) as workspace:
+        workspace.sync_session(import_file(path), "s")  # no source: as older versions kept it
+        assert workspace.source("s") is None
+    path.write_text(_one_task_session("legacy", answers=3))
+    assert main(["import", str(path), "--workspace", str(ws)]) == 0
+    assert "appended to conversation s " in capsys.readouterr().out
+    with glyphpack.Workspace(ws) as workspace:
+        assert workspace.source("s") == str(path.resolve())  # kept from now on

@@ -73,6 +73,9 @@ MEASURED_KEPT = 32
 SyncState = Literal["new", "appended", "unchanged"]
 #: The agent whose record beside it holds who owns a conversation (``Workspace.owner``).
 OWNER_AGENT = "main"
+#: What a measured record holds that no count teaches again: who holds the conversation,
+#: the file it was imported from, where the harness's newest compaction starts.
+_MEASURED_FACTS = ("owner", "source", "harness_start")
 
 #: How the file of a compaction view begins (``glyphpack._history.view`` writes them):
 #: before views had a folder of their own, agent X's view was ``X.view.json`` beside
@@ -650,6 +653,29 @@ class Workspace:
             if view is not None and ids.index(view.covers) > after:
                 write_view(self, conversation, agent, view)
                 after = ids.index(view.covers)
+        starts = [f"{conversation}/{start}" for start in imported.compactions if f"{conversation}/{start}" in ids[1:]]
+        if starts:
+            self._update_measured(conversation, agent, harness_start=starts[-1])
+
+    def harness_start(self, conversation: str, agent: str) -> str | None:
+        """The id of the message the harness's newest compaction of an imported transcript
+        starts its requests at (its summary, or the first message it kept), or None: a
+        compaction of glyphpack's starts there too (``Session``), never from the messages
+        the harness already summarized (which stay in the transcript, recallable)."""
+        start = self._measured_record(conversation, agent)[1].get("harness_start")
+        return start if isinstance(start, str) else None
+
+    def source(self, conversation: str) -> str | None:
+        """Where the session file of an imported conversation is (``sync_session``'s
+        ``source``), or None: not imported, or imported before sources were kept."""
+        source = self._measured_record(conversation, OWNER_AGENT)[1].get("source")
+        return source if isinstance(source, str) else None
+
+    def _update_measured(self, conversation: str, agent: str, **fields: Any) -> None:
+        """Set ``fields`` in the transcript's measured record, the rest of it kept."""
+        record = self._measured_record(conversation, agent)[1] or {"format": MEASURED_FORMAT}
+        if any(record.get(key) != value for key, value in fields.items()):
+            self._store.put_measured(conversation, agent, json_bytes(record | fields))
 
     def _keep_usage(self, conversation: str, agent: str, messages: Sequence[Message], imported: ImportedAgent) -> None:
         """What the harness's last requests measured, for the session's estimate; and the
@@ -660,7 +686,9 @@ class Workspace:
         record = dict(current) or {"format": MEASURED_FORMAT}
         if imported.usage:
             requests = [[messages[start].id, messages[end - 1].id, tokens] for start, end, tokens, *_ in imported.usage]
-            record = {"format": MEASURED_FORMAT, "requests": requests[-MEASURED_KEPT:]}
+            # New counts replace what was learned from the old ones; what is not learned is kept.
+            facts = {key: current[key] for key in _MEASURED_FACTS if key in current}
+            record = {"format": MEASURED_FORMAT, "requests": requests[-MEASURED_KEPT:], **facts}
         kept = current.get("settings")
         settings: dict[str, Any] = kept if isinstance(kept, dict) else {}
         if imported.model is not None and "model" not in settings:
@@ -672,7 +700,21 @@ class Workspace:
         if record != current and len(record) > 1:
             self._store.put_measured(conversation, agent, json_bytes(record))
 
-    def sync_session(self, session: ImportedSession, conversation: str) -> tuple[SyncState, list[Transcript]]:
+    def name_for(self, source: str, names: Sequence[str]) -> str:
+        """The conversation a session file at ``source`` is kept in: the first of ``names``
+        (``importers.registry.conversation_names``: its name, then that name with more
+        of its folders) that is free, was imported from ``source``, or was imported
+        before sources were kept; so two files named alike in two folders are two
+        conversations, and each file finds its own again. ``StoreError`` when every
+        name is another file's."""
+        taken = {c.id for c in self.tree.conversations()}
+        for name in names:
+            if name not in taken or self.source(name) in (source, None):
+                return name
+        raise StoreError(f"{source}: every name it could be imported as ({', '.join(names)}) holds another file's session; "
+                         "import it with --conversation")
+
+    def sync_session(self, session: ImportedSession, conversation: str, *, source: str | None = None) -> tuple[SyncState, list[Transcript]]:
         """Keep conversation ``conversation`` in step with a session file its harness keeps
         writing: a new conversation is imported (``import_session``, state ``"new"``); one
         imported before gets what the file added appended to each agent (same ids, same
@@ -681,10 +723,14 @@ class Workspace:
         A stand-in result the import made up for a call the file had not answered yet
         (``-missing-results``) gives way to what the file has now. A file whose past
         differs from what is stored raises ``StoreError`` naming the agent and the
-        message, and nothing is written."""
+        message, and nothing is written. ``source``: where the file is, kept with the
+        conversation (``name_for`` tells files named alike apart by it)."""
         check_id(conversation, "conversation")
         if conversation not in {c.id for c in self.tree.conversations()}:
-            return "new", self.import_session(session, conversation)
+            saved = self.import_session(session, conversation)
+            if source is not None:
+                self._update_measured(conversation, OWNER_AGENT, source=source)
+            return "new", saved
 
         def scoped(messages: Sequence[Message]) -> tuple[Message, ...]:
             return tuple(dataclasses.replace(m, id=f"{conversation}/{m.id}") for m in messages)
@@ -708,6 +754,8 @@ class Workspace:
         stored_ids = {node.message.id for node in self.tree.nodes(conversation)}
         branches = [path for path in (scoped(branch) for branch in session.branches) if any(m.id not in stored_ids for m in path)]
         changed = [plan for plan in plans if plan[1] != plan[2].messages]
+        if source is not None:
+            self._update_measured(conversation, OWNER_AGENT, source=source)
         if not changed and not branches:
             return "unchanged", []
         if branches:
@@ -759,8 +807,7 @@ class Workspace:
         """Keep who holds ``conversation`` beside its main transcript (``owner``: the
         ``salt`` and ``digest`` a proxy compares a client's credentials by)."""
         check_id(conversation, "conversation")
-        record = self._measured_record(conversation, OWNER_AGENT)[1] or {"format": MEASURED_FORMAT}
-        self._store.put_measured(conversation, OWNER_AGENT, json_bytes(record | {"owner": dict(owner)}))
+        self._update_measured(conversation, OWNER_AGENT, owner=dict(owner))
 
     def _measured_record(self, conversation: str, agent: str) -> tuple[str, dict[str, Any]]:
         """Where the measured-tokens record is kept, and the record as a JSON object ({}

@@ -75,6 +75,13 @@ TARGET_SHARE = 0.5
 #: ladder kept a quarter, for slightly less. Where the reader's legible pages cost about
 #: what the text does, the whole ladder (elision first) bills less.
 SESSION_RUNGS: tuple[Rung, ...] = tuple(step.rung for step in LADDER if step.rung != "elision")
+
+
+def _without_tail_cut(policy: CompactionPolicy) -> CompactionPolicy:
+    """``policy`` without its last resort, the tail cut."""
+    return dataclasses.replace(policy, rungs=tuple(rung for rung in policy.rungs if rung != "tail cut"))
+
+
 #: Characters per image token from which a reader's pages are cheap enough to keep old
 #: tool results whole (text runs about 3.5-4 per token).
 PAGES_OVER_ELISION = 10.0
@@ -350,7 +357,20 @@ class Session:
         self.messages = transcript.messages
         self.revision = transcript.revision
         self._view = view_for(self.workspace, self.conversation, self.agent, self.messages)
+        start = self.workspace.harness_start(self.conversation, self.agent)
+        ids = [m.id for m in self.messages]
+        self._harness_start = ids.index(start) if start in ids else 0
         return transcript.state
+
+    def _compactable(self) -> tuple[Message, ...]:
+        """What the ladder compacts: the stored history, or for an imported transcript the
+        harness compacted, its system prompt and what the harness's newest compaction
+        carried on (its summary on): a compaction starts from what is in force, never
+        from what the harness already summarized (still stored, and recallable)."""
+        start = self._harness_start
+        if not start:
+            return self.messages
+        return tuple(m for m in self.messages[:start] if m.role == "system") + self.messages[start:]
 
     def close(self) -> None:
         if self._owns_workspace:
@@ -732,11 +752,16 @@ class Session:
         # since (a summary request that continues it reads the sent part from the cache).
         view, prefix = self.request_view()
         sent = Sent(view, prefix, self._sent_tools)
-        result = compact(self.messages, self.profile, budget, summarizer=self.summarizer, policy=self._policy(), cost=cost, sent=sent, limit=limit)
-        if not result.report.fits and self._fallback is not None:
+        messages = self._compactable()
+        policy = self._policy()
+        if self._fallback is not None:
+            # Pages that keep old results whole, when they fit without cutting a tail;
+            # else the whole ladder (elision before any tail cut).
+            result = compact(messages, self.profile, budget, summarizer=self.summarizer, policy=_without_tail_cut(policy), cost=cost, sent=sent)
+            if result.report.fits:
+                return result
             policy = self._policy(self._fallback)
-            result = compact(self.messages, self.profile, budget, summarizer=self.summarizer, policy=policy, cost=cost, sent=sent, limit=limit)
-        return result
+        return compact(messages, self.profile, budget, summarizer=self.summarizer, policy=policy, cost=cost, sent=sent, limit=limit)
 
     def _elide_batch(self) -> int:
         """With recall on (and elision among the rungs): the tool results that left the
@@ -803,9 +828,10 @@ class Session:
         replaced = [r for r in result.report.rungs if r.first_message is not None and r.last_message is not None]
         source = None
         if replaced:
+            compacted = self._compactable()  # what the rungs' message numbers count in
             first = min(r.first_message for r in replaced if r.first_message is not None)
             last = max(r.last_message for r in replaced if r.last_message is not None)
-            source = (self.messages[first - 1].id, self.messages[last - 1].id)
+            source = (compacted[first - 1].id, compacted[last - 1].id)
         page = result.pages[0] if result.pages else None
         view = StoredView(
             covers=self.messages[-1].id,
@@ -823,14 +849,29 @@ class Session:
         self._view = view
 
     def compact(self, budget: int | None = None) -> Compaction:
-        """Compact now, to ``budget`` (default: the target), and keep it."""
+        """Compact now, to ``budget`` (default: the target; the tail cut, last of the rungs,
+        meets it), and keep it: only when it fits,
+        and is no larger than the request in force (an imported harness's compaction, an
+        earlier one of glyphpack's); else what was in force stays, and the report's
+        message says why."""
         self._no_pending("compact")
-        return self._compact(budget or self.target, "/compact")
+        budget = budget or self.target
+        result = self._ladder(budget, limit=budget)  # asked for: the tail cut meets it (a proactive one stops halfway)
+        in_force = self.estimate()
+        report = result.report
+        if report.fits and report.tokens_after <= in_force:
+            self._keep(result, "/compact")
+            return result
+        why = ("it does not fit" if not report.fits else
+               f"the request in force is smaller (~{in_force:,} tokens)")
+        left = dataclasses.replace(report, message=f"{report.message}; not kept, {why}: the compaction in force stays")
+        self.last_compaction = dataclasses.replace(result, report=left)
+        return self.last_compaction
 
     def shake(self) -> Compaction:
         """Only the free rungs (reasoning drop, elision, image drop), kept as the view."""
         self._no_pending("shake")
-        result = shake(self.messages, self.profile, policy=self._policy())
+        result = shake(self._compactable(), self.profile, policy=self._policy())
         self._keep(result, "/shake")
         return result
 
@@ -857,10 +898,8 @@ class Session:
         if overflow.kind == "bytes":
 
             def by_bytes(summarizer: Summarizer | None, tail_cut: bool = True) -> Compaction:
-                policy = self._policy()
-                if not tail_cut:
-                    policy = dataclasses.replace(policy, rungs=tuple(rung for rung in policy.rungs if rung != "tail cut"))
-                return recover_bytes_or_tokens(self.messages, self.profile, error, margin=margin, summarizer=summarizer, policy=policy)
+                policy = self._policy() if tail_cut else _without_tail_cut(self._policy())
+                return recover_bytes_or_tokens(self._compactable(), self.profile, error, margin=margin, summarizer=summarizer, policy=policy)
 
             # With a summarizer, the free rungs first, then it (before the tail cut, as on the ladder).
             result = by_bytes(self.summarizer if self._overflows == 2 else None, tail_cut=self.summarizer is None or self._overflows == 2)

@@ -197,6 +197,23 @@ def conversation_name(path: Path) -> str:
     return path.parent.name if path.name in _NAMED_BY_FOLDER and path.parent.name else path.name.split(".")[0]
 
 
+def conversation_names(path: Path, name: str) -> list[str]:
+    """The conversation names a session ``name`` read from ``path`` (``import_sessions``)
+    can be kept under, first choice first: its own name, then prefixed with one, two,
+    three of the folders it is in (``projB-session``), so a file named like another in
+    another folder gets a name of its own (``Workspace.name_for`` picks)."""
+    start = path.parent.parent if path.name in _NAMED_BY_FOLDER and path.parent.name == name else path.parent
+    folders = [folder.name for folder in (start, *start.parents) if folder.name][:3]
+    return [name, *("-".join([*reversed(folders[:depth]), name]) for depth in range(1, len(folders) + 1))]
+
+
+def session_source(path: Path, name: str) -> str:
+    """Where session ``name`` read from ``path`` comes from, as a workspace keeps it: the
+    file's absolute path, with ``#name`` for one of a database's many sessions."""
+    resolved = str(path.resolve())
+    return resolved if name == conversation_name(path) else f"{resolved}#{name}"
+
+
 def read_with_its_session(path: Path, files: set[Path]) -> bool:
     """Whether ``path``, one of ``files`` found in a folder, is read with a session
     rather than as one: a Claude Code subagent's file (``SESSION/subagents/agent-ID.jsonl``
