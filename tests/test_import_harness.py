@@ -1257,3 +1257,16 @@ def test_a_conversation_imported_before_sources_were_kept_is_found_by_its_name(t
     assert "appended to conversation s " in capsys.readouterr().out
     with glyphpack.Workspace(ws) as workspace:
         assert workspace.source("s") == str(path.resolve())  # kept from now on
+
+
+def test_a_fork_of_an_imported_conversation_compacts_from_where_the_harness_did(tmp_path):
+    path = tmp_path / "long.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in _long_compacted_session(30, 6)))
+    with glyphpack.Workspace(tmp_path / "ws") as workspace:
+        workspace.sync_session(import_file(path), "long")
+        forked = workspace.fork("long", "main").conversation
+        by_id = {m.id: m for m in workspace.load(forked, "main").messages}
+        start = workspace.harness_start(forked, "main")
+        assert start in by_id and by_id[start].text.startswith("This session is being continued")
+        session = glyphpack.Session(workspace, forked, "main", model="claude-sonnet-4-5")
+        assert "line of early" not in "".join(m.text for m in session.shake().view)

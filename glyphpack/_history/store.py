@@ -1004,8 +1004,12 @@ class Workspace:
         # the fork's next request is the one the conversation would have sent there.
         original = tree.path_to(point)
         carried = view_for(self, conversation, agent, original)
+        renamed = {o.id: n.id for o, n in zip(original, copied.messages)}
         if carried is not None:
-            write_view(self, new, agent, renamed_view(carried, {o.id: n.id for o, n in zip(original, copied.messages)}))
+            write_view(self, new, agent, renamed_view(carried, renamed))
+        start = self.harness_start(conversation, agent)
+        if start in renamed:  # the fork's compactions start where the harness's did
+            self._update_measured(new, agent, harness_start=renamed[start])
         return copied
 
 
