@@ -572,18 +572,49 @@ def title_from(text: str, limit: int = 120) -> str:
     return folded if len(folded) <= limit else folded[: limit - 1] + "…"
 
 
-_REMINDER = re.compile(r"<(system-reminder|local-command-caveat|local-command-stdout)>.*?</\1>", re.DOTALL)
+#: What harnesses wrap around, or put before, what a person typed, dropped whole with
+#: what they hold: reminders, command output and caveats, the environment and session
+#: context, instruction files, a compaction's state snapshot, a slash command's echo.
+_WRAPPER = re.compile(
+    r"<(system-reminder|local-command-caveat|local-command-stdout|local-command-stderr|bash-stdout|bash-stderr|"
+    r"environment_context|environment_details|session_context|state_snapshot|user_instructions|INSTRUCTIONS|"
+    r"command-message|user-prompt-submit-hook)>.*?</\1>",
+    re.DOTALL,
+)
 _TAG = re.compile(r"</?[A-Za-z][\w-]*>")
 _NOTE = re.compile(r"\[[^\]\n]*\]")
+#: How a message no person typed begins: an instruction file (Codex's AGENTS.md), a
+#: skill's text, Claude Code's caveat and its compaction's summary.
+_NOT_TYPED = (
+    "# AGENTS.md instructions for", "Base directory for this skill:", "Caveat: The messages below were generated",
+    "This session is being continued from a previous conversation",
+)
+_COMMAND = re.compile(r"<command-name>(.*?)</command-name>", re.DOTALL)
+_ARGUMENTS = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
+#: The line after which an IDE's message holds what the person asked (Codex in VS Code).
+_IDE_REQUEST = re.compile(r"^## My request for \w+:\s*$", re.MULTILINE)
 
 
 def first_task(messages: Sequence[Message]) -> str:
-    """A title from the first user message that says something: its text without the
-    reminders and tags harnesses wrap around it (``title_from``); "" when there is none."""
+    """A title from the first user message a person typed: its text without what the
+    harness wrapped around it or put before it (reminders, slash commands' echoes,
+    environment context, instruction files; ``title_from``); "" when there is none."""
     for message in messages:
         if message.role != "user":
             continue
-        text = _TAG.sub(" ", _REMINDER.sub(" ", "\n".join(b.text for b in message.content if isinstance(b, Text)))).strip()
+        text = "\n".join(b.text for b in message.content if isinstance(b, Text)).strip()
+        if text.startswith(_NOT_TYPED):
+            continue
+        asked = _IDE_REQUEST.search(text)
+        text = _WRAPPER.sub(" ", text[asked.end() :] if asked else text)
+        command = _COMMAND.search(text)
+        if command is not None:  # a slash command is a task with what was typed after it, else none
+            arguments = _ARGUMENTS.search(text)
+            text = f"{command.group(1)} {arguments.group(1)}" if arguments and arguments.group(1).strip() else ""
+        text = _TAG.sub(" ", text).strip()
         if text and not _NOTE.fullmatch(text):  # a note an importer wrote ("[mini-swe-agent exit]") is no task
             return title_from(text)
-    return ""
+    # No prompt at all (a session of slash commands only): the first command run.
+    commands = (_COMMAND.search(b.text) for m in messages if m.role == "user" for b in m.content if isinstance(b, Text))
+    command = next((found.group(1).strip() for found in commands if found and found.group(1).strip()), "")
+    return title_from(command if command.startswith("/") or not command else f"/{command}")

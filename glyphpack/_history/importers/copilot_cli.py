@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..ids import unique_name
-from ..messages import Block, Message, Text, Thinking, ToolCall, ToolResult, title_from
+from ..messages import Block, Message, Text, Thinking, ToolCall, ToolResult, first_task
 from .base import (
     ImportedAgent,
     ImportedSession,
@@ -53,7 +53,7 @@ def detect(records: list[dict[str, Any]]) -> bool:
 def read(path: Path, data: bytes) -> ImportedSession:
     tally = Tally()
     main: list[Message] = []
-    title = ""
+    typed: list[Message] = []  # what the person wrote to the main agent (not notifications)
     # A subagent's events carry ``agentId``, the id of the call that dispatched it (1.0.74):
     # each subagent's history is its own agent, named as ``subagent.started`` names it.
     histories: dict[str, list[Message]] = {}
@@ -80,8 +80,9 @@ def read(path: Path, data: bytes) -> ImportedSession:
             continue
         if kind in ("user.message", "system.notification"):
             if text:
-                title = title or (text if kind == "user.message" and agent is None else "")
                 messages.append(Message("user", (Text(text),), id=message_id, time=time))
+                if kind == "user.message" and agent is None:
+                    typed.append(messages[-1])
             continue
         if kind == "assistant.message":
             models[agent] = named_model(event.get("model")) or models.get(agent)
@@ -96,7 +97,7 @@ def read(path: Path, data: bytes) -> ImportedSession:
         name = unique_name(f"{names.get(agent_id, 'subagent')}-{agent_id[-8:]}", taken)
         taken.add(name)
         agents.append(ImportedAgent(name, tuple(repair(history, tally)), model=models.get(agent_id)))
-    return ImportedSession(title_from(title), tuple(agents), (), tally.report(FORMAT, agents, 0))
+    return ImportedSession(first_task(typed), tuple(agents), (), tally.report(FORMAT, agents, 0))
 
 
 def _assistant_blocks(event: dict[str, Any], text: str, tally: Tally) -> list[Block]:

@@ -82,8 +82,7 @@ def read(path: Path, document: dict[str, Any]) -> ImportedSession:
             append_message(messages, Message("tool", tuple(results), id=f"{message_id}-results", time=time))
     repaired = repair(messages, tally)
     agents = (ImportedAgent("main", tuple(repaired), usage_in(repaired, messages, usage), model=model),)
-    first_task = next((m.text for m in repaired if m.role == "user"), "")
-    title = title_from(str(document.get("summary") or first_task))
+    title = title_from(str(document.get("summary") or ""))  # else the first task (import_file)
     return ImportedSession(title, agents, (), tally.report(FORMAT, agents, 0))
 
 
