@@ -1307,8 +1307,9 @@ def _crush_database(path: Path) -> Path:
             CREATE TABLE messages (id TEXT PRIMARY KEY, session_id TEXT NOT NULL, role TEXT NOT NULL, parts TEXT NOT NULL default '[]',
                 model TEXT, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, finished_at INTEGER, provider TEXT);
         """)
-        db.execute("INSERT INTO sessions VALUES ('s1', NULL, 'Fix the build', 6, 0, 0, 0, 1754709100000, 1754709000000, 'm6')")
-        db.execute("INSERT INTO sessions VALUES ('s2', 's1', 'Look at the logs', 2, 0, 0, 0, 1754709050000, 1754709040000, NULL)")
+        # Usage as Crush sets it: the last request's prompt, zeroed by a summary; the cost summed.
+        db.execute("INSERT INTO sessions VALUES ('s1', NULL, 'Fix the build', 6, 0, 120, 0.5, 1754709100000, 1754709000000, 'm6')")
+        db.execute("INSERT INTO sessions VALUES ('s2', 's1', 'Look at the logs', 2, 900, 40, 0.004, 1754709050000, 1754709040000, NULL)")
         png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 24).decode()
         rows = [
             ("m1", "s1", "user", [part("text", text="fix the build"), part("binary", path="shot.png", mime_type="image/png", data=png)], None),
@@ -1343,6 +1344,8 @@ def test_a_crush_database_is_read_as_crush_not_taken_for_goose_and_each_part_lan
     ((result),) = main_agent.messages[2].tool_results
     assert (result.call_id, result.text, result.is_error) == ("call_1", "File not found: go.mod", True)
     assert [m.text for m in sub.messages] == ["read the logs", "auth failed"]
+    assert (main_agent.usage, main_agent.cost, sub.usage, sub.cost) == ((), 0.5, (Usage(0, 1, 900),), 0.004)
+    assert session.report.cost == 0.504 and session.report.lines()[-1] == "cost the harness recorded: $0.5040"
     assert session.report.skipped == {"answers that ended in an error with nothing said": 1} and session.report.compactions == 1
     assert glyphpack.import_sessions(path, format="crush") == glyphpack.import_sessions(path)
     with pytest.raises(HistoryError, match="is not in the goose format: it is a crush database"):

@@ -6,6 +6,7 @@ types accept, the session tree as the file had it, and mutated lines that give o
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 from pathlib import Path
@@ -93,6 +94,15 @@ def test_every_shared_database_imports_each_session_with_these_counts_and_writes
         for agent in session.agents:
             assert_valid_for_every_provider(agent.messages)
     assert got == DATABASES[name]
+    # Each session's usage and cost as the database holds them, read with sqlite3 alone.
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)) as database:
+        raw = {row[0]: row[1:] for row in database.execute("SELECT id, prompt_tokens, cost FROM sessions WHERE parent_session_id IS NULL")}
+    for session_id, session in sessions:
+        prompt_tokens, cost = raw[session_id]
+        assert [u.tokens for u in session.agents[0].usage] == ([prompt_tokens] if prompt_tokens else [])
+        assert session.report.cost == pytest.approx(cost)
 
 
 def assert_valid_for_every_provider(messages):

@@ -41,6 +41,8 @@ class ImportReport:
         repaired: things changed to make a valid history, by what was done.
         made_unique: tool call ids renamed because the file reused them.
         assumed: what the import assumed where the file's records are ambiguous.
+        cost: what the harness recorded its requests cost, in US dollars, over every
+            agent that recorded one (None: none did).
     """
 
     format: str
@@ -56,6 +58,7 @@ class ImportReport:
     repaired: dict[str, int] = dataclasses.field(default_factory=dict)
     made_unique: int = 0
     assumed: tuple[str, ...] = ()
+    cost: float | None = None
 
     def lines(self) -> list[str]:
         """The report as a few lines for a terminal."""
@@ -70,6 +73,8 @@ class ImportReport:
         if self.made_unique:
             out.append(f"made unique: {self.made_unique:,} reused tool call ids")
         out.extend(f"assumed: {what}" for what in self.assumed)
+        if self.cost is not None:
+            out.append(f"cost the harness recorded: ${self.cost:,.4f}")
         return out
 
 
@@ -145,6 +150,9 @@ class ImportedAgent:
     #: The input window the harness ran with, where the file records it (Codex's
     #: ``model_context_window``); the workspace keeps it with the model.
     context_window: int | None = None
+    #: What the harness recorded this agent's requests cost, in US dollars (None: it
+    #: recorded no cost).
+    cost: float | None = None
 
 
 @public
@@ -208,6 +216,7 @@ class Tally:
             repaired=dict(self.repaired),
             made_unique=self.made_unique,
             assumed=tuple(self.assumed),
+            cost=None if all(a.cost is None for a in agents) else sum(a.cost or 0.0 for a in agents),
         )
 
 

@@ -22,6 +22,7 @@ from .base import (
     ImportedAgent,
     ImportedSession,
     Tally,
+    Usage,
     append_message,
     epoch_seconds,
     image_or_stub,
@@ -100,10 +101,24 @@ def _agent(name: str, session: dict[str, Any], rows: Sequence[dict[str, Any]], t
     repaired = repair(messages, tally)
     summary = session.get("summary_message_id")
     compactions: tuple[str, ...] = ()
+    start = 0
     if summary and any(m.id == summary for m in repaired):
         compactions = (str(summary),)
         tally.compactions += 1
-    return ImportedAgent(name, tuple(repaired), (), compactions, model)
+        start = [m.id for m in repaired].index(str(summary))
+    cost = session.get("cost")
+    return ImportedAgent(name, tuple(repaired), _last_request(repaired, start, session.get("prompt_tokens")), compactions, model,
+                         cost=float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost > 0 else None)
+
+
+def _last_request(messages: Sequence[Message], start: int, prompt_tokens: object) -> tuple[Usage, ...]:
+    """The session's last request as Crush counted it: ``prompt_tokens`` is set (not
+    added to) after each answer, so it is what the request that produced the last
+    answer carried, from the summary in force on (0 after a summary: nothing to learn)."""
+    if not isinstance(prompt_tokens, int) or isinstance(prompt_tokens, bool) or prompt_tokens <= 0:
+        return ()
+    answers = [n for n, m in enumerate(messages) if m.role == "assistant" and n > start]
+    return (Usage(start, answers[-1], prompt_tokens),) if answers else ()
 
 
 def _block(part: object, tally: Tally) -> Block | None:
