@@ -450,6 +450,40 @@ def test_codex_custom_tool_calls_keep_their_body_and_output(tmp_path):
     validate_history(messages, allow_pending=False)
 
 
+def test_a_codex_output_written_after_the_next_turn_began_answers_its_call_in_place(tmp_path):
+    """Codex runs calls in parallel and writes each output when it ends: a custom tool's
+    output came after another call's and a search (the next answer begun), and was kept
+    as user text beside an error stand-in for its own call. A later sync of a file still
+    being written puts it in the stand-in's place."""
+    items = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "list"}]},
+        {"type": "custom_tool_call", "name": "shell", "input": "ls", "call_id": "call-1", "status": "completed"},
+        {"type": "function_call", "name": "shell", "arguments": "{\"command\": [\"pwd\"]}", "call_id": "call-2"},
+        {"type": "function_call_output", "call_id": "call-2", "output": "/p\n"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "pwd is /p; waiting on ls"}]},
+        {"type": "custom_tool_call_output", "call_id": "call-1", "output": "a.txt\nb.txt\n"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "two files"}]},
+    ]
+    lines = [{"timestamp": "2025-12-28T12:18:30.533Z", "type": "session_meta", "payload": {"id": "s1", "cwd": "/p", "originator": "codex_cli_rs"}}]
+    lines += [{"timestamp": "2025-12-28T12:18:31.000Z", "type": "response_item", "payload": item} for item in items]
+    path = tmp_path / "rollout.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines[:5]) + "\n")  # before call-1's output is written
+    workspace = glyphpack.Workspace(tmp_path / "ws")
+    assert workspace.sync_session(import_file(path), "s")[0] == "new"
+    assert [r.text for m in workspace.load("s", "main").messages for r in m.tool_results][-1].startswith("[no result")
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    session = import_file(path)
+    results = {r.call_id: (r.text, r.is_error) for m in session.messages for r in m.tool_results}
+    assert results == {"call-1": ("a.txt\nb.txt\n", False), "call-2": ("/p\n", False)}
+    assert not any("which is not in this history" in m.text for m in session.messages)
+    assert session.report.repaired == {"tool results written after their call's turn put in place of the stand-in": 1}
+    assert [m.role for m in session.messages] == ["user", "assistant", "tool", "tool", "assistant", "assistant"]
+    validate_history(session.messages, allow_pending=False)
+    assert workspace.sync_session(session, "s")[0] == "appended"  # the stand-in gives way to the output
+    assert {r.call_id: r.text for m in workspace.load("s", "main").messages for r in m.tool_results}["call-1"] == "a.txt\nb.txt\n"
+    workspace.close()
+
+
 def test_a_gemini_cli_recording_keeps_every_part_and_says_what_it_left_out():
     """``gemini-cli-recording-synthetic.json`` (written from the recording's schema):
     parts of every kind in a user message, thought summaries of every shape, calls with

@@ -615,6 +615,6 @@ def first_task(messages: Sequence[Message]) -> str:
         if text and not _NOTE.fullmatch(text):  # a note an importer wrote ("[mini-swe-agent exit]") is no task
             return title_from(text)
     # No prompt at all (a session of slash commands only): the first command run.
-    commands = (_COMMAND.search(b.text) for m in messages if m.role == "user" for b in m.content if isinstance(b, Text))
-    command = next((found.group(1).strip() for found in commands if found and found.group(1).strip()), "")
-    return title_from(command if command.startswith("/") or not command else f"/{command}")
+    named = (_COMMAND.search(b.text) for m in messages if m.role == "user" for b in m.content if isinstance(b, Text))
+    first = next((found.group(1).strip() for found in named if found and found.group(1).strip()), "")
+    return title_from(first if first.startswith("/") or not first else f"/{first}")

@@ -199,6 +199,12 @@ class Tally:
     def repair(self, what: str, count: int = 1) -> None:
         self.repaired[what] += count
 
+    def unrepair(self, what: str) -> None:
+        """Take back one repair counted as ``what`` (a later line undid it)."""
+        self.repaired[what] -= 1
+        if self.repaired[what] <= 0:
+            del self.repaired[what]
+
     def report(self, format: str, agents: Sequence[ImportedAgent], branches: int) -> ImportReport:
         every = [m for agent in agents for m in agent.messages]
         blocks = [b for m in every for b in m.content]
@@ -229,11 +235,14 @@ def repair(messages: Sequence[Message], tally: Tally) -> list[Message]:
       lost, a result written without a call id: ``""``) is kept as the user's text,
       naming the call id, so no output is lost;
     - a call still unanswered when the next assistant message (or the end) comes gets
-      an error result saying so, right after its message;
+      an error result saying so, right after its message; its result, when the file
+      writes it later (parallel calls whose outputs come after another turn began),
+      takes that stand-in's place;
     - a message left with no content is dropped.
     """
     seen: collections.Counter[str] = collections.Counter()
     open_calls: dict[str, str] = {}  # id in the file -> id in the history, for calls awaiting results
+    stood_in: dict[str, tuple[int, str]] = {}  # id in the file -> (where in out, id in the history), for stand-ins made
     out: list[Message] = []
 
     def answer_open_calls() -> None:
@@ -241,8 +250,23 @@ def repair(messages: Sequence[Message], tally: Tally) -> list[Message]:
             return
         results = tuple(ToolResult(new, (Text(MISSING_RESULT),), True) for new in open_calls.values())
         tally.repair("unanswered tool calls given an error result", len(results))
+        stood_in.update((old, (len(out), new)) for old, new in open_calls.items())
         out.append(Message("tool", results, id=f"{out[-1].id}-missing-results" if out else "missing-results"))
         open_calls.clear()
+
+    def answer_late(result: ToolResult) -> bool:
+        """Put ``result`` in the place of the stand-in its call was given, if it was."""
+        if result.call_id not in stood_in:
+            return False
+        where, new = stood_in.pop(result.call_id)
+        message = out[where]
+        content = tuple(dataclasses.replace(result, call_id=new) if b.call_id == new else b for b in message.tool_results)
+        stand_ins_left = any(b.text == MISSING_RESULT and b.is_error for b in content)
+        late_id = message.id if stand_ins_left else message.id.removesuffix("-missing-results") + "-late-results"
+        out[where] = dataclasses.replace(message.with_content(content), id=late_id)
+        tally.unrepair("unanswered tool calls given an error result")
+        tally.repair("tool results written after their call's turn put in place of the stand-in")
+        return True
 
     for message in messages:
         if message.role == "assistant":
@@ -250,9 +274,13 @@ def repair(messages: Sequence[Message], tally: Tally) -> list[Message]:
         content: list[Block] = []
         unpaired: list[Block] = []
         superseded: list[ToolResult] = []  # calls whose id came again in this message, answered after it
+        moved = False  # a result put in its stand-in's place, earlier
         for block in message.content:
             if isinstance(block, ToolResult):
                 new = open_calls.pop(block.call_id, None)
+                if new is None and answer_late(block):
+                    moved = True
+                    continue
                 if new is None:
                     tally.repair("tool results without an open call kept as user text")
                     unpaired.extend(_as_user_content(block))
@@ -274,7 +302,7 @@ def repair(messages: Sequence[Message], tally: Tally) -> list[Message]:
             content = unpaired + content  # a user message may hold text and images
             unpaired = []
         if not content and not unpaired:
-            if message.content:
+            if message.content and not moved:
                 tally.repair("messages left empty dropped")
             continue
         if content:
