@@ -703,12 +703,14 @@ def cmd_import(args: argparse.Namespace) -> int:
     from ._history.importers.registry import conversation_names, import_sessions, session_source
     from ._history.store import Workspace
 
-    files = _session_files(args.files)
+    files = _session_files(args.files) if args.files else _harness_session_files()
     if args.conversation and len(files) != 1:
         raise UsageError(f"--conversation names one conversation, for one file; {len(files)} files were given")
     failed = 0
     with Workspace(args.workspace) as workspace:
-        for name in files:
+        for number, name in enumerate(files, start=1):
+            if len(files) > 1:
+                print(f"[{number}/{len(files)}] ", end="")
             try:
                 sessions = import_sessions(name, format=args.format)
                 if args.conversation and len(sessions) != 1:
@@ -748,6 +750,24 @@ def _sync_session(workspace: Any, label: str, session: ImportedSession, names: s
         print(f"  {line}")
     print(f"  transcripts: {', '.join(f'{t.agent} ({len(t.messages):,} messages)' for t in saved)}")
     return True
+
+
+def _harness_session_files() -> list[str]:
+    """The session files of every harness home on this machine (``homes.find_sessions``),
+    each home said on a line; ``UsageError`` when there is none."""
+    from ._history.importers.homes import HOMES, find_sessions
+    from ._history.importers.registry import read_with_its_session
+
+    found = find_sessions()
+    if not found:
+        raise UsageError(f"no harness sessions found in this machine's harness homes ({', '.join(sorted({h.where for h in HOMES})[:6])}, ...); "
+                         "name the session files or folders to import")
+    files: list[str] = []
+    for harness in found:
+        sessions = [str(p) for p in harness.files if not read_with_its_session(p, set(harness.files))]
+        print(f"{harness.harness}: {len(sessions):,} session file(s) in {_shown(str(harness.home))}")
+        files += sessions
+    return files
 
 
 def _session_files(paths: Sequence[str]) -> list[str]:
@@ -1069,7 +1089,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_context)
 
     p = sub.add_parser("import", help="import session files (Claude Code, pi, Codex, OpenHands, SWE-agent, mini-swe-agent, aider, Gemini CLI, provider lists) into a workspace")
-    p.add_argument("files", nargs="+", metavar="FILE", help="session files, or folders of them (walked at any depth): a conversation imported before gets what is new appended")
+    p.add_argument("files", nargs="*", metavar="FILE", help="session files, or folders of them (walked at any depth): a conversation imported before gets what is new appended; "
+                   "none: every harness home on this machine (Claude Code, Codex, Gemini CLI, Copilot CLI, Kimi CLI, pi, Goose, Crush, Cline, Roo Code, Kilo Code)")
     p.add_argument("--workspace", required=True, metavar="WS", help=WORKSPACE_HELP + " (created if missing)")
     p.add_argument("--format", choices=FORMAT_NAMES, help="the files' format (default: detected from each file's content)")
     p.add_argument("--conversation", metavar="ID", help="the conversation id, for one file (default: the file name)")

@@ -1301,3 +1301,55 @@ def test_a_fork_of_an_imported_conversation_compacts_from_where_the_harness_did(
         assert start in by_id and by_id[start].text.startswith("This session is being continued")
         session = glyphpack.Session(workspace, forked, "main", model="claude-sonnet-4-5")
         assert "line of early" not in "".join(m.text for m in session.shake().view)
+
+
+def test_import_with_no_path_finds_every_harness_home_and_syncs_them_all(tmp_path, capsys, monkeypatch):
+    """A new user's one command: each harness's sessions where the harness keeps them
+    (a home moved by its variable too), each imported once, subagents and companions
+    with their sessions, a line of progress each; run again, all in step."""
+    import shutil
+
+    from tests.test_import_formats import _crush_database
+
+    home, project = tmp_path / "home", tmp_path / "project"
+    data = Path(__file__).parent / "data" / "sessions"
+
+    def put(source: Path, target: Path) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(source, target) if source.is_dir() else shutil.copyfile(source, target)
+
+    put(data / "ohmyposh-6beb436f6cd8-0.jsonl", home / ".claude/projects/-home-dev-posh/6beb436f.jsonl")
+    put(data / "simonw-sample_codex_session.jsonl", tmp_path / "codex-home/sessions/2026/01/02/rollout-2026-01-02T10-00-00-abc.jsonl")
+    put(data / "entirecli-gemini-9c53780d06b7-0.json", home / ".gemini/tmp/5f3a/chats/session-2026-01-02T10-00-9c53.json")
+    put(data / "agentv-269e1b9e5502-0.jsonl", home / ".copilot/session-state/269e1b9e/events.jsonl")
+    kimi = data / "kimicli-0b88d484-d8447fa8"
+    put(kimi, home / ".kimi/sessions/00d5060a")  # a context file of its own, its subagent's beside it
+    put(kimi / "d8447fa8-9d8e-41af-9fc6-a12e4a196b6c.jsonl", home / ".kimi/sessions/7e1b/4c2f/context.jsonl")  # in its own folder
+    (home / ".kimi/sessions/7e1b/4c2f/wire.jsonl").write_text('{"type": "metadata", "protocol_version": "1"}\n')
+    put(data / "cline-task", home / ".config/Code/User/globalStorage/rooveterinaryinc.roo-cline/tasks")
+    (project / ".crush").mkdir(parents=True)
+    _crush_database(project / ".crush" / "crush.db")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    monkeypatch.chdir(project)
+    ws = tmp_path / "ws"
+    assert main(["import", "--workspace", str(ws)]) == 0
+    out = capsys.readouterr().out
+    for line in ("Claude Code: 1 session file(s)", "Codex: 1 session file(s)", "Gemini CLI: 1 session file(s)", "Copilot CLI: 1 session file(s)",
+                 "Kimi CLI: 2 session file(s)", "rooveterinaryinc.roo-cline in Code: 1 session file(s)", "Crush: 1 session file(s)"):
+        assert line in out, line
+    assert "[1/8] " in out and "[8/8] " in out and "8 files: 8 imported or in step, 0 not" in out
+    with glyphpack.Workspace(ws) as workspace:
+        conversations = {c.id for c in workspace.tree.conversations()}
+        agents = {agent for conversation, agent in workspace.transcripts() if conversation == "d8447fa8-9d8e-41af-9fc6-a12e4a196b6c"}
+    assert {"6beb436f", "4c2f", "d8447fa8-9d8e-41af-9fc6-a12e4a196b6c", "1767001000000", "s1"} <= conversations and len(conversations) == 8
+    assert agents == {"main", "read-1"}  # the subagent's context is an agent of its session, not a conversation
+    assert main(["import", "--workspace", str(ws)]) == 0
+    assert capsys.readouterr().out.count(": unchanged") == 8
+    monkeypatch.setenv("HOME", str(tmp_path / "nobody"))
+    monkeypatch.delenv("CODEX_HOME")
+    monkeypatch.chdir(tmp_path)
+    assert main(["import", "--workspace", str(ws)]) == 2
+    assert "no harness sessions found in this machine's harness homes" in capsys.readouterr().err

@@ -18,6 +18,9 @@ from .base import ImportedAgent, ImportedSession, Tally, append_message, jsonl_r
 from .swe_agent import chat_message
 
 FORMAT = "kimi-cli"
+#: What Kimi CLI 0.5 on calls a session's context, in the session's own folder (beside
+#: its ``wire.jsonl``); before, the context was ``SESSION_ID.jsonl``.
+CONTEXT_FILE = "context.jsonl"
 #: The lines that carry no message, and why a reader would look for them.
 _MARKERS = ("_checkpoint", "_usage")
 #: A subagent's context file beside its session's: ``<session id>_<tool>_<N>.jsonl``.

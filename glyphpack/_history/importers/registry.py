@@ -194,7 +194,8 @@ def conversation_name(path: Path) -> str:
     """What a session file's conversation is called: the folder's name for a file named
     the same in every session's folder (``<task id>/api_conversation_history.json``),
     else the file's name without its suffixes."""
-    return path.parent.name if path.name in _NAMED_BY_FOLDER and path.parent.name else path.name.split(".")[0]
+    by_folder = path.name in _NAMED_BY_FOLDER or path.name == kimi_cli.CONTEXT_FILE
+    return path.parent.name if by_folder and path.parent.name else path.name.split(".")[0]
 
 
 def conversation_names(path: Path, name: str) -> list[str]:
@@ -202,7 +203,7 @@ def conversation_names(path: Path, name: str) -> list[str]:
     can be kept under, first choice first: its own name, then prefixed with one, two,
     three of the folders it is in (``projB-session``), so a file named like another in
     another folder gets a name of its own (``Workspace.name_for`` picks)."""
-    start = path.parent.parent if path.name in _NAMED_BY_FOLDER and path.parent.name == name else path.parent
+    start = path.parent.parent if path.parent.name == name != path.name.split(".")[0] else path.parent
     folders = [folder.name for folder in (start, *start.parents) if folder.name][:3]
     return [name, *("-".join([*reversed(folders[:depth]), name]) for depth in range(1, len(folders) + 1))]
 
