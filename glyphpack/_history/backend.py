@@ -59,6 +59,12 @@ class StoreBackend(Protocol):
 
     def put_measured(self, conversation: str, agent: str, record: bytes) -> None: ...
 
+    def update_measured(self, conversation: str, agent: str, change: Callable[[bytes | None], bytes | None]) -> bytes | None:
+        """Under a lock every process takes: the record ``change`` makes of the stored one
+        (None: the stored one stays), written; returns the record now stored. What two
+        proxies claim at once is claimed once."""
+        ...
+
     def views(self, conversation: str, agent: str) -> list[tuple[str, bytes]]:
         """Every compaction view kept for the transcript, oldest first (the last is in
         force), each with where it is kept."""

@@ -489,6 +489,16 @@ class PostgresStore:
                 (check_id(conversation, "conversation"), check_id(agent, "agent"), record),
             )
 
+    def update_measured(self, conversation: str, agent: str, change: Callable[[bytes | None], bytes | None]) -> bytes | None:
+        with self.database.write(conversation) as statements:  # the conversation's advisory lock: other proxies wait
+            rows = statements.execute("SELECT record FROM measured WHERE conversation = ? AND agent = ?", (conversation, agent)).fetchall()
+            current = bytes(rows[0][0]) if rows else None
+            changed = change(current)
+            if changed is None:
+                return current
+            self.put_measured(conversation, agent, changed)  # joins this transaction
+            return changed
+
     def views(self, conversation: str, agent: str) -> list[tuple[str, bytes]]:
         rows = self.database.query(
             "SELECT number, document FROM views WHERE conversation = ? AND agent = ? ORDER BY number", (conversation, agent)

@@ -73,6 +73,16 @@ MEASURED_KEPT = 32
 SyncState = Literal["new", "appended", "unchanged"]
 #: The agent whose record beside it holds who owns a conversation (``Workspace.owner``).
 OWNER_AGENT = "main"
+def _json_object(raw: bytes | None) -> dict[str, Any]:
+    """A measured record as a JSON object ({} when absent or not one: it only ever holds
+    what can be learned again)."""
+    try:
+        record = json.loads(raw) if raw is not None else {}
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
 #: What a measured record holds that no count teaches again: who holds the conversation,
 #: the file it was imported from, where the harness's newest compaction starts.
 _MEASURED_FACTS = ("owner", "source", "harness_start")
@@ -478,6 +488,17 @@ class FolderStore:
         _make_folder(path.parent)
         _write(path, record)
 
+    def update_measured(self, conversation: str, agent: str, change: Callable[[bytes | None], bytes | None]) -> bytes | None:
+        _refuse_read_only(self)
+        with self.exclusive(conversation, agent):  # a file lock: other processes wait too
+            stored = self.measured(conversation, agent)
+            current = None if stored is None else stored[1]
+            changed = change(current)
+            if changed is None:
+                return current
+            self.put_measured(conversation, agent, changed)
+            return changed
+
     # ---------------------------------------------------------------- compaction views
     # ``_views/<agent>.json`` is the view in force; every view is also kept, numbered,
     # in ``_archive/<agent>/``. Agent ids start with a letter or digit, so these folders
@@ -671,11 +692,19 @@ class Workspace:
         source = self._measured_record(conversation, OWNER_AGENT)[1].get("source")
         return source if isinstance(source, str) else None
 
-    def _update_measured(self, conversation: str, agent: str, **fields: Any) -> None:
-        """Set ``fields`` in the transcript's measured record, the rest of it kept."""
-        record = self._measured_record(conversation, agent)[1] or {"format": MEASURED_FORMAT}
-        if any(record.get(key) != value for key, value in fields.items()):
-            self._store.put_measured(conversation, agent, json_bytes(record | fields))
+    def _update_measured(self, conversation: str, agent: str, *, only_new: bool = False, **fields: Any) -> dict[str, Any]:
+        """Set ``fields`` in the transcript's measured record, the rest of it kept, in one
+        step no other process interleaves with (``only_new``: only those it does not
+        hold yet); returns the record as it is then."""
+
+        def change(stored: bytes | None) -> bytes | None:
+            record = _json_object(stored) or {"format": MEASURED_FORMAT}
+            wanted = {key: value for key, value in fields.items() if not (only_new and key in record)}
+            if all(record.get(key) == value for key, value in wanted.items()):
+                return None
+            return json_bytes(record | wanted)
+
+        return _json_object(self._store.update_measured(conversation, agent, change))
 
     def _keep_usage(self, conversation: str, agent: str, messages: Sequence[Message], imported: ImportedAgent) -> None:
         """What the harness's last requests measured, for the session's estimate; and the
@@ -808,6 +837,13 @@ class Workspace:
         ``salt`` and ``digest`` a proxy compares a client's credentials by)."""
         check_id(conversation, "conversation")
         self._update_measured(conversation, OWNER_AGENT, owner=dict(owner))
+
+    def claim_owner(self, conversation: str, owner: Mapping[str, str]) -> dict[str, str]:
+        """Make ``owner`` hold ``conversation`` if no one does, compared and set in one
+        step (two proxies claiming a name at once: one wins); returns who holds it now."""
+        check_id(conversation, "conversation")
+        record = self._update_measured(conversation, OWNER_AGENT, only_new=True, owner=dict(owner)).get("owner")
+        return dict(record) if isinstance(record, dict) else dict(owner)
 
     def _measured_record(self, conversation: str, agent: str) -> tuple[str, dict[str, Any]]:
         """Where the measured-tokens record is kept, and the record as a JSON object ({}

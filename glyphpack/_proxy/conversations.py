@@ -440,13 +440,15 @@ class Recorder:
             self._owned[(conversation, client.secret)] = owns
         return owns
 
-    def _claim(self, client: Client, conversation: str) -> None:
-        """Make ``client`` the owner of the new ``conversation``."""
-        record = client.owner_record()
-        self.workspace.set_owner(conversation, record)
+    def _claim(self, client: Client, conversation: str) -> bool:
+        """Make ``client`` the owner of ``conversation`` if no one is (compared and set in
+        the store: of two proxies claiming one name at once, one wins); whether it is."""
+        record = self.workspace.claim_owner(conversation, client.owner_record())
+        owns = client.owns(record)
         with self._lock:
             self._owners[conversation] = record
-            self._owned[(conversation, client.secret)] = True
+            self._owned[(conversation, client.secret)] = owns
+        return owns
 
     # ------------------------------------------------------------------ the index
 
@@ -607,8 +609,7 @@ class Recorder:
             self._claim(client, conversation)
             return conversation, AGENT
         known = {c.id for c in self.workspace.tree.conversations()}
-        if conversation not in known and self.workspace.owner(conversation) is None:
-            self._claim(client, conversation)
+        if conversation not in known and self.workspace.owner(conversation) is None and self._claim(client, conversation):
             return conversation, AGENT
         if not self._owns(client, conversation):
             raise BadRequest(f"conversation {conversation!r} is held by another client", status=403)
