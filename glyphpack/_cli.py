@@ -798,6 +798,18 @@ def _conversation_id(name: str) -> str:
     return (cleaned or "imported")[:128]
 
 
+def cmd_proxy_key(args: argparse.Namespace) -> int:
+    """A new client key for a person: its digest appended to the keys file, the key
+    printed once (on stdout, for the person's harness: ``x-glyphpack-client-key``)."""
+    from ._proxy.conversations import CLIENT_KEY_HEADER, ClientKeys
+
+    key = ClientKeys.issue(Path(args.keys), args.person)
+    print(key)
+    print(f"issued to {args.person}; {args.keys} keeps its digest only. The person's harness sends it as the header "
+          f"{CLIENT_KEY_HEADER} (Claude Code: ANTHROPIC_CUSTOM_HEADERS='{CLIENT_KEY_HEADER}: <key>')", file=sys.stderr)
+    return 0
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     from ._history.codec import history_to_json, json_bytes
     from .testing import generate_session
@@ -952,7 +964,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_proxy(args: argparse.Namespace) -> int:
     try:
-        from ._proxy.conversations import ProxySettings, Recorder
+        from ._proxy.conversations import ClientKeys, ProxySettings, Recorder
         from ._proxy.log import ProxyLog
         from ._proxy.server import STATUS_PATH, Proxy, serve, upstream_url
     except ImportError as exc:
@@ -966,8 +978,11 @@ def cmd_proxy(args: argparse.Namespace) -> int:
     for name in args.identity_header:
         if not re.fullmatch(r"[A-Za-z0-9-]{1,64}", name):
             raise UsageError(f"--identity-header must be a header name (letters, digits and '-'), not {name[:64]!r}")
+    if args.require_client_key and not args.client_keys:
+        raise UsageError("--require-client-key needs --client-keys FILE (the keys glyphpack proxy-key issued)")
+    keys = ClientKeys(Path(args.client_keys), required=args.require_client_key) if args.client_keys else None
     settings = ProxySettings(context_window=args.context_window, threshold=args.threshold, target=args.target,
-                             identity_headers=tuple(name.lower() for name in args.identity_header))
+                             identity_headers=tuple(name.lower() for name in args.identity_header), client_keys=keys)
     summarizer = None if args.summarizer == "none" else args.summarizer
     json_log = Path(args.log_json) if args.log_json else None
     if json_log is not None:  # checked before anything listens
@@ -1140,7 +1155,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no line per request on stderr (the totals still print at exit)")
     p.add_argument("--identity-header", action="append", default=[], metavar="NAME",
                    help="a header that tells clients apart besides their keys (repeatable): a gateway's per-user header")
+    p.add_argument("--client-keys", metavar="FILE",
+                   help="the client keys issued with glyphpack proxy-key: a request with one (x-glyphpack-client-key) is its person's, whatever key goes upstream")
+    p.add_argument("--require-client-key", action="store_true", help="refuse (401) a request without one of those keys")
     p.set_defaults(run=cmd_proxy)
+
+    p = sub.add_parser("proxy-key", help="issue a client key for a person (their conversations stay theirs when their upstream token rotates)")
+    p.add_argument("person", help="who the key is for (a name: letters, digits, '.', '_', '-'); several keys may name one person")
+    p.add_argument("--keys", required=True, metavar="FILE", help="the file of issued keys' digests the proxy reads (--client-keys); made if missing")
+    p.set_defaults(run=cmd_proxy_key)
 
     p = sub.add_parser("generate-session", help="write a realistic generated agent session (for trying the ladder)")
     p.add_argument("out", metavar="FILE.json")

@@ -20,6 +20,7 @@ from starlette.testclient import TestClient
 from test_proxy_clients import OPENING, SETTINGS, _answer, _body, _too_long, _words
 
 from glyphpack import Workspace
+from glyphpack import _errors as glyphpack_errors
 from glyphpack._proxy.conversations import Recorder
 from glyphpack._proxy.log import ProxyLog
 from glyphpack._proxy.server import STATUS_PATH, Proxy
@@ -686,3 +687,80 @@ def test_the_status_shows_a_caller_its_own_totals_only(tmp_path: Path) -> None:
         mine, theirs, nobody = (client.get(STATUS_PATH, headers=h).json() for h in (alpha, bravo, {"x-api-key": "sk-carol"}))
     assert (mine["requests"], theirs["requests"], nobody["requests"], proxy.log.totals()["requests"]) == (2, 1, 0, 3)
     assert mine["client_tokens"] > theirs["client_tokens"] > 0 == nobody["client_tokens"]
+
+
+def _two_turns(client: TestClient, first: dict[str, str], second: dict[str, str]) -> list[int]:
+    """A conversation's first turn sent with ``first``'s headers and its second with
+    ``second``'s; the statuses."""
+    opening = [{"role": "user", "content": OPENING}]
+    said = client.post("/v1/messages", json=_body(opening), headers=first)
+    following = [*opening, {"role": "assistant", "content": [{"type": "text", "text": "The auth service."}]},
+                 {"role": "user", "content": "And the second module?"}]
+    again = client.post("/v1/messages", json=_body(following), headers=second)
+    return [said.status_code, again.status_code]
+
+
+def test_a_person_with_a_client_key_stays_one_client_when_the_upstream_token_rotates(tmp_path: Path) -> None:
+    """A subscription's OAuth token is refreshed mid-session: the digest changed and the
+    session went on as a new conversation. With a key the operator issued, the person is
+    the client: one conversation; two people's keys with one upstream token stay apart;
+    the key never goes upstream and the keys file holds only digests."""
+    from glyphpack._proxy.conversations import CLIENT_KEY_HEADER, ClientKeys, ProxySettings
+
+    keys_file = tmp_path / "keys"
+    ada, ada_laptop, bob = ClientKeys.issue(keys_file, "ada"), ClientKeys.issue(keys_file, "ada"), ClientKeys.issue(keys_file, "bob")
+    assert not any(key in keys_file.read_text() for key in (ada, ada_laptop, bob))
+    upstream = Upstream(_json_answer())
+    settings = ProxySettings(context_window=SETTINGS.context_window, threshold=SETTINGS.threshold, client_keys=ClientKeys(keys_file))
+    proxy = Proxy(Recorder(Workspace(tmp_path / "ws"), settings), "https://provider.example", transport=httpx.MockTransport(upstream))
+    token = lambda n: {"authorization": f"Bearer sk-ant-oat01-rotated-{n}"}
+    with TestClient(proxy.app) as client:
+        assert _two_turns(client, {**token(1), CLIENT_KEY_HEADER: ada}, {**token(2), CLIENT_KEY_HEADER: ada_laptop}) == [200, 200]
+        conversations = {c for c, _ in proxy.recorder.workspace.transcripts()}
+        assert len(conversations) == 1  # continued across the rotation, and from the person's other key
+        assert _two_turns(client, {**token(3), CLIENT_KEY_HEADER: bob}, {**token(3), CLIENT_KEY_HEADER: bob}) == [200, 200]
+        assert len({c for c, _ in proxy.recorder.workspace.transcripts()}) == 2  # the same opening, another person
+        assert _two_turns(client, token(4), token(5)) == [200, 200]  # no key: the token is the identity, as before
+        assert len({c for c, _ in proxy.recorder.workspace.transcripts()}) == 4
+        refused = client.post("/v1/messages", json=_body([{"role": "user", "content": OPENING}]), headers={CLIENT_KEY_HEADER: "gpk_forged"})
+        assert refused.status_code == 401 and "is not one this proxy issued" in refused.text
+        keys_file.write_text("\n".join(line for line in keys_file.read_text().splitlines() if not line.startswith("bob ")) + "\n")
+        revoked = client.post("/v1/messages", json=_body([{"role": "user", "content": OPENING}]), headers={CLIENT_KEY_HEADER: bob})
+        assert revoked.status_code == 401
+    forwarded = [dict(r.headers) for r in upstream.requests]
+    assert forwarded and not any(CLIENT_KEY_HEADER in headers for headers in forwarded)
+    assert all(key not in str(forwarded) for key in (ada, ada_laptop, bob))
+
+
+def test_a_proxy_that_requires_client_keys_refuses_every_request_without_one(tmp_path: Path) -> None:
+    from glyphpack._proxy.conversations import CLIENT_KEY_HEADER, ClientKeys, ProxySettings
+
+    keys_file = tmp_path / "keys"
+    key = ClientKeys.issue(keys_file, "ada")
+    upstream = Upstream(_json_answer())
+    settings = ProxySettings(client_keys=ClientKeys(keys_file, required=True))
+    proxy = Proxy(Recorder(Workspace(tmp_path / "ws"), settings), "https://provider.example", transport=httpx.MockTransport(upstream))
+    body = _body([{"role": "user", "content": OPENING}])
+    with TestClient(proxy.app) as client:
+        for path, method in (("/v1/messages", "post"), ("/v1/messages/count_tokens", "post"), ("/v1/models", "get"), (STATUS_PATH, "get")):
+            answer = client.request(method, path, json=body if method == "post" else None, headers=KEY)
+            assert answer.status_code == 401 and "is required by this proxy" in answer.text, path
+        assert upstream.requests == []
+        assert client.post("/v1/messages", json=body, headers={**KEY, CLIENT_KEY_HEADER: key}).status_code == 200
+
+
+def test_a_keys_file_that_is_not_digests_is_refused_by_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from glyphpack._cli import main
+    from glyphpack._proxy.conversations import ClientKeys
+
+    keys_file = tmp_path / "keys"
+    assert main(["proxy-key", "ada", "--keys", str(keys_file)]) == 0
+    key = capsys.readouterr().out.strip()
+    assert key.startswith("gpk_") and ClientKeys(keys_file).person(key) == "ada" and ClientKeys(keys_file).person(key + "x") is None
+    keys_file.write_text(keys_file.read_text() + f"bob {key}\n")  # a key pasted in, not its digest
+    with pytest.raises(glyphpack_errors.StoreError, match=r"keys, line 2: not 'PERSON sha256:<64 hex>'"):
+        ClientKeys(keys_file)
+    assert main(["proxy", "--upstream", "anthropic", "--workspace", str(tmp_path / "ws"), "--client-keys", str(keys_file)]) == 2
+    err = capsys.readouterr().err
+    assert "line 2: not 'PERSON sha256:<64 hex>'" in err and key not in err
+    assert main(["proxy-key", "no/slash", "--keys", str(keys_file)]) == 2

@@ -36,6 +36,7 @@ import secrets
 import sys
 import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from .._compaction.recovery import parse_overflow
@@ -88,6 +89,12 @@ CREDENTIAL_HEADERS = (
     "x-litellm-api-key", "x-portkey-api-key", "cf-aig-authorization", "ocp-apim-subscription-key",
 )
 CREDENTIAL_QUERY = "key"
+#: A key the proxy's operator handed a person (``ClientKeys``): with it, that person is
+#: the client, whatever credentials go upstream (a subscription's OAuth token that is
+#: refreshed mid-session stays one client). Never forwarded.
+CLIENT_KEY_HEADER = "x-glyphpack-client-key"
+#: How a client key begins (``glyphpack proxy-key`` makes them).
+CLIENT_KEY_PREFIX = "gpk_"
 #: Hex digits of the tag that scopes a named conversation to its client, and the longest
 #: name a client may give (the tagged id stays within a workspace id's 128 characters).
 SCOPE_DIGITS = 12
@@ -114,16 +121,25 @@ class Client:
 
     @classmethod
     def of(
-        cls, headers: Mapping[str, str], query: Mapping[str, str] | None = None, conversation: str | None = None, identity: Sequence[str] = ()
+        cls, headers: Mapping[str, str], query: Mapping[str, str] | None = None, conversation: str | None = None, identity: Sequence[str] = (),
+        keys: ClientKeys | None = None,
     ) -> Client:
         """The client of a request with these headers and query parameters (and the
-        deployment's own ``identity`` headers: ``ProxySettings.identity_headers``);
-        ``BadRequest`` when the named conversation is not a valid id."""
+        deployment's own ``identity`` headers: ``ProxySettings.identity_headers``); with
+        a client key (``CLIENT_KEY_HEADER``) one of ``keys`` knows, the person it was
+        issued to, and nothing else. ``BadRequest`` when the named conversation is not a
+        valid id, or the client key is not one of ``keys`` (401), or ``keys`` requires one."""
         lowered = {k.lower(): v for k, v in headers.items()}
         names = dict.fromkeys((*CREDENTIAL_HEADERS, *(name.lower() for name in identity)))
         material = [f"{name}\0{lowered[name]}" for name in names if name in lowered]
         if query and CREDENTIAL_QUERY in query:
             material.append(f"?{CREDENTIAL_QUERY}\0{query[CREDENTIAL_QUERY]}")
+        if CLIENT_KEY_HEADER in lowered or (keys is not None and keys.required):
+            person = keys.person(lowered.get(CLIENT_KEY_HEADER, "")) if keys is not None else None
+            if person is None:
+                said = "is not one this proxy issued" if CLIENT_KEY_HEADER in lowered else "is required by this proxy and the request has none"
+                raise BadRequest(f"{CLIENT_KEY_HEADER} {said}", status=401)
+            material = [f"{CLIENT_KEY_HEADER}\0{person}"]
         named = conversation if conversation is not None else lowered.get(CONVERSATION_HEADER)
         if named is not None:
             try:
@@ -165,6 +181,69 @@ class Client:
 
 #: The client of requests that carry no credentials (and of calls that name none).
 ANONYMOUS = Client.of({})
+
+
+class ClientKeys:
+    """The client keys a proxy's operator issued (``glyphpack proxy-key``), one or more
+    per person: a file of ``PERSON sha256:HEX`` lines (``#`` comments), the keys' digests,
+    never the keys. Read again when the file changes (a key revoked by deleting its line
+    is refused from the next request on). ``required``: a request without a key is refused."""
+
+    def __init__(self, path: Path, *, required: bool = False):
+        self.path = Path(path)
+        self.required = required
+        self._lock = threading.Lock()
+        self._read_at: tuple[int, int] | None = None
+        self._people: dict[str, str] = {}
+        self._load()  # a file that cannot be read is said when the proxy starts
+
+    def person(self, key: str) -> str | None:
+        """Who ``key`` was issued to (None: no one)."""
+        if not key.startswith(CLIENT_KEY_PREFIX):
+            return None
+        with self._lock:
+            try:
+                stat = self.path.stat()
+                if (stat.st_mtime_ns, stat.st_size) != self._read_at:
+                    self._load()
+            except (OSError, StoreError):  # the file gone or broken since: the keys read last stand
+                pass
+            digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+            return self._people.get(digest)
+
+    def _load(self) -> None:
+        try:
+            stat = self.path.stat()
+            text = self.path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StoreError(f"cannot read the client keys in {self.path}: {getattr(exc, 'strerror', None) or exc}") from None
+        people = {}
+        for number, line in enumerate(text.splitlines(), start=1):
+            words = line.split("#", 1)[0].split()
+            if not words:
+                continue
+            if len(words) != 2 or not words[1].startswith("sha256:") or len(words[1]) != 71 or not _is_hex(words[1][7:]):
+                raise StoreError(f"{self.path}, line {number}: not 'PERSON sha256:<64 hex>' (a client key's digest, as glyphpack proxy-key writes it)")
+            people[words[1][7:].lower()] = check_id(words[0], "person")
+        self._people, self._read_at = people, (stat.st_mtime_ns, stat.st_size)
+
+    @staticmethod
+    def issue(path: Path, person: str) -> str:
+        """A new key for ``person``, its digest added to the file at ``path`` (made if
+        missing); the key itself is returned once and kept nowhere."""
+        check_id(person, "person")
+        key = CLIENT_KEY_PREFIX + secrets.token_urlsafe(32)
+        line = f"{person} sha256:{hashlib.sha256(key.encode()).hexdigest()}\n"
+        path = Path(path)
+        if path.exists():
+            ClientKeys(path)  # a broken file is said, not appended to
+        with path.open("a", encoding="utf-8") as file:
+            file.write(line)
+        return key
+
+
+def _is_hex(text: str) -> bool:
+    return all(c in "0123456789abcdefABCDEF" for c in text)
 
 
 def digests(messages: Sequence[Message], after: Sequence[bytes] = ()) -> list[bytes]:
@@ -342,6 +421,8 @@ class ProxySettings:
     #: Headers that tell clients apart besides the credentials (``CREDENTIAL_HEADERS``):
     #: a deployment's own per-user header, set by what authenticates its users.
     identity_headers: tuple[str, ...] = ()
+    #: The client keys the operator issued (None: none; a request sending one is refused).
+    client_keys: ClientKeys | None = None
 
 
 @dataclasses.dataclass

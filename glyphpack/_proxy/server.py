@@ -276,7 +276,8 @@ class Proxy:
         return self._client
 
     def _upstream_request(self, request: Request, content: bytes) -> httpx.Request:
-        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP]
+        # What is addressed to the proxy (a client key, a conversation's name) stays here.
+        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP and not k.lower().startswith("x-glyphpack-")]
         headers.append(("accept-encoding", "identity"))
         url = self.upstream + request.url.path + (f"?{request.url.query}" if request.url.query else "")
         return self.client.build_request(request.method, url, headers=headers, content=content)
@@ -332,11 +333,15 @@ class Proxy:
 
     def _client_of(self, request: Request) -> Client:
         """Who sent ``request``: its credentials and the deployment's identity headers."""
-        return Client.of(request.headers, request.query_params, identity=self.recorder.settings.identity_headers)
+        settings = self.recorder.settings
+        return Client.of(request.headers, request.query_params, identity=settings.identity_headers, keys=settings.client_keys)
 
     async def _status(self, request: Request) -> Response:
         """The caller's own totals so far (``ProxyLog.totals``), as JSON: never another client's."""
-        client = self._client_of(request)
+        try:
+            client = self._client_of(request)
+        except BadRequest as exc:
+            return JSONResponse({"error": {"message": f"glyphpack proxy: {exc}"}}, status_code=exc.status)
         return JSONResponse(self.log.totals(client.secret))
 
     async def _proxied(self, request: Request, api: Api, model: str | None = None) -> Response:
@@ -541,7 +546,12 @@ class Proxy:
         return self._streamed(upstream)
 
     async def _pass(self, request: Request) -> Response:
-        """Any other path, to the same upstream as it came."""
+        """Any other path, to the same upstream as it came (from a client the proxy knows,
+        where it requires client keys)."""
+        try:
+            self._client_of(request)
+        except BadRequest as exc:
+            return JSONResponse({"error": {"message": f"glyphpack proxy: {exc}"}}, status_code=exc.status)
         try:
             upstream = await self.client.send(self._upstream_request(request, await request.body()), stream=True)
         except httpx.HTTPError as exc:
