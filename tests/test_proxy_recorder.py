@@ -603,3 +603,41 @@ def test_a_client_whose_own_recall_ids_begin_glyphpack_keeps_one_conversation(tm
                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use["id"], "content": _words("alpha", turn, 200)}]}]
     ((conversation, agent),) = recorder.workspace.transcripts()
     assert len(recorder.workspace.load(conversation, agent).messages) == 1 + 1 + 2 * 14  # system, task, rounds (the last waits for its results)
+
+
+@pytest.mark.parametrize("proxies", [1, 2])
+def test_one_key_two_windows_keep_their_own_transcripts_on_one_proxy_or_two(workspace_location: str, proxies: int) -> None:
+    """The same person's two terminals, the same first prompt, each request of one on
+    the first proxy and of the other on the second (a fleet): each proxy matched against
+    its stale memory of the other's saves, and each request replaced the shared
+    transcript with its window's history (about 250 tree nodes for 28 turns). Now each
+    window's words are in its own transcript, and the tree holds what was said, once."""
+    recorders = [Recorder(Workspace(workspace_location), SETTINGS) for _ in range(proxies)]
+    histories: dict[int, list[dict[str, Any]]] = {1: [{"role": "user", "content": OPENING}], 2: [{"role": "user", "content": OPENING}]}
+    turns = 10
+    for turn in range(turns):
+        for window in (1, 2):
+            recorder = recorders[(window - 1) % proxies]
+            exchange = recorder.prepare("anthropic", _body(histories[window]), None, ALPHA)
+            said = f"window-{window}-answer-{turn}"
+            recorder.finish(exchange, _answer(said))
+            histories[window] += [{"role": "assistant", "content": [{"type": "text", "text": said}]},
+                                  {"role": "user", "content": f"window-{window}-asks-{turn}"}]
+    workspace = recorders[0].workspace
+    transcripts = workspace.transcripts()
+    assert len(transcripts) == 2
+    owners = {}
+    for key in transcripts:
+        text = " ".join(m.text for m in workspace.load(*key).messages)
+        mine = {window for window in (1, 2) if f"window-{window}-" in text}
+        assert len(mine) == 1, text[:300]
+        owners[mine.pop()] = key
+    assert set(owners) == {1, 2}
+    for window, key in owners.items():
+        stored = [m.text for m in workspace.load(*key).messages]
+        assert stored[-1] == f"window-{window}-answer-{turns - 1}" and len(stored) == 1 + 2 * turns  # the system prompt, then the turns
+    nodes = sum(len(workspace.tree.nodes(conversation)) for conversation in {c for c, _ in transcripts})
+    assert nodes <= 2 * (1 + 2 * turns) + 2  # each window's messages once (the second window's first turn may begin as a retry of the first's)
+    for recorder in recorders:
+        recorder.close()
+        recorder.workspace.close()

@@ -616,6 +616,11 @@ class SessionTree:
             found.update((conversation, agent) for conversation, agent in rows)
         return sorted(found)
 
+    def ends_of(self, conversation: str, agent: str) -> set[bytes]:
+        """Where the (conversation, agent) history ends as the store keeps it (``set_ends``)."""
+        rows = self._query("SELECT digest FROM history_ends WHERE conversation = ? AND agent = ?", (conversation, agent))
+        return {bytes(digest) for (digest,) in rows}
+
     def label(self, conversation: str, name: str, message_id: str | None) -> None:
         """Put label ``name`` on ``message_id`` (None: the start of the conversation),
         moving it if the conversation has it elsewhere."""

@@ -597,6 +597,12 @@ class Recorder:
         ``STORE_LOOKUP`` digests (another proxy on the workspace may have recorded it),
         and what it names is read and indexed here first."""
         found = self._match(chain, client, marks)
+        if found[0] is not None and self._moved(found[0]):
+            # Another proxy on the workspace moved that history since this one read it:
+            # matched against what is stored now, never what this proxy last saw (a stale
+            # end made one window's request rewind another window's transcript).
+            self._refresh(found[0])
+            found = self._match(chain, client, marks)
         if found[0] is not None or not chain:
             return found
         stored = [key for key in self.workspace.tree.ending_with(chain[-STORE_LOOKUP:])
@@ -605,6 +611,18 @@ class Recorder:
             with self._lock_of(key):
                 self._remember(key, self.workspace.load(*key).messages, persist=False)
         return self._match(chain, client, marks) if stored else found
+
+    def _moved(self, key: Key) -> bool:
+        """Whether ``key``'s history ends elsewhere in the store than this proxy indexed it."""
+        with self._lock:
+            known = set(self._ends.get(key, ()))
+        stored = self.workspace.tree.ends_of(*key)
+        return bool(stored) and stored != known
+
+    def _refresh(self, key: Key) -> None:
+        """Index ``key``'s history as it is stored now (another proxy saved it since)."""
+        with self._lock_of(key):
+            self._remember(key, self.workspace.load(*key).messages, persist=False)
 
     def _match(self, chain: Sequence[bytes], client: Client, marks: Sequence[bytes | None]) -> tuple[Key | None, int]:
         for length in range(len(chain), 0, -1):
@@ -675,7 +693,7 @@ class Recorder:
             try:
                 session = self._session(api, key, body, history, chain, summarizer)
             except ConflictError:
-                self._forget(key)
+                self._forget(key)  # the retry's match finds the history moved (``_moved``) and reads it again
                 raise
             self._remember(key, session.messages)
             return self._exchange(api, body, session)
