@@ -15,6 +15,7 @@ import re
 import uuid
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_proxy_clients import OPENING, SETTINGS, _answer, _body
@@ -109,7 +110,8 @@ def _run(location: str, keys_file: Any, steps: list[tuple[str, int, bool]]) -> N
         recorder.workspace.close()
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.slow  # about 3 s over both stores: the deterministic cases are in test_proxy_recorder and test_proxy_app
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=STEPS)
 # One key's two windows, each on its own proxy, turn for turn (the thrash a fleet made).
 @example(steps=[(f"window{1 + n % 2}", n % 2, False) for n in range(12)])
