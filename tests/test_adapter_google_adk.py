@@ -107,3 +107,25 @@ def test_a_window_given_is_met_over_thirty_large_reads(tmp_path, monkeypatch):
     assert run_coder(fake, service, read_file)[-1].content.parts[0].text == ANSWER
     check_the_window_met(fake)
     service.close()
+
+
+def test_calls_without_ids_keep_theirs_and_outputs_are_stored_as_the_tool_returned_them(tmp_path, monkeypatch):
+    """The Gemini API's call ids are optional, and ADK strips its own before a plugin sees
+    the request: each id-less call got a fresh id on every model call and the third was
+    refused ("differs from the stored one"). ADK wraps a tool's string as {"result": ...}:
+    the workspace held that JSON, and the model got it escaped inside {"output": ...}."""
+    monkeypatch.setenv("GOOGLE_API_KEY", "test")
+    fake = FakeModel(script(10, recall=True), faults={9: "overflow"}, gemini_call_ids=False)
+    service = GlyphpackSessionService(tmp_path / "ws", threshold=6_000, context_window=40_000)
+    events = run_coder(fake, service, read_file)
+    assert events[-1].content.parts[0].text == ANSWER
+    session = service.sessions[("s1", "coder")]
+    outputs = [r.text for m in session.messages for r in m.tool_results if not r.text.startswith("[")][:10]
+    assert outputs[0] == module_text("mod_00.py") and all(not text.startswith("{") for text in outputs)
+    sent = [part["functionResponse"]["response"] for body in fake.requests for content in body["contents"] for part in content["parts"]
+            if "functionResponse" in part]
+    assert sent and all(set(response) <= {"result", "error"} for response in sent)  # as ADK sends them
+    assert {"result": module_text("mod_09.py")} in sent
+    ids = [c.id for m in session.messages for c in m.tool_calls]
+    assert len(ids) == len(set(ids)) == 11
+    service.close()

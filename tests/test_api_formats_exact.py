@@ -7,6 +7,7 @@ parts and content that is neither text nor parts; the system prompt's cache mark
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 
@@ -40,7 +41,12 @@ def test_gemini_parts_read_back_block_for_block():
     assert thought == Thinking("weighing it", base64.b64encode(b"\x01\x02").decode("ascii"))
     assert said == Text("I will read it")
     assert read == ToolCall("c1", "read", {"path": "a.py"}, base64.b64encode(b"sig").decode("ascii"))
-    assert ls.name == "ls" and ls.id.startswith("gemini-local-") and ls.signature is None
+    assert ls.name == "ls" and ls.id == "gemini-local-0-3" and ls.signature is None  # named by where it is: read again, the same
+    assert glyphpack.from_gemini([model, user])[0].content[3].id == ls.id
+    wrapped = {"role": "user", "parts": [{"function_response": {"name": "ls", "response": {"result": "a.py\nb.py"}}}]}
+    assert glyphpack.from_gemini([model, wrapped])[1].content[0].text == "a.py\nb.py"  # ADK's wrapping, the tool's own text
+    both = {"role": "user", "parts": [{"function_response": {"name": "ls", "response": {"result": "a.py", "code": 0}}}]}
+    assert json.loads(glyphpack.from_gemini([model, both])[1].content[0].text) == {"result": "a.py", "code": 0}  # more: no key lost
     failed, listed = results.content
     assert failed == ToolResult("c1", (Text("no such file"),), is_error=True)
     assert listed == ToolResult(ls.id, (Text("a.py"),), is_error=False)  # no id: the open call of that name

@@ -141,8 +141,15 @@ class GlyphpackSessionService(BaseSessionService):
 
 
 def _contents(session: glyphpack_session.Session) -> list[types.Content]:
-    """The session's next request's contents (compacted at the threshold) as ADK's types."""
-    return [types.Content.model_validate(content) for content in session.request("gemini")["contents"]]
+    """The session's next request's contents (compacted at the threshold) as ADK's types,
+    each tool's output wrapped as ADK wraps it (``{"result": ...}``)."""
+    contents = session.request("gemini")["contents"]
+    for content in contents:
+        for part in content["parts"]:
+            response = part.get("function_response")
+            if response is not None and set(response["response"]) == {"output"}:
+                response["response"] = {"result": response["response"]["output"]}
+    return [types.Content.model_validate(content) for content in contents]
 
 
 class GlyphpackPlugin(BasePlugin):

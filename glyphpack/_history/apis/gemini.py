@@ -19,7 +19,6 @@ from typing import Any
 from ..._errors import HistoryError, UsageError
 from ..._providers.profile import Profile
 from ..._types import public
-from ..ids import new_id
 from ..messages import Block, Image, Message, Opaque, Text, Thinking, ToolCall, ToolResult
 from .base import Json, ProviderApi, usage_tokens
 from .common import (
@@ -103,26 +102,35 @@ def to_gemini(
     return system, contents
 
 
+#: The keys a function response's text is wrapped in: the API's documented ``output`` and
+#: ``error``, and ``result``, where ADK puts what a tool returned.
+RESPONSE_KEYS = ("output", "error", "result")
+
+
 def response_text(body: object) -> str:
-    """A function response's text: its ``output`` (or ``error``) when that is all it
-    holds, else the whole response as JSON, so no key of it is lost."""
-    if isinstance(body, dict) and len(body) == 1 and isinstance(body.get("output", body.get("error")), str):
-        return str(body.get("output", body.get("error")))
+    """A function response's text: its ``output`` (or ``error``, or ADK's ``result``)
+    when that is all it holds, else the whole response as JSON, so no key of it is lost."""
+    if isinstance(body, dict) and len(body) == 1 and next(iter(body)) in RESPONSE_KEYS and isinstance(next(iter(body.values())), str):
+        return str(next(iter(body.values())))
     if isinstance(body, str):
         return body
     return json.dumps(body, ensure_ascii=False, default=str)
 
 
-def _blocks(parts: Sequence[Json]) -> list[Block]:
+def _blocks(parts: Sequence[Json], content: int) -> list[Block]:
+    """The blocks of content number ``content``'s ``parts``. A call without an id (the
+    API's ids are optional, and ADK strips its own) is named by where it is
+    (``gemini-local-<content>-<part>``): the same history read again gives it the same
+    id, so a framework that sends its whole history each call continues what is stored."""
     blocks: list[Block] = []
-    for part in parts:
+    for position, part in enumerate(parts):
         signature = part.get("thought_signature")
         if isinstance(signature, (bytes, bytearray)):
             signature = base64.b64encode(signature).decode("ascii")
         if part.get("function_call"):
             call = part["function_call"]
             args = call.get("args") or {}
-            blocks.append(ToolCall(call.get("id") or LOCAL_CALL_ID + new_id(), call["name"], dict(args), signature or None))
+            blocks.append(ToolCall(call.get("id") or f"{LOCAL_CALL_ID}{content}-{position}", call["name"], dict(args), signature or None))
         elif part.get("function_response"):
             response = part["function_response"]
             body = response.get("response") or {}
@@ -148,7 +156,7 @@ def from_gemini(contents: Sequence[Json], system_instruction: str | None = None)
     out = [Message("system", (Text(system_instruction),))] if system_instruction else []
     for index, content in enumerate(contents):
         try:
-            blocks = _blocks(content.get("parts") or ())
+            blocks = _blocks(content.get("parts") or (), index)
             if content.get("role") == "model":
                 out.append(Message("assistant", tuple(blocks)))
                 continue
