@@ -135,6 +135,23 @@ def test_items_of_an_unfinished_turn_wait_and_a_pop_or_a_foreign_input_is_refuse
     session.close()
 
 
+def test_get_items_gives_the_newest_items_up_to_its_limit(tmp_path):
+    """The protocol's ``limit``: the newest that many (the SDK reads the latest), all
+    for None, none for 0; the held items of an unfinished turn count as the newest."""
+    session = GlyphpackSession(tmp_path / "ws", "c", model=MODEL)
+    turns = [item for n in range(3) for item in ({"role": "user", "content": f"question {n}"}, {"role": "assistant", "content": f"answer {n}"})]
+    asyncio.run(session.add_items(turns))
+    every = asyncio.run(session.get_items())
+    assert [glyphpack.from_openai_responses([item])[0].text for item in every] == [f"{kind} {n}" for n in range(3) for kind in ("question", "answer")]
+    assert asyncio.run(session.get_items(limit=2)) == every[-2:] and asyncio.run(session.get_items(2)) == every[-2:]
+    assert asyncio.run(session.get_items(limit=0)) == [] and asyncio.run(session.get_items(limit=None)) == every
+    assert asyncio.run(session.get_items(limit=100)) == every
+    call = {"type": "function_call", "call_id": "call_9", "name": "read_file", "arguments": "{}"}
+    asyncio.run(session.add_items([{"role": "user", "content": "one more"}, call]))
+    assert asyncio.run(session.get_items(limit=1)) == [call]  # held, yet the newest
+    session.close()
+
+
 @function_tool(name_override="read_file")
 def read_big_file(path: str) -> str:
     """Read one module of the project."""
