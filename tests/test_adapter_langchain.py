@@ -142,3 +142,54 @@ def test_a_window_given_is_met_over_thirty_large_reads(tmp_path):
     state = agent.invoke({"messages": [{"role": "user", "content": "Read every module and tell me where the parser is."}]}, {"recursion_limit": 100})
     assert state["messages"][-1].content == ANSWER
     check_the_window_met(fake)
+
+
+def test_one_agent_serves_three_threads_interleaved_and_a_new_agent_resumes_each(tmp_path):
+    """LangGraph's normal pattern: one compiled agent, many ``thread_id``s. The middleware
+    was bound to one conversation when built, so threads mixed. Now each thread is its
+    own conversation (named by its thread id) holding exactly its own tool outputs; with
+    the SQLite checkpointer the extra installs, a new agent (a new process's) resumes
+    each thread where it stood."""
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    threads = ("alpha", "bravo", "charlie")
+    turns = {thread: [Turn(text=f"{thread} reads", calls=(("read_file", {"path": f"mod_{n:02d}.py"}),)) for n in range(n0, n0 + 3)]
+             for thread, n0 in zip(threads, (0, 10, 20))}
+    order = [thread for _ in range(3) for thread in threads]  # each thread's turns between the others'
+
+    def build(fake: FakeModel) -> tuple[Any, GlyphpackMiddleware, sqlite3.Connection]:
+        connection = sqlite3.connect(tmp_path / "checkpoints.sqlite", check_same_thread=False)
+        memory = GlyphpackMiddleware(tmp_path / "ws", model=MODEL, threshold=6_000, context_window=40_000)
+        agent = create_agent(chat_model(fake), tools=[read_file], middleware=[memory], checkpointer=SqliteSaver(connection))
+        return agent, memory, connection
+
+    # Each invocation: the thread's read, its output, then its answer (the fake's script in that order).
+    script_ = [turn for thread in order for turn in (turns[thread].pop(0), Turn(text=f"{thread} answered"))]
+    fake = FakeModel(script_)
+    agent, memory, connection = build(fake)
+    for n, thread in enumerate(order):
+        agent.invoke({"messages": [HumanMessage(f"{thread} question {n}")]}, {"configurable": {"thread_id": thread}})
+    with pytest.raises(UsageError, match="thread_id"):  # no checkpointer, no thread: which conversation is it?
+        create_agent(chat_model(fake), tools=[read_file], middleware=[memory]).invoke({"messages": [HumanMessage("no thread")]})
+    workspace = memory.workspace
+    for n0, thread in zip((0, 10, 20), threads):
+        stored = workspace.load(thread, "agent").messages
+        outputs = [r.text for m in stored for r in m.tool_results]
+        assert outputs == [module_text(f"mod_{n:02d}.py") for n in range(n0, n0 + 3)]  # exactly its own, as the tool returned them
+        assert [m.text for m in stored if m.role == "user"] == [f"{thread} question {n}" for n, t in enumerate(order) if t == thread]
+    memory.close()
+    connection.close()
+    # A new agent on the same files resumes each thread: its next request holds the thread as it stood.
+    again = FakeModel([Turn(text=f"{thread} resumed") for thread in threads])
+    agent, memory, connection = build(again)
+    for thread in threads:
+        state = agent.invoke({"messages": [HumanMessage(f"{thread} once more")]}, {"configurable": {"thread_id": thread}})
+        assert state["messages"][-1].content == f"{thread} resumed"
+    for request, thread in zip(again.requests, threads):
+        sent = json.dumps(request["messages"])
+        assert f"{thread} question" in sent and not any(f"{other} question" in sent for other in threads if other != thread)
+    assert [len(memory.session_for(t).messages) for t in threads] == [3 * 4 + 2] * 3
+    memory.close()
+    connection.close()

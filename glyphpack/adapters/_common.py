@@ -13,6 +13,7 @@ from .._errors import UsageError
 from .._history.messages import Image, Message, Text, validate_history
 from .._history.recall import RECALL_TOOL
 from .._history.store import Workspace
+from .._providers.resolve import resolve
 from .._session.session import Session, open_session
 from .._types import Api
 
@@ -34,11 +35,17 @@ def open_framework_session(
     recall: bool,
 ) -> tuple[Session, Api]:
     """The glyphpack session an adapter keeps, and the API its requests are shaped like
-    (``api``, else the model's provider's own)."""
+    (``api``, else the model's provider's own: ``framework_api``)."""
     session = open_session(
         workspace, conversation, agent, model=model, summarizer=summarizer, context_window=context_window, threshold=threshold, recall=recall
     )
-    return session, api or NATIVE_API[session.profile.reader.provider]
+    return session, framework_api(model, api)
+
+
+def framework_api(model: str, api: Api | None) -> Api:
+    """The API a framework's requests to ``model`` are shaped like: ``api``, else the
+    model's provider's own."""
+    return api or NATIVE_API[resolve(model).reader.provider]
 
 
 def recover_or_raise(session: Session, error: Exception) -> None:

@@ -3,9 +3,12 @@
     from langchain.agents import create_agent
     from glyphpack.adapters.langchain import GlyphpackMiddleware
 
-    memory = GlyphpackMiddleware("runs/ws", "task-42", model="gpt-5.4")
-    agent = create_agent("openai:gpt-5.4", tools=[read_file], middleware=[memory])
-    agent.invoke({"messages": [{"role": "user", "content": "fix the failing test"}]})
+    memory = GlyphpackMiddleware("runs/ws", model="gpt-5.4")
+    agent = create_agent("openai:gpt-5.4", tools=[read_file], middleware=[memory], checkpointer=checkpointer)
+    agent.invoke({"messages": [{"role": "user", "content": "fix the failing test"}]}, {"configurable": {"thread_id": "task-42"}})
+
+Each run's thread (LangGraph's ``thread_id``) is a conversation of its own, so one
+compiled agent serves them all (or the middleware keeps the one ``conversation`` given).
 
 Around each model call (``wrap_model_call``) the middleware stores the messages of the
 agent's state it has not stored yet (at turn boundaries, in the workspace's transcript
@@ -23,6 +26,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -36,8 +40,9 @@ from .._history.apis.common import image_from_url
 from .._history.messages import Block, Image, Message, Opaque, Text, ToolCall, ToolResult
 from .._history.recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, RECALL_TOOL
 from .._history.store import Workspace
+from .._session.session import Session
 from .._types import Api
-from ._common import open_framework_session, recall_answer, recover_or_raise, store_turns, unsaved_suffix
+from ._common import framework_api, open_framework_session, recall_answer, recover_or_raise, store_turns, unsaved_suffix
 
 FRAMEWORK = "LangChain"
 
@@ -116,6 +121,20 @@ def from_langchain(messages: Sequence[BaseMessage]) -> list[Message]:
     return out
 
 
+def _thread_id() -> str:
+    """The ``thread_id`` of the LangGraph run this is called in."""
+    try:
+        from langgraph.config import get_config
+
+        thread = get_config().get("configurable", {}).get("thread_id")
+    except RuntimeError:  # not inside a run
+        thread = None
+    if not isinstance(thread, str) or not thread:
+        raise UsageError(f"{FRAMEWORK}: run the agent with config={{'configurable': {{'thread_id': ...}}}}, "
+                         "or give GlyphpackMiddleware the conversation it keeps")
+    return thread
+
+
 def to_langchain(messages: Sequence[Message]) -> list[AnyMessage]:
     """glyphpack messages as LangChain messages (the inverse of ``from_langchain``)."""
     out: list[AnyMessage] = []
@@ -140,11 +159,14 @@ def to_langchain(messages: Sequence[Message]) -> list[AnyMessage]:
 
 
 class GlyphpackMiddleware(AgentMiddleware):
-    """Agent middleware keeping one (conversation, agent) of a glyphpack workspace.
+    """Agent middleware keeping each thread of an agent as a conversation of a glyphpack
+    workspace: one compiled agent serves many threads (LangGraph's ``thread_id``, from the
+    run's config), each its own conversation, or the one ``conversation`` given.
 
     Args:
         workspace: a folder (created if new), a PostgreSQL URL or an open ``Workspace``.
-        conversation: the conversation (a thread of the agent).
+        conversation: the one conversation every run keeps (default: each run's
+            ``config["configurable"]["thread_id"]``).
         model: the model id the agent runs (page geometry, window and prices).
         agent: the glyphpack agent the transcript belongs to (default ``"agent"``).
         api: the provider API the chat model talks (default: its provider's own).
@@ -154,7 +176,7 @@ class GlyphpackMiddleware(AgentMiddleware):
     def __init__(
         self,
         workspace: str | os.PathLike[str] | Workspace,
-        conversation: str,
+        conversation: str | None = None,
         *,
         model: str,
         agent: str = "agent",
@@ -165,11 +187,32 @@ class GlyphpackMiddleware(AgentMiddleware):
         recall: bool = True,
     ):
         super().__init__()
-        self.session, self.api = open_framework_session(
-            workspace, conversation, agent, model=model, api=api, summarizer=summarizer,
-            context_window=context_window, threshold=threshold, recall=recall,
-        )
+        self._owns_workspace = not isinstance(workspace, Workspace)
+        self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+        self.conversation = conversation
+        self._options: dict[str, Any] = {"model": model, "api": api, "summarizer": summarizer, "context_window": context_window,
+                                         "threshold": threshold, "recall": recall}
+        self._agent = agent
+        self.sessions: dict[str, Session] = {}
+        self.api: Api = framework_api(model, api)
+        self._lock = threading.Lock()
+        if conversation is not None:
+            self.session_for(conversation)  # a bad conversation id is said now
         self.tools: list[BaseTool] = [self.recall_tool()] if recall else []
+
+    def session_for(self, conversation: str) -> Session:
+        """The glyphpack session of thread ``conversation``, opened on first use (from
+        the workspace: a thread resumed in a new process goes on where it stood)."""
+        with self._lock:
+            if conversation not in self.sessions:
+                session, _ = open_framework_session(self.workspace, conversation, self._agent, **self._options)
+                self.sessions[conversation] = session
+            return self.sessions[conversation]
+
+    @property
+    def session(self) -> Session:
+        """The session of the conversation given, or of the thread this run is on."""
+        return self.session_for(self.conversation or _thread_id())
 
     def recall_tool(self) -> BaseTool:
         """``glyphpack_recall`` as a LangChain tool: what a compaction's note names comes
@@ -183,13 +226,15 @@ class GlyphpackMiddleware(AgentMiddleware):
 
         return StructuredTool.from_function(func=run, name=RECALL_TOOL, description=RECALL_DESCRIPTION, args_schema=dict(RECALL_PARAMETERS))
 
-    def sent_messages(self, messages: Sequence[AnyMessage]) -> list[AnyMessage]:
+    def sent_messages(self, messages: Sequence[AnyMessage], session: Session | None = None) -> list[AnyMessage]:
         """Store what of the agent's ``messages`` is new, and return what to send in their
-        place (the session's view, compacted at the threshold)."""
-        store_turns(self.session, unsaved_suffix(self.session, from_langchain(messages), FRAMEWORK))
-        return to_langchain([m for m in self.session.next_view(self.api) if m.role != "system"])
+        place (the view of ``session``, default this run's, compacted at the threshold)."""
+        session = session or self.session
+        store_turns(session, unsaved_suffix(session, from_langchain(messages), FRAMEWORK))
+        return to_langchain([m for m in session.next_view(self.api) if m.role != "system"])
 
-    def _answered(self, response: Any, messages: Sequence[AnyMessage]) -> None:
+    @staticmethod
+    def _answered(session: Session, response: Any, messages: Sequence[AnyMessage]) -> None:
         """Learn the provider's count; store an answer that ends the turn (one with calls
         is stored with its results, at the next model call)."""
         result = getattr(response, "model_response", response)
@@ -198,32 +243,38 @@ class GlyphpackMiddleware(AgentMiddleware):
             return
         usage = answers[-1].usage_metadata
         if usage and usage.get("input_tokens"):
-            self.session.measured(int(usage["input_tokens"]))
+            session.measured(int(usage["input_tokens"]))
         if not answers[-1].tool_calls:
-            store_turns(self.session, unsaved_suffix(self.session, from_langchain([*messages, answers[-1]]), FRAMEWORK))
+            store_turns(session, unsaved_suffix(session, from_langchain([*messages, answers[-1]]), FRAMEWORK))
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
+        session = self.session  # this run's thread, once: the calls below all keep it
         while True:
             try:
-                response = handler(request.override(messages=self.sent_messages(request.messages)))
+                response = handler(request.override(messages=self.sent_messages(request.messages, session)))
             except Exception as error:
-                recover_or_raise(self.session, error)
+                recover_or_raise(session, error)
                 continue
-            self._answered(response, request.messages)
+            self._answered(session, response, request.messages)
             return response
 
     async def awrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]) -> Any:
+        session = self.session
         while True:
             try:
-                response = await handler(request.override(messages=self.sent_messages(request.messages)))
+                response = await handler(request.override(messages=self.sent_messages(request.messages, session)))
             except Exception as error:
-                recover_or_raise(self.session, error)
+                recover_or_raise(session, error)
                 continue
-            self._answered(response, request.messages)
+            self._answered(session, response, request.messages)
             return response
 
     def close(self) -> None:
-        self.session.close()
+        for session in self.sessions.values():
+            session.close()
+        self.sessions.clear()
+        if self._owns_workspace:
+            self.workspace.close()
 
 
 __all__ = ["GlyphpackMiddleware", "from_langchain", "to_langchain"]
