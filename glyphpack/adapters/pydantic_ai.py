@@ -185,6 +185,21 @@ def _image(image: Image) -> BinaryContent | ImageUrl:
 # ------------------------------------------------------------------ the capability
 
 
+def _api_of(model: object, otherwise: Api) -> Api:
+    """The API a Pydantic AI model talks, by its class: ``openai:`` models are
+    ``OpenAIResponsesModel`` in 2.x (``openai-chat:`` the Chat Completions one)."""
+    kind = type(model).__name__
+    if kind == "OpenAIResponsesModel":
+        return "openai-responses"
+    if kind in ("OpenAIChatModel", "OpenAIModel"):
+        return "openai-chat"
+    if kind == "AnthropicModel":
+        return "anthropic"
+    if kind in ("GoogleModel", "GeminiModel"):
+        return "gemini"
+    return otherwise
+
+
 class GlyphpackHistory(AbstractCapability[Any]):
     """A Pydantic AI capability keeping one (conversation, agent) of a glyphpack workspace.
 
@@ -193,7 +208,8 @@ class GlyphpackHistory(AbstractCapability[Any]):
         conversation: the conversation.
         model: the model id the agent runs (page geometry, window and prices).
         agent: the glyphpack agent the transcript belongs to (default ``"agent"``).
-        api: the provider API the model talks (default: its provider's own).
+        api: the provider API the model talks (default: the one the run's model class
+            talks, read at each request: Responses for ``openai:`` models).
         summarizer, context_window, threshold, recall: as ``glyphpack.open_session``.
     """
 
@@ -214,6 +230,7 @@ class GlyphpackHistory(AbstractCapability[Any]):
             workspace, conversation, agent, model=model, api=api, summarizer=summarizer,
             context_window=context_window, threshold=threshold, recall=recall,
         )
+        self._api_given = api is not None
 
     def get_toolset(self) -> FunctionToolset[Any] | None:
         """``glyphpack_recall``: what a compaction's note names comes back exactly."""
@@ -237,6 +254,8 @@ class GlyphpackHistory(AbstractCapability[Any]):
         return to_pydantic_ai(self.session.next_view(self.api))
 
     async def prepare_model_request(self, ctx: RunContext[Any], request_context: ModelRequestContext) -> ModelRequestContext:
+        if not self._api_given:
+            self.api = _api_of(ctx.model, self.api)
         request_context.messages = self.sent_messages(ctx.messages)
         return request_context
 
