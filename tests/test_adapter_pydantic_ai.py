@@ -141,15 +141,18 @@ def test_a_window_given_is_met_over_thirty_large_reads(tmp_path):
 
 def test_an_openai_model_on_responses_as_pydantic_ai_2_makes_it_is_compacted_and_recovered(tmp_path):
     """``Agent("openai:...")`` is an ``OpenAIResponsesModel`` in Pydantic AI 2.x: the
-    capability reads the API off the run's model (it assumed Chat Completions)."""
+    capability reads the API off the run's model (it assumed Chat Completions), and the
+    model too (it had to be repeated)."""
     from pydantic_ai.models.openai import OpenAIResponsesModel
 
     fake = FakeModel(script(10, recall=True), faults={9: "overflow"})
     client = AsyncOpenAI(api_key="test", max_retries=0, http_client=http().AsyncClient(transport=http().MockTransport(fake.async_handler("openai-responses"))))
-    memory = GlyphpackHistory(tmp_path / "ws", "task-1", model=MODEL, threshold=6_000, context_window=40_000)
+    memory = GlyphpackHistory(tmp_path / "ws", "task-1", threshold=6_000, context_window=40_000)  # the agent's model, not repeated
+    with pytest.raises(UsageError, match="no model is known yet"):
+        memory.session  # noqa: B018
     agent = Agent(OpenAIResponsesModel(MODEL, provider=OpenAIProvider(openai_client=client)), tools=[read_file], capabilities=[memory])
     result = agent.run_sync("Read every module and tell me where the parser is.")
-    assert result.output == ANSWER and memory.api == "openai-responses"
+    assert result.output == ANSWER and memory.api == "openai-responses" and memory.session.model == MODEL
     assert fake.statuses.count(400) == 1 and fake.statuses[-1] == 200 and memory.session.view is not None
     assert sum(len(m.tool_results) for m in memory.session.messages) == 11
     assert len(json.dumps(fake.requests[-1]["input"])) < 0.8 * len(json.dumps(glyphpack.to_openai_responses(memory.session.messages)[1]))

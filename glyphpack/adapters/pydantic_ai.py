@@ -3,7 +3,7 @@
     from pydantic_ai import Agent
     from glyphpack.adapters.pydantic_ai import GlyphpackHistory
 
-    memory = GlyphpackHistory("runs/ws", "task-42", model="gpt-5.4")
+    memory = GlyphpackHistory("runs/ws", "task-42")
     agent = Agent("openai:gpt-5.4", tools=[read_file], capabilities=[memory])
     result = agent.run_sync("fix the failing test", message_history=previous)
 
@@ -55,6 +55,7 @@ from .._history.apis.common import image_from_url
 from .._history.messages import Block, Image, Message, Opaque, Text, ToolCall, ToolResult
 from .._history.recall import RECALL_DESCRIPTION, RECALL_TOOL
 from .._history.store import Workspace
+from .._session.session import Session
 from .._types import Api
 from ._common import open_framework_session, recall_answer, recover_or_raise, store_turns, unsaved_suffix
 
@@ -206,7 +207,8 @@ class GlyphpackHistory(AbstractCapability[Any]):
     Args:
         workspace: a folder (created if new), a PostgreSQL URL or an open ``Workspace``.
         conversation: the conversation.
-        model: the model id the agent runs (page geometry, window and prices).
+        model: the model id the agent runs (page geometry, window and prices; default:
+            the agent's own, read at its first request).
         agent: the glyphpack agent the transcript belongs to (default ``"agent"``).
         api: the provider API the model talks (default: the one the run's model class
             talks, read at each request: Responses for ``openai:`` models).
@@ -218,7 +220,7 @@ class GlyphpackHistory(AbstractCapability[Any]):
         workspace: str | os.PathLike[str] | Workspace,
         conversation: str,
         *,
-        model: str,
+        model: str | None = None,
         agent: str = "agent",
         api: Api | None = None,
         summarizer: Summarizer | Callable[[str], str] | str | None = None,
@@ -226,15 +228,31 @@ class GlyphpackHistory(AbstractCapability[Any]):
         threshold: int | None = None,
         recall: bool = True,
     ):
-        self.session, self.api = open_framework_session(
-            workspace, conversation, agent, model=model, api=api, summarizer=summarizer,
-            context_window=context_window, threshold=threshold, recall=recall,
-        )
+        self._open: dict[str, Any] = {"workspace": workspace, "conversation": conversation, "agent": agent, "api": api,
+                                      "summarizer": summarizer, "context_window": context_window, "threshold": threshold, "recall": recall}
+        self._recall = recall
         self._api_given = api is not None
+        self._session: Session | None = None
+        self.api: Api = api or "openai-responses"
+        if model is not None:  # else the agent's own, read at its first request
+            self._start(model)
+
+    def _start(self, model: str) -> Session:
+        """Open the session for ``model`` (once)."""
+        if self._session is None:
+            self._session, self.api = open_framework_session(model=model, **self._open)
+        return self._session
+
+    @property
+    def session(self) -> Session:
+        """The glyphpack session (open once a model is known: given, or the run's)."""
+        if self._session is None:
+            raise UsageError(f"{FRAMEWORK}: no model is known yet: pass model=... or run the agent once")
+        return self._session
 
     def get_toolset(self) -> FunctionToolset[Any] | None:
         """``glyphpack_recall``: what a compaction's note names comes back exactly."""
-        if not self.session.recall_enabled:
+        if not self._recall:
             return None
         toolset: FunctionToolset[Any] = FunctionToolset()
 
@@ -254,6 +272,7 @@ class GlyphpackHistory(AbstractCapability[Any]):
         return to_pydantic_ai(self.session.next_view(self.api))
 
     async def prepare_model_request(self, ctx: RunContext[Any], request_context: ModelRequestContext) -> ModelRequestContext:
+        self._start(ctx.model.model_name)
         if not self._api_given:
             self.api = _api_of(ctx.model, self.api)
         request_context.messages = self.sent_messages(ctx.messages)
@@ -271,7 +290,8 @@ class GlyphpackHistory(AbstractCapability[Any]):
         return response
 
     def close(self) -> None:
-        self.session.close()
+        if self._session is not None:
+            self._session.close()
 
 
 __all__ = ["GlyphpackHistory", "from_pydantic_ai", "to_pydantic_ai"]
