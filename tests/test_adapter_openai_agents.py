@@ -25,7 +25,7 @@ from openai import AsyncOpenAI
 import glyphpack
 from glyphpack import UsageError
 from glyphpack.adapters.openai_agents import GlyphpackSession
-from glyphpack.testing.fake import FakeModel, http
+from glyphpack.testing.fake import FakeModel, Turn, http
 
 set_tracing_disabled(True)
 MODEL = "gpt-5.4"
@@ -165,4 +165,39 @@ def test_a_window_given_is_met_over_thirty_large_reads(tmp_path):
     result = asyncio.run(Runner.run(session.agent(agent), "Read every module and tell me where the parser is.", session=session, max_turns=40))
     assert result.final_output == ANSWER
     check_the_window_met(fake)
+    session.close()
+
+
+def test_a_handoff_target_is_compacted_and_offered_recall_and_server_state_is_refused(tmp_path):
+    """``session.agent()`` wrapped the first agent only: after a handoff the target sent
+    the runner's input uncompacted and could not recall. Now every agent a run can reach
+    sends through the session, handed over by a listed agent or by a ``Handoff``. State
+    kept on the provider's side is refused, never half used."""
+    from agents import handoff
+
+    for reach in ("agent", "handoff"):
+        fake = FakeModel([Turn(text="handing over", calls=(("transfer_to_coder", {}),)), *script(10, recall=True)], faults={10: "overflow"})
+        target = coder(fake)
+        triage = Agent(name="triage", instructions="Hand code questions to the coder.", model=model(fake),
+                       handoffs=[target if reach == "agent" else handoff(target)])
+        session = GlyphpackSession(tmp_path / reach, "task-1", model=MODEL, threshold=6_000, context_window=40_000)
+        result = asyncio.run(Runner.run(session.agent(triage), "Read every module and tell me where the parser is.", session=session, max_turns=30))
+        assert result.final_output == ANSWER and result.last_agent.name == "coder", reach
+        assert all(glyphpack.RECALL_TOOL in json.dumps(body.get("tools")) for body in fake.requests)  # the coder's requests too
+        assert fake.statuses.count(400) == 1 and fake.statuses[-1] == 200  # the coder's overflow recovered
+        _, whole = glyphpack.to_openai_responses(session.glyphpack.messages)
+        assert session.glyphpack.view is not None and len(json.dumps(fake.requests[-1]["input"])) < 0.8 * len(json.dumps(whole))
+        recall_ids = {c.id for m in session.glyphpack.messages for c in m.tool_calls if c.name == glyphpack.RECALL_TOOL}
+        recalled = [r for m in session.glyphpack.messages for r in m.tool_results if r.call_id in recall_ids]
+        assert recalled and not recalled[0].is_error
+        session.close()
+    # The provider's own conversation state is refused: by the SDK beside a session, by the session without one.
+    from agents.exceptions import UserError
+
+    session = GlyphpackSession(tmp_path / "server", "task-1", model=MODEL)
+    wrapped = session.agent(coder(FakeModel([Turn(text="hi")])))
+    with pytest.raises(UserError, match="cannot be combined with conversation_id, previous_response_id"):
+        asyncio.run(Runner.run(wrapped, "Hi", session=session, previous_response_id="resp_123"))
+    with pytest.raises(UsageError, match="pass session=<this GlyphpackSession> to Runner.run"):
+        asyncio.run(Runner.run(wrapped, "Hi", previous_response_id="resp_123"))
     session.close()

@@ -19,12 +19,13 @@ imported here only (``pip install 'glyphpack[openai-agents]'``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from agents import Agent, FunctionTool, RunContextWrapper, ToolOutputImage, ToolOutputText
+from agents import Agent, FunctionTool, Handoff, RunContextWrapper, ToolOutputImage, ToolOutputText
 from agents.items import ModelResponse, TResponseInputItem, TResponseStreamEvent
 from agents.models.interface import Model
 from agents.models.multi_provider import MultiProvider
@@ -182,13 +183,24 @@ class GlyphpackSession:
 
     def agent(self, agent: Agent[Any], model: Model | None = None) -> Agent[Any]:
         """``agent`` sending through this session, with the recall tool added (when
-        recall is on). ``model`` defaults to the agent's own (a name is resolved by
-        the SDK's default provider)."""
-        inner = model or agent.model
-        if not isinstance(inner, Model):
-            inner = MultiProvider().get_model(inner if isinstance(inner, str) else self.glyphpack.model)
-        tools = [*agent.tools, self.recall_tool] if self.glyphpack.recall_enabled else list(agent.tools)
-        return agent.clone(model=CompactingModel(inner, self), tools=tools)
+        recall is on), and so is every agent a run can reach from it by handoffs (an
+        ``Agent`` listed, or one a ``Handoff`` returns). ``model`` defaults to each
+        agent's own (a name is resolved by the SDK's default provider)."""
+        wrapped: dict[int, Agent[Any]] = {}
+
+        def wrap(each: Agent[Any], given: Model | None) -> Agent[Any]:
+            if id(each) in wrapped:  # handoffs may lead back: each agent wrapped once
+                return wrapped[id(each)]
+            inner = given or each.model
+            if not isinstance(inner, Model):
+                inner = MultiProvider().get_model(inner if isinstance(inner, str) else self.glyphpack.model)
+            tools = [*each.tools, self.recall_tool] if self.glyphpack.recall_enabled else list(each.tools)
+            clone = each.clone(model=CompactingModel(inner, self), tools=tools)
+            wrapped[id(each)] = clone
+            clone.handoffs = [wrap(h, None) if isinstance(h, Agent) else _wrapped_handoff(h, lambda a: wrap(a, None)) for h in each.handoffs]
+            return clone
+
+        return wrap(agent, model)
 
     def model_input(self, given: str | list[TResponseInputItem]) -> list[TResponseInputItem]:
         """What to send in place of the runner's ``given`` input: the session's request
@@ -214,6 +226,16 @@ class GlyphpackSession:
 
     def close(self) -> None:
         self.glyphpack.close()
+
+
+def _wrapped_handoff(handoff: Handoff[Any, Any], wrap: Callable[[Agent[Any]], Agent[Any]]) -> Handoff[Any, Any]:
+    """``handoff`` handing over to its agent sending through the session (``wrap``)."""
+    invoke = handoff.on_invoke_handoff
+
+    async def on_invoke_handoff(context: RunContextWrapper[Any], arguments: str) -> Agent[Any]:
+        return wrap(await invoke(context, arguments))
+
+    return dataclasses.replace(handoff, on_invoke_handoff=on_invoke_handoff)
 
 
 class CompactingModel(Model):
