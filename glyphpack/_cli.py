@@ -699,36 +699,48 @@ SESSION_SUFFIXES = (".jsonl", ".json", ".traj", ".md", ".db")
 def cmd_import(args: argparse.Namespace) -> int:
     """Import, or keep in step, each session file; a folder is walked for session files.
     Each file is its own: one that cannot be read, or whose past changed, is reported on
-    its line and the rest go on (exit status 1 when any failed)."""
-    from ._history.importers.registry import conversation_names, import_sessions, session_source
+    its line and the rest go on (exit status 1 when any failed). Ctrl-C stops it between
+    or in a file, saying how many were done (exit status 130)."""
     from ._history.store import Workspace
 
     files = _session_files(args.files) if args.files else _harness_session_files()
     if args.conversation and len(files) != 1:
         raise UsageError(f"--conversation names one conversation, for one file; {len(files)} files were given")
-    failed = 0
+    failed = done = 0
     with Workspace(args.workspace) as workspace:
-        for number, name in enumerate(files, start=1):
-            if len(files) > 1:
-                print(f"[{number}/{len(files)}] ", end="")
-            try:
-                sessions = import_sessions(name, format=args.format)
-                if args.conversation and len(sessions) != 1:
-                    raise UsageError(f"--conversation names one conversation, and {name} holds {len(sessions)} sessions")
-            except GlyphpackError as exc:
-                failed += 1
-                print(f"{name}: not imported: {exc}")
-                continue
-            synced = []
-            for session_name, session in sessions:
-                label = name if len(sessions) == 1 else f"{name} [{session_name}]"
-                source = session_source(Path(name), session_name)
-                candidates = list(dict.fromkeys(_conversation_id(n) for n in conversation_names(Path(name), session_name)))
-                synced.append(_sync_session(workspace, label, session, args.conversation or candidates, source))
-            failed += not all(synced)
+        try:
+            for done, name in enumerate(files):
+                if len(files) > 1:
+                    print(f"[{done + 1}/{len(files)}] ", end="")
+                failed += not _import_file(workspace, name, args)
+        except KeyboardInterrupt:
+            print(f"\nglyphpack: import interrupted after {done} of {len(files)} files (each one done is kept; "
+                  "run the same import again to go on)", file=sys.stderr)
+            return 130
     if len(files) > 1:
         print(f"{len(files)} files: {len(files) - failed} imported or in step, {failed} not")
     return 1 if failed else 0
+
+
+def _import_file(workspace: Any, name: str, args: argparse.Namespace) -> bool:
+    """Sync the sessions of file ``name`` into ``workspace``, a line or more each; False
+    when it could not be read or a session of it was refused."""
+    from ._history.importers.registry import conversation_names, import_sessions, session_source
+
+    try:
+        sessions = import_sessions(name, format=args.format)
+        if args.conversation and len(sessions) != 1:
+            raise UsageError(f"--conversation names one conversation, and {name} holds {len(sessions)} sessions")
+    except GlyphpackError as exc:
+        print(f"{name}: not imported: {exc}")
+        return False
+    synced = []
+    for session_name, session in sessions:
+        label = name if len(sessions) == 1 else f"{name} [{session_name}]"
+        source = session_source(Path(name), session_name)
+        candidates = list(dict.fromkeys(_conversation_id(n) for n in conversation_names(Path(name), session_name)))
+        synced.append(_sync_session(workspace, label, session, args.conversation or candidates, source))
+    return all(synced)
 
 
 def _sync_session(workspace: Any, label: str, session: ImportedSession, names: str | list[str], source: str) -> bool:
@@ -1197,6 +1209,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(args)
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("\nglyphpack: interrupted", file=sys.stderr)
+        return 130
     except Exception as exc:
         if args.debug:
             raise

@@ -1353,3 +1353,35 @@ def test_import_with_no_path_finds_every_harness_home_and_syncs_them_all(tmp_pat
     monkeypatch.chdir(tmp_path)
     assert main(["import", "--workspace", str(ws)]) == 2
     assert "no harness sessions found in this machine's harness homes" in capsys.readouterr().err
+
+
+def test_ctrl_c_stops_an_import_between_files_saying_how_many_were_done(tmp_path, capsys, monkeypatch):
+    """Ctrl-C printed a 45-line traceback and died by the signal; now the files done are
+    kept, the line says how many, and the exit status is 130; run again, the import goes on."""
+    from glyphpack._history.importers import registry
+
+    for n in range(3):
+        (tmp_path / "s" / f"p{n}").mkdir(parents=True)
+        (tmp_path / "s" / f"p{n}" / f"session{n}.jsonl").write_text(_one_task_session(f"task {n}"))
+    real = registry.import_sessions
+    calls = []
+
+    def interrupted_on_the_second(path, **options):
+        calls.append(path)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(path, **options)
+
+    monkeypatch.setattr(registry, "import_sessions", interrupted_on_the_second)
+    ws = tmp_path / "ws"
+    assert main(["import", str(tmp_path / "s"), "--workspace", str(ws)]) == 130
+    captured = capsys.readouterr()
+    assert "glyphpack: import interrupted after 1 of 3 files (each one done is kept; run the same import again to go on)" in captured.err
+    assert "Traceback" not in captured.err + captured.out
+    with glyphpack.Workspace(ws) as workspace:
+        assert [c.id for c in workspace.tree.conversations()] == ["session0"]
+    monkeypatch.setattr(registry, "import_sessions", real)
+    assert main(["import", str(tmp_path / "s"), "--workspace", str(ws)]) == 0
+    assert "3 files: 3 imported or in step, 0 not" in capsys.readouterr().out
+    monkeypatch.setattr("glyphpack._cli.cmd_tree", lambda args: (_ for _ in ()).throw(KeyboardInterrupt()))
+    assert main(["tree", str(ws)]) == 130 and capsys.readouterr().err.strip() == "glyphpack: interrupted"
