@@ -859,6 +859,53 @@ def _stored_agent(workspace: Any, path: str, conversation: str, agent: str | Non
     return agent
 
 
+def _stored(args: argparse.Namespace) -> tuple[str, tuple[Any, ...], Any]:
+    """The agent a ``refs``/``recall`` command reads (``--agent``, else the main one), its
+    stored messages, and the compaction in force for them (None: none)."""
+    from ._history.store import Workspace
+    from ._history.view import view_for
+
+    with Workspace(args.workspace, read_only=True) as workspace:
+        tips = workspace.tree.agent_tips(args.conversation)
+        agent = _stored_agent(workspace, args.workspace, args.conversation, args.agent or next(iter(tips), None))
+        messages = workspace.load(args.conversation, agent).messages
+        return agent, messages, view_for(workspace, args.conversation, agent, messages)
+
+
+def cmd_refs(args: argparse.Namespace) -> int:
+    """Every ref the conversation's next request carries (each stub's and note's), with
+    where it is and what it says, and the range the compaction in force stands for."""
+    from ._history.recall import hinted_refs, range_ref
+
+    agent, messages, view = _stored(args)
+    after = [m.id for m in messages].index(view.covers) + 1 if view is not None else 0
+    sent = (*(view.messages if view is not None else ()), *messages[after:])
+    refs = hinted_refs(sent)
+    print(f"{args.conversation}/{agent}: {len(refs):,} ref(s) in the next request ({len(sent):,} messages)")
+    for ref, index in refs:
+        message = sent[index]
+        line = next((line for line in message.text.splitlines() if ref in line), message.text)
+        print(f"  {json.dumps(ref, ensure_ascii=False)}  message {index + 1} ({message.role}): {' '.join(line.split())[:120]}")
+    if view is not None and view.source is not None:
+        print(f"the compaction in force ({view.trigger}) stands for {json.dumps(range_ref(*view.source), ensure_ascii=False)}: "
+              f"glyphpack recall {_shown(args.workspace)} {args.conversation} '{range_ref(*view.source)}'")
+    return 0
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    """What a ref stands for, exactly, from the stored transcript (page ``--page`` of it
+    when long); exit 2 with the reason when nothing has that ref."""
+    from ._compaction.snapshot import serialize_message
+    from ._history.recall import recall
+
+    _, messages, _ = _stored(args)
+    answer = recall(messages, args.ref, args.page, range_text=lambda part: "".join(map(serialize_message, part)))
+    if answer.is_error:
+        raise UsageError(answer.as_text().removeprefix("glyphpack recall: "))
+    print(answer.as_text())
+    return 0
+
+
 def cmd_session(args: argparse.Namespace) -> int:
     """A shell over a stored session's slash commands: no model is called. Exit status 1
     when a /compact or /shake did not fit its budget (kept, as the session keeps it)."""
@@ -1129,6 +1176,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("source", help=WORKSPACE_HELP)
     p.add_argument("destination", help=WORKSPACE_HELP + " (new or empty)")
     p.set_defaults(run=cmd_workspace_copy)
+
+    p = sub.add_parser("refs", help="every ref a conversation's next request carries, and what the compaction in force stands for")
+    p.add_argument("workspace", help=WORKSPACE_HELP)
+    p.add_argument("conversation")
+    p.add_argument("--agent", help="the agent (default: the conversation's main agent)")
+    p.set_defaults(run=cmd_refs)
+
+    p = sub.add_parser("recall", help="what a ref stands for, exactly, from the stored transcript")
+    p.add_argument("workspace", help=WORKSPACE_HELP)
+    p.add_argument("conversation")
+    p.add_argument("ref", help="as a stub or note names it (glyphpack refs lists them)")
+    p.add_argument("--page", type=int, default=1, help="the page of a long text (default 1)")
+    p.add_argument("--agent", help="the agent (default: the conversation's main agent)")
+    p.set_defaults(run=cmd_recall)
 
     p = sub.add_parser("session", help="a shell of slash commands (/context, /tree, /compact, ...) over a stored session")
     p.add_argument("workspace", help=WORKSPACE_HELP)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import datetime
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -1385,3 +1386,43 @@ def test_ctrl_c_stops_an_import_between_files_saying_how_many_were_done(tmp_path
     assert "3 files: 3 imported or in step, 0 not" in capsys.readouterr().out
     monkeypatch.setattr("glyphpack._cli.cmd_tree", lambda args: (_ for _ in ()).throw(KeyboardInterrupt()))
     assert main(["tree", str(ws)]) == 130 and capsys.readouterr().err.strip() == "glyphpack: interrupted"
+
+
+def test_refs_lists_what_the_next_request_can_bring_back_and_recall_brings_it_exactly(tmp_path, capsys):
+    """Recall had no command (only the session shell's /recall), and no command listed the
+    refs a conversation's stubs and compactions carry: a harness compaction said
+    "recallable" and showed no ref."""
+    path = tmp_path / "long.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in _long_compacted_session(20, 12)))
+    ws = tmp_path / "ws"
+    assert main(["import", str(path), "--workspace", str(ws)]) == 0
+    capsys.readouterr()
+    assert main(["refs", str(ws), "long"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("long/main: 0 ref(s) in the next request")
+    ranged = re.search(r"stands for (\"messages:[^\"]+\")", out)
+    assert ranged is not None and "(harness)" in out
+    assert main(["recall", str(ws), "long", json.loads(ranged.group(1))]) == 0
+    first = capsys.readouterr().out
+    assert first.startswith("[glyphpack recall of messages:long/task-0..") and "line of early0 source code" in first
+    pages = int(re.search(r"page 1 of (\d+)", first).group(1))
+    assert main(["recall", str(ws), "long", json.loads(ranged.group(1)), "--page", str(pages)]) == 0
+    last = capsys.readouterr().out
+    assert "line of early19 source code" in last and "late0" not in first + last
+    # A compaction of glyphpack's: each stub's ref listed, each brought back exactly.
+    assert main(["compact", str(ws), "long", "--budget", "9000", "--model", "claude-sonnet-4-5"]) == 0
+    capsys.readouterr()
+    assert main(["refs", str(ws), "long"]) == 0
+    listed = capsys.readouterr().out
+    refs = re.findall(r'^  "([^"]+)"  message \d+ \((?:tool|user|assistant)\): (.*)$', listed, flags=re.M)
+    assert refs, listed
+    with glyphpack.Workspace(ws) as workspace:
+        results = {r.call_id: r.text for m in workspace.load("long", "main").messages for r in m.tool_results}
+    assert sum(ref in results for ref, _ in refs) >= 3  # elided results among them
+    for ref, line in refs:
+        if ref in results:
+            assert main(["recall", str(ws), "long", ref]) == 0
+            assert capsys.readouterr().out == results[ref] + "\n"
+    assert main(["recall", str(ws), "long", "toolu_nothing"]) == 2
+    assert "nothing in this conversation has the ref 'toolu_nothing'" in capsys.readouterr().err
+    assert main(["recall", str(ws), "long", refs[0][0], "--page", "9"]) == 2

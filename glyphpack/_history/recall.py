@@ -17,11 +17,11 @@ import dataclasses
 import json
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from .._types import Api, public
 from .apis import provider_api
-from .messages import Image, Message, Text, ToolResult
+from .messages import Image, Message, Text, ToolCall, ToolResult
 
 #: The recall tool's name, as every API's tool definitions take it.
 RECALL_TOOL = "glyphpack_recall"
@@ -123,6 +123,33 @@ def cut_to_ends(text: str, keep: int, ref: str) -> str:
 _HINT = re.compile(r'ref ("(?:[^"\\]|\\.)*")')
 
 
+def hinted_refs(messages: Sequence[Message]) -> list[tuple[str, int]]:
+    """Each ref a stub or note in ``messages`` names (its ``recall_hint``: in text, a
+    tool result's text, a call's arguments), the first time it is named, with the index
+    of the message it is in."""
+    found: dict[str, int] = {}
+
+    def strings(value: object) -> Iterator[str]:
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, Mapping):
+            for item in value.values():
+                yield from strings(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                yield from strings(item)
+
+    for index, message in enumerate(messages):
+        for block in message.content:
+            texts = [block.text] if isinstance(block, (Text, ToolResult)) else strings(block.arguments) if isinstance(block, ToolCall) else []
+            for text in texts:
+                for match in _HINT.finditer(text):
+                    ref = json.loads(match.group(1))
+                    if isinstance(ref, str):
+                        found.setdefault(ref, index)
+    return list(found.items())
+
+
 def renamed_refs(text: str, rename: Mapping[str, str]) -> str:
     """``text`` with the message ids its hints' refs name (an image's message, a
     range's ends) renamed by ``rename`` (old id -> new id; a call's id, which a fork
@@ -171,6 +198,10 @@ class Recalled:
 
     def as_result(self, call_id: str) -> ToolResult:
         return ToolResult(call_id, self.content, is_error=self.is_error)
+
+    def as_text(self) -> str:
+        """The answer as a terminal shows it: its text, each image as a line naming it."""
+        return "\n".join(b.text if isinstance(b, Text) else f"[image {b.media_type}, {len(b.data or b''):,} bytes]" for b in self.content)
 
 
 def recall(

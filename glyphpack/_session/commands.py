@@ -14,7 +14,6 @@ from typing import Any
 from .._compaction.cost import token_bars
 from .._errors import UsageError
 from .._history.export import draw_tree, short_id
-from .._history.messages import Text
 from .._types import public
 
 Session = Any
@@ -136,8 +135,7 @@ def _recall(session: Session, args: list[str]) -> CommandResult:
     answer = session.recall(args[0], int(args[1]) if len(args) == 2 else 1)
     if answer.is_error:
         raise UsageError(answer.content[0].text)
-    text = "\n".join(b.text if isinstance(b, Text) else f"[image {b.media_type}, {len(b.data or b''):,} bytes]" for b in answer.content)
-    return CommandResult("/recall", text, {"ref": args[0], "blocks": len(answer.content)})
+    return CommandResult("/recall", answer.as_text(), {"ref": args[0], "blocks": len(answer.content)})
 
 
 def _help(session: Session, args: list[str]) -> CommandResult:
