@@ -1419,7 +1419,7 @@ def test_refs_lists_what_the_next_request_can_bring_back_and_recall_brings_it_ex
     with glyphpack.Workspace(ws) as workspace:
         results = {r.call_id: r.text for m in workspace.load("long", "main").messages for r in m.tool_results}
     assert sum(ref in results for ref, _ in refs) >= 3  # elided results among them
-    for ref, line in refs:
+    for ref, _ in refs:
         if ref in results:
             assert main(["recall", str(ws), "long", ref]) == 0
             assert capsys.readouterr().out == results[ref] + "\n"
