@@ -1426,3 +1426,26 @@ def test_refs_lists_what_the_next_request_can_bring_back_and_recall_brings_it_ex
     assert main(["recall", str(ws), "long", "toolu_nothing"]) == 2
     assert "nothing in this conversation has the ref 'toolu_nothing'" in capsys.readouterr().err
     assert main(["recall", str(ws), "long", refs[0][0], "--page", "9"]) == 2
+
+
+def test_a_branch_keeps_what_the_imported_requests_taught_and_a_fork_keeps_the_model(tmp_path, capsys):
+    """``branch`` back past the requests an import measured dropped the system prompt and
+    tools' share of the estimate (62,899 tokens became 2,993); ``fork`` dropped the model
+    (its /recall then asked for --model)."""
+    path = session_path("claude-code/ohmyposh-6beb436f6cd8-0.jsonl")
+    ws = tmp_path / "ws"
+    assert main(["import", str(path), "--workspace", str(ws), "--conversation", "posh"]) == 0
+    with glyphpack.Workspace(ws) as workspace:
+        model = workspace.settings("posh", "main")["model"]
+        session = glyphpack.Session(workspace, "posh", "main", model=model)
+        overhead = session.estimator.overhead
+        assert overhead > 5_000  # what the file's measured requests carried beyond its messages
+        early = next(m for m in session.messages if m.role == "assistant" and not m.tool_calls)
+        workspace.branch("posh", "main", early.id)
+        assert glyphpack.Session(workspace, "posh", "main", model=model).estimator.overhead == overhead
+        forked = workspace.fork("posh", "main").conversation
+        assert workspace.settings(forked, "main")["model"] == model
+        assert glyphpack.Session(workspace, forked, "main", model=model).estimator.overhead == overhead
+    capsys.readouterr()
+    assert main(["context", str(ws), forked]) == 0  # no --model asked
+    assert f"for {model}" in capsys.readouterr().out

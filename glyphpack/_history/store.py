@@ -1043,9 +1043,15 @@ class Workspace:
         renamed = {o.id: n.id for o, n in zip(original, copied.messages)}
         if carried is not None:
             write_view(self, new, agent, renamed_view(carried, renamed))
+        # What sessions learned and ran with comes along: the fork's next session prices
+        # and compacts as the conversation's would have (no --model asked again).
+        record = self._measured_record(conversation, agent)[1]
+        learned = {key: record[key] for key in ("settings", "calibration") if isinstance(record.get(key), dict)}
         start = self.harness_start(conversation, agent)
         if start in renamed:  # the fork's compactions start where the harness's did
-            self._update_measured(new, agent, harness_start=renamed[start])
+            learned["harness_start"] = renamed[start]
+        if learned:
+            self._update_measured(new, agent, **learned)
         return copied
 
 

@@ -321,6 +321,10 @@ class Session:
                 self._calibration = Calibration.from_record(self._calibration.base, learned)
             for history, tokens in measured:
                 self._calibration = self._calibration.learn(self.cost(), history, tokens)
+            if measured and not workspace.backend.read_only:
+                # Kept as learned: a branch or rewind that leaves those requests' messages
+                # behind no longer loses what they taught (the system prompt and tools' share).
+                workspace.save_calibration(conversation, agent, self._calibration.to_record())
             schemas = ([RECALL_SCHEMA] if tools is None else [tools, RECALL_SCHEMA]) if recall else tools
             if learned is None and not measured and schemas is not None:  # before any count: the tool schemas, as text
                 self._calibration = dataclasses.replace(self._calibration, overhead=self.cost().text(_schema_text(schemas)))
