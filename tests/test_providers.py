@@ -130,6 +130,27 @@ def test_unknown_model_gets_conservative_limits_and_a_warning_once():
         assert known.reader.resize.fits(width, height), known.name
 
 
+@pytest.mark.parametrize(("typed", "meant", "provider"), [
+    ("claude-sonet-4-5", "claude-sonnet-4-5", "anthropic"), ("gpt5", "gpt-5", "openai"), ("gemni-3-pro", "gemini-3-pro", "google-ai"),
+    ("gpt-7", None, "openai"), ("o5-mini", None, "provider unknown"), ("claude-nova-2", None, "anthropic"), ("llama-4-maverick", None, "provider unknown"),
+])
+def test_an_unknown_model_says_what_it_was_likely_meant_to_be_and_never_guesses_its_provider_wrong(typed, meant, provider):
+    """A mistyped model drew with a warning whose advice was for the Python API and no
+    "did you mean"; ``gpt5`` was labelled "(conservative via anthropic)". A typo gets
+    the id it most likely meant; a family's new version (``gpt-7``, ``o5-mini``) gets no
+    such guess; the provider is the family's, or said to be unknown."""
+    from glyphpack._providers.resolve import closest_model
+
+    assert closest_model(typed) == meant
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        profile = resolve(f"{typed}")
+    for warning in caught:  # said once a run: here, unless an earlier test resolved it
+        assert str(warning.message).startswith(f"unknown model {typed!r}" + (f" (did you mean {meant!r}?)" if meant else ":"))
+    assert profile.reader.name == "conservative" and profile.route.name == provider
+    assert profile.name == f"conservative via {provider}"
+
+
 def test_text_only_models():
     for model_id in ("o3-mini", "gpt-3.5-turbo", "deepseek-chat"):
         profile = resolve(model_id)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from .._errors import GlyphpackError
-from .._types import public
+from .._types import Provider, public
 from .catalog import (
     CONTEXT_WINDOWS,
     GATEWAYS,
@@ -22,7 +23,7 @@ from .catalog import (
     UNKNOWN_READER,
     VARIANTS,
 )
-from .profile import CellGeometry, Profile, Reader
+from .profile import CellGeometry, Profile, Reader, Route
 from .reading import READING_PREFIXES, READING_PROFILES, ReadingProfile, local_profiles, warn_once
 from .text_tokens import DEFAULT_ESTIMATOR, TextEstimator
 
@@ -102,12 +103,19 @@ def _reader_and_route(model_id: str) -> tuple[Reader, str | None]:
     route_name, model_part = _split_route(text)
     reader_name = _longest_prefix(normalize_model(model_part), READER_PREFIXES)
     if reader_name is None:
+        close = closest_model(normalize_model(model_part))
         warn_once(
-            f"unknown model {model_id!r}: using the most conservative known image limits "
-            f"(pages within 1536x768); pass a Profile or overrides to do better",
+            f"unknown model {model_id!r}" + (f" (did you mean {close!r}?)" if close else "")
+            + ": using the most conservative known image limits (pages within 1536x768)",
             stacklevel=4,
         )
-        reader_name = UNKNOWN_READER
+        conservative = READERS[UNKNOWN_READER]
+        named = normalize_model(close or model_part)
+        family = _longest_prefix(named, READER_PREFIXES)
+        provider = READERS[family].provider if family else _longest_prefix(named, FAMILY_PROVIDERS)
+        if provider is None:  # no provider is guessed: the route says so
+            return conservative, route_name or UNKNOWN_PROVIDER
+        return dataclasses.replace(conservative, provider=provider), route_name
     if variant:
         key = (reader_name, variant.strip().lower())
         if key not in VARIANTS:
@@ -118,6 +126,31 @@ def _reader_and_route(model_id: str) -> tuple[Reader, str | None]:
             )
         reader_name = VARIANTS[key]
     return READERS[reader_name], route_name
+
+
+#: The route of an unknown model whose provider its name does not tell.
+UNKNOWN_PROVIDER = "provider unknown"
+#: Model families whose name alone says whose they are (a version glyphpack does not know yet).
+FAMILY_PROVIDERS: dict[str, Provider] = {"claude": "anthropic", "gpt": "openai", "chatgpt": "openai", "o1": "openai", "o3": "openai",
+                                          "o4": "openai", "gemini": "google", "gemma": "google"}
+
+
+def closest_model(normalized: str) -> str | None:
+    """The known model name a mistyped one most likely meant (``claude-sonet-4-5`` ->
+    ``claude-sonnet-4-5``, ``gpt5`` -> ``gpt-5``): the catalog's model prefix closest to
+    a leading part of it, the rest kept; None when none is close."""
+    parts = normalized.split("-")
+    best: tuple[float, str] | None = None
+    for cut in range(len(parts), 0, -1):
+        head, rest = "-".join(parts[:cut]), parts[cut:]
+        for known in sorted({*READER_PREFIXES, *INPUT_WINDOWS}):
+            ratio = difflib.SequenceMatcher(None, head, known).ratio()
+            # A typo: not a known family with an unknown tail, nor another version of one
+            # (``o5-mini`` is no mistyped ``o1-mini``): those are no mistakes to fix.
+            version = re.sub(r"[0-9]", "", head) == re.sub(r"[0-9]", "", known)
+            if 0.85 <= ratio < 1 and not version and (best is None or ratio > best[0]):
+                best = (ratio, "-".join([known, *rest]))
+    return best[1] if best is not None and best[1] != normalized else None
 
 
 @public
@@ -139,7 +172,8 @@ def resolve(model_id: str | Profile, *, route: str | None = None, **reader_overr
         if not isinstance(model_id, str) or not model_id.strip():
             raise GlyphpackError(f"a model id must be a non-empty string, not {model_id!r}")
         reader, route_name = _reader_and_route(model_id)
-        profile = Profile(model_id, reader, ROUTES[route_name or NATIVE_ROUTE[reader.provider]])
+        chosen = route_name or NATIVE_ROUTE[reader.provider]
+        profile = Profile(model_id, reader, ROUTES[chosen] if chosen in ROUTES else Route(chosen))
     if route is not None:
         if route not in ROUTES:
             raise GlyphpackError(f"unknown route {route!r}; choose one of {', '.join(ROUTES)}")
