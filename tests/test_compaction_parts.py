@@ -198,6 +198,7 @@ def request_text(body: dict) -> str:
     return "".join(block["text"] for message in body["messages"] for block in message["content"] if block["type"] == "text")
 
 
+@pytest.mark.slow  # drives a summary over a long history (about 1.6 s)
 def test_a_summary_request_names_its_model_caps_its_reply_and_adds_up_the_bill():
     from glyphpack.testing.fake import count_tokens, fake_summary
 

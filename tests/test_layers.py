@@ -22,6 +22,7 @@ violation; the module graph has no cycle.
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -90,6 +91,7 @@ def imports_of(source: str, module: str, is_package: bool) -> set[str]:
     return found
 
 
+@functools.cache  # read once for the three checks (each test copies what it changes)
 def package_graph() -> dict[str, set[str]]:
     graph = {}
     for path in PACKAGE.rglob("*.py"):

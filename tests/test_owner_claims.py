@@ -6,6 +6,8 @@ from __future__ import annotations
 import multiprocessing
 import threading
 
+import pytest
+
 from glyphpack import Workspace
 
 CLAIMANTS = 6
@@ -43,6 +45,7 @@ def test_racing_threads_claim_a_name_once(workspace_location: str) -> None:
         assert workspace.claim_owner("shared-name", _owner(99)) == workspace.owner("shared-name")  # a later claim changes nothing
 
 
+@pytest.mark.slow  # four spawned processes (about 1.3 s over both stores); the threads' race runs in the default run
 def test_racing_processes_claim_a_name_once(workspace_location: str) -> None:
     context = multiprocessing.get_context("spawn")
     ready, start, results = context.Queue(), context.Event(), context.Queue()

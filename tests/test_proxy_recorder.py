@@ -605,7 +605,7 @@ def test_a_client_whose_own_recall_ids_begin_glyphpack_keeps_one_conversation(tm
     assert len(recorder.workspace.load(conversation, agent).messages) == 1 + 1 + 2 * 14  # system, task, rounds (the last waits for its results)
 
 
-@pytest.mark.parametrize("proxies", [1, 2])
+@pytest.mark.parametrize("proxies", [pytest.param(1, marks=pytest.mark.slow), 2])
 def test_one_key_two_windows_keep_their_own_transcripts_on_one_proxy_or_two(workspace_location: str, proxies: int) -> None:
     """The same person's two terminals, the same first prompt, each request of one on
     the first proxy and of the other on the second (a fleet): each proxy matched against
