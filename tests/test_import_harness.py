@@ -1449,3 +1449,44 @@ def test_a_branch_keeps_what_the_imported_requests_taught_and_a_fork_keeps_the_m
     capsys.readouterr()
     assert main(["context", str(ws), forked]) == 0  # no --model asked
     assert f"for {model}" in capsys.readouterr().out
+
+
+def test_harness_homes_are_found_where_each_harness_and_its_variables_put_them(tmp_path):
+    """``find_sessions`` on a given home, environment and current folder (none of this
+    process's): each home's root said, hidden files and folders named like sessions
+    left out, and Crush's databases from the folder's ``.crush`` and its projects list
+    (in ``$XDG_DATA_HOME``), whatever else that list holds."""
+    from glyphpack._history.importers.homes import find_sessions
+
+    home, here, data = tmp_path / "home", tmp_path / "here", tmp_path / "xdg"
+    sessions = home / ".claude" / "projects" / "-p"
+    sessions.mkdir(parents=True)
+    (sessions / "a.jsonl").write_text("{}\n")
+    (sessions / ".hidden.jsonl").write_text("{}\n")
+    (sessions / "folder.jsonl").mkdir()
+    codex = tmp_path / "codex" / "sessions" / "2026" / "01" / "02"
+    codex.mkdir(parents=True)
+    (codex / "rollout-1.jsonl").write_text("{}\n")
+    for folder in (here / ".crush", tmp_path / "p1" / ".crush", tmp_path / "p2" / ".crush"):
+        folder.mkdir(parents=True)
+    for folder in (here / ".crush", tmp_path / "p1" / ".crush"):
+        (folder / "crush.db").write_bytes(b"SQLite format 3\0")
+    (data / "crush").mkdir(parents=True)
+    listed = [{"path": "p1", "data_dir": str(tmp_path / "p1" / ".crush")}, {"path": "p2", "data_dir": str(tmp_path / "p2" / ".crush")},
+              {"path": "p3", "data_dir": 7}, "not an object"]
+    (data / "crush" / "projects.json").write_text(json.dumps({"projects": listed}))
+    found = {f.harness: f for f in find_sessions(home, {"CODEX_HOME": str(tmp_path / "codex"), "XDG_DATA_HOME": str(data)}, here)}
+    assert set(found) == {"Claude Code", "Codex", "Crush"}
+    assert found["Claude Code"].home == home / ".claude" and found["Claude Code"].files == (sessions / "a.jsonl",)
+    assert found["Codex"].home == tmp_path / "codex" and found["Codex"].files == (codex / "rollout-1.jsonl",)
+    assert found["Crush"].files == tuple(sorted([(here / ".crush" / "crush.db").resolve(), (tmp_path / "p1" / ".crush" / "crush.db").resolve()]))
+    assert found["Crush"].home == found["Crush"].files[0].parent
+    # A variable that names a home moves it; without one, the home's own folder is read.
+    moved = find_sessions(home, {"CLAUDE_CONFIG_DIR": str(tmp_path / "nowhere")}, tmp_path)
+    assert "Claude Code" not in {f.harness for f in moved}
+    for broken in ("not json", json.dumps({"projects": "p1"}), json.dumps(["p1"])):
+        (data / "crush" / "projects.json").write_text(broken)
+        assert [f.files for f in find_sessions(home, {"XDG_DATA_HOME": str(data)}, tmp_path) if f.harness == "Crush"] == []
+    (home / ".local" / "share" / "crush").mkdir(parents=True)  # without $XDG_DATA_HOME: its default
+    (home / ".local" / "share" / "crush" / "projects.json").write_text(json.dumps({"projects": listed[:1]}))
+    assert [f.files for f in find_sessions(home, {}, tmp_path) if f.harness == "Crush"] == [((tmp_path / "p1" / ".crush" / "crush.db").resolve(),)]
