@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import re
 from pathlib import Path
@@ -105,18 +106,23 @@ def test_every_shared_database_imports_each_session_with_these_counts_and_writes
         assert session.report.cost == pytest.approx(cost)
 
 
-def assert_valid_for_every_provider(messages):
+@functools.cache
+def _sdk_types() -> tuple[TypeAdapter, TypeAdapter]:
+    """The SDKs' message types as validators, built once (each takes a while to build)."""
     from anthropic.types import MessageParam
     from openai.types.chat import ChatCompletionMessageParam
 
+    return TypeAdapter(MessageParam), TypeAdapter(ChatCompletionMessageParam)
+
+
+def assert_valid_for_every_provider(messages):
     validate_history(messages, allow_pending=False)
+    anthropic_message, chat_message = _sdk_types()
     system, converted = glyphpack.to_anthropic(messages)
-    anthropic_message = TypeAdapter(MessageParam)
     for entry in converted:
         anthropic_message.validate_python(entry)
     roles = [m["role"] for m in converted]
     assert all(a != b for a, b in zip(roles, roles[1:]))
-    chat_message = TypeAdapter(ChatCompletionMessageParam)
     for entry in glyphpack.to_openai_chat(messages):
         chat_message.validate_python(entry)
 
