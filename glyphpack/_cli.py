@@ -390,31 +390,12 @@ def cmd_tree(args: argparse.Namespace) -> int:
 
 
 def _compaction_notes(workspace: str, conversation: str) -> dict[str, str]:
-    """Every compaction kept for each agent, as a note on the last message it stands
-    for: the one in force, the earlier ones, and the harness's own (an import's)."""
+    """``view.compaction_notes`` of a workspace named by its location."""
     from ._history.store import Workspace
-    from ._history.view import read_archive, read_view
+    from ._history.view import compaction_notes
 
-    notes: dict[str, list[str]] = {}
     with Workspace(workspace, read_only=True) as store:
-        for stored_conversation, agent in store.transcripts():
-            if stored_conversation != conversation:
-                continue
-            in_force = read_view(store, conversation, agent)
-            if in_force is None:
-                continue
-            ids = [m.id for m in store.load(conversation, agent).messages]
-            for view in read_archive(store, conversation, agent):
-                if view.covers not in ids:
-                    continue
-                now = "in force" if view.covers == in_force.covers and view.trigger == in_force.trigger else "earlier"
-                if view.trigger == "harness":
-                    text = f"{agent}: the harness compacted here ({now}): the {ids.index(view.covers) + 1:,} messages up to here are not sent"
-                else:
-                    pages = f", {view.pages} page(s)" if view.pages else ""
-                    text = f"{agent}: {len(view.messages)} messages stand for {ids.index(view.covers) + 1}{pages} ({view.trigger}, {now})"
-                notes.setdefault(view.covers, []).append(text)
-    return {covers: "<- compacted up to here (" + "; ".join(texts) + ")" for covers, texts in notes.items()}
+        return compaction_notes(store, conversation)
 
 
 def _agent_with_transcript(workspace: Any, conversation: str, agent: str | None) -> str | None:

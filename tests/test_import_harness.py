@@ -1490,3 +1490,18 @@ def test_harness_homes_are_found_where_each_harness_and_its_variables_put_them(t
     (home / ".local" / "share" / "crush").mkdir(parents=True)  # without $XDG_DATA_HOME: its default
     (home / ".local" / "share" / "crush" / "projects.json").write_text(json.dumps({"projects": listed[:1]}))
     assert [f.files for f in find_sessions(home, {}, tmp_path) if f.harness == "Crush"] == [((tmp_path / "p1" / ".crush" / "crush.db").resolve(),)]
+
+
+def test_the_session_shells_tree_shows_the_compactions_the_cli_tree_shows(tmp_path, capsys):
+    """The shell's /tree hid the harness's compactions that ``glyphpack tree`` showed:
+    both draw the same now."""
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in _compacted("a1")))
+    ws = tmp_path / "ws"
+    assert main(["import", str(path), "--workspace", str(ws)]) == 0
+    capsys.readouterr()
+    assert main(["tree", str(ws), "s"]) == 0
+    drawn = capsys.readouterr().out.strip()
+    with glyphpack.Workspace(ws) as workspace:
+        shell = glyphpack.Session(workspace, "s", "main", model="claude-sonnet-4-5").command("/tree").text
+    assert "the harness compacted here (in force)" in shell and shell.strip() == drawn

@@ -181,3 +181,30 @@ def harness_view(messages: tuple[Message, ...], start: str, harness: str) -> Sto
         covers=ids[cut - 1], messages=kept, source=(ids[0], ids[cut - 1]), trigger="harness",
         report=f"{harness} compacted here: the {cut - len(kept):,} messages before its summary are not sent (recallable)",
     )
+
+
+def compaction_notes(workspace: Workspace, conversation: str) -> dict[str, str]:
+    """Every compaction kept for each agent of ``conversation``, as a note on the last
+    message it stands for (``export.draw_tree``'s ``notes``): the one in force, the
+    earlier ones, and the harness's own (an import's). The CLI's tree and the session
+    shell's ``/tree`` draw the same."""
+    notes: dict[str, list[str]] = {}
+    for stored_conversation, agent in workspace.backend.transcripts():
+        if stored_conversation != conversation:
+            continue
+        in_force = read_view(workspace, conversation, agent)
+        stored = workspace.backend.read(conversation, agent)
+        if in_force is None or stored is None:
+            continue
+        ids = [m.id for m in stored.messages]
+        for view in read_archive(workspace, conversation, agent):
+            if view.covers not in ids:
+                continue
+            now = "in force" if view.covers == in_force.covers and view.trigger == in_force.trigger else "earlier"
+            if view.trigger == "harness":
+                text = f"{agent}: the harness compacted here ({now}): the {ids.index(view.covers) + 1:,} messages up to here are not sent"
+            else:
+                pages = f", {view.pages} page(s)" if view.pages else ""
+                text = f"{agent}: {len(view.messages)} messages stand for {ids.index(view.covers) + 1}{pages} ({view.trigger}, {now})"
+            notes.setdefault(view.covers, []).append(text)
+    return {covers: "<- compacted up to here (" + "; ".join(texts) + ")" for covers, texts in notes.items()}

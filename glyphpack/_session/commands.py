@@ -14,6 +14,7 @@ from typing import Any
 from .._compaction.cost import token_bars
 from .._errors import UsageError
 from .._history.export import draw_tree, short_id
+from .._history.view import compaction_notes
 from .._types import public
 
 Session = Any
@@ -90,7 +91,7 @@ def _tree(session: Session, args: list[str]) -> CommandResult:
     if args not in ([], ["all"]):
         raise UsageError("usage: /tree [all] (all: every message, long plain runs not counted on one line)")
     tree = session.workspace.tree
-    lines = draw_tree(tree, session.conversation, collapse=not args)
+    lines = draw_tree(tree, session.conversation, collapse=not args, notes=compaction_notes(session.workspace, session.conversation))
     return CommandResult("/tree", "\n".join(lines), {"nodes": len(tree.nodes(session.conversation))})
 
 
