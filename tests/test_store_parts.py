@@ -461,7 +461,7 @@ def test_agent_names_from_a_file_become_ids(tmp_path):
 
 
 def test_checkpoints_rewind_branch_fork_and_delete_say_what_they_cannot_do(workspace):
-    from glyphpack import HistoryError, ToolCall
+    from glyphpack import HistoryError, ToolCall, ToolResult
 
     first = history(2)
     workspace.save("c", "a", first, revision=0)
@@ -473,7 +473,13 @@ def test_checkpoints_rewind_branch_fork_and_delete_say_what_they_cannot_do(works
     workspace.save("c", "a", calling[: len(first) + 1], revision=workspace.load("c", "a").revision)
     workspace.tree.append("c", calling[-1])
     call_id = calling[-1].id
-    assert _refused(lambda: workspace.branch("c", "a", call_id)) == f"message {call_id!r} has tool calls without results: branch to a turn boundary"
+    before = calling[len(first)].id  # the user's message: a boundary; no results under the call yet
+    assert _refused(lambda: workspace.branch("c", "a", call_id)) == (
+        f"message {call_id!r} has tool calls without results: branch to a turn boundary (nearest: before it, {before})")
+    results = Message("tool", (ToolResult("t1", (Text("one"),)), ToolResult("t2", (Text("two"),))))
+    workspace.tree.add_paths("c", [[*calling, results]], tip=workspace.tree.tip("c"))
+    assert _refused(lambda: workspace.branch("c", "a", call_id)) == (
+        f"message {call_id!r} has tool calls without results: branch to a turn boundary (nearest: after it, {results.id} (its results); before it, {before})")
     with pytest.raises(HistoryError) as raised:
         workspace.fork("c", "a", at=call_id)
     assert str(raised.value) == (f"cannot fork 'c' at {call_id!r}: it is mid-turn (calls t1, t2 have no results there); "

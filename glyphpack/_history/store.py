@@ -49,6 +49,16 @@ FORMAT = "glyphpack-transcript"
 FORMAT_VERSION = 1
 
 
+def _nearest_boundaries(tree: SessionTree, path: Sequence[Message]) -> str:
+    """The turn boundaries nearest the last message of ``path`` (one that made calls):
+    the message with their results after it, and the last boundary before it."""
+    near = [f"after it, {child.id} (its results)" for child in tree.children(path[-1].id) if not pending_calls([*path, child])][:1]
+    before = next((m.id for n, m in zip(range(len(path) - 2, -1, -1), reversed(path[:-1])) if not pending_calls(path[: n + 1])), None)
+    if before is not None:
+        near.append(f"before it, {before}")
+    return f" (nearest: {'; '.join(near)})" if near else ""
+
+
 def _agent_names(session: ImportedSession) -> list[str]:
     """The agent id each of an imported session's agents is stored under: its name made
     an id, names that clean to one id ("sub/1", "sub-1") made distinct."""
@@ -1006,7 +1016,8 @@ class Workspace:
         target = tree.find(conversation, message_id)
         path = tree.path_to(target)
         if path and path[-1].tool_calls:
-            raise StoreError(f"message {message_id!r} has tool calls without results: branch to a turn boundary")
+            raise StoreError(f"message {message_id!r} has tool calls without results: branch to a turn boundary"
+                             + _nearest_boundaries(tree, path))
         loaded = self.load(conversation, agent)
         labels = self._on_path(self._labels(conversation, loaded), path)  # a checkpoint on the path comes back
         current = revision if revision is not None else loaded.revision
