@@ -201,3 +201,51 @@ def test_a_handoff_target_is_compacted_and_offered_recall_and_server_state_is_re
     with pytest.raises(UsageError, match="pass session=<this GlyphpackSession> to Runner.run"):
         asyncio.run(Runner.run(wrapped, "Hi", previous_response_id="resp_123"))
     session.close()
+
+
+def test_one_agent_serves_many_sessions_each_run_in_its_own(tmp_path):
+    """The SDK's pattern is one agent and a session per conversation; ``session.agent()``
+    bound the agent to one. ``compacting_agent`` sends each run through the session the
+    run is given: three conversations interleaved, each holding exactly its own tool
+    outputs; two runs at once stay apart; a new session object resumes each from the
+    workspace."""
+    from glyphpack.adapters.openai_agents import compacting_agent
+
+    names = ("alpha", "bravo", "charlie")
+    order = [name for _ in range(2) for name in names]
+    script_ = [turn for n, name in enumerate(order)
+               for turn in (Turn(text=f"{name} reads", calls=(("read_file", {"path": f"mod_{n:02d}.py"}),)), Turn(text=f"{name} answered"))]
+    fake = FakeModel(script_)
+    agent = compacting_agent(coder(fake))
+    sessions = {name: GlyphpackSession(tmp_path / "ws", name, model=MODEL) for name in names}
+    for n, name in enumerate(order):
+        result = asyncio.run(Runner.run(agent, f"{name} question {n}", session=sessions[name]))
+        assert result.final_output == f"{name} answered"
+    for name, session in sessions.items():
+        outputs = [r.text for m in session.glyphpack.messages for r in m.tool_results]
+        assert outputs == [module_text(f"mod_{n:02d}.py") for n, other in enumerate(order) if other == name]
+        assert [m.text for m in session.glyphpack.messages if m.role == "user"] == [f"{name} question {n}" for n, o in enumerate(order) if o == name]
+    # Two runs at once, each in its own task: each session keeps its own words.
+    together = FakeModel([Turn(text="noted")])
+    both = compacting_agent(coder(together))
+
+    async def at_once() -> None:
+        await asyncio.gather(*(Runner.run(both, f"{name} at once", session=sessions[name]) for name in ("alpha", "bravo")))
+
+    asyncio.run(at_once())
+    for name in ("alpha", "bravo"):
+        said = [m.text for m in sessions[name].glyphpack.messages if m.role == "user"]
+        assert said[-1] == f"{name} at once" and not any("at once" in text for text in said[:-1])
+    for session in sessions.values():
+        session.close()
+    # A new session object on the workspace resumes each conversation where it stood.
+    again = FakeModel([Turn(text="resumed")])
+    agent = compacting_agent(coder(again))
+    for name in names:
+        resumed = GlyphpackSession(tmp_path / "ws", name, model=MODEL)
+        asyncio.run(Runner.run(agent, "go on", session=resumed))
+        sent = json.dumps(again.requests[-1]["input"])
+        assert f"{name} question" in sent and not any(f"{other} question" in sent for other in names if other != name)
+        resumed.close()
+    with pytest.raises(UsageError, match="run the agent with session=<a GlyphpackSession>"):
+        asyncio.run(Runner.run(compacting_agent(coder(FakeModel([Turn(text="x")]))), "no session"))

@@ -1,24 +1,27 @@
 """The OpenAI Agents SDK (``openai-agents``) over a glyphpack workspace.
 
     from agents import Agent, Runner
-    from glyphpack.adapters.openai_agents import GlyphpackSession
+    from glyphpack.adapters.openai_agents import GlyphpackSession, compacting_agent
 
+    agent = compacting_agent(Agent(name="coder", instructions="You fix bugs.", tools=[read_file]))
     session = GlyphpackSession("runs/ws", "task-42", model="gpt-5.4")
-    agent = session.agent(Agent(name="coder", instructions="You fix bugs.", tools=[read_file]))
     result = await Runner.run(agent, "fix the failing test", session=session)
 
-``GlyphpackSession`` is the SDK's ``Session``: the runner's items go into the
-workspace's transcript (saved at turn boundaries, so a run resumed in a new process
-sends what the first would have), and ``get_items`` returns the compacted view in the
-SDK's item shapes. ``session.agent(agent)`` gives the agent a model that sends every
-request through the session (compacting at the threshold, learning the provider's
-counts, recovering from "too long" and sending again) and the ``glyphpack_recall``
-tool, which the runner executes like any function tool. The framework package is
+``GlyphpackSession`` is the SDK's ``Session``, one per conversation: the runner's items
+go into the workspace's transcript (saved at turn boundaries, so a run resumed in a new
+process sends what the first would have), and ``get_items`` returns the compacted view
+in the SDK's item shapes. ``compacting_agent(agent)`` gives the agent, and every agent
+its handoffs reach, a model that sends every request through the session its run is
+given (compacting at the threshold, learning the provider's counts, recovering from
+"too long" and sending again) and the ``glyphpack_recall`` tool, which the runner
+executes like any function tool; one agent object serves every conversation
+(``session.agent(agent)`` binds one to a session). The framework package is
 imported here only (``pip install 'glyphpack[openai-agents]'``).
 """
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import json
 import os
@@ -103,7 +106,9 @@ class GlyphpackSession:
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The compacted view in force (the whole history before any compaction), as
         Responses input items, with any items of an unfinished turn; the newest
-        ``limit`` when given."""
+        ``limit`` when given. The runner reads it as a run starts: from then on that
+        run's model calls go through this session (``compacting_agent``)."""
+        _RUNNING.set(self)
         view, _ = self.glyphpack.request_view()
         _, items = to_openai_responses(view)
         items = [*items, *self._held]
@@ -111,6 +116,7 @@ class GlyphpackSession:
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Keep the runner's new items; saved once their turn's calls are all answered."""
+        _RUNNING.set(self)
         held = [*self._held, *(_plain(item) for item in items)]
         # The longest run of whole messages that ends at a turn boundary is saved now.
         for cut in range(len(held), 0, -1):
@@ -165,42 +171,11 @@ class GlyphpackSession:
     def recall_tool(self) -> FunctionTool:
         """``glyphpack_recall`` as a function tool the runner executes: what a
         compaction's note names comes back exactly from the stored transcript."""
-
-        async def invoke(context: RunContextWrapper[Any], arguments: str) -> Any:
-            try:
-                parsed = json.loads(arguments or "{}")
-            except json.JSONDecodeError as exc:
-                return f"[error] the arguments are not JSON: {exc}"
-            text, images, is_error = recall_answer(self.glyphpack, parsed if isinstance(parsed, dict) else {})
-            if is_error:
-                return f"[error] {text}"
-            return [ToolOutputText(text=text), *(ToolOutputImage(image_url=image_url(i)) for i in images)] if images else text
-
-        return FunctionTool(
-            name=RECALL_TOOL, description=RECALL_DESCRIPTION, params_json_schema=dict(RECALL_PARAMETERS),
-            on_invoke_tool=invoke, strict_json_schema=False,
-        )
+        return _recall_tool(self)
 
     def agent(self, agent: Agent[Any], model: Model | None = None) -> Agent[Any]:
-        """``agent`` sending through this session, with the recall tool added (when
-        recall is on), and so is every agent a run can reach from it by handoffs (an
-        ``Agent`` listed, or one a ``Handoff`` returns). ``model`` defaults to each
-        agent's own (a name is resolved by the SDK's default provider)."""
-        wrapped: dict[int, Agent[Any]] = {}
-
-        def wrap(each: Agent[Any], given: Model | None) -> Agent[Any]:
-            if id(each) in wrapped:  # handoffs may lead back: each agent wrapped once
-                return wrapped[id(each)]
-            inner = given or each.model
-            if not isinstance(inner, Model):
-                inner = MultiProvider().get_model(inner if isinstance(inner, str) else self.glyphpack.model)
-            tools = [*each.tools, self.recall_tool] if self.glyphpack.recall_enabled else list(each.tools)
-            clone = each.clone(model=CompactingModel(inner, self), tools=tools)
-            wrapped[id(each)] = clone
-            clone.handoffs = [wrap(h, None) if isinstance(h, Agent) else _wrapped_handoff(h, lambda a: wrap(a, None)) for h in each.handoffs]
-            return clone
-
-        return wrap(agent, model)
+        """``agent`` sending through this session (``compacting_agent`` bound to it)."""
+        return _wrapped(agent, model, self, self.glyphpack.recall_enabled)
 
     def model_input(self, given: str | list[TResponseInputItem]) -> list[TResponseInputItem]:
         """What to send in place of the runner's ``given`` input: the session's request
@@ -228,6 +203,70 @@ class GlyphpackSession:
         self.glyphpack.close()
 
 
+#: The session of the run in progress (each run is its own task, its own context): set
+#: when the runner reads or keeps its items.
+_RUNNING: contextvars.ContextVar[GlyphpackSession | None] = contextvars.ContextVar("glyphpack_agents_session", default=None)
+
+
+def _session_of(bound: GlyphpackSession | None) -> GlyphpackSession:
+    session = bound or _RUNNING.get()
+    if session is None:
+        raise UsageError(f"{FRAMEWORK}: run the agent with session=<a GlyphpackSession> (Runner.run(agent, input, session=...))")
+    return session
+
+
+def compacting_agent(agent: Agent[Any], model: Model | None = None, *, recall: bool = True) -> Agent[Any]:
+    """``agent`` sending through whichever ``GlyphpackSession`` its run is given
+    (``Runner.run(agent, input, session=...)``), so one agent object serves every
+    conversation, as the SDK's sessions are meant: each run compacts, recovers and
+    recalls in its own session. Every agent a run can reach by handoffs goes the same
+    way; ``recall``: add the recall tool (a session that has recall off answers it
+    with an error)."""
+    return _wrapped(agent, model, None, recall)
+
+
+def _wrapped(agent: Agent[Any], model: Model | None, bound: GlyphpackSession | None, recall: bool) -> Agent[Any]:
+    """``agent`` and every agent its handoffs reach (an ``Agent`` listed, or one a
+    ``Handoff`` returns) sending through ``bound`` (None: the run's session), with the
+    recall tool added when ``recall``. ``model`` defaults to each agent's own (a name is
+    resolved by the SDK's default provider)."""
+    wrapped: dict[int, Agent[Any]] = {}
+    tool = _recall_tool(bound)
+
+    def wrap(each: Agent[Any], given: Model | None) -> Agent[Any]:
+        if id(each) in wrapped:  # handoffs may lead back: each agent wrapped once
+            return wrapped[id(each)]
+        inner = given or each.model
+        if not isinstance(inner, Model):
+            named = inner if isinstance(inner, str) else bound.glyphpack.model if bound is not None else None
+            inner = MultiProvider().get_model(named)
+        clone = each.clone(model=CompactingModel(inner, bound), tools=[*each.tools, tool] if recall else list(each.tools))
+        wrapped[id(each)] = clone
+        clone.handoffs = [wrap(h, None) if isinstance(h, Agent) else _wrapped_handoff(h, lambda a: wrap(a, None)) for h in each.handoffs]
+        return clone
+
+    return wrap(agent, model)
+
+
+def _recall_tool(bound: GlyphpackSession | None) -> FunctionTool:
+    """``glyphpack_recall`` answered from ``bound``'s transcript (None: the run's session's)."""
+
+    async def invoke(context: RunContextWrapper[Any], arguments: str) -> Any:
+        try:
+            parsed = json.loads(arguments or "{}")
+        except json.JSONDecodeError as exc:
+            return f"[error] the arguments are not JSON: {exc}"
+        text, images, is_error = recall_answer(_session_of(bound).glyphpack, parsed if isinstance(parsed, dict) else {})
+        if is_error:
+            return f"[error] {text}"
+        return [ToolOutputText(text=text), *(ToolOutputImage(image_url=image_url(i)) for i in images)] if images else text
+
+    return FunctionTool(
+        name=RECALL_TOOL, description=RECALL_DESCRIPTION, params_json_schema=dict(RECALL_PARAMETERS),
+        on_invoke_tool=invoke, strict_json_schema=False,
+    )
+
+
 def _wrapped_handoff(handoff: Handoff[Any, Any], wrap: Callable[[Agent[Any]], Agent[Any]]) -> Handoff[Any, Any]:
     """``handoff`` handing over to its agent sending through the session (``wrap``)."""
     invoke = handoff.on_invoke_handoff
@@ -243,26 +282,33 @@ class CompactingModel(Model):
     the runner's input, and on a "too long" rejection compacts further and sends again
     (``Session.recover`` escalates, then raises: it never loops)."""
 
-    def __init__(self, model: Model, session: GlyphpackSession):
+    def __init__(self, model: Model, session: GlyphpackSession | None = None):
         self.model = model
-        self.session = session
+        self.bound = session
+
+    @property
+    def session(self) -> GlyphpackSession:
+        """The session this model sends through: the one it was bound to, else the run's."""
+        return _session_of(self.bound)
 
     async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> ModelResponse:
+        session = self.session
         while True:
-            sent = self.session.model_input(input)
+            sent = session.model_input(input)
             try:
                 response = await self.model.get_response(system_instructions, sent, *args, **kwargs)
             except Exception as error:
                 if parse_overflow(error) is None:
                     raise
-                self.session.glyphpack.recover(error)
+                session.glyphpack.recover(error)
                 continue
-            self.session.measured(response)
+            session.measured(response)
             return response
 
     async def stream_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
+        session = self.session
         while True:
-            sent = self.session.model_input(input)
+            sent = session.model_input(input)
             started = False
             try:
                 async for event in self.model.stream_response(system_instructions, sent, *args, **kwargs):
@@ -270,13 +316,13 @@ class CompactingModel(Model):
                     yield event
                     response = getattr(event, "response", None)
                     if getattr(event, "type", "") == "response.completed" and response is not None and response.usage:
-                        self.session.glyphpack.measured(response.usage.input_tokens)
+                        session.glyphpack.measured(response.usage.input_tokens)
                 return
             except Exception as error:
                 # Once an event went out the runner holds part of an answer: not retried here.
                 if started or parse_overflow(error) is None:
                     raise
-                self.session.glyphpack.recover(error)
+                session.glyphpack.recover(error)
 
     async def close(self) -> None:
         close = getattr(self.model, "close", None)
@@ -284,4 +330,4 @@ class CompactingModel(Model):
             await close()
 
 
-__all__ = ["CompactingModel", "GlyphpackSession"]
+__all__ = ["CompactingModel", "GlyphpackSession", "compacting_agent"]
