@@ -157,3 +157,38 @@ def test_an_openai_model_on_responses_as_pydantic_ai_2_makes_it_is_compacted_and
     assert sum(len(m.tool_results) for m in memory.session.messages) == 11
     assert len(json.dumps(fake.requests[-1]["input"])) < 0.8 * len(json.dumps(glyphpack.to_openai_responses(memory.session.messages)[1]))
     memory.close()
+
+
+def test_one_capability_serves_each_conversation_by_its_id(tmp_path):
+    """The capability was bound to one conversation, while a module-level agent serves
+    many: each run is now kept in its own (Pydantic AI's ``conversation_id``, given or
+    inherited from the history it continues), each holding exactly its own outputs; a
+    new capability on the workspace goes on where each stood."""
+    names = ("alpha", "bravo", "charlie")
+    order = [name for _ in range(2) for name in names]
+    script_ = [turn for n, name in enumerate(order)
+               for turn in (Turn(text=f"{name} reads", calls=(("read_file", {"path": f"mod_{n:02d}.py"}),)), Turn(text=f"{name} answered"))]
+    fake = FakeModel(script_)
+    memory = GlyphpackHistory(tmp_path / "ws")
+    agent = Agent(chat_model(fake), tools=[read_file], capabilities=[memory])
+    histories: dict[str, Any] = {}
+    for n, name in enumerate(order):
+        if name in histories:  # continued: the id comes with the history
+            result = agent.run_sync(f"{name} question {n}", message_history=histories[name])
+        else:
+            result = agent.run_sync(f"{name} question {n}", conversation_id=name)
+        assert result.output == f"{name} answered"
+        histories[name] = result.all_messages()
+    for name in names:
+        stored = memory.workspace.load(name, "agent").messages
+        assert [r.text for m in stored for r in m.tool_results] == [module_text(f"mod_{n:02d}.py") for n, o in enumerate(order) if o == name]
+        assert [m.text for m in stored if m.role == "user"] == [f"{name} question {n}" for n, o in enumerate(order) if o == name]
+    memory.close()
+    again = FakeModel([Turn(text="resumed")])
+    memory = GlyphpackHistory(tmp_path / "ws")
+    agent = Agent(chat_model(again), tools=[read_file], capabilities=[memory])
+    agent.run_sync("go on", message_history=histories["bravo"])
+    sent = json.dumps(again.requests[-1]["messages"])
+    assert "bravo question" in sent and "alpha question" not in sent and "charlie question" not in sent
+    assert [m.text for m in memory.workspace.load("bravo", "agent").messages if m.role == "user"][-1] == "go on"
+    memory.close()

@@ -3,9 +3,9 @@
     from pydantic_ai import Agent
     from glyphpack.adapters.pydantic_ai import GlyphpackHistory
 
-    memory = GlyphpackHistory("runs/ws", "task-42")
+    memory = GlyphpackHistory("runs/ws")
     agent = Agent("openai:gpt-5.4", tools=[read_file], capabilities=[memory])
-    result = agent.run_sync("fix the failing test", message_history=previous)
+    result = agent.run_sync("fix the failing test", conversation_id="task-42")
 
 Before each attempt at a model request (``prepare_model_request``) the capability stores
 the run's messages it has not stored yet (at turn boundaries, in the workspace's
@@ -202,13 +202,16 @@ def _api_of(model: object, otherwise: Api) -> Api:
 
 
 class GlyphpackHistory(AbstractCapability[Any]):
-    """A Pydantic AI capability keeping one (conversation, agent) of a glyphpack workspace.
+    """A Pydantic AI capability keeping each conversation of an agent in a glyphpack
+    workspace: each run's own (Pydantic AI's ``conversation_id``: passed to the run, or
+    inherited from the message history it continues), or the one ``conversation`` given.
 
     Args:
         workspace: a folder (created if new), a PostgreSQL URL or an open ``Workspace``.
-        conversation: the conversation.
+        conversation: the one conversation every run keeps (default: each run's
+            ``conversation_id``).
         model: the model id the agent runs (page geometry, window and prices; default:
-            the agent's own, read at its first request).
+            the agent's own, read at each run's first request).
         agent: the glyphpack agent the transcript belongs to (default ``"agent"``).
         api: the provider API the model talks (default: the one the run's model class
             talks, read at each request: Responses for ``openai:`` models).
@@ -218,7 +221,7 @@ class GlyphpackHistory(AbstractCapability[Any]):
     def __init__(
         self,
         workspace: str | os.PathLike[str] | Workspace,
-        conversation: str,
+        conversation: str | None = None,
         *,
         model: str | None = None,
         agent: str = "agent",
@@ -228,36 +231,54 @@ class GlyphpackHistory(AbstractCapability[Any]):
         threshold: int | None = None,
         recall: bool = True,
     ):
-        self._open: dict[str, Any] = {"workspace": workspace, "conversation": conversation, "agent": agent, "api": api,
-                                      "summarizer": summarizer, "context_window": context_window, "threshold": threshold, "recall": recall}
+        self._owns_workspace = not isinstance(workspace, Workspace)
+        self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+        self.conversation = conversation
+        self._open: dict[str, Any] = {"agent": agent, "api": api, "summarizer": summarizer, "context_window": context_window,
+                                      "threshold": threshold, "recall": recall}
+        self._model = model
         self._recall = recall
         self._api_given = api is not None
-        self._session: Session | None = None
+        self.sessions: dict[str, Session] = {}
+        self._last: Session | None = None
         self.api: Api = api or "openai-responses"
-        if model is not None:  # else the agent's own, read at its first request
-            self._start(model)
+        if conversation is not None and model is not None:  # a bad id or model is said now
+            self.session_for(conversation, model)
 
-    def _start(self, model: str) -> Session:
-        """Open the session for ``model`` (once)."""
-        if self._session is None:
-            self._session, self.api = open_framework_session(model=model, **self._open)
-        return self._session
+    def session_for(self, conversation: str, model: str) -> Session:
+        """The glyphpack session of ``conversation``, opened on first use (from the
+        workspace: a conversation continued in a new process goes on where it stood)."""
+        if conversation not in self.sessions:
+            self.sessions[conversation], api = open_framework_session(self.workspace, conversation, model=self._model or model, **self._open)
+            self.api = self.api if self._api_given else api
+        return self.sessions[conversation]
+
+    def _run_session(self, ctx: RunContext[Any]) -> Session:
+        """The session of the run ``ctx`` is of; its model the one given, else the run's."""
+        conversation = self.conversation or ctx.conversation_id
+        if not conversation:
+            raise UsageError(f"{FRAMEWORK}: the run has no conversation_id: pass conversation_id=... to the run, or give GlyphpackHistory one")
+        self._last = self.session_for(conversation, ctx.model.model_name)
+        return self._last
 
     @property
     def session(self) -> Session:
-        """The glyphpack session (open once a model is known: given, or the run's)."""
-        if self._session is None:
+        """The session of the conversation given, else of the last run's."""
+        if self.conversation is not None and self.conversation in self.sessions:
+            return self.sessions[self.conversation]
+        if self._last is None:
             raise UsageError(f"{FRAMEWORK}: no model is known yet: pass model=... or run the agent once")
-        return self._session
+        return self._last
 
     def get_toolset(self) -> FunctionToolset[Any] | None:
-        """``glyphpack_recall``: what a compaction's note names comes back exactly."""
+        """``glyphpack_recall``: what a compaction's note names comes back exactly, from
+        the transcript of the run that calls it."""
         if not self._recall:
             return None
         toolset: FunctionToolset[Any] = FunctionToolset()
 
-        def glyphpack_recall(ref: str, page: int = 1) -> str | list[Any]:
-            text, images, is_error = recall_answer(self.session, {"ref": ref, "page": page})
+        def glyphpack_recall(ctx: RunContext[Any], ref: str, page: int = 1) -> str | list[Any]:
+            text, images, is_error = recall_answer(self._run_session(ctx), {"ref": ref, "page": page})
             if is_error:
                 return f"[error] {text}"
             return [text, *(_image(i) for i in images)] if images else text
@@ -265,33 +286,38 @@ class GlyphpackHistory(AbstractCapability[Any]):
         toolset.add_function(glyphpack_recall, name=RECALL_TOOL, description=RECALL_DESCRIPTION)
         return toolset
 
-    def sent_messages(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    def sent_messages(self, messages: Sequence[ModelMessage], session: Session | None = None) -> list[ModelMessage]:
         """Store what of the run's ``messages`` is new, and return what to send in their
-        place (the session's view, compacted at the threshold)."""
-        store_turns(self.session, unsaved_suffix(self.session, from_pydantic_ai(messages), FRAMEWORK))
-        return to_pydantic_ai(self.session.next_view(self.api))
+        place (the view of ``session``, default ``self.session``, compacted at the threshold)."""
+        session = session or self.session
+        store_turns(session, unsaved_suffix(session, from_pydantic_ai(messages), FRAMEWORK))
+        return to_pydantic_ai(session.next_view(self.api))
 
     async def prepare_model_request(self, ctx: RunContext[Any], request_context: ModelRequestContext) -> ModelRequestContext:
-        self._start(ctx.model.model_name)
+        session = self._run_session(ctx)
         if not self._api_given:
             self.api = _api_of(ctx.model, self.api)
-        request_context.messages = self.sent_messages(ctx.messages)
+        request_context.messages = self.sent_messages(ctx.messages, session)
         return request_context
 
     async def on_model_request_error(self, ctx: RunContext[Any], *, request_context: ModelRequestContext, error: Exception) -> ModelResponse:
-        recover_or_raise(self.session, error)
+        recover_or_raise(self._run_session(ctx), error)
         raise RetryModelRequest()
 
     async def after_model_request(self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse) -> ModelResponse:
+        session = self._run_session(ctx)
         if response.usage.input_tokens:
-            self.session.measured(response.usage.input_tokens)
+            session.measured(response.usage.input_tokens)
         if not response.tool_calls:  # an answer that ends the turn; one with calls is stored with its results
-            store_turns(self.session, unsaved_suffix(self.session, from_pydantic_ai([*ctx.messages, response]), FRAMEWORK))
+            store_turns(session, unsaved_suffix(session, from_pydantic_ai([*ctx.messages, response]), FRAMEWORK))
         return response
 
     def close(self) -> None:
-        if self._session is not None:
-            self._session.close()
+        for session in self.sessions.values():
+            session.close()
+        self.sessions.clear()
+        if self._owns_workspace:
+            self.workspace.close()
 
 
 __all__ = ["GlyphpackHistory", "from_pydantic_ai", "to_pydantic_ai"]
