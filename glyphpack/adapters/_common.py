@@ -4,6 +4,7 @@ one, and the recall tool's answer as text and images."""
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -22,24 +23,44 @@ from .._types import Api
 NATIVE_API: dict[str, Api] = {"anthropic": "anthropic", "openai": "openai-chat", "google": "gemini"}
 
 
-def open_framework_session(
-    workspace: str | os.PathLike[str] | Workspace,
-    conversation: str,
-    agent: str,
-    *,
-    model: str,
-    api: Api | None,
-    summarizer: Summarizer | Callable[[str], str] | str | None,
-    context_window: int | None,
-    threshold: int | None,
-    recall: bool,
-) -> tuple[Session, Api]:
-    """The glyphpack session an adapter keeps, and the API its requests are shaped like
-    (``api``, else the model's provider's own: ``framework_api``)."""
-    session = open_session(
-        workspace, conversation, agent, model=model, summarizer=summarizer, context_window=context_window, threshold=threshold, recall=recall
-    )
-    return session, framework_api(model, api)
+class FrameworkSessions:
+    """The glyphpack sessions an adapter keeps, one per conversation of a framework's
+    agent (a LangGraph thread, a Pydantic AI conversation id), in one workspace: opened
+    here from a location (and closed with ``close``), or the open one given.
+
+    ``agent``: the transcripts' agent; the rest as ``glyphpack.open_session``."""
+
+    def __init__(
+        self,
+        workspace: str | os.PathLike[str] | Workspace,
+        *,
+        agent: str,
+        summarizer: Summarizer | Callable[[str], str] | str | None,
+        context_window: int | None,
+        threshold: int | None,
+        recall: bool,
+    ):
+        self._owns_workspace = not isinstance(workspace, Workspace)
+        self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+        self.agent = agent
+        self._options: dict[str, Any] = {"summarizer": summarizer, "context_window": context_window, "threshold": threshold, "recall": recall}
+        self.sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()
+
+    def open(self, conversation: str, model: str) -> Session:
+        """``conversation``'s session, opened on first use from the workspace (so a
+        conversation continued in a new process goes on where it stood)."""
+        with self._lock:
+            if conversation not in self.sessions:
+                self.sessions[conversation] = open_session(self.workspace, conversation, self.agent, model=model, **self._options)
+            return self.sessions[conversation]
+
+    def close(self) -> None:
+        for session in self.sessions.values():
+            session.close()
+        self.sessions.clear()
+        if self._owns_workspace:
+            self.workspace.close()
 
 
 def framework_api(model: str, api: Api | None) -> Api:
@@ -104,4 +125,4 @@ def recall_answer(session: Session, arguments: Mapping[str, Any]) -> tuple[str, 
     return text, images, recalled.is_error
 
 
-__all__ = ["NATIVE_API", "RECALL_TOOL", "open_framework_session", "recall_answer", "recover_or_raise", "same_content", "store_turns", "unsaved_suffix"]
+__all__ = ["NATIVE_API", "RECALL_TOOL", "FrameworkSessions", "framework_api", "recall_answer", "recover_or_raise", "same_content", "store_turns", "unsaved_suffix"]

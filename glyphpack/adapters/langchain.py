@@ -26,7 +26,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -42,7 +41,7 @@ from .._history.recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, RECALL_TOOL
 from .._history.store import Workspace
 from .._session.session import Session
 from .._types import Api
-from ._common import framework_api, open_framework_session, recall_answer, recover_or_raise, store_turns, unsaved_suffix
+from ._common import FrameworkSessions, framework_api, recall_answer, recover_or_raise, store_turns, unsaved_suffix
 
 FRAMEWORK = "LangChain"
 
@@ -187,15 +186,12 @@ class GlyphpackMiddleware(AgentMiddleware):
         recall: bool = True,
     ):
         super().__init__()
-        self._owns_workspace = not isinstance(workspace, Workspace)
-        self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+        self._sessions = FrameworkSessions(workspace, agent=agent, summarizer=summarizer, context_window=context_window,
+                                           threshold=threshold, recall=recall)
+        self.workspace = self._sessions.workspace
         self.conversation = conversation
-        self._options: dict[str, Any] = {"model": model, "api": api, "summarizer": summarizer, "context_window": context_window,
-                                         "threshold": threshold, "recall": recall}
-        self._agent = agent
-        self.sessions: dict[str, Session] = {}
+        self.model = model
         self.api: Api = framework_api(model, api)
-        self._lock = threading.Lock()
         if conversation is not None:
             self.session_for(conversation)  # a bad conversation id is said now
         self.tools: list[BaseTool] = [self.recall_tool()] if recall else []
@@ -203,11 +199,7 @@ class GlyphpackMiddleware(AgentMiddleware):
     def session_for(self, conversation: str) -> Session:
         """The glyphpack session of thread ``conversation``, opened on first use (from
         the workspace: a thread resumed in a new process goes on where it stood)."""
-        with self._lock:
-            if conversation not in self.sessions:
-                session, _ = open_framework_session(self.workspace, conversation, self._agent, **self._options)
-                self.sessions[conversation] = session
-            return self.sessions[conversation]
+        return self._sessions.open(conversation, self.model)
 
     @property
     def session(self) -> Session:
@@ -270,11 +262,7 @@ class GlyphpackMiddleware(AgentMiddleware):
             return response
 
     def close(self) -> None:
-        for session in self.sessions.values():
-            session.close()
-        self.sessions.clear()
-        if self._owns_workspace:
-            self.workspace.close()
+        self._sessions.close()
 
 
 __all__ = ["GlyphpackMiddleware", "from_langchain", "to_langchain"]

@@ -57,7 +57,7 @@ from .._history.recall import RECALL_DESCRIPTION, RECALL_TOOL
 from .._history.store import Workspace
 from .._session.session import Session
 from .._types import Api
-from ._common import open_framework_session, recall_answer, recover_or_raise, store_turns, unsaved_suffix
+from ._common import FrameworkSessions, framework_api, recall_answer, recover_or_raise, store_turns, unsaved_suffix
 
 FRAMEWORK = "Pydantic AI"
 
@@ -231,27 +231,23 @@ class GlyphpackHistory(AbstractCapability[Any]):
         threshold: int | None = None,
         recall: bool = True,
     ):
-        self._owns_workspace = not isinstance(workspace, Workspace)
-        self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+        self._sessions = FrameworkSessions(workspace, agent=agent, summarizer=summarizer, context_window=context_window,
+                                           threshold=threshold, recall=recall)
+        self.workspace = self._sessions.workspace
         self.conversation = conversation
-        self._open: dict[str, Any] = {"agent": agent, "api": api, "summarizer": summarizer, "context_window": context_window,
-                                      "threshold": threshold, "recall": recall}
         self._model = model
         self._recall = recall
         self._api_given = api is not None
-        self.sessions: dict[str, Session] = {}
         self._last: Session | None = None
-        self.api: Api = api or "openai-responses"
+        self.api: Api = api or (framework_api(model, None) if model else "openai-responses")
         if conversation is not None and model is not None:  # a bad id or model is said now
             self.session_for(conversation, model)
 
     def session_for(self, conversation: str, model: str) -> Session:
         """The glyphpack session of ``conversation``, opened on first use (from the
-        workspace: a conversation continued in a new process goes on where it stood)."""
-        if conversation not in self.sessions:
-            self.sessions[conversation], api = open_framework_session(self.workspace, conversation, model=self._model or model, **self._open)
-            self.api = self.api if self._api_given else api
-        return self.sessions[conversation]
+        workspace: a conversation continued in a new process goes on where it stood);
+        its model the one given to the capability, else ``model``."""
+        return self._sessions.open(conversation, self._model or model)
 
     def _run_session(self, ctx: RunContext[Any]) -> Session:
         """The session of the run ``ctx`` is of; its model the one given, else the run's."""
@@ -264,8 +260,8 @@ class GlyphpackHistory(AbstractCapability[Any]):
     @property
     def session(self) -> Session:
         """The session of the conversation given, else of the last run's."""
-        if self.conversation is not None and self.conversation in self.sessions:
-            return self.sessions[self.conversation]
+        if self.conversation is not None and self.conversation in self._sessions.sessions:
+            return self._sessions.sessions[self.conversation]
         if self._last is None:
             raise UsageError(f"{FRAMEWORK}: no model is known yet: pass model=... or run the agent once")
         return self._last
@@ -313,11 +309,7 @@ class GlyphpackHistory(AbstractCapability[Any]):
         return response
 
     def close(self) -> None:
-        for session in self.sessions.values():
-            session.close()
-        self.sessions.clear()
-        if self._owns_workspace:
-            self.workspace.close()
+        self._sessions.close()
 
 
 __all__ = ["GlyphpackHistory", "from_pydantic_ai", "to_pydantic_ai"]
