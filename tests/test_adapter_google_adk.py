@@ -129,3 +129,33 @@ def test_calls_without_ids_keep_theirs_and_outputs_are_stored_as_the_tool_return
     ids = [c.id for m in session.messages for c in m.tool_calls]
     assert len(ids) == len(set(ids)) == 11
     service.close()
+
+
+def test_a_run_streamed_as_server_sent_events_is_compacted_recalls_and_recovers(tmp_path, monkeypatch):
+    """ADK's SSE streaming mode: the model's partial events reach the runner as they come,
+    and the run is the same loop (compaction, recall, the overflow at request 9 compacted
+    and sent again; the retry's answer arrives whole, the callback's one response)."""
+    from google.adk.agents.run_config import RunConfig, StreamingMode
+
+    monkeypatch.setenv("GOOGLE_API_KEY", "test")
+    fake = FakeModel(script(10, recall=True), faults={9: "overflow"})
+    service = GlyphpackSessionService(tmp_path / "ws", threshold=6_000, context_window=40_000)
+    with FakeUpstream(fake) as upstream:
+        agent = LlmAgent(name="coder", model=Gemini(model=MODEL, base_url=upstream.url), instruction="You read code and answer briefly.",
+                         tools=[read_file, service.recall_tool])
+        runner = Runner(app=App(name="app", root_agent=agent, plugins=[service.plugin]), session_service=service)
+
+        async def go() -> list[Any]:
+            await service.create_session(app_name="app", user_id="u", session_id="s1")
+            message = types.Content(role="user", parts=[types.Part(text="Read every module and tell me where the parser is.")])
+            config = RunConfig(streaming_mode=StreamingMode.SSE)
+            return [event async for event in runner.run_async(user_id="u", session_id="s1", new_message=message, run_config=config)]
+
+        events = asyncio.run(go())
+    assert any(event.partial for event in events)  # streamed
+    final = [e for e in events if not e.partial and e.content and e.content.parts and e.content.parts[0].text]
+    assert final[-1].content.parts[0].text == ANSWER
+    session = service.sessions[("s1", "coder")]
+    assert fake.statuses.count(400) == 1 and fake.statuses[-1] == 200 and session.view is not None
+    assert sum(len(m.tool_results) for m in session.messages) == 11
+    service.close()

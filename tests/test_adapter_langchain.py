@@ -193,3 +193,25 @@ def test_one_agent_serves_three_threads_interleaved_and_a_new_agent_resumes_each
     assert [len(memory.session_for(t).messages) for t in threads] == [3 * 4 + 2] * 3
     memory.close()
     connection.close()
+
+
+def test_a_streamed_agent_is_compacted_recalls_and_recovers_from_an_overflow(tmp_path):
+    """``agent.stream(..., stream_mode="messages")`` with a streaming chat model over HTTP:
+    tokens reach the caller, and the run is the same loop (compaction, recall, the
+    overflow at request 9 compacted and sent again)."""
+    from glyphpack.testing.fake import FakeUpstream
+
+    fake = FakeModel(script(10, recall=True), faults={9: "overflow"})
+    memory = GlyphpackMiddleware(tmp_path / "ws", "task-1", model=MODEL, threshold=6_000, context_window=40_000)
+    with FakeUpstream(fake) as upstream:
+        model = ChatOpenAI(model=MODEL, api_key="test", base_url=f"{upstream.url}/v1", max_retries=0, streaming=True,
+                           stream_usage=True)  # type: ignore[arg-type]  # the counts come in the last chunk when asked for
+        agent = create_agent(model, tools=[read_file], system_prompt="You read code and answer briefly.", middleware=[memory])
+        chunks = list(agent.stream({"messages": [{"role": "user", "content": "Read every module and tell me where the parser is."}]},
+                                   {"recursion_limit": 60}, stream_mode="messages"))
+    said = "".join(chunk.content for chunk, _ in chunks if isinstance(chunk.content, str) and chunk.type == "AIMessageChunk")
+    assert said.endswith(ANSWER) and len(chunks) > 20
+    assert all(body.get("stream") for body in fake.requests)
+    kept = memory.session.messages
+    check_the_loop(fake, memory.session, kept, json.dumps(fake.requests[-1]["messages"]), json.dumps(glyphpack.to_openai_chat(kept)))
+    memory.close()

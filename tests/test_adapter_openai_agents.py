@@ -249,3 +249,28 @@ def test_one_agent_serves_many_sessions_each_run_in_its_own(tmp_path):
         resumed.close()
     with pytest.raises(UsageError, match="run the agent with session=<a GlyphpackSession>"):
         asyncio.run(Runner.run(compacting_agent(coder(FakeModel([Turn(text="x")]))), "no session"))
+
+
+def test_a_streamed_run_is_compacted_recalls_and_recovers_from_an_overflow(tmp_path):
+    """``Runner.run_streamed``: the model's events reach the caller as they come, through
+    the same session (a compaction in force, the recall answered, the overflow at
+    request 9 compacted and sent again before any event went out)."""
+    from glyphpack.testing.fake import FakeUpstream
+
+    fake = FakeModel(script(10, recall=True), faults={9: "overflow"})
+    session = GlyphpackSession(tmp_path / "ws", "task-1", model=MODEL, threshold=6_000, context_window=40_000)
+
+    async def streamed(url: str) -> tuple[Any, int]:
+        model = OpenAIResponsesModel(MODEL, AsyncOpenAI(api_key="test", base_url=f"{url}/v1", max_retries=0))
+        agent = Agent(name="coder", instructions="You read code and answer briefly.", tools=[read_file], model=model)
+        result = Runner.run_streamed(session.agent(agent), "Read every module and tell me where the parser is.", session=session, max_turns=20)
+        events = [event async for event in result.stream_events()]
+        return result, len(events)
+
+    with FakeUpstream(fake) as upstream:  # over HTTP: the in-process transport does not stream
+        result, events = asyncio.run(streamed(upstream.url))
+    assert result.final_output == ANSWER and events > 20
+    assert all(body.get("stream") for body in fake.requests)
+    _, whole = glyphpack.to_openai_responses(session.glyphpack.messages)
+    check_the_loop(fake, session.glyphpack, session.glyphpack.messages, json.dumps(fake.requests[-1]["input"]), json.dumps(whole))
+    session.close()

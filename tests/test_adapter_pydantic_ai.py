@@ -192,3 +192,39 @@ def test_one_capability_serves_each_conversation_by_its_id(tmp_path):
     assert "bravo question" in sent and "alpha question" not in sent and "charlie question" not in sent
     assert [m.text for m in memory.workspace.load("bravo", "agent").messages if m.role == "user"][-1] == "go on"
     memory.close()
+
+
+def test_a_streamed_run_is_compacted_recalls_and_recovers_from_an_overflow(tmp_path):
+    """A run whose model requests stream (``event_stream_handler``) over HTTP: the deltas
+    reach the caller as they come, and the run is the same loop (compaction, recall, the
+    overflow at request 9 compacted and sent again)."""
+    import asyncio
+
+    from glyphpack.testing.fake import FakeUpstream
+
+    fake = FakeModel(script(10, recall=True), faults={9: "overflow"})
+    memory = GlyphpackHistory(tmp_path / "ws", "task-1", model=MODEL, threshold=6_000, context_window=40_000)
+
+    async def streamed(url: str) -> tuple[list[str], Any]:
+        client = AsyncOpenAI(api_key="test", base_url=f"{url}/v1", max_retries=0)
+        agent = Agent(OpenAIChatModel(MODEL, provider=OpenAIProvider(openai_client=client)), tools=[read_file],
+                      system_prompt="You read code and answer briefly.", capabilities=[memory])
+        pieces: list[str] = []
+
+        async def handler(ctx: Any, events: Any) -> None:  # every model request streamed, its deltas as they come
+            async for event in events:
+                delta = getattr(getattr(event, "delta", None), "content_delta", None)
+                if isinstance(delta, str):
+                    pieces.append(delta)
+
+        result = await agent.run("Read every module and tell me where the parser is.", event_stream_handler=handler)
+        assert result.output == ANSWER
+        return pieces, result.all_messages()
+
+    with FakeUpstream(fake) as upstream:
+        pieces, messages = asyncio.run(streamed(upstream.url))
+    assert "".join(pieces).endswith(ANSWER[len(ANSWER) // 2 :]) and len(pieces) >= 12  # each text's later pieces, as they came
+    assert all(body.get("stream") for body in fake.requests)
+    kept = from_pydantic_ai(messages)
+    check_the_loop(fake, memory.session, kept, json.dumps(fake.requests[-1]["messages"]), json.dumps(glyphpack.to_openai_chat(kept)))
+    memory.close()
