@@ -159,3 +159,37 @@ def test_a_run_streamed_as_server_sent_events_is_compacted_recalls_and_recovers(
     assert fake.statuses.count(400) == 1 and fake.statuses[-1] == 200 and session.view is not None
     assert sum(len(m.tool_results) for m in session.messages) == 11
     service.close()
+
+
+def test_one_runner_serves_three_sessions_interleaved_and_a_new_service_resumes_each(tmp_path, monkeypatch):
+    """ADK keys conversations by session id: one agent, one runner, three sessions whose
+    turns interleave, each holding exactly its own tool outputs (calls without ids, as
+    ADK sends them); a new service on the same workspace resumes each where it stood."""
+    monkeypatch.setenv("GOOGLE_API_KEY", "test")
+    names = ("alpha", "bravo", "charlie")
+    order = [name for _ in range(2) for name in names]
+    script_ = [turn for n, name in enumerate(order)
+               for turn in (Turn(text=f"{name} reads", calls=(("read_file", {"path": f"mod_{n:02d}.py"}),)), Turn(text=f"{name} answered"))]
+    fake = FakeModel(script_, gemini_call_ids=False)
+    service = GlyphpackSessionService(tmp_path / "ws")
+    with FakeUpstream(fake) as upstream:
+        agent = LlmAgent(name="coder", model=Gemini(model=MODEL, base_url=upstream.url), instruction="Be brief.", tools=[read_file, service.recall_tool])
+        runner = Runner(app=App(name="app", root_agent=agent, plugins=[service.plugin]), session_service=service)
+        for n, name in enumerate(order):
+            events = run(runner, service, name, f"{name} question {n}")
+            assert events[-1].content.parts[0].text == f"{name} answered"
+    for name in names:
+        stored = service.sessions[(name, "coder")].messages
+        assert [r.text for m in stored for r in m.tool_results] == [module_text(f"mod_{n:02d}.py") for n, o in enumerate(order) if o == name]
+        assert [m.text for m in stored if m.role == "user"] == [f"{name} question {n}" for n, o in enumerate(order) if o == name]
+    service.close()
+    again = FakeModel([Turn(text="resumed")])
+    service = GlyphpackSessionService(tmp_path / "ws")
+    with FakeUpstream(again) as upstream:
+        agent = LlmAgent(name="coder", model=Gemini(model=MODEL, base_url=upstream.url), instruction="Be brief.", tools=[read_file, service.recall_tool])
+        runner = Runner(app=App(name="app", root_agent=agent, plugins=[service.plugin]), session_service=service)
+        for name in names:
+            run(runner, service, name, "go on")
+            sent = json.dumps(again.requests[-1]["contents"])
+            assert f"{name} question" in sent and not any(f"{other} question" in sent for other in names if other != name)
+    service.close()
