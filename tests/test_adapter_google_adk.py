@@ -193,3 +193,33 @@ def test_one_runner_serves_three_sessions_interleaved_and_a_new_service_resumes_
             sent = json.dumps(again.requests[-1]["contents"])
             assert f"{name} question" in sent and not any(f"{other} question" in sent for other in names if other != name)
     service.close()
+
+
+def test_the_session_service_takes_every_argument_adk_passes(tmp_path, monkeypatch):
+    """Each method of ADK's session service with every argument it takes: a session made
+    with state and without an id (ADK's own id), read with a config that keeps the newest
+    events, listed for one user and for all, an event appended, and deleted with its
+    glyphpack conversation (one no model call made is deleted all the same)."""
+    from google.adk.events import Event
+    from google.adk.sessions.base_session_service import GetSessionConfig
+
+    monkeypatch.setenv("GOOGLE_API_KEY", "test")
+    service = GlyphpackSessionService(tmp_path / "ws")
+
+    async def go() -> None:
+        made = await service.create_session(app_name="app", user_id="ada", state={"topic": "parser"})
+        assert made.id and made.state == {"topic": "parser"}
+        other = await service.create_session(app_name="app", user_id="bob", session_id="bob-1")
+        for n in range(3):
+            await service.append_event(made, Event(author="user", invocation_id=f"i{n}", content=types.Content(role="user", parts=[types.Part(text=f"note {n}")])))
+        whole = await service.get_session(app_name="app", user_id="ada", session_id=made.id)
+        newest = await service.get_session(app_name="app", user_id="ada", session_id=made.id, config=GetSessionConfig(num_recent_events=1))
+        assert [e.content.parts[0].text for e in whole.events] == ["note 0", "note 1", "note 2"]
+        assert [e.content.parts[0].text for e in newest.events] == ["note 2"]
+        assert [s.id for s in (await service.list_sessions(app_name="app", user_id="ada")).sessions] == [made.id]
+        assert sorted(s.id for s in (await service.list_sessions(app_name="app")).sessions) == sorted([made.id, other.id])
+        await service.delete_session(app_name="app", user_id="bob", session_id="bob-1")  # no model call: nothing of glyphpack's to delete
+        assert await service.get_session(app_name="app", user_id="bob", session_id="bob-1") is None
+
+    asyncio.run(go())
+    service.close()
