@@ -857,10 +857,10 @@ def cmd_refs(args: argparse.Namespace) -> int:
     """Every ref the conversation's next request carries (each stub's and note's), with
     where it is and what it says, and the range the compaction in force stands for."""
     from ._history.recall import hinted_refs, range_ref
+    from ._history.view import request_messages
 
     agent, messages, view = _stored(args)
-    after = [m.id for m in messages].index(view.covers) + 1 if view is not None else 0
-    sent = (*(view.messages if view is not None else ()), *messages[after:])
+    sent, _ = request_messages(view, messages)
     refs = hinted_refs(sent)
     print(f"{args.conversation}/{agent}: {len(refs):,} ref(s) in the next request ({len(sent):,} messages)")
     for ref, index in refs:
@@ -876,11 +876,11 @@ def cmd_refs(args: argparse.Namespace) -> int:
 def cmd_recall(args: argparse.Namespace) -> int:
     """What a ref stands for, exactly, from the stored transcript (page ``--page`` of it
     when long); exit 2 with the reason when nothing has that ref."""
-    from ._compaction.snapshot import serialize_message
+    from ._compaction.snapshot import serialize_messages
     from ._history.recall import recall
 
     _, messages, _ = _stored(args)
-    answer = recall(messages, args.ref, args.page, range_text=lambda part: "".join(map(serialize_message, part)))
+    answer = recall(messages, args.ref, args.page, range_text=serialize_messages)
     if answer.is_error:
         raise UsageError(answer.as_text().removeprefix("glyphpack recall: "))
     print(answer.as_text())

@@ -153,6 +153,11 @@ HARNESS_PREAMBLES = (
 )
 
 
+def serialize_messages(messages: Sequence[Message]) -> str:
+    """``messages`` as snapshot text, whole (a recalled range of them)."""
+    return "".join(map(serialize_message, messages))
+
+
 def is_harness_preamble(message: Message) -> bool:
     return message.text.lstrip().startswith(HARNESS_PREAMBLES)
 

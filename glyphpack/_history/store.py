@@ -53,7 +53,7 @@ def _nearest_boundaries(tree: SessionTree, path: Sequence[Message]) -> str:
     """The turn boundaries nearest the last message of ``path`` (one that made calls):
     the message with their results after it, and the last boundary before it."""
     near = [f"after it, {child.id} (its results)" for child in tree.children(path[-1].id) if not pending_calls([*path, child])][:1]
-    before = next((m.id for n, m in zip(range(len(path) - 2, -1, -1), reversed(path[:-1])) if not pending_calls(path[: n + 1])), None)
+    before = next((path[n].id for n in range(len(path) - 2, -1, -1) if not pending_calls(path[: n + 1])), None)
     if before is not None:
         near.append(f"before it, {before}")
     return f" (nearest: {'; '.join(near)})" if near else ""
@@ -83,6 +83,11 @@ MEASURED_KEPT = 32
 SyncState = Literal["new", "appended", "unchanged"]
 #: The agent whose record beside it holds who owns a conversation (``Workspace.owner``).
 OWNER_AGENT = "main"
+#: What a measured record holds that no count teaches again: who holds the conversation,
+#: the file it was imported from, where the harness's newest compaction starts.
+_MEASURED_FACTS = ("owner", "source", "harness_start")
+
+
 def _json_object(raw: bytes | None) -> dict[str, Any]:
     """A measured record as a JSON object ({} when absent or not one: it only ever holds
     what can be learned again)."""
@@ -91,11 +96,6 @@ def _json_object(raw: bytes | None) -> dict[str, Any]:
     except ValueError:
         return {}
     return record if isinstance(record, dict) else {}
-
-
-#: What a measured record holds that no count teaches again: who holds the conversation,
-#: the file it was imported from, where the harness's newest compaction starts.
-_MEASURED_FACTS = ("owner", "source", "harness_start")
 
 #: How the file of a compaction view begins (``glyphpack._history.view`` writes them):
 #: before views had a folder of their own, agent X's view was ``X.view.json`` beside
@@ -859,13 +859,7 @@ class Workspace:
         """Where the measured-tokens record is kept, and the record as a JSON object ({}
         when absent or not one: it only ever holds what can be learned again)."""
         found = self._store.measured(conversation, agent)
-        if found is None:
-            return "", {}
-        try:
-            record = json.loads(found[1])
-        except ValueError:
-            return found[0], {}
-        return found[0], record if isinstance(record, dict) else {}
+        return ("", {}) if found is None else (found[0], _json_object(found[1]))
 
     def measured(self, conversation: str, agent: str) -> list[tuple[tuple[Message, ...], int]]:
         """The messages each of an imported session's last requests carried (up to

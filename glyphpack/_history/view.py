@@ -183,6 +183,16 @@ def harness_view(messages: tuple[Message, ...], start: str, harness: str) -> Sto
     )
 
 
+def request_messages(view: StoredView | None, messages: Sequence[Message]) -> tuple[tuple[Message, ...], int]:
+    """What the next request carries of stored ``messages`` under ``view`` (the
+    compaction in force for them; None: none): the view's messages, then those it does
+    not stand for; and how many are the view's (the stable prefix)."""
+    if view is None:
+        return tuple(messages), 0
+    after = [m.id for m in messages].index(view.covers) + 1
+    return view.messages + tuple(messages[after:]), len(view.messages)
+
+
 def compaction_notes(workspace: Workspace, conversation: str) -> dict[str, str]:
     """Every compaction kept for each agent of ``conversation``, as a note on the last
     message it stands for (``export.draw_tree``'s ``notes``): the one in force, the

@@ -101,16 +101,17 @@ def _reader_and_route(model_id: str) -> tuple[Reader, str | None]:
     else:
         text, _, variant = model_id.partition(":")
     route_name, model_part = _split_route(text)
-    reader_name = _longest_prefix(normalize_model(model_part), READER_PREFIXES)
+    normalized = normalize_model(model_part)
+    reader_name = _longest_prefix(normalized, READER_PREFIXES)
     if reader_name is None:
-        close = closest_model(normalize_model(model_part))
+        close = closest_model(normalized)
         warn_once(
             f"unknown model {model_id!r}" + (f" (did you mean {close!r}?)" if close else "")
             + ": using the most conservative known image limits (pages within 1536x768)",
             stacklevel=4,
         )
         conservative = READERS[UNKNOWN_READER]
-        named = normalize_model(close or model_part)
+        named = close or normalized
         family = _longest_prefix(named, READER_PREFIXES)
         provider = READERS[family].provider if family else _longest_prefix(named, FAMILY_PROVIDERS)
         if provider is None:  # no provider is guessed: the route says so
@@ -140,10 +141,11 @@ def closest_model(normalized: str) -> str | None:
     ``claude-sonnet-4-5``, ``gpt5`` -> ``gpt-5``): the catalog's model prefix closest to
     a leading part of it, the rest kept; None when none is close."""
     parts = normalized.split("-")
+    known_names = sorted({*READER_PREFIXES, *INPUT_WINDOWS})
     best: tuple[float, str] | None = None
     for cut in range(len(parts), 0, -1):
         head, rest = "-".join(parts[:cut]), parts[cut:]
-        for known in sorted({*READER_PREFIXES, *INPUT_WINDOWS}):
+        for known in known_names:
             ratio = difflib.SequenceMatcher(None, head, known).ratio()
             # A typo: not a known family with an unknown tail, nor another version of one
             # (``o5-mini`` is no mistyped ``o1-mini``): those are no mistakes to fix.

@@ -708,7 +708,7 @@ class Recorder:
             self._claim(client, conversation)
             return conversation, AGENT
         known = {c.id for c in self.workspace.tree.conversations()}
-        if conversation not in known and self.workspace.owner(conversation) is None and self._claim(client, conversation):
+        if conversation not in known and self._claim(client, conversation):  # compared and set: a held name is not taken
             return conversation, AGENT
         if not self._owns(client, conversation):
             raise BadRequest(f"conversation {conversation!r} is held by another client", status=403)

@@ -341,7 +341,7 @@ class Proxy:
         try:
             client = self._client_of(request)
         except BadRequest as exc:
-            return JSONResponse({"error": {"message": f"glyphpack proxy: {exc}"}}, status_code=exc.status)
+            return _refused(exc)
         return JSONResponse(self.log.totals(client.secret))
 
     async def _proxied(self, request: Request, api: Api, model: str | None = None) -> Response:
@@ -551,12 +551,17 @@ class Proxy:
         try:
             self._client_of(request)
         except BadRequest as exc:
-            return JSONResponse({"error": {"message": f"glyphpack proxy: {exc}"}}, status_code=exc.status)
+            return _refused(exc)
         try:
             upstream = await self.client.send(self._upstream_request(request, await request.body()), stream=True)
         except httpx.HTTPError as exc:
             return JSONResponse({"error": {"message": self._failed(exc)}}, status_code=502)
         return self._streamed(upstream)
+
+
+def _refused(exc: BadRequest) -> JSONResponse:
+    """A request the proxy refuses on a path of no one API (its status, its reason)."""
+    return JSONResponse({"error": {"message": f"glyphpack proxy: {exc}"}}, status_code=exc.status)
 
 
 class _NoDotSegments:

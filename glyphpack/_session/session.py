@@ -41,7 +41,7 @@ from .._compaction.recovery import recover as recover_bytes_or_tokens
 from .._compaction.results import Compaction, CompactionPolicy
 from .._compaction.rungs import elide, protected_from
 from .._compaction.sdk_summary import sdk_summarizer
-from .._compaction.snapshot import head_end, page_density, serialize_message
+from .._compaction.snapshot import head_end, page_density, serialize_messages
 from .._compaction.summarize import Sent, Summarizer, as_summarizer
 from .._errors import CompactionError, TextOnlyModelError, UsageError
 from .._history.apis import Reply, api_of, merge_extra, provider_api
@@ -50,7 +50,7 @@ from .._history.messages import Block, Image, Message, Text, ToolCall, ToolResul
 from .._history.recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, RECALL_TOOL, Recalled
 from .._history.recall import recall as recall_from
 from .._history.store import Workspace
-from .._history.view import StoredView, view_for, write_view
+from .._history.view import StoredView, request_messages, view_for, write_view
 from .._providers.catalog import CACHE_PRICES, OUTPUT_PRICES
 from .._providers.profile import Profile
 from .._providers.resolve import context_window as catalog_window
@@ -474,9 +474,7 @@ class Session:
     def request_view(self) -> tuple[tuple[Message, ...], int]:
         """The messages the next request carries and how many of them are the stored
         compaction (the stable prefix)."""
-        if self._view is None:
-            return self.messages, 0
-        return self._view.messages + self.messages[self._after_view() :], len(self._view.messages)
+        return request_messages(self._view, self.messages)
 
     def _after_view(self) -> int:
         """Index of the first stored message the view in force does not stand for (0: no view)."""
@@ -633,7 +631,7 @@ class Session:
         """What ``ref`` (as a compaction's stub names it) stands for, from the stored
         transcript: the exact original, page ``page`` of it when long. An unknown ref
         is an error answer, not an exception (a model's call must be answered)."""
-        return recall_from(self.messages, ref, page, range_text=lambda messages: "".join(map(serialize_message, messages)))
+        return recall_from(self.messages, ref, page, range_text=serialize_messages)
 
     def add_response(self, response: object, api: Api | None = None) -> Message:
         """Add the model's answer (an SDK response, its ``model_dump()``, or an assistant
@@ -854,10 +852,9 @@ class Session:
 
     def compact(self, budget: int | None = None) -> Compaction:
         """Compact now, to ``budget`` (default: the target; the tail cut, last of the rungs,
-        meets it), and keep it: only when it fits,
-        and is no larger than the request in force (an imported harness's compaction, an
-        earlier one of glyphpack's); else what was in force stays, and the report's
-        message says why."""
+        meets it), and keep it: only when it fits and is no larger than the request in
+        force (an imported harness's compaction, an earlier one of glyphpack's); else what
+        was in force stays, and the report's message says why."""
         self._no_pending("compact")
         budget = budget or self.target
         result = self._ladder(budget, limit=budget)  # asked for: the tail cut meets it (a proactive one stops halfway)

@@ -24,11 +24,13 @@ NATIVE_API: dict[str, Api] = {"anthropic": "anthropic", "openai": "openai-chat",
 
 
 class FrameworkSessions:
-    """The glyphpack sessions an adapter keeps, one per conversation of a framework's
-    agent (a LangGraph thread, a Pydantic AI conversation id), in one workspace: opened
-    here from a location (and closed with ``close``), or the open one given.
+    """The glyphpack sessions an adapter keeps, one per (conversation, agent) of a
+    framework's agents (a LangGraph thread, a Pydantic AI conversation id, an ADK
+    session and each agent in it), in one workspace: opened here from a location (and
+    closed with ``close``), or the open one given.
 
-    ``agent``: the transcripts' agent; the rest as ``glyphpack.open_session``."""
+    ``agent``: the transcripts' agent where the framework names none; the rest as
+    ``glyphpack.open_session``."""
 
     def __init__(
         self,
@@ -44,16 +46,24 @@ class FrameworkSessions:
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
         self.agent = agent
         self._options: dict[str, Any] = {"summarizer": summarizer, "context_window": context_window, "threshold": threshold, "recall": recall}
-        self.sessions: dict[str, Session] = {}
+        self.sessions: dict[tuple[str, str], Session] = {}
         self._lock = threading.Lock()
 
-    def open(self, conversation: str, model: str) -> Session:
-        """``conversation``'s session, opened on first use from the workspace (so a
-        conversation continued in a new process goes on where it stood)."""
+    def open(self, conversation: str, model: str, agent: str | None = None) -> Session:
+        """The session of ``conversation`` and ``agent`` (default: this one's), opened on
+        first use from the workspace (so a conversation continued in a new process goes
+        on where it stood)."""
+        key = (conversation, agent or self.agent)
         with self._lock:
-            if conversation not in self.sessions:
-                self.sessions[conversation] = open_session(self.workspace, conversation, self.agent, model=model, **self._options)
-            return self.sessions[conversation]
+            if key not in self.sessions:
+                self.sessions[key] = open_session(self.workspace, *key, model=model, **self._options)
+            return self.sessions[key]
+
+    def forget(self, conversation: str) -> None:
+        """Close the sessions of ``conversation`` (its agents'), as when it is deleted."""
+        with self._lock:
+            for key in [key for key in self.sessions if key[0] == conversation]:
+                self.sessions.pop(key).close()
 
     def close(self) -> None:
         for session in self.sessions.values():

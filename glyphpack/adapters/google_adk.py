@@ -44,7 +44,7 @@ from .._history.apis.gemini import from_gemini
 from .._history.recall import RECALL_DESCRIPTION, RECALL_TOOL
 from .._history.store import Workspace
 from .._session import session as glyphpack_session
-from ._common import recall_answer, store_turns, unsaved_suffix
+from ._common import FrameworkSessions, recall_answer, store_turns, unsaved_suffix
 
 FRAMEWORK = "Google ADK"
 
@@ -72,7 +72,11 @@ class GlyphpackSessionService(BaseSessionService):
         threshold: int | None = None,
         recall: bool = True,
     ):
-        self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+        self._sessions = FrameworkSessions(workspace, agent="agent", summarizer=summarizer, context_window=context_window,
+                                           threshold=threshold, recall=recall)
+        self.workspace = self._sessions.workspace
+        #: The glyphpack session of each (ADK session id, agent name) a model call was made in.
+        self.sessions = self._sessions.sessions
         if events is None:
             folder = getattr(self.workspace, "path", None)
             if not isinstance(folder, Path):
@@ -80,20 +84,17 @@ class GlyphpackSessionService(BaseSessionService):
             events = SqliteSessionService(str(folder / "adk-sessions.db"))
         self.events = events
         self.model = model
-        self.options: dict[str, Any] = {"summarizer": summarizer, "context_window": context_window, "threshold": threshold, "recall": recall}
-        self.sessions: dict[tuple[str, str], glyphpack_session.Session] = {}
         self.plugin = GlyphpackPlugin(self)
         self.recall_tool = FunctionTool(self._recall_function())
 
     def session_for(self, conversation: str, agent: str, model: str | None) -> glyphpack_session.Session:
         """The glyphpack session of (``conversation``, ``agent``), opened on first use."""
-        key = (conversation, agent)
-        if key not in self.sessions:
-            name = model or self.model
-            if not name:
-                raise UsageError(f"{FRAMEWORK}: the request of agent {agent!r} names no model: pass model=... to GlyphpackSessionService")
-            self.sessions[key] = glyphpack_session.open_session(self.workspace, conversation, agent, model=name, **self.options)
-        return self.sessions[key]
+        if (conversation, agent) in self.sessions:
+            return self.sessions[(conversation, agent)]
+        name = model or self.model
+        if not name:
+            raise UsageError(f"{FRAMEWORK}: the request of agent {agent!r} names no model: pass model=... to GlyphpackSessionService")
+        return self._sessions.open(conversation, name, agent)
 
     def _recall_function(self) -> Callable[..., dict[str, Any]]:
         """``glyphpack_recall`` as ADK declares a function tool: by its name, docstring
@@ -123,8 +124,7 @@ class GlyphpackSessionService(BaseSessionService):
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         await self.events.delete_session(app_name=app_name, user_id=user_id, session_id=session_id)
-        for key in [k for k in self.sessions if k[0] == session_id]:
-            self.sessions.pop(key).close()
+        self._sessions.forget(session_id)
         try:
             self.workspace.delete(session_id)
         except StoreError:
@@ -134,10 +134,7 @@ class GlyphpackSessionService(BaseSessionService):
         return await self.events.append_event(session, event)
 
     def close(self) -> None:
-        for session in self.sessions.values():
-            session.close()
-        self.sessions.clear()
-        self.workspace.close()
+        self._sessions.close()
 
 
 def _contents(session: glyphpack_session.Session) -> list[types.Content]:

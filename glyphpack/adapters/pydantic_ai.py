@@ -260,8 +260,8 @@ class GlyphpackHistory(AbstractCapability[Any]):
     @property
     def session(self) -> Session:
         """The session of the conversation given, else of the last run's."""
-        if self.conversation is not None and self.conversation in self._sessions.sessions:
-            return self._sessions.sessions[self.conversation]
+        if self.conversation is not None and (self.conversation, self._sessions.agent) in self._sessions.sessions:
+            return self._sessions.sessions[(self.conversation, self._sessions.agent)]
         if self._last is None:
             raise UsageError(f"{FRAMEWORK}: no model is known yet: pass model=... or run the agent once")
         return self._last
