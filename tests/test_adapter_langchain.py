@@ -215,3 +215,21 @@ def test_a_streamed_agent_is_compacted_recalls_and_recovers_from_an_overflow(tmp
     kept = memory.session.messages
     check_the_loop(fake, memory.session, kept, json.dumps(fake.requests[-1]["messages"]), json.dumps(glyphpack.to_openai_chat(kept)))
     memory.close()
+
+
+def test_an_async_agent_goes_through_the_same_loop(tmp_path):
+    """``ainvoke``: the middleware's ``awrap_model_call`` (the async path) compacts,
+    recalls and recovers from the overflow at request 9 as the sync one does."""
+    import asyncio
+
+    fake = FakeModel(script(10, recall=True), faults={9: "overflow"})
+    memory = GlyphpackMiddleware(tmp_path / "ws", "task-1", model=MODEL, threshold=6_000, context_window=40_000)
+    transport = http().AsyncClient(transport=http().MockTransport(fake.async_handler("openai-chat")))
+    model = ChatOpenAI(model=MODEL, api_key="test", max_retries=0, http_async_client=transport)  # type: ignore[arg-type]
+    agent = create_agent(model, tools=[read_file], system_prompt="You read code and answer briefly.", middleware=[memory])
+    state = asyncio.run(agent.ainvoke({"messages": [{"role": "user", "content": "Read every module and tell me where the parser is."}]},
+                                      {"recursion_limit": 60}))
+    assert state["messages"][-1].content == ANSWER
+    kept = from_langchain(state["messages"])
+    check_the_loop(fake, memory.session, kept, json.dumps(fake.requests[-1]["messages"]), json.dumps(glyphpack.to_openai_chat(kept)))
+    memory.close()
