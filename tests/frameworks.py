@@ -68,3 +68,115 @@ def check_the_window_met(fake: FakeModel) -> None:
 
     assert len(fake.requests) == 31 and set(fake.statuses) == {200}
     assert max(count_tokens(body) for body in fake.requests) <= SMALL_WINDOW
+
+
+# ------------------------------------------------------------------ three threads, one agent
+
+#: The threads of the many-threads scenario, each reading its own ten modules.
+THREADS = ("alpha", "bravo", "charlie")
+#: Each thread's questions (1-based) and the modules each reads: four, four, then two
+#: and a recall of what a compaction's note names; the second is streamed.
+READS = {1: range(0, 4), 2: range(4, 8), 3: range(8, 10)}
+STREAMED = 2
+#: Each thread's request the fake refuses as too long (in its streamed question).
+OVERFLOW_AT = 9
+
+
+def question(thread: str, number: int) -> str:
+    return f"{thread} question {number}"
+
+
+def thread_modules(thread: str) -> list[int]:
+    """The module numbers ``thread`` reads (alpha 0-9, bravo 10-19, charlie 20-29)."""
+    return [10 * THREADS.index(thread) + n for n in range(10)]
+
+
+def thread_script(thread: str) -> list[Turn]:
+    """What the model answers ``thread``, request by request, over its three questions."""
+    first = 10 * THREADS.index(thread)
+    turns: list[Turn] = []
+    for number, reads in READS.items():
+        turns += [Turn(text=f"{thread} reads", calls=(("read_file", {"path": f"mod_{first + n:02d}.py"}),)) for n in reads]
+        if number == 3:
+            turns.append(Turn(text=f"{thread} checks", calls=((glyphpack.RECALL_TOOL, {"ref": NEWEST_REF}),)))
+        turns.append(Turn(text=f"{thread} answer {number}"))
+    return turns
+
+
+class ThreadModels:
+    """One fake model per thread behind one upstream: each request goes to the model of
+    the one thread whose questions it holds; a request holding none or several goes to
+    ``stray``, which refuses it (so threads mixed fail the run, and the check)."""
+
+    def __init__(self, scripts: dict[str, list[Turn]], faults: dict[int, str] | None = None, **options: object):
+        self.models = {thread: FakeModel(list(turns), faults=dict(faults or {}), **options) for thread, turns in scripts.items()}  # type: ignore[arg-type]
+        self.stray = FakeModel([Turn(text="stray")], faults={n: "401" for n in range(1, 1000)})
+
+    def route(self, body: dict[str, object]) -> FakeModel:
+        text = json.dumps(body)
+        holders = [thread for thread in self.models if f"{thread} question" in text]
+        return self.models[holders[0]] if len(holders) == 1 else self.stray
+
+    def requests(self) -> list[str]:
+        """Every thread's requests in its own order, as canonical JSON (to compare runs)."""
+        return [json.dumps(body, sort_keys=True) for thread in self.models for body in self.models[thread].requests]
+
+
+def scenario_models(**options: object) -> ThreadModels:
+    return ThreadModels({thread: thread_script(thread) for thread in THREADS}, faults={OVERFLOW_AT: "overflow"}, **options)
+
+
+def scenario_order() -> list[tuple[str, int, bool]]:
+    """(thread, question, streamed) in the order they are asked: each question of every
+    thread before the next question of any."""
+    return [(thread, number, number == STREAMED) for number in READS for thread in THREADS]
+
+
+def check_the_threads(models: ThreadModels, sessions: dict[str, glyphpack.Session], answers: dict[tuple[str, int], str]) -> None:
+    """What the three-thread run must show, thread by thread: the three answers given; its
+    fifteen requests (ten reads, a recall, three answers, the refused one sent again) all
+    accepted but the overflow, none holding another thread's words, the second
+    question's streamed and no other; the recall tool in every request; its stored
+    conversation holding exactly its questions and its own ten outputs as the tool
+    returned them, and the recall's answer; a compaction in force, the last request
+    carrying under 80% of the outputs' size."""
+    from glyphpack.testing.fake import CHARS_PER_TOKEN, count_tokens
+
+    assert not models.stray.requests, "a request held several threads' words, or none"
+    for thread in THREADS:
+        assert [answers[(thread, n)] for n in READS] == [f"{thread} answer {n}" for n in READS]
+        fake, session = models.models[thread], sessions[thread]
+        assert len(fake.requests) == 15 and fake.statuses.count(400) == 1 and fake.statuses[OVERFLOW_AT - 1] == 400, (thread, fake.statuses)
+        streamed = [bool(body.get("stream")) or path.endswith(":streamGenerateContent") for body, path in zip(fake.requests, fake.paths)]
+        assert streamed == [False] * 5 + [True] * 6 + [False] * 4, (thread, streamed)
+        assert all(glyphpack.RECALL_TOOL in json.dumps(body.get("tools")) for body in fake.requests)
+        stored = session.messages
+        assert [m.text for m in stored if m.role == "user"] == [question(thread, n) for n in READS]
+        names = {c.id: c.name for m in stored for c in m.tool_calls}
+        results = [r for m in stored for r in m.tool_results]
+        assert [r.text for r in results if names[r.call_id] == "read_file"] == [module_text(f"mod_{n:02d}.py") for n in thread_modules(thread)]
+        recalled = [r for r in results if names[r.call_id] == glyphpack.RECALL_TOOL]
+        assert len(recalled) == 1 and not recalled[0].is_error and "line " in recalled[0].text
+        assert session.view is not None
+        outputs = sum(len(module_text(f"mod_{n:02d}.py")) for n in thread_modules(thread)) / CHARS_PER_TOKEN
+        assert count_tokens(fake.requests[-1]) < 0.8 * outputs
+
+
+def resumed_models() -> ThreadModels:
+    """The models a resumed run's one more question per thread goes to."""
+    return ThreadModels({thread: [Turn(text=f"{thread} resumed")] for thread in THREADS})
+
+
+RESUMED = 4  # the question number a resumed run asks each thread
+
+
+def run_in_child(module: str, function: str, *args: str) -> None:
+    """``module.function(*args)`` (a test module's) in a new Python process: what a
+    thread resumed after a restart sees is only what is on disk."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = f"import sys; sys.path[:0] = [{str(Path(__file__).parent)!r}]; import {module}; {module}.{function}(*sys.argv[1:])"
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]

@@ -274,3 +274,78 @@ def test_a_streamed_run_is_compacted_recalls_and_recovers_from_an_overflow(tmp_p
     _, whole = glyphpack.to_openai_responses(session.glyphpack.messages)
     check_the_loop(fake, session.glyphpack, session.glyphpack.messages, json.dumps(fake.requests[-1]["input"]), json.dumps(whole))
     session.close()
+
+
+# ------------------------------------------------------------------ one agent, three threads
+
+
+def threads_agent(url: str) -> Agent[Any]:
+    """The scenario's agent: one object for every thread, its model over HTTP at ``url``."""
+    from glyphpack.adapters.openai_agents import compacting_agent
+
+    model = OpenAIResponsesModel(MODEL, AsyncOpenAI(api_key="test", base_url=f"{url}/v1", max_retries=0))
+    return compacting_agent(Agent(name="coder", instructions="You read code and answer briefly.", tools=[read_file], model=model))
+
+
+def threads_session(workspace: str | Path, thread: str) -> GlyphpackSession:
+    return GlyphpackSession(workspace, thread, model=MODEL, threshold=6_000, context_window=40_000)
+
+
+async def ask(agent: Agent[Any], session: GlyphpackSession, text: str, streamed: bool) -> str:
+    if streamed:
+        result = Runner.run_streamed(agent, text, session=session, max_turns=20)
+        async for _ in result.stream_events():
+            pass
+        return str(result.final_output)
+    return str((await Runner.run(agent, text, session=session, max_turns=20)).final_output)
+
+
+def ask_each_thread_once_more(workspace: str, url: str) -> None:
+    """What a new process does: one more question to each thread (the resume test's child)."""
+    from frameworks import RESUMED, THREADS, question
+
+    async def go() -> None:  # one event loop: the SDK's client is bound to the loop it first ran in
+        agent = threads_agent(url)
+        for thread in THREADS:
+            session = threads_session(workspace, thread)
+            await ask(agent, session, question(thread, RESUMED), streamed=False)
+            session.close()
+
+    asyncio.run(go())
+
+
+def test_one_agent_three_threads_interleaved_streamed_and_not_each_overflowing_recalling_and_resumed_in_a_new_process(tmp_path):
+    """The done-when of frameworks as their users write them: one agent object, three
+    sessions whose questions interleave (the second of each streamed), an overflow and a
+    recall in each; each conversation holds exactly its own outputs; a new process
+    resumes each thread sending byte for byte what this one sends."""
+    from frameworks import RESUMED, check_the_threads, question, resumed_models, run_in_child, scenario_models, scenario_order
+
+    from glyphpack.testing.fake import FakeUpstream
+
+    models = scenario_models()
+    sessions = {thread: threads_session(tmp_path / "ws", thread) for thread in ("alpha", "bravo", "charlie")}
+    answers: dict[tuple[str, int], str] = {}
+
+    async def interleaved(url: str) -> None:
+        agent = threads_agent(url)
+        for thread, number, streamed in scenario_order():
+            answers[(thread, number)] = await ask(agent, sessions[thread], question(thread, number), streamed)
+
+    with FakeUpstream(models.stray, route=models.route) as upstream:
+        asyncio.run(interleaved(upstream.url))
+    check_the_threads(models, {t: s.glyphpack for t, s in sessions.items()}, answers)
+    shutil.copytree(tmp_path / "ws", tmp_path / "copy")
+    continued, resumed = resumed_models(), resumed_models()
+
+    async def once_more(url: str) -> None:
+        agent = threads_agent(url)
+        for thread, session in sessions.items():
+            await ask(agent, session, question(thread, RESUMED), streamed=False)
+            session.close()
+
+    with FakeUpstream(continued.stray, route=continued.route) as upstream:
+        asyncio.run(once_more(upstream.url))
+    with FakeUpstream(resumed.stray, route=resumed.route) as upstream:
+        run_in_child("test_adapter_openai_agents", "ask_each_thread_once_more", str(tmp_path / "copy"), upstream.url)
+    assert resumed.requests() == continued.requests() and len(resumed.requests()) == 3

@@ -177,6 +177,8 @@ class FakeModel:
     summaries: int = 0  # summary requests received
     requests: list[Json] = dataclasses.field(default_factory=list)  # every body received, in order
     statuses: list[int] = dataclasses.field(default_factory=list)
+    #: Each request's path (Gemini streams at ``:streamGenerateContent``; "" in process).
+    paths: list[str] = dataclasses.field(default_factory=list)
     signed: dict[str, str] = dataclasses.field(default_factory=dict)  # Gemini call id -> the signature it issued
     encrypted: dict[str, str] = dataclasses.field(default_factory=dict)  # Responses reasoning id -> its encrypted content
     answered: int = 0
@@ -204,6 +206,7 @@ class FakeModel:
     def answer(self, api: str, body: Json, path: str = "") -> httpx.Response:
         """The response to one request ``body`` of ``api`` (at ``path``), counted."""
         self.requests.append(body)
+        self.paths.append(path)
         number = len(self.requests)
         if self.on_request is not None:
             self.on_request(number)
