@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 from typing import Any
 
 import pytest
@@ -233,3 +234,74 @@ def test_an_async_agent_goes_through_the_same_loop(tmp_path):
     kept = from_langchain(state["messages"])
     check_the_loop(fake, memory.session, kept, json.dumps(fake.requests[-1]["messages"]), json.dumps(glyphpack.to_openai_chat(kept)))
     memory.close()
+
+
+# ------------------------------------------------------------------ one agent, three threads
+
+
+def threads_agent(folder: str, url: str) -> tuple[Any, GlyphpackMiddleware, Any]:
+    """The scenario's compiled agent (one for every thread) with its middleware and the
+    SQLite checkpointer the extra installs, both in ``folder``; its model over HTTP at
+    ``url``, streaming when the caller streams."""
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    connection = sqlite3.connect(f"{folder}/checkpoints.sqlite", check_same_thread=False)
+    memory = GlyphpackMiddleware(f"{folder}/ws", model=MODEL, threshold=6_000, context_window=40_000)
+    model = ChatOpenAI(model=MODEL, api_key="test", base_url=f"{url}/v1", max_retries=0, stream_usage=True)  # type: ignore[arg-type]
+    agent = create_agent(model, tools=[read_file], system_prompt="You read code and answer briefly.", middleware=[memory],
+                         checkpointer=SqliteSaver(connection))
+    return agent, memory, connection
+
+
+def ask(agent: Any, thread: str, text: str, streamed: bool) -> str:
+    config = {"configurable": {"thread_id": thread}, "recursion_limit": 60}
+    if streamed:
+        chunks = list(agent.stream({"messages": [HumanMessage(text)]}, config, stream_mode="messages"))
+        assert len(chunks) > 5  # the tokens came as they were made
+        return str(agent.get_state(config).values["messages"][-1].content)
+    return str(agent.invoke({"messages": [HumanMessage(text)]}, config)["messages"][-1].content)
+
+
+def ask_each_thread_once_more(folder: str, url: str) -> None:
+    """What a new process does: one more question to each thread (the resume test's child)."""
+    from frameworks import RESUMED, THREADS, question
+
+    agent, memory, connection = threads_agent(folder, url)
+    for thread in THREADS:
+        ask(agent, thread, question(thread, RESUMED), streamed=False)
+    memory.close()
+    connection.close()
+
+
+def test_one_agent_three_threads_interleaved_streamed_and_not_each_overflowing_recalling_and_resumed_in_a_new_process(tmp_path):
+    """The done-when of frameworks as their users write them: one compiled agent, three
+    ``thread_id``s whose questions interleave (the second of each streamed), an overflow
+    and a recall in each; each thread's conversation holds exactly its own outputs; a new
+    process (the SQLite checkpointer and the workspace on disk) resumes each thread
+    sending byte for byte what this one sends."""
+    from frameworks import RESUMED, check_the_threads, question, resumed_models, run_in_child, scenario_models, scenario_order
+
+    from glyphpack.testing.fake import FakeUpstream
+
+    models = scenario_models()
+    continued, resumed = resumed_models(), resumed_models()
+    answering = [models]  # the models this upstream answers with: the run's, then the continued run's
+    (tmp_path / "run").mkdir()
+    answers: dict[tuple[str, int], str] = {}
+    with FakeUpstream(models.stray, route=lambda body: answering[0].route(body)) as upstream:
+        agent, memory, connection = threads_agent(str(tmp_path / "run"), upstream.url)
+        for thread, number, streamed in scenario_order():
+            answers[(thread, number)] = ask(agent, thread, question(thread, number), streamed)
+        check_the_threads(models, {t: memory.session_for(t) for t in ("alpha", "bravo", "charlie")}, answers)
+        connection.commit()
+        shutil.copytree(tmp_path / "run", tmp_path / "copy")
+        answering[0] = continued  # the same agent goes on
+        for thread in ("alpha", "bravo", "charlie"):
+            ask(agent, thread, question(thread, RESUMED), streamed=False)
+    memory.close()
+    connection.close()
+    with FakeUpstream(resumed.stray, route=resumed.route) as upstream:
+        run_in_child("test_adapter_langchain", "ask_each_thread_once_more", str(tmp_path / "copy"), upstream.url)
+    assert resumed.requests() == continued.requests() and len(resumed.requests()) == 3
