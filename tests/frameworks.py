@@ -162,9 +162,14 @@ def check_the_threads(models: ThreadModels, sessions: dict[str, glyphpack.Sessio
         assert count_tokens(fake.requests[-1]) < 0.8 * outputs
 
 
-def resumed_models() -> ThreadModels:
-    """The models a resumed run's one more question per thread goes to."""
-    return ThreadModels({thread: [Turn(text=f"{thread} resumed")] for thread in THREADS})
+def resumed_models(run: ThreadModels) -> ThreadModels:
+    """The models a resumed ``run``'s one more question per thread goes to: the same
+    provider, so what each thread's model signed and sealed (Gemini's signatures,
+    Responses' encrypted reasoning) verifies when it comes back."""
+    models = ThreadModels({thread: [Turn(text=f"{thread} resumed")] for thread in THREADS})
+    for thread, model in models.models.items():
+        model.signed, model.encrypted = dict(run.models[thread].signed), dict(run.models[thread].encrypted)
+    return models
 
 
 RESUMED = 4  # the question number a resumed run asks each thread

@@ -286,7 +286,6 @@ def test_one_agent_three_threads_interleaved_streamed_and_not_each_overflowing_r
     from glyphpack.testing.fake import FakeUpstream
 
     models = scenario_models()
-    continued, resumed = resumed_models(), resumed_models()
     answering = [models]  # the models this upstream answers with: the run's, then the continued run's
     (tmp_path / "run").mkdir()
     answers: dict[tuple[str, int], str] = {}
@@ -297,11 +296,12 @@ def test_one_agent_three_threads_interleaved_streamed_and_not_each_overflowing_r
         check_the_threads(models, {t: memory.session_for(t) for t in ("alpha", "bravo", "charlie")}, answers)
         connection.commit()
         shutil.copytree(tmp_path / "run", tmp_path / "copy")
-        answering[0] = continued  # the same agent goes on
+        answering[0] = continued = resumed_models(models)  # the same agent goes on
         for thread in ("alpha", "bravo", "charlie"):
             ask(agent, thread, question(thread, RESUMED), streamed=False)
     memory.close()
     connection.close()
+    resumed = resumed_models(models)
     with FakeUpstream(resumed.stray, route=resumed.route) as upstream:
         run_in_child("test_adapter_langchain", "ask_each_thread_once_more", str(tmp_path / "copy"), upstream.url)
     assert resumed.requests() == continued.requests() and len(resumed.requests()) == 3

@@ -336,7 +336,7 @@ def test_one_agent_three_threads_interleaved_streamed_and_not_each_overflowing_r
         asyncio.run(interleaved(upstream.url))
     check_the_threads(models, {t: s.glyphpack for t, s in sessions.items()}, answers)
     shutil.copytree(tmp_path / "ws", tmp_path / "copy")
-    continued, resumed = resumed_models(), resumed_models()
+    continued, resumed = resumed_models(models), resumed_models(models)
 
     async def once_more(url: str) -> None:
         agent = threads_agent(url)

@@ -228,3 +228,86 @@ def test_a_streamed_run_is_compacted_recalls_and_recovers_from_an_overflow(tmp_p
     kept = from_pydantic_ai(messages)
     check_the_loop(fake, memory.session, kept, json.dumps(fake.requests[-1]["messages"]), json.dumps(glyphpack.to_openai_chat(kept)))
     memory.close()
+
+
+# ------------------------------------------------------------------ one agent, three threads
+
+
+def threads_agent(folder: str, url: str) -> tuple[Agent[Any, str], GlyphpackHistory]:
+    """The scenario's agent (one for every conversation, its model on Responses as
+    ``openai:`` models are in 2.x) with its capability, the workspace in ``folder``."""
+    from pydantic_ai.models.openai import OpenAIResponsesModel
+
+    memory = GlyphpackHistory(f"{folder}/ws", threshold=6_000, context_window=40_000)
+    model = OpenAIResponsesModel(MODEL, provider=OpenAIProvider(openai_client=AsyncOpenAI(api_key="test", base_url=f"{url}/v1", max_retries=0)))
+    return Agent(model, tools=[read_file], system_prompt="You read code and answer briefly.", capabilities=[memory]), memory
+
+
+async def ask(agent: Agent[Any, str], memory: GlyphpackHistory, thread: str, text: str, streamed: bool) -> str:
+    """One question to ``thread``, its history read back from the workspace."""
+    history = memory.history(thread)
+    if streamed:  # every model request streamed, its deltas handed on as they come
+        pieces: list[str] = []
+
+        async def handler(ctx: Any, events: Any) -> None:
+            async for event in events:
+                delta = getattr(getattr(event, "delta", None), "content_delta", None)
+                if isinstance(delta, str):
+                    pieces.append(delta)
+
+        output = (await agent.run(text, message_history=history, conversation_id=thread, event_stream_handler=handler)).output
+        assert len(pieces) >= 5 and "".join(pieces).endswith(output[len(output) // 2 :])  # each text's later half, as it came
+        return output
+    return (await agent.run(text, message_history=history, conversation_id=thread)).output
+
+
+def ask_each_thread_once_more(folder: str, url: str) -> None:
+    """What a new process does: one more question to each thread (the resume test's child)."""
+    import asyncio
+
+    from frameworks import RESUMED, THREADS, question
+
+    async def go() -> None:
+        agent, memory = threads_agent(folder, url)
+        for thread in THREADS:
+            await ask(agent, memory, thread, question(thread, RESUMED), streamed=False)
+        memory.close()
+
+    asyncio.run(go())
+
+
+def test_one_agent_three_threads_interleaved_streamed_and_not_each_overflowing_recalling_and_resumed_in_a_new_process(tmp_path):
+    """The done-when of frameworks as their users write them: one agent and one
+    capability, three conversations whose questions interleave (the second of each
+    streamed), an overflow and a recall in each; each conversation holds exactly its
+    own outputs; each history is read back from the workspace alone
+    (``GlyphpackHistory.history``), so a new process resumes each thread sending byte
+    for byte what this one sends."""
+    import asyncio
+    import shutil
+
+    from frameworks import RESUMED, check_the_threads, question, resumed_models, run_in_child, scenario_models, scenario_order
+
+    from glyphpack.testing.fake import FakeUpstream
+
+    models = scenario_models()
+    answering = [models]
+    answers: dict[tuple[str, int], str] = {}
+
+    async def interleaved(url: str) -> GlyphpackHistory:
+        agent, memory = threads_agent(str(tmp_path / "run"), url)
+        for thread, number, streamed in scenario_order():
+            answers[(thread, number)] = await ask(agent, memory, thread, question(thread, number), streamed)
+        check_the_threads(models, {t: memory.session_for(t, MODEL) for t in ("alpha", "bravo", "charlie")}, answers)
+        shutil.copytree(tmp_path / "run", tmp_path / "copy")
+        answering[0] = resumed_models(models)  # the same agent goes on
+        for thread in ("alpha", "bravo", "charlie"):
+            await ask(agent, memory, thread, question(thread, RESUMED), streamed=False)
+        return memory
+
+    with FakeUpstream(models.stray, route=lambda body: answering[0].route(body)) as upstream:
+        asyncio.run(interleaved(upstream.url)).close()
+    resumed = resumed_models(models)
+    with FakeUpstream(resumed.stray, route=resumed.route) as upstream:
+        run_in_child("test_adapter_pydantic_ai", "ask_each_thread_once_more", str(tmp_path / "copy"), upstream.url)
+    assert resumed.requests() == answering[0].requests() and len(resumed.requests()) == 3

@@ -131,6 +131,10 @@ def from_pydantic_ai(messages: Sequence[ModelMessage]) -> list[Message]:
     return out
 
 
+#: Reads back a response part ``_dump`` wrote (its ``part_kind`` names its class).
+_RESPONSE_PART: TypeAdapter[ModelResponsePart] = TypeAdapter(ModelResponsePart)
+
+
 def _dump(part: object) -> dict[str, Any]:
     return TypeAdapter(type(part)).dump_python(part, mode="json")
 
@@ -158,6 +162,8 @@ def to_pydantic_ai(messages: Sequence[Message]) -> list[ModelMessage]:
                     response.append(TextPart(block.text))
                 elif isinstance(block, ToolCall):
                     response.append(ToolCallPart(block.name, dict(block.arguments), tool_call_id=block.id))
+                elif isinstance(block, Opaque) and block.kind == block.payload.get("part_kind"):  # thinking and the like, as they came
+                    response.append(_RESPONSE_PART.validate_python(block.payload))
             out.append(ModelResponse(parts=response))
         elif message.role == "system":
             parts.extend(SystemPromptPart(b.text) for b in message.content if isinstance(b, Text))
@@ -265,6 +271,15 @@ class GlyphpackHistory(AbstractCapability[Any]):
         if self._last is None:
             raise UsageError(f"{FRAMEWORK}: no model is known yet: pass model=... or run the agent once")
         return self._last
+
+    def history(self, conversation: str) -> list[ModelMessage]:
+        """The stored history of ``conversation`` as Pydantic AI messages, each naming the
+        conversation: ``agent.run(prompt, message_history=memory.history(id))`` continues
+        it, in this process or a new one, from the workspace alone ([] for a new one)."""
+        messages = to_pydantic_ai(self.workspace.load(conversation, self._sessions.agent).messages)
+        for message in messages:
+            message.conversation_id = conversation
+        return messages
 
     def get_toolset(self) -> FunctionToolset[Any] | None:
         """``glyphpack_recall``: what a compaction's note names comes back exactly, from
