@@ -223,3 +223,108 @@ def test_the_session_service_takes_every_argument_adk_passes(tmp_path, monkeypat
 
     asyncio.run(go())
     service.close()
+
+
+# ------------------------------------------------------------------ one runner, three sessions
+
+
+def threads_runner(folder: str, url: str) -> tuple[Runner, GlyphpackSessionService]:
+    """The scenario's runner (one agent, one runner for every session), ADK's events and
+    the workspace both in ``folder``; the model over HTTP at ``url``."""
+    service = GlyphpackSessionService(folder, threshold=6_000, context_window=40_000)
+    agent = LlmAgent(name="coder", model=Gemini(model=MODEL, base_url=url), instruction="You read code and answer briefly.",
+                     tools=[read_file, service.recall_tool])
+    return Runner(app=App(name="app", root_agent=agent, plugins=[service.plugin]), session_service=service), service
+
+
+def ask(runner: Runner, service: GlyphpackSessionService, thread: str, text: str, streamed: bool) -> str:
+    """One question to session ``thread`` (made on first use); the answer's text."""
+    from google.adk.agents.run_config import RunConfig, StreamingMode
+
+    async def go() -> list[Any]:
+        if await service.get_session(app_name="app", user_id="u", session_id=thread) is None:
+            await service.create_session(app_name="app", user_id="u", session_id=thread)
+        config = RunConfig(streaming_mode=StreamingMode.SSE if streamed else StreamingMode.NONE)
+        message = types.Content(role="user", parts=[types.Part(text=text)])
+        return [event async for event in runner.run_async(user_id="u", session_id=thread, new_message=message, run_config=config)]
+
+    events = asyncio.run(go())
+    assert any(event.partial for event in events) == streamed
+    return str([e for e in events if not e.partial and e.content and e.content.parts and e.content.parts[0].text][-1].content.parts[0].text)
+
+
+def ask_each_thread_once_more(folder: str, url: str) -> None:
+    """What a new process does: one more question to each thread (the resume test's child)."""
+    import os
+
+    from frameworks import RESUMED, THREADS, question
+
+    os.environ.setdefault("GOOGLE_API_KEY", "test")
+    runner, service = threads_runner(folder, url)
+    for thread in THREADS:
+        ask(runner, service, thread, question(thread, RESUMED), streamed=False)
+    service.close()
+
+
+def test_one_runner_three_sessions_interleaved_streamed_and_not_each_overflowing_recalling_and_resumed_in_a_new_process(tmp_path, monkeypatch):
+    """The done-when of frameworks as their users write them: one agent and runner, three
+    sessions whose questions interleave (the second of each streamed as server-sent
+    events, its overflow's retry too), calls without ids, each tool's output wrapped by
+    ADK as {"result": ...}, an overflow and a recall in each; each session's conversation
+    holds exactly its own outputs as the tool returned them; a new process (ADK's
+    SQLite events and the workspace on disk) resumes each sending byte for byte what
+    this one sends."""
+    from frameworks import RESUMED, check_the_threads, question, resumed_models, run_in_child, scenario_models, scenario_order
+
+    monkeypatch.setenv("GOOGLE_API_KEY", "test")
+    models = scenario_models(gemini_call_ids=False)
+    answering = [models]
+    answers: dict[tuple[str, int], str] = {}
+    with FakeUpstream(models.stray, route=lambda body: answering[0].route(body)) as upstream:
+        runner, service = threads_runner(str(tmp_path / "run"), upstream.url)
+        for thread, number, streamed in scenario_order():
+            answers[(thread, number)] = ask(runner, service, thread, question(thread, number), streamed)
+        check_the_threads(models, {t: service.sessions[(t, "coder")] for t in ("alpha", "bravo", "charlie")}, answers)
+        sent = [part["functionResponse"]["response"] for model in models.models.values() for body in model.requests
+                for content in body["contents"] for part in content["parts"] if "functionResponse" in part]
+        assert sent and all(set(response) == {"result"} for response in sent)  # wrapped as ADK wraps them
+        shutil.copytree(tmp_path / "run", tmp_path / "copy")
+        answering[0] = resumed_models(models)  # the same runner goes on
+        for thread in ("alpha", "bravo", "charlie"):
+            ask(runner, service, thread, question(thread, RESUMED), streamed=False)
+    service.close()
+    resumed = resumed_models(models)
+    with FakeUpstream(resumed.stray, route=resumed.route) as upstream:
+        run_in_child("test_adapter_google_adk", "ask_each_thread_once_more", str(tmp_path / "copy"), upstream.url)
+    assert resumed.requests() == answering[0].requests() and len(resumed.requests()) == 3
+
+
+def test_a_sub_agent_is_compacted_recovers_and_is_offered_recall_without_being_given_it(tmp_path, monkeypatch):
+    """ADK's sub-agents: a coordinator transfers to its coder; each agent of the session is
+    its own glyphpack conversation agent, the coder's holding exactly its outputs, its
+    overflow recovered and its recall answered. Neither agent was given the recall tool:
+    the plugin offers it to every agent (it had to be added to each by hand)."""
+    monkeypatch.setenv("GOOGLE_API_KEY", "test")
+    fake = FakeModel([Turn(text="handing over", calls=(("transfer_to_agent", {"agent_name": "coder"}),)), *script(10, recall=True)],
+                     faults={10: "overflow"}, gemini_call_ids=False)
+    service = GlyphpackSessionService(tmp_path / "ws", threshold=6_000, context_window=40_000)
+    with FakeUpstream(fake) as upstream:
+        coder = LlmAgent(name="coder", model=Gemini(model=MODEL, base_url=upstream.url), instruction="You read code and answer briefly.",
+                         tools=[read_file], description="Reads code.")
+        triage = LlmAgent(name="triage", model=Gemini(model=MODEL, base_url=upstream.url), instruction="Hand code questions to the coder.",
+                          sub_agents=[coder])
+        runner = Runner(app=App(name="app", root_agent=triage, plugins=[service.plugin]), session_service=service)
+        events = run(runner, service, "s1", "Read every module and tell me where the parser is.")
+    assert events[-1].content.parts[0].text == ANSWER and events[-1].author == "coder"
+    assert set(service.sessions) == {("s1", "triage"), ("s1", "coder")}
+    assert all(glyphpack.RECALL_TOOL in json.dumps(body.get("tools")) for body in fake.requests)
+    assert fake.statuses.count(400) == 1 and fake.statuses[-1] == 200
+    coder_session = service.sessions[("s1", "coder")]
+    names = {c.id: c.name for m in coder_session.messages for c in m.tool_calls}
+    results = [r for m in coder_session.messages for r in m.tool_results]
+    assert [r.text for r in results if names[r.call_id] == "read_file"] == [module_text(f"mod_{n:02d}.py") for n in range(10)]
+    recalled = [r for r in results if names[r.call_id] == glyphpack.RECALL_TOOL]
+    assert len(recalled) == 1 and not recalled[0].is_error and "line " in recalled[0].text
+    assert coder_session.view is not None
+    assert not any(r.text == module_text("mod_00.py") for m in service.sessions[("s1", "triage")].messages for r in m.tool_results)
+    service.close()

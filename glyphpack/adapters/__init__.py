@@ -2,13 +2,13 @@
 optional extra whose framework package only its own module imports:
 
 - ``glyphpack.adapters.openai_agents``: a ``Session`` for the OpenAI Agents SDK
-  (``pip install 'glyphpack[openai-agents]'``).
+  (``pip install '.[openai-agents]'``).
 - ``glyphpack.adapters.langchain``: agent middleware for LangChain 1.x
-  (``pip install 'glyphpack[langchain]'``).
+  (``pip install '.[langchain]'``).
 - ``glyphpack.adapters.pydantic_ai``: a capability for Pydantic AI
-  (``pip install 'glyphpack[pydantic-ai]'``).
+  (``pip install '.[pydantic-ai]'``).
 - ``glyphpack.adapters.google_adk``: a session service and a plugin for Google ADK
-  (``pip install 'glyphpack[google-adk]'``).
+  (``pip install '.[google-adk]'``).
 
 Each keeps every message the framework gives it in a glyphpack workspace, sends the
 model the compacted view (compacting at the threshold, recovering from "too long")

@@ -5,7 +5,7 @@
     from glyphpack.adapters.google_adk import GlyphpackSessionService
 
     sessions = GlyphpackSessionService("runs/ws")
-    agent = LlmAgent(name="coder", model="gemini-3-pro", tools=[read_file, sessions.recall_tool])
+    agent = LlmAgent(name="coder", model="gemini-3-pro", tools=[read_file])
     runner = Runner(app=App(name="app", root_agent=agent, plugins=[sessions.plugin]), session_service=sessions)
 
 ADK's sessions (their events and state, exactly as ADK writes them) are kept by ADK's own
@@ -15,9 +15,10 @@ of (the session's id, the agent's name), saved at turn boundaries. The plugin pu
 ladder in force: before each model call it stores the request's new contents and sends
 the session's view in their place (compacting at the threshold, eliding old results in
 batches); a "too long" rejection compacts further and the call is made again; the
-provider's counts calibrate the estimate. ``recall_tool`` brings back what a compaction
-put away. Deleting a session deletes its glyphpack conversation too. The framework
-package is imported here only (``pip install 'glyphpack[google-adk]'``).
+provider's counts calibrate the estimate. ``glyphpack_recall`` (``recall_tool``), offered
+by the plugin to every agent of the runner (sub-agents too), brings back what a
+compaction put away. Deleting a session deletes its glyphpack conversation too. The
+framework package is imported here only (``pip install '.[google-adk]'``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from google.adk.agents.callback_context import CallbackContext
+from google.adk.agents.run_config import StreamingMode
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.adk.plugins.base_plugin import BasePlugin
@@ -84,6 +86,7 @@ class GlyphpackSessionService(BaseSessionService):
             events = SqliteSessionService(str(folder / "adk-sessions.db"))
         self.events = events
         self.model = model
+        self.recall = recall
         self.plugin = GlyphpackPlugin(self)
         self.recall_tool = FunctionTool(self._recall_function())
 
@@ -165,7 +168,12 @@ class GlyphpackPlugin(BasePlugin):
         request.contents = _contents(session)
 
     async def before_model_callback(self, *, callback_context: CallbackContext, llm_request: LlmRequest) -> LlmResponse | None:
+        """The session's view in place of the request's contents; the recall tool offered
+        to every agent of the runner (sub-agents included) that was not given it: ADK runs
+        a call from the request's own tools."""
         self._send_view(self._session(callback_context, llm_request.model), llm_request)
+        if self.service.recall and RECALL_TOOL not in llm_request.tools_dict:
+            llm_request.append_tools([self.service.recall_tool])
         return None
 
     async def after_model_callback(self, *, callback_context: CallbackContext, llm_response: LlmResponse) -> LlmResponse | None:
@@ -181,18 +189,25 @@ class GlyphpackPlugin(BasePlugin):
         return None
 
     async def on_model_error_callback(self, *, callback_context: CallbackContext, llm_request: LlmRequest, error: Exception) -> LlmResponse | None:
+        """A "too long" rejection: compacted further and sent again the way the run sends
+        (server-sent events when it streams); ADK takes one response from this callback,
+        so a streamed retry's pieces are gathered into its whole answer, which ADK then
+        hands to the after-model callbacks as any other."""
         if parse_overflow(error) is None:
             return None
         session = self._session(callback_context, llm_request.model)
-        model = callback_context.get_invocation_context().agent.canonical_model  # type: ignore[union-attr]
+        invocation = callback_context.get_invocation_context()
+        model = invocation.agent.canonical_model  # type: ignore[union-attr]
+        streamed = invocation.run_config is not None and invocation.run_config.streaming_mode == StreamingMode.SSE
         while True:
             session.recover(error)  # escalates, then raises: never a loop
             request = llm_request.model_copy(update={"contents": _contents(session)})
             try:
-                last: LlmResponse | None = None
-                async for response in model.generate_content_async(request, stream=False):
-                    last = response
-                return last
+                whole: LlmResponse | None = None
+                async for response in model.generate_content_async(request, stream=streamed):
+                    if not response.partial:
+                        whole = response
+                return whole
             except Exception as again:
                 if parse_overflow(again) is None:
                     raise

@@ -18,7 +18,7 @@ again) and learns from the provider's count. The agent's state keeps every messa
 it was: only what is sent changes. ``glyphpack_recall`` is one of the agent's tools,
 registered by the middleware. Unlike ``SummarizationMiddleware``, nothing is replaced
 in the state and everything put away comes back on request. The framework packages are
-imported here only (``pip install 'glyphpack[langchain]'``).
+imported here only (``pip install '.[langchain]'``).
 """
 
 from __future__ import annotations

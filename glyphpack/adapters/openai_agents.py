@@ -16,7 +16,7 @@ given (compacting at the threshold, learning the provider's counts, recovering f
 "too long" and sending again) and the ``glyphpack_recall`` tool, which the runner
 executes like any function tool; one agent object serves every conversation
 (``session.agent(agent)`` binds one to a session). The framework package is
-imported here only (``pip install 'glyphpack[openai-agents]'``).
+imported here only (``pip install '.[openai-agents]'``).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ request's only: the run's own history (``result.all_messages()``) keeps every me
 as it was, where a history processor's output would replace it. A "too long" rejection
 compacts further and attempts again (``RetryModelRequest``); the provider's counts
 calibrate the estimate; ``glyphpack_recall`` is one of the agent's tools. The framework
-package is imported here only (``pip install 'glyphpack[pydantic-ai]'``).
+package is imported here only (``pip install '.[pydantic-ai]'``).
 """
 
 from __future__ import annotations
