@@ -1039,8 +1039,28 @@ def cmd_proxy(args: argparse.Namespace) -> int:
             print(f"glyphpack proxy on {url} -> {_shown(upstream)}; workspace {workspace.location} ({known} conversations known)", file=sys.stderr)
             print(f"  Claude Code: ANTHROPIC_BASE_URL={url} claude    OpenAI SDKs: OPENAI_BASE_URL={url}/v1    totals: {url}{STATUS_PATH}", file=sys.stderr, flush=True)
 
-        serve(Proxy(recorder, upstream, summarizer=summarizer, log=log), args.host, args.port, announce=announce)
+        serve(Proxy(recorder, upstream, summarizer=summarizer, log=log).app, args.host, args.port, announce=announce)
         print(log.summary(), file=sys.stderr, flush=True)  # it returns once SIGINT or SIGTERM stopped it
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """The workspace in a browser: an index of projects and conversations, each
+    conversation's page, search across all of them and recall from the page."""
+    try:
+        from ._proxy.server import serve
+        from ._session.serve import serve_app
+    except ImportError as exc:
+        raise UsageError(f"glyphpack serve needs the proxy extra ({exc.name} is missing): pip install '.[proxy]'") from None
+    from ._history.store import Workspace
+
+    with Workspace(args.workspace, read_only=True) as workspace:  # it only reads: the proxy may be writing
+        count = len(workspace.tree.conversations())
+
+        def announce(url: str) -> None:
+            print(f"glyphpack serve on {url}: workspace {workspace.location} ({count} conversations); Ctrl-C stops it", file=sys.stderr, flush=True)
+
+        serve(serve_app(workspace), args.host, args.port, announce=announce)
     return 0
 
 
@@ -1214,6 +1234,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--require-client-key", action="store_true", help="refuse (401) a request without one of those keys")
     p.set_defaults(run=cmd_proxy)
 
+    p = sub.add_parser("serve", help="browse a workspace: an index of projects and conversations, search across them, recall from the page")
+    p.add_argument("workspace", help=WORKSPACE_HELP)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free one)")
+    p.set_defaults(run=cmd_serve)
     p = sub.add_parser("proxy-key", help="issue a client key for a person (their conversations stay theirs when their upstream token rotates)")
     p.add_argument("person", help="who the key is for (a name: letters, digits, '.', '_', '-'); several keys may name one person")
     p.add_argument("--keys", required=True, metavar="FILE", help="the file of issued keys' digests the proxy reads (--client-keys); made if missing")

@@ -387,7 +387,7 @@ def test_serve_answers_until_a_signal_then_returns_with_the_handlers_it_found(tm
         announced.append(url)
         threading.Thread(target=ask_then_stop, daemon=True).start()
 
-    serve(proxy, "127.0.0.1", 0, announce=announce)
+    serve(proxy.app, "127.0.0.1", 0, announce=announce)
     assert len(announced) == 1 and announced[0].startswith("http://127.0.0.1:") and answers == [200]
     assert {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} == before
     port = int(announced[0].rsplit(":", 1)[1])

@@ -595,11 +595,11 @@ _ARGUMENTS = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
 _IDE_REQUEST = re.compile(r"^## My request for \w+:\s*$", re.MULTILINE)
 
 
-def first_task(messages: Sequence[Message]) -> str:
-    """A title from the first user message a person typed: its text without what the
-    harness wrapped around it or put before it (reminders, slash commands' echoes,
-    environment context, instruction files; ``title_from``); "" when there is none."""
-    for message in messages:
+def first_typed(messages: Sequence[Message]) -> tuple[int, str] | None:
+    """The first user message a person typed, as (its index, its text without what the
+    harness wrapped around it or put before it: reminders, slash commands' echoes,
+    environment context, instruction files); None when there is none."""
+    for index, message in enumerate(messages):
         if message.role != "user":
             continue
         text = "\n".join(b.text for b in message.content if isinstance(b, Text)).strip()
@@ -613,7 +613,16 @@ def first_task(messages: Sequence[Message]) -> str:
             text = f"{command.group(1)} {arguments.group(1)}" if arguments and arguments.group(1).strip() else ""
         text = _TAG.sub(" ", text).strip()
         if text and not _NOTE.fullmatch(text):  # a note an importer wrote ("[mini-swe-agent exit]") is no task
-            return title_from(text)
+            return index, text
+    return None
+
+
+def first_task(messages: Sequence[Message]) -> str:
+    """A title from the first user message a person typed (``first_typed``,
+    ``title_from``); "" when there is none."""
+    typed = first_typed(messages)
+    if typed is not None:
+        return title_from(typed[1])
     # No prompt at all (a session of slash commands only): the first command run.
     named = (_COMMAND.search(b.text) for m in messages if m.role == "user" for b in m.content if isinstance(b, Text))
     first = next((found.group(1).strip() for found in named if found and found.group(1).strip()), "")

@@ -84,8 +84,9 @@ SyncState = Literal["new", "appended", "unchanged"]
 #: The agent whose record beside it holds who owns a conversation (``Workspace.owner``).
 OWNER_AGENT = "main"
 #: What a measured record holds that no count teaches again: who holds the conversation,
-#: the file it was imported from, where the harness's newest compaction starts.
-_MEASURED_FACTS = ("owner", "source", "harness_start")
+#: the file it was imported from and the harness that wrote it, where the harness's
+#: newest compaction starts.
+_MEASURED_FACTS = ("owner", "source", "harness", "harness_start")
 
 
 def _json_object(raw: bytes | None) -> dict[str, Any]:
@@ -670,6 +671,7 @@ class Workspace:
             saved.append(self.save(conversation, name, messages, revision=current.revision, replace=True))
             self._keep_usage(conversation, name, messages, imported)
             self._keep_compactions(conversation, name, messages, imported, session.report.format)
+        self._update_measured(conversation, OWNER_AGENT, harness=session.report.format)
         return saved
 
     def _keep_compactions(self, conversation: str, agent: str, messages: Sequence[Message], imported: ImportedAgent, harness: str) -> None:
@@ -695,6 +697,13 @@ class Workspace:
         the harness already summarized (which stay in the transcript, recallable)."""
         start = self._measured_record(conversation, agent)[1].get("harness_start")
         return start if isinstance(start, str) else None
+
+    def harness(self, conversation: str) -> str | None:
+        """The format of the session file an imported conversation came from
+        (``claude-code``, ``codex``, ...), or None: not imported, or imported before it
+        was kept."""
+        harness = self._measured_record(conversation, OWNER_AGENT)[1].get("harness")
+        return harness if isinstance(harness, str) else None
 
     def source(self, conversation: str) -> str | None:
         """Where the session file of an imported conversation is (``sync_session``'s

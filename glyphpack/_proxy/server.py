@@ -693,9 +693,10 @@ class _Stopped(Exception):
     """SIGINT or SIGTERM, raised again by uvicorn after its graceful shutdown."""
 
 
-def serve(proxy: Proxy, host: str, port: int, *, announce: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> None:
-    """Serve until SIGINT or SIGTERM; requests in flight finish first, then it returns
-    (uvicorn raises the signal again once it has shut down: caught here, not a crash)."""
+def serve(app: Any, host: str, port: int, *, announce: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> None:
+    """Serve the ASGI ``app`` (a ``Proxy``'s, ``glyphpack serve``'s) until SIGINT or
+    SIGTERM; requests in flight finish first, then it returns (uvicorn raises the signal
+    again once it has shut down: caught here, not a crash)."""
     import signal
 
     import uvicorn
@@ -708,7 +709,7 @@ def serve(proxy: Proxy, host: str, port: int, *, announce: Callable[[str], None]
 
     previous = {number: signal.signal(number, stopped) for number in (signal.SIGINT, signal.SIGTERM)}
     try:
-        uvicorn.Server(uvicorn.Config(proxy.app, log_level="warning", lifespan="on")).run(sockets=[sock])
+        uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on")).run(sockets=[sock])
     except _Stopped:
         pass
     finally:

@@ -21,7 +21,8 @@ from typing import Any
 
 from .._compaction.rungs import DROPPED_MARK, ELIDED_MARK
 from .._errors import StoreError
-from .._history.messages import Block, Image, Message, Opaque, RedactedThinking, Text, Thinking, ToolCall, ToolResult
+from .._history.messages import Block, Image, Message, Opaque, RedactedThinking, Text, Thinking, ToolCall, ToolResult, first_typed
+from .._history.recall import hinted_refs, range_ref
 from .._history.store import Workspace
 from .._history.view import StoredView, read_archive
 from .._types import public
@@ -123,6 +124,8 @@ def _compaction(number: int, conversation: str, agent: str, view: StoredView, or
         "source": list(view.source) if view.source else None, "page_text": view.page_text,
         "stubs_sent": _stub_counts(sent), "stubs_on_pages": _stub_counts([view.page_text]),
         "verbatim": sum(1 for m in view.messages if originals.get(m.id) == m),
+        # what recall brings back: each stub's and note's ref, and the whole range's
+        "refs": [ref for ref, _ in hinted_refs(view.messages)] + ([range_ref(*view.source)] if view.source else []),
     }
 
 
@@ -147,9 +150,13 @@ def workspace_data(workspace: Workspace, conversation: str | None = None) -> Jso
             nodes.append({"id": node.message.id, "p": node.parent, "c": info.id, "r": node.message.role,
                           "t": node.message.time, "b": [_block(b, images) for b in node.message.content]})
         agents = tree.agent_tips(info.id)
+        path = tree.path_to(info.tip)
+        typed = first_typed(path)
         out_conversations.append({
             "id": info.id, "title": info.title, "tip": info.tip, "agents": agents, "labels": tree.labels(info.id),
             "forked_from": info.forked_from, "forked_at": info.forked_at,
+            # where the page opens: what the person typed first, past the harness's wrappers
+            "first_prompt": path[typed[0]].id if typed is not None and typed[0] > 0 else None,
         })
         for agent in agents:
             for number, view in enumerate(read_archive(workspace, info.id, agent), 1):

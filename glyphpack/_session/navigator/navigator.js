@@ -84,9 +84,16 @@
     }
     const tip = state.agent ? c.agents[state.agent] : c.tip;
     showPath(tip || c.tip || (leaves(conv)[0] || null));
-    // another conversation starts at its top, not at the old scroll position
+    // another conversation starts at its top, not at the old scroll position; the main
+    // path opens at the first prompt the person typed (what the harness put before it
+    // is above it, folded)
     $("transcript").scrollTop = 0;
     $("tree").scrollTop = 0;
+    if (c.first_prompt && state.path.includes(c.first_prompt)) {
+      scrollToMessage(c.first_prompt);
+      const typed = document.getElementById("m-" + c.first_prompt);
+      if (typed) typed.classList.add("first-prompt");
+    }
   }
 
   // ------------------------------------------------------------------ tree
@@ -427,6 +434,10 @@
       if (c.page_text) box.appendChild(collapsible("the text the pages draw, exactly", el("pre", "", c.page_text), false, "page-text"));
     }
     for (const note of c.notes) if (note) box.appendChild(collapsible("text sent with them", el("pre", "", note), false, "note"));
+    if (c.refs.length) {
+      const refs = el("pre", "", c.refs.map((r) => "ref " + JSON.stringify(r)).join("\n"));
+      box.appendChild(collapsible(c.refs.length + " ref(s) recall brings back (glyphpack recall WS CONV REF)", refs, false, "refs"));
+    }
     if (c.source) {
       const ids = pathTo(c.source[1]);
       const from = ids.indexOf(c.source[0]);
