@@ -136,7 +136,7 @@ def test_serve_in_a_browser(workspace, tmp_path):
             meta = dict(projects)["/home/ada/parser"]
             assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", meta) and re.search(r"[\d,]+ tokens", meta)
             assert driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")  # no sideways scroll
-            driver.save_screenshot(str(tmp_path / "index.png"))
+            _shot(driver, tmp_path, "serve-index.png")
             # A word inside a folded tool output, found from the index.
             box = driver.find_element("id", "filter")
             box.send_keys("line of early7 source code")
@@ -150,20 +150,22 @@ def test_serve_in_a_browser(workspace, tmp_path):
                 "const e = document.querySelector('.msg.first-prompt'); const r = e.getBoundingClientRect();"
                 "return [e.textContent, r.top >= 0 && r.top < window.innerHeight]")
             assert "I have a few security advisories" in shown[0] and shown[1]
-            driver.save_screenshot(str(tmp_path / "first-prompt.png"))
+            _shot(driver, tmp_path, "serve-first-prompt.png")
             # A recall from the page shows the exact text.
             driver.get(f"{url}/c/long")
             wait("return window.glyphpackNavigator && window.glyphpackNavigator.served && document.querySelectorAll('button.recall').length > 0")
             button = driver.find_element("css selector", "button.recall")
             ref = button.get_attribute("data-ref")
-            driver.execute_script("arguments[0].scrollIntoView(); arguments[0].click()", button)
+            driver.execute_script("arguments[0].closest('details').open = true; arguments[0].scrollIntoView({block: 'center'})", button)
+            button.click()  # as a person clicks it: the compaction's refs opened, the button in view
             wait("return document.querySelector('pre.recalled') && !document.querySelector('pre.recalled').textContent.startsWith('recalling')")
             shown_text = driver.execute_script("return document.querySelector('pre.recalled').textContent")
             with glyphpack.Workspace(workspace, read_only=True) as ws:
                 messages = ws.load("long", "main").messages
             expected = glyphpack._history.recall.recall(messages, ref, 1, range_text=glyphpack._compaction.snapshot.serialize_messages)
             assert shown_text == expected.as_text() and not expected.is_error
-            driver.save_screenshot(str(tmp_path / "recall.png"))
+            driver.execute_script("document.querySelector('pre.recalled').scrollIntoView({block: 'center'})")
+            _shot(driver, tmp_path, "serve-recall.png")
             # What is recorded while the index is open shows up without a reload.
             driver.get(url)
             wait("return window.glyphpackIndex && window.glyphpackIndex.ready")
@@ -176,6 +178,16 @@ def test_serve_in_a_browser(workspace, tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=20)
+
+
+def _shot(driver: Any, folder: Path, name: str) -> None:
+    """A screenshot, copied into docs/ when GLYPHPACK_WRITE_DOCS is set (docs/navigator.md's)."""
+    import os
+    import shutil
+
+    driver.save_screenshot(str(folder / name))
+    if os.environ.get("GLYPHPACK_WRITE_DOCS"):
+        shutil.copy(folder / name, Path(__file__).resolve().parent.parent / "docs" / name)
 
 
 def _waiter(driver: Any) -> Any:
