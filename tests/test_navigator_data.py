@@ -14,6 +14,7 @@ import pytest
 
 import glyphpack
 from glyphpack import Image, Message, Opaque, RedactedThinking, Text, Thinking, ToolCall, ToolResult
+from glyphpack._history.recall import range_ref
 from glyphpack._session.navigator import _script_json, export_html, workspace_data
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\1" * 20
@@ -79,7 +80,8 @@ def test_conversations_carry_their_agents_labels_and_where_each_fork_came_from(t
     assert [c["id"] for c in everything["conversations"]] == ["c", "d", "e"]
     c, d, _ = everything["conversations"]
     assert c == {"id": "c", "title": c["title"], "tip": "m4", "agents": {"a": "m4", "helper": "h1"}, "labels": {"start": "m4"},
-                 "forked_from": None, "forked_at": None}
+                 "forked_from": None, "forked_at": None, "first_prompt": "m1"}  # the page opens at the first prompt typed, past the system prompt
+    assert everything["conversations"][2]["first_prompt"] is None  # typed first: the page opens at its top
     assert (d["forked_from"], d["forked_at"], d["tip"]) == ("c", forked.forked_at, forked.tip) and d["forked_at"] is not None
     assert [c["id"] for c in chosen["conversations"]] == ["c", "d"]  # a conversation and its forks
     assert {n["c"] for n in chosen["nodes"]} == {"c", "d"}
@@ -107,8 +109,10 @@ def test_each_compaction_says_what_it_sends_what_its_pages_draw_and_what_it_cove
         "pages": [], "notes": [], "elided": changed, "source": list(view.source) if view.source else None, "page_text": view.page_text,
         "stubs_sent": {"elided": sum(t.count(ELIDED_MARK) for t in sent_text), "dropped": 0}, "stubs_on_pages": {"elided": 0, "dropped": 0},
         "verbatim": len(view.messages) - len(changed),
+        "refs": list(dict.fromkeys(re.findall(r'ref "([^"]+)"', "\n".join(m.text for m in view.messages))))
+        + ([range_ref(*view.source)] if view.source else []),
     }
-    assert compaction["stubs_sent"]["elided"] > 0 and changed
+    assert compaction["stubs_sent"]["elided"] > 0 and changed and len(compaction["refs"]) >= 2
 
 
 def test_the_data_cannot_close_its_script_element_and_every_marker_is_filled_once(tmp_path) -> None:
