@@ -526,7 +526,8 @@ def test_records_beside_transcripts_say_their_format_and_sit_in_their_own_folder
         assert json.loads(ws.backend.measured("d", "main")[1]) == {"format": MEASURED_FORMAT, "owner": {"salt": "s", "digest": "x"}}
         plain = ImportedSession("t", (ImportedAgent("main", tuple(history(1))),), (), ImportReport(format="test"))
         ws.import_session(plain, "quiet")
-        assert ws.backend.measured("quiet", "main") is None  # no usage, no model: nothing to keep
+        # No usage, no model: only the harness that wrote it (the index of glyphpack serve shows it).
+        assert json.loads(ws.backend.measured("quiet", "main")[1]) == {"format": "glyphpack-measured", "harness": plain.report.format}
         counted = ImportedSession("t", (ImportedAgent("main", tuple(history(1)), usage=((1, 2, 500),), model="m"),), (), ImportReport(format="test"))
         ws.import_session(counted, "counted")
         stored = ws.load("counted", "main").messages
