@@ -532,7 +532,7 @@ def test_records_beside_transcripts_say_their_format_and_sit_in_their_own_folder
         ws.import_session(counted, "counted")
         stored = ws.load("counted", "main").messages
         assert json.loads(ws.backend.measured("counted", "main")[1]) == {
-            "format": MEASURED_FORMAT, "requests": [[stored[1].id, stored[1].id, 500]], "settings": {"model": "m"}}
+            "format": MEASURED_FORMAT, "requests": [[stored[1].id, stored[1].id, 500]], "settings": {"model": "m"}, "harness": "test"}
 
 
 def test_the_memory_stores_transcript_is_unanswered_after_a_failed_turn_whatever_came_last():
