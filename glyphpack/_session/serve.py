@@ -116,9 +116,22 @@ class Index:
         messages, tool outputs folded on the page included, with up to
         ``SEARCH_MATCHES`` snippets (the message's id, its agent, the text around it)."""
         needle = query.casefold()
-        found: list[Json] = []
+        found: dict[str, list[Json]] = {}  # conversation -> its matches, in the order found
         if not needle:
-            return found
+            return []
+        with self._lock:
+            for conversation, agent in self.workspace.transcripts():
+                for message in self.workspace.load(conversation, agent).messages:
+                    text = "\n".join([message.text, *(call.arguments_json for call in message.tool_calls)])  # outputs and commands too
+                    at = text.casefold().find(needle)
+                    if at < 0 or (conversation not in found and len(found) == SEARCH_CONVERSATIONS):
+                        continue
+                    matches = found.setdefault(conversation, [])
+                    if len(matches) < SEARCH_MATCHES:
+                        start = max(0, at - SNIPPET_CHARS // 2)
+                        snippet = " ".join(text[start : at + len(needle) + SNIPPET_CHARS // 2].split())
+                        matches.append({"agent": agent, "message": message.id, "role": message.role, "text": snippet})
+        return [{"id": conversation, "matches": matches} for conversation, matches in found.items()]
         with self._lock:
             for conversation, agent in self.workspace.transcripts():
                 for message in self.workspace.load(conversation, agent).messages:
