@@ -185,3 +185,83 @@ def run_in_child(module: str, function: str, *args: str) -> None:
     code = f"import sys; sys.path[:0] = [{str(Path(__file__).parent)!r}]; import {module}; {module}.{function}(*sys.argv[1:])"
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
+
+
+# ------------------------------------------------------------------ a sub-agent used as a tool
+
+#: The delegation scenario: a boss agent whose tool ``ask_researcher`` runs a researcher
+#: agent afresh each call (LangChain's subagents-as-tools, Pydantic AI's delegation). The
+#: boss asks two researchers at once, answers, then asks a third; each researcher reads
+#: six modules of its own, recalls what a note names and answers.
+BOSS_QUESTIONS = ("boss question 1", "boss question 2")
+TASKS = {"one": range(30, 36), "two": range(40, 46), "three": range(50, 56)}
+#: Each researcher's request the fake refuses as too long.
+RESEARCHER_OVERFLOW_AT = 6
+ASK_RESEARCHER = "ask_researcher"
+
+
+def task(name: str) -> str:
+    return f"researcher task {name}"
+
+
+def boss_script() -> list[Turn]:
+    asks = tuple((ASK_RESEARCHER, {"question": task(name)}) for name in ("one", "two"))
+    return [Turn(text="asking two researchers", calls=asks), Turn(text="boss answer 1"),
+            Turn(text="asking a third", calls=((ASK_RESEARCHER, {"question": task("three")}),)), Turn(text="boss answer 2")]
+
+
+def researcher_script(name: str) -> list[Turn]:
+    reads = [Turn(text=f"{name} reads", calls=(("read_file", {"path": f"mod_{n:02d}.py"}),)) for n in TASKS[name]]
+    return [*reads, Turn(text=f"{name} checks", calls=((glyphpack.RECALL_TOOL, {"ref": NEWEST_REF}),)), Turn(text=f"researcher answer {name}")]
+
+
+class DelegationModels(ThreadModels):
+    """The boss's model and one per researcher: a request holding a boss question is the
+    boss's; else the one researcher whose task it holds; else (none, or several tasks in
+    a researcher's request) ``stray``, which refuses it."""
+
+    def __init__(self) -> None:
+        super().__init__({"boss": boss_script(), **{name: researcher_script(name) for name in TASKS}})
+        for name in TASKS:
+            self.models[name].faults = {RESEARCHER_OVERFLOW_AT: "overflow"}
+
+    def route(self, body: dict[str, object]) -> FakeModel:
+        text = json.dumps(body)
+        if "boss question" in text:
+            return self.models["boss"]
+        holders = [name for name in TASKS if task(name) in text]
+        return self.models[holders[0]] if len(holders) == 1 else self.stray
+
+
+def check_the_delegation(models: DelegationModels, workspace: glyphpack.Workspace, conversation: str, boss: str, researcher: str) -> None:
+    """What the delegation run must show: every request accepted (each researcher's
+    overflow aside, sent again smaller), none mixing agents, the recall tool in each; the
+    boss's transcript (``conversation``/``boss``) holding its questions, its calls and the
+    researchers' answers as their results; one transcript per call of the researcher, in
+    the same conversation, named ``{researcher}-{call id}``, holding exactly its task, its
+    six outputs as the tool returned them and its recall's answer."""
+    assert not models.stray.requests, "a request held two agents' words, or none"
+    boss_stored = workspace.load(conversation, boss).messages
+    assert [m.text for m in boss_stored if m.role == "user"] == list(BOSS_QUESTIONS)
+    calls = [c for m in boss_stored for c in m.tool_calls]
+    assert [c.arguments["question"] for c in calls] == [task(name) for name in TASKS]
+    results = {r.call_id: r.text for m in boss_stored for r in m.tool_results}
+    assert [results[c.id] for c in calls] == [f"researcher answer {name}" for name in TASKS]
+    assert [m.text for m in boss_stored if m.role == "assistant"][-1] == "boss answer 2"
+    agents = sorted(agent for conv, agent in workspace.transcripts() if conv == conversation and agent != boss)
+    assert len(agents) == 3 and all(a.startswith(f"{researcher}-") for a in agents), agents
+    for call, name in zip(calls, TASKS):
+        fake = models.models[name]
+        assert fake.statuses.count(400) == 1 and fake.statuses[RESEARCHER_OVERFLOW_AT - 1] == 400 and fake.statuses[-1] == 200, (name, fake.statuses)
+        assert all(glyphpack.RECALL_TOOL in json.dumps(body.get("tools")) for body in fake.requests)
+        kept = [a for a in agents if a.endswith(call.id)]
+        assert len(kept) == 1, (call.id, agents)
+        stored = workspace.load(conversation, kept[0])
+        assert [m.text for m in stored.messages if m.role == "user"] == [task(name)]
+        names = {c.id: c.name for m in stored.messages for c in m.tool_calls}
+        outputs = [r for m in stored.messages for r in m.tool_results]
+        assert [r.text for r in outputs if names[r.call_id] == "read_file"] == [module_text(f"mod_{n:02d}.py") for n in TASKS[name]]
+        recalled = [r for r in outputs if names[r.call_id] == glyphpack.RECALL_TOOL]
+        assert len(recalled) == 1 and not recalled[0].is_error and "line " in recalled[0].text
+        assert stored.messages[-1].text == f"researcher answer {name}"
+    assert all(glyphpack.RECALL_TOOL in json.dumps(body.get("tools")) for body in models.models["boss"].requests)

@@ -305,3 +305,36 @@ def test_one_agent_three_threads_interleaved_streamed_and_not_each_overflowing_r
     with FakeUpstream(resumed.stray, route=resumed.route) as upstream:
         run_in_child("test_adapter_langchain", "ask_each_thread_once_more", str(tmp_path / "copy"), upstream.url)
     assert resumed.requests() == continued.requests() and len(resumed.requests()) == 3
+
+
+# ------------------------------------------------------------------ a sub-agent used as a tool
+
+
+def test_a_researcher_agent_used_as_a_tool_is_kept_per_call_compacted_recalled_and_recovered(tmp_path):
+    """LangChain's subagents-as-tools: the boss's tool runs a researcher agent afresh each
+    call (two calls at once, then a third), one middleware in both. Each call of the
+    researcher is its own transcript in the boss's thread (a fresh history was refused as
+    "differs from the stored one" on the second call), named by the researcher and the
+    call; each is compacted, recovers from its overflow and recalls from its own."""
+    from frameworks import ASK_RESEARCHER, DelegationModels, check_the_delegation
+
+    from glyphpack.testing.fake import FakeUpstream
+
+    models = DelegationModels()
+    memory = GlyphpackMiddleware(tmp_path / "ws", model=MODEL, threshold=6_000, context_window=40_000)
+    with FakeUpstream(models.stray, route=models.route) as upstream:
+        model = ChatOpenAI(model=MODEL, api_key="test", base_url=f"{upstream.url}/v1", max_retries=0)  # type: ignore[arg-type]
+        researcher = create_agent(model, tools=[read_file], system_prompt="You research.", middleware=[memory], name="researcher")
+
+        @tool(ASK_RESEARCHER)
+        def ask_researcher(question: str) -> str:
+            """Ask a researcher to read the code."""
+            return str(researcher.invoke({"messages": [HumanMessage(question)]}, {"recursion_limit": 40})["messages"][-1].content)
+
+        boss = create_agent(model, tools=[ask_researcher], system_prompt="You delegate.", middleware=[memory], name="boss")
+        config = {"configurable": {"thread_id": "work"}}
+        state = boss.invoke({"messages": [HumanMessage("boss question 1")]}, config)
+        state = boss.invoke({"messages": [*state["messages"], HumanMessage("boss question 2")]}, config)
+    assert state["messages"][-1].content == "boss answer 2"
+    check_the_delegation(models, memory.workspace, "work", "agent", "researcher")
+    memory.close()

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow  # drives the framework: CI runs it, and --run-slo
 pytest.importorskip("pydantic_ai")
 from frameworks import ANSWER, SMALL_WINDOW, big_output, check_the_loop, check_the_window_met, module_text, script
 from openai import AsyncOpenAI
-from pydantic_ai import Agent
+from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import (
     BinaryContent,
     ModelRequest,
@@ -311,3 +311,35 @@ def test_one_agent_three_threads_interleaved_streamed_and_not_each_overflowing_r
     with FakeUpstream(resumed.stray, route=resumed.route) as upstream:
         run_in_child("test_adapter_pydantic_ai", "ask_each_thread_once_more", str(tmp_path / "copy"), upstream.url)
     assert resumed.requests() == answering[0].requests() and len(resumed.requests()) == 3
+
+
+# ------------------------------------------------------------------ delegation
+
+
+def test_a_researcher_agent_a_tool_delegates_to_is_kept_per_call_compacted_recalled_and_recovered(tmp_path):
+    """Pydantic AI's agent delegation: the boss's tool runs a researcher agent afresh each
+    call (two calls at once, then a third), one capability in both. Each delegation is its
+    own transcript in the boss's conversation (it was a conversation of its own per run,
+    named by a fresh UUID and tied to nothing), named by the researcher and the call; each
+    is compacted, recovers from its overflow and recalls from its own."""
+    from frameworks import ASK_RESEARCHER, DelegationModels, check_the_delegation
+
+    from glyphpack.testing.fake import FakeUpstream
+
+    models = DelegationModels()
+    memory = GlyphpackHistory(tmp_path / "ws", model=MODEL, threshold=6_000, context_window=40_000)
+    with FakeUpstream(models.stray, route=models.route) as upstream:
+        model = OpenAIChatModel(MODEL, provider=OpenAIProvider(base_url=f"{upstream.url}/v1", api_key="test"))
+        researcher = Agent(model, tools=[read_file], instructions="You research.", capabilities=[memory], name="researcher")
+        boss = Agent(model, instructions="You delegate.", capabilities=[memory], name="boss")
+
+        @boss.tool(name=ASK_RESEARCHER)
+        async def ask_researcher(ctx: RunContext[None], question: str) -> str:
+            """Ask a researcher to read the code."""
+            return (await researcher.run(question, usage=ctx.usage)).output
+
+        first = boss.run_sync("boss question 1", conversation_id="work")
+        second = boss.run_sync("boss question 2", message_history=first.all_messages())
+    assert second.output == "boss answer 2"
+    check_the_delegation(models, memory.workspace, "work", "agent", "researcher")
+    memory.close()

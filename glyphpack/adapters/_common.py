@@ -4,8 +4,11 @@ one, and the recall tool's answer as text and images."""
 from __future__ import annotations
 
 import os
+import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from .._compaction.recovery import parse_overflow
@@ -73,6 +76,41 @@ class FrameworkSessions:
             self.workspace.close()
 
 
+#: The glyphpack run whose tool is executing, as (conversation, agent, the call's id). A
+#: framework run that starts inside that tool (an agent used as a tool, a delegation) is a
+#: sub-agent of it: its own transcript in the same conversation.
+_CALLING: ContextVar[tuple[str, str, str] | None] = ContextVar("glyphpack_calling", default=None)
+
+
+@contextmanager
+def tool_call(conversation: str, agent: str, call_id: str) -> Iterator[None]:
+    """While a tool of the run kept as ``conversation``/``agent`` executes call ``call_id``."""
+    token = _CALLING.set((conversation, agent, call_id))
+    try:
+        yield
+    finally:
+        _CALLING.reset(token)
+
+
+def calling_run() -> tuple[str, str] | None:
+    """The conversation and agent of the run whose tool is executing (``None`` outside one)."""
+    calling = _CALLING.get()
+    return None if calling is None else calling[:2]
+
+
+def sub_agent(name: str) -> tuple[str, str] | None:
+    """Where a run of the agent ``name`` starting now is kept when it starts inside a tool
+    call of a glyphpack run: that run's conversation, as an agent named by ``name`` and the
+    call's id (each call a transcript of its own, found again by the same name since the
+    call's id is stored with the caller). ``None`` outside a tool call."""
+    calling = _CALLING.get()
+    if calling is None:
+        return None
+    conversation, _, call_id = calling
+    named = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{name}-{call_id}").strip("-._")
+    return conversation, named[:128] or "subagent"
+
+
 def framework_api(model: str, api: Api | None) -> Api:
     """The API a framework's requests to ``model`` are shaped like: ``api``, else the
     model's provider's own."""
@@ -135,4 +173,7 @@ def recall_answer(session: Session, arguments: Mapping[str, Any]) -> tuple[str, 
     return text, images, recalled.is_error
 
 
-__all__ = ["NATIVE_API", "RECALL_TOOL", "FrameworkSessions", "framework_api", "recall_answer", "recover_or_raise", "same_content", "store_turns", "unsaved_suffix"]
+__all__ = [
+    "NATIVE_API", "RECALL_TOOL", "FrameworkSessions", "calling_run", "framework_api", "recall_answer", "recover_or_raise", "same_content",
+    "store_turns", "sub_agent", "tool_call", "unsaved_suffix",
+]

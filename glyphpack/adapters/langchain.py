@@ -9,6 +9,8 @@
 
 Each run's thread (LangGraph's ``thread_id``) is a conversation of its own, so one
 compiled agent serves them all (or the middleware keeps the one ``conversation`` given).
+An agent run from a tool of such a run (a sub-agent used as a tool) is kept in that run's
+conversation, as an agent of its own per call.
 
 Around each model call (``wrap_model_call``) the middleware stores the messages of the
 agent's state it has not stored yet (at turn boundaries, in the workspace's transcript
@@ -29,7 +31,7 @@ import os
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse, ToolCallRequest
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 
@@ -41,7 +43,17 @@ from .._history.recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, RECALL_TOOL
 from .._history.store import Workspace
 from .._session.session import Session
 from .._types import Api
-from ._common import FrameworkSessions, framework_api, recall_answer, recover_or_raise, store_turns, unsaved_suffix
+from ._common import (
+    FrameworkSessions,
+    calling_run,
+    framework_api,
+    recall_answer,
+    recover_or_raise,
+    store_turns,
+    sub_agent,
+    tool_call,
+    unsaved_suffix,
+)
 
 FRAMEWORK = "LangChain"
 
@@ -120,18 +132,18 @@ def from_langchain(messages: Sequence[BaseMessage]) -> list[Message]:
     return out
 
 
-def _thread_id() -> str:
-    """The ``thread_id`` of the LangGraph run this is called in."""
+def _run_config() -> tuple[str | None, str | None]:
+    """The ``thread_id`` and the agent's name (``create_agent(name=...)``) of the LangGraph
+    run this is called in (``None`` where there is none)."""
     try:
         from langgraph.config import get_config
 
-        thread = get_config().get("configurable", {}).get("thread_id")
+        config = get_config()
     except RuntimeError:  # not inside a run
-        thread = None
-    if not isinstance(thread, str) or not thread:
-        raise UsageError(f"{FRAMEWORK}: run the agent with config={{'configurable': {{'thread_id': ...}}}}, "
-                         "or give GlyphpackMiddleware the conversation it keeps")
-    return thread
+        return None, None
+    thread = config.get("configurable", {}).get("thread_id")
+    name = config.get("metadata", {}).get("lc_agent_name")
+    return (thread if isinstance(thread, str) and thread else None), (name if isinstance(name, str) and name else None)
 
 
 def to_langchain(messages: Sequence[Message]) -> list[AnyMessage]:
@@ -196,22 +208,42 @@ class GlyphpackMiddleware(AgentMiddleware):
             self.session_for(conversation)  # a bad conversation id is said now
         self.tools: list[BaseTool] = [self.recall_tool()] if recall else []
 
-    def session_for(self, conversation: str) -> Session:
-        """The glyphpack session of thread ``conversation``, opened on first use (from
-        the workspace: a thread resumed in a new process goes on where it stood)."""
-        return self._sessions.open(conversation, self.model)
+    def session_for(self, conversation: str, agent: str | None = None) -> Session:
+        """The glyphpack session of thread ``conversation`` (and ``agent``, default the
+        middleware's), opened on first use (from the workspace: a thread resumed in a new
+        process goes on where it stood)."""
+        return self._sessions.open(conversation, self.model, agent)
+
+    def _run_key(self) -> tuple[str, str]:
+        """The conversation and agent this run is kept as. A run started inside a tool call
+        of a glyphpack run (an agent used as a tool) is a sub-agent of that run: its
+        conversation, as an agent named by this agent's name and the call. Any other run is
+        the conversation given, else its thread."""
+        thread, name = _run_config()
+        nested = sub_agent(name or self._sessions.agent)
+        if nested is not None:
+            return nested
+        conversation = self.conversation or thread
+        if conversation is None:
+            raise UsageError(f"{FRAMEWORK}: run the agent with config={{'configurable': {{'thread_id': ...}}}}, "
+                             "or give GlyphpackMiddleware the conversation it keeps")
+        return conversation, self._sessions.agent
 
     @property
     def session(self) -> Session:
-        """The session of the conversation given, or of the thread this run is on."""
-        return self.session_for(self.conversation or _thread_id())
+        """The session of the run this is called in (a sub-agent's its own), or of the
+        conversation given."""
+        return self.session_for(*self._run_key())
 
     def recall_tool(self) -> BaseTool:
         """``glyphpack_recall`` as a LangChain tool: what a compaction's note names comes
         back exactly from the stored transcript."""
 
         def run(ref: str, page: int = 1) -> str | list[Any]:
-            text, images, is_error = recall_answer(self.session, {"ref": ref, "page": page})
+            # Called as a tool of the run it recalls for (a sub-agent's its own).
+            calling = calling_run()
+            session = self.session_for(*calling) if calling else self.session
+            text, images, is_error = recall_answer(session, {"ref": ref, "page": page})
             if is_error:
                 return f"[error] {text}"
             return [{"type": "text", "text": text}, *(_part(i) for i in images)] if images else text
@@ -260,6 +292,14 @@ class GlyphpackMiddleware(AgentMiddleware):
                 continue
             self._answered(session, response, request.messages)
             return response
+
+    def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
+        with tool_call(*self._run_key(), str(request.tool_call.get("id") or request.tool_call["name"])):
+            return handler(request)  # an agent this tool runs is a sub-agent of this run
+
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[Any]]) -> Any:
+        with tool_call(*self._run_key(), str(request.tool_call.get("id") or request.tool_call["name"])):
+            return await handler(request)
 
     def close(self) -> None:
         self._sessions.close()

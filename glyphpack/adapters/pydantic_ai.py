@@ -7,6 +7,9 @@
     agent = Agent("openai:gpt-5.4", tools=[read_file], capabilities=[memory])
     result = agent.run_sync("fix the failing test", conversation_id="task-42")
 
+Each run is the conversation of its ``conversation_id``; an agent a tool delegates to is
+kept in the delegating run's conversation, as an agent of its own per call.
+
 Before each attempt at a model request (``prepare_model_request``) the capability stores
 the run's messages it has not stored yet (at turn boundaries, in the workspace's
 transcript and session tree) and puts the session's view in the request in their place
@@ -47,6 +50,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import FunctionToolset
 
 from .._compaction.summarize import Summarizer
@@ -57,7 +61,17 @@ from .._history.recall import RECALL_DESCRIPTION, RECALL_TOOL
 from .._history.store import Workspace
 from .._session.session import Session
 from .._types import Api
-from ._common import FrameworkSessions, framework_api, recall_answer, recover_or_raise, store_turns, unsaved_suffix
+from ._common import (
+    FrameworkSessions,
+    calling_run,
+    framework_api,
+    recall_answer,
+    recover_or_raise,
+    store_turns,
+    sub_agent,
+    tool_call,
+    unsaved_suffix,
+)
 
 FRAMEWORK = "Pydantic AI"
 
@@ -249,18 +263,31 @@ class GlyphpackHistory(AbstractCapability[Any]):
         if conversation is not None and model is not None:  # a bad id or model is said now
             self.session_for(conversation, model)
 
-    def session_for(self, conversation: str, model: str) -> Session:
-        """The glyphpack session of ``conversation``, opened on first use (from the
-        workspace: a conversation continued in a new process goes on where it stood);
-        its model the one given to the capability, else ``model``."""
-        return self._sessions.open(conversation, self._model or model)
+    def session_for(self, conversation: str, model: str, agent: str | None = None) -> Session:
+        """The glyphpack session of ``conversation`` (and ``agent``, default the
+        capability's), opened on first use (from the workspace: a conversation continued in
+        a new process goes on where it stood); its model the one given to the capability,
+        else ``model``."""
+        return self._sessions.open(conversation, self._model or model, agent)
 
-    def _run_session(self, ctx: RunContext[Any]) -> Session:
-        """The session of the run ``ctx`` is of; its model the one given, else the run's."""
+    def _run_key(self, ctx: RunContext[Any]) -> tuple[str, str]:
+        """The conversation and agent the run ``ctx`` is of is kept as. A run started inside
+        a tool call of a glyphpack run (delegation: an agent run from a tool) is a sub-agent
+        of that run: its conversation, as an agent named by this agent's name and the call.
+        Any other run is the conversation given, else the run's ``conversation_id``."""
+        nested = sub_agent(ctx.agent.name if ctx.agent is not None and ctx.agent.name else self._sessions.agent)
+        if nested is not None:
+            return nested
         conversation = self.conversation or ctx.conversation_id
         if not conversation:
             raise UsageError(f"{FRAMEWORK}: the run has no conversation_id: pass conversation_id=... to the run, or give GlyphpackHistory one")
-        self._last = self.session_for(conversation, ctx.model.model_name)
+        return conversation, self._sessions.agent
+
+    def _run_session(self, ctx: RunContext[Any], key: tuple[str, str] | None = None) -> Session:
+        """The session of the run ``ctx`` is of (or of ``key``); its model the one given,
+        else the run's."""
+        conversation, agent = key or self._run_key(ctx)
+        self._last = self.session_for(conversation, ctx.model.model_name, agent)
         return self._last
 
     @property
@@ -289,7 +316,8 @@ class GlyphpackHistory(AbstractCapability[Any]):
         toolset: FunctionToolset[Any] = FunctionToolset()
 
         def glyphpack_recall(ctx: RunContext[Any], ref: str, page: int = 1) -> str | list[Any]:
-            text, images, is_error = recall_answer(self._run_session(ctx), {"ref": ref, "page": page})
+            # Called as a tool of the run it recalls for (a delegate's its own).
+            text, images, is_error = recall_answer(self._run_session(ctx, calling_run()), {"ref": ref, "page": page})
             if is_error:
                 return f"[error] {text}"
             return [text, *(_image(i) for i in images)] if images else text
@@ -322,6 +350,10 @@ class GlyphpackHistory(AbstractCapability[Any]):
         if not response.tool_calls:  # an answer that ends the turn; one with calls is stored with its results
             store_turns(session, unsaved_suffix(session, from_pydantic_ai([*ctx.messages, response]), FRAMEWORK))
         return response
+
+    async def wrap_tool_execute(self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition, args: Any, handler: Any) -> Any:
+        with tool_call(*self._run_key(ctx), call.tool_call_id):
+            return await handler(args)  # an agent this tool runs is a sub-agent of this run
 
     def close(self) -> None:
         self._sessions.close()
