@@ -310,12 +310,16 @@ def test_one_agent_three_threads_interleaved_streamed_and_not_each_overflowing_r
 # ------------------------------------------------------------------ a sub-agent used as a tool
 
 
-def test_a_researcher_agent_used_as_a_tool_is_kept_per_call_compacted_recalled_and_recovered(tmp_path):
+@pytest.mark.parametrize("run", ["sync", "async"])
+def test_a_researcher_agent_used_as_a_tool_is_kept_per_call_compacted_recalled_and_recovered(tmp_path, run):
     """LangChain's subagents-as-tools: the boss's tool runs a researcher agent afresh each
-    call (two calls at once, then a third), one middleware in both. Each call of the
-    researcher is its own transcript in the boss's thread (a fresh history was refused as
-    "differs from the stored one" on the second call), named by the researcher and the
-    call; each is compacted, recovers from its overflow and recalls from its own."""
+    call (two calls at once, then a third), one middleware in both, invoked and awaited.
+    Each call of the researcher is its own transcript in the boss's thread (a fresh
+    history was refused as "differs from the stored one" on the second call), named by
+    the researcher and the call; each is compacted, recovers from its overflow and
+    recalls from its own."""
+    import asyncio
+
     from frameworks import ASK_RESEARCHER, DelegationModels, check_the_delegation
 
     from glyphpack.testing.fake import FakeUpstream
@@ -326,15 +330,32 @@ def test_a_researcher_agent_used_as_a_tool_is_kept_per_call_compacted_recalled_a
         model = ChatOpenAI(model=MODEL, api_key="test", base_url=f"{upstream.url}/v1", max_retries=0)  # type: ignore[arg-type]
         researcher = create_agent(model, tools=[read_file], system_prompt="You research.", middleware=[memory], name="researcher")
 
+        def task_of(question: str) -> dict[str, Any]:
+            return {"messages": [HumanMessage(question)]}
+
         @tool(ASK_RESEARCHER)
         def ask_researcher(question: str) -> str:
             """Ask a researcher to read the code."""
-            return str(researcher.invoke({"messages": [HumanMessage(question)]}, {"recursion_limit": 40})["messages"][-1].content)
+            return str(researcher.invoke(task_of(question), {"recursion_limit": 40})["messages"][-1].content)
 
-        boss = create_agent(model, tools=[ask_researcher], system_prompt="You delegate.", middleware=[memory], name="boss")
+        @tool(ASK_RESEARCHER)
+        async def ask_researcher_async(question: str) -> str:
+            """Ask a researcher to read the code."""
+            return str((await researcher.ainvoke(task_of(question), {"recursion_limit": 40}))["messages"][-1].content)
+
+        boss = create_agent(model, tools=[ask_researcher if run == "sync" else ask_researcher_async], system_prompt="You delegate.",
+                            middleware=[memory], name="boss")
         config = {"configurable": {"thread_id": "work"}}
-        state = boss.invoke({"messages": [HumanMessage("boss question 1")]}, config)
-        state = boss.invoke({"messages": [*state["messages"], HumanMessage("boss question 2")]}, config)
+
+        async def ask_twice() -> dict[str, Any]:  # one event loop: the async client keeps to it
+            state = await boss.ainvoke({"messages": [HumanMessage("boss question 1")]}, config)
+            return await boss.ainvoke({"messages": [*state["messages"], HumanMessage("boss question 2")]}, config)
+
+        if run == "sync":
+            state = boss.invoke({"messages": [HumanMessage("boss question 1")]}, config)
+            state = boss.invoke({"messages": [*state["messages"], HumanMessage("boss question 2")]}, config)
+        else:
+            state = asyncio.run(ask_twice())
     assert state["messages"][-1].content == "boss answer 2"
     check_the_delegation(models, memory.workspace, "work", "agent", "researcher")
     memory.close()
