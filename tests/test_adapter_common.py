@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from glyphpack.adapters._common import calling_run, sub_agent, tool_call
 from glyphpack._history.ids import check_id
+from glyphpack.adapters._common import calling_run, sub_agent, tool_call
 
 
 def test_outside_a_tool_call_a_run_is_no_sub_agent():
