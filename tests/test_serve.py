@@ -180,14 +180,71 @@ def test_serve_in_a_browser(workspace, tmp_path):
         server.wait(timeout=20)
 
 
-def _shot(driver: Any, folder: Path, name: str) -> None:
-    """A screenshot, copied into docs/ when GLYPHPACK_WRITE_DOCS is set (docs/navigator.md's)."""
+@pytest.mark.slow  # Chromium, a server process and claude-code-log: CI runs it
+def test_serve_beside_claude_code_log_on_the_same_session(workspace, tmp_path):
+    """The same Claude Code session in ``glyphpack serve`` and in claude-code-log (the
+    peer people browse their sessions with), each on its first screen, side by side in
+    docs/serve-vs-claude-code-log.png. glyphpack's first screen holds the first prompt
+    the person typed, and its page holds the session's longest tool output whole."""
+    from browser import browser
+    from harness_clients import CI_DIR, installed
+    from PIL import Image, ImageDraw
+
+    peer = installed("claude-code-log", "GLYPHPACK_CLAUDE_CODE_LOG", "claude-code-log",
+                     local=CI_DIR / "claude-code-log" / "bin" / "claude-code-log", how="pip install")
+    version = subprocess.run([peer, "--version"], capture_output=True, text=True, check=True).stdout.strip()
+    session = SESSIONS / "ohmyposh-6beb436f6cd8-0.jsonl"
+    converted = tmp_path / "claude-code-log.html"
+    subprocess.run([peer, "convert", str(session), "-o", str(converted)], capture_output=True, text=True, check=True,
+                   env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}, timeout=120)
+    with glyphpack.Workspace(workspace, read_only=True) as ws:
+        results = [r.text for m in ws.load("ohmyposh-6beb436f6cd8-0", "main").messages for r in m.tool_results]
+    longest = max(results, key=len)
+    server = subprocess.Popen([sys.executable, "-m", "glyphpack", "serve", str(workspace), "--port", "0"], stderr=subprocess.PIPE, text=True)
+    try:
+        url = re.search(r"on (http://\S+):", server.stderr.readline()).group(1)
+        with browser(1000, 900) as driver:
+            wait = _waiter(driver)
+            driver.get(f"{url}/c/ohmyposh-6beb436f6cd8-0")
+            wait("return window.glyphpackNavigator && window.glyphpackNavigator.ready")
+            first = driver.execute_script(
+                "const e = document.querySelector('.msg.first-prompt'); const r = e.getBoundingClientRect();"
+                "return [e.textContent, r.top >= 0 && r.top < window.innerHeight]")
+            assert "I have a few security advisories" in first[0] and first[1]
+            assert longest in driver.execute_script("return document.body.textContent")  # folded, and whole
+            driver.save_screenshot(str(tmp_path / "ours.png"))
+            driver.get(converted.as_uri())
+            wait("return document.readyState === 'complete'")
+            driver.save_screenshot(str(tmp_path / "peer.png"))
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+    shots = [Image.open(tmp_path / "ours.png"), Image.open(tmp_path / "peer.png")]
+    header = 36
+    both = Image.new("RGB", (sum(s.width for s in shots) + 12, max(s.height for s in shots) + header), "white")
+    draw = ImageDraw.Draw(both)
+    x = 0
+    for shot, label in zip(shots, ("glyphpack serve", version)):
+        both.paste(shot, (x, header))
+        draw.text((x + 10, 10), f"{label}: {session.name}", fill="black")
+        x += shot.width + 12
+    both.save(tmp_path / "serve-vs-claude-code-log.png")
+    _keep_for_docs(tmp_path, "serve-vs-claude-code-log.png")
+
+
+def _keep_for_docs(folder: Path, name: str) -> None:
+    """Copy ``folder/name`` into docs/ when GLYPHPACK_WRITE_DOCS is set (docs/navigator.md's)."""
     import os
     import shutil
 
-    driver.save_screenshot(str(folder / name))
     if os.environ.get("GLYPHPACK_WRITE_DOCS"):
         shutil.copy(folder / name, Path(__file__).resolve().parent.parent / "docs" / name)
+
+
+def _shot(driver: Any, folder: Path, name: str) -> None:
+    """A screenshot, copied into docs/ when GLYPHPACK_WRITE_DOCS is set (docs/navigator.md's)."""
+    driver.save_screenshot(str(folder / name))
+    _keep_for_docs(folder, name)
 
 
 def _waiter(driver: Any) -> Any:
