@@ -204,8 +204,18 @@ def test_in_a_browser(workspace, html_file, tmp_path):
         driver.find_element("tag name", "body").send_keys("j")
         assert len(driver.find_elements("css selector", ".msg.focused")) == 1
         before = transcript_ids(driver)[-1]
-        driver.find_element("tag name", "body").send_keys("n")
-        assert transcript_ids(driver)[-1] != before
+        with glyphpack.Workspace(workspace, read_only=True) as ws:
+            tips = ws.tree.agent_tips("task")
+            leaves = [i for i in nodes if not ws.tree.children(i)]
+        for _ in leaves:  # n through every branch: the header says which, and whose
+            driver.find_element("tag name", "body").send_keys("n")
+            path = transcript_ids(driver)
+            on = [(path.index(tip), agent) for agent, tip in tips.items() if tip in path]
+            selected = driver.execute_script("return [...document.querySelectorAll('#agents button[aria-selected=true]')].map(b => b.dataset.agent)")
+            assert selected == ([max(on)[1]] if on else []), (path[-1], on, selected)
+            assert re.fullmatch(rf"branch \d of {len(leaves)}( · no agent's tip)?", driver.find_element("id", "branch").text)
+            assert ("no agent's tip" in driver.find_element("id", "branch").text) == (not on)
+        assert transcript_ids(driver)[-1] == before  # round the branches, back where it started
         # a permalink into the explored branch opens that branch at the message
         target = explored[0]
         driver.get(html_file.as_uri() + "#m-" + target)
@@ -259,6 +269,14 @@ def test_real_sessions_in_a_browser(tmp_path):
         assert nested, "no Task call linked to its sidechain"
         driver.execute_script("arguments[0].closest('details.call').open = true; arguments[0].open = true", nested[0])
         assert driver.find_elements("css selector", "#transcript details.subagent .submsg")
+        # each row of a subagent says something (a tool message whose results sit under their calls is not drawn)
+        rows = driver.execute_script("return [...document.querySelectorAll('#transcript details.subagent .submsg')].filter(e => e.offsetParent)"
+                                     ".map(e => e.textContent.length - e.querySelector('.head').textContent.length)")
+        assert rows and min(rows) > 0
+        # subagents are named by what their caller called them, in the tabs and where they nest
+        tabs = driver.execute_script("return [...document.querySelectorAll('#agents button')].map(b => b.textContent)")
+        assert {"Setup Next.js project · general-purpose", "Create data models · general-purpose"} <= set(tabs), tabs
+        assert "Setup Next.js project" in nested[0].find_element("tag name", "summary").text
         # Claude Code 2.1's attachments: folded as the harness's reminders; every message with its time
         driver.execute_script(
             "const s = document.getElementById('conversation'); s.value = arguments[0]; s.dispatchEvent(new Event('change'))",

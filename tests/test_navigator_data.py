@@ -55,7 +55,8 @@ def test_every_block_is_given_to_the_page_as_its_kind_and_each_image_once(tmp_pa
                                 {"k": "image", "ref": "image/svg+xml<"}]
     assert nodes["m2"]["b"] == [
         {"k": "thinking", "x": "hmm"}, {"k": "thinking", "x": "[redacted thinking]"},
-        {"k": "call", "n": "Task", "id": "c1", "label": "Task look around", "a": "description: look around\nprompt: find the bug", "p": "find the bug"},
+        {"k": "call", "n": "Task", "id": "c1", "label": "Task look around", "a": "description: look around\nprompt: find the bug", "p": "find the bug",
+         "d": "look around"},  # the subagent is named by its caller's description (and kind)
         {"k": "call", "n": "Bash", "id": "c2", "label": "$ ls -la", "a": "command:\n    ls\n      -la\ntimeout: 5"},
         {"k": "call", "n": "Agent", "id": "c3", "label": "Agent", "a": 'prompt: [\n  "not",\n  "text"\n]'},  # a prompt that is no text: no nesting
     ]

@@ -59,6 +59,8 @@ def _block(block: Block, images: _Images) -> Json:
         prompt = block.arguments.get("prompt")
         if isinstance(prompt, str):  # a subagent's task (Claude Code's Task and Agent calls): its transcript nests here
             out["p"] = prompt
+            named = [block.arguments.get(key) for key in ("description", "subagent_type")]
+            out["d"] = " · ".join(n.strip() for n in named if isinstance(n, str) and n.strip())  # what the subagent is called by
         return out
     if isinstance(block, ToolResult):
         keys = [k for k in (images.key(i) for i in block.images()) if k]

@@ -73,12 +73,14 @@
     $("conversation").value = conv;
     const agents = Object.keys(c.agents);
     state.agent = agent || agents[0] || null;
+    const names = agentNames(conv, agents[0]);
     const tabs = $("agents");
     tabs.textContent = "";
-    for (const a of agents) {
-      const b = el("button", "", a);
+    for (const a of agents) {  // a subagent by what its caller called it, its id on hover
+      const b = el("button", "", names.get(a) || a);
+      b.dataset.agent = a;
+      b.title = "agent " + a;
       b.setAttribute("role", "tab");
-      b.setAttribute("aria-selected", String(a === state.agent));
       b.addEventListener("click", () => selectConversation(conv, a));
       tabs.appendChild(b);
     }
@@ -94,6 +96,39 @@
       const typed = document.getElementById("m-" + c.first_prompt);
       if (typed) typed.classList.add("first-prompt");
     }
+  }
+
+  // The subagents' names: the description (and kind) of the call that started each, as
+  // its caller wrote them, found on the main agent's messages.
+  function agentNames(conv, main) {
+    const names = new Map(), was = state.agent;
+    state.agent = main;  // subagentOf looks past the agent shown
+    for (const n of D.nodes) {
+      if (n.c !== conv) continue;
+      for (const b of n.b) {
+        if (b.k !== "call" || b.p === undefined || !b.d) continue;
+        const sub = subagentOf(b, conv);
+        if (sub && !names.has(sub.agent)) names.set(sub.agent, b.d);
+      }
+    }
+    state.agent = was;
+    return names;
+  }
+
+  // Which agent the shown path is (the one whose tip is on it, furthest down) and which
+  // branch of the conversation: after n/p the header says where you are.
+  function showWhere() {
+    const c = conversations.get(state.conv);
+    let agent = null, at = -1;
+    for (const [a, tip] of Object.entries(c.agents)) {  // two agents at one tip: the one chosen stays
+      const i = state.path.indexOf(tip);
+      if (i > at || (i === at && i >= 0 && a === state.agent)) { at = i; agent = a; }
+    }
+    if (agent) state.agent = agent;
+    for (const b of $("agents").children) b.setAttribute("aria-selected", String(agent !== null && b.dataset.agent === agent));
+    const all = leaves(state.conv).sort((a, b) => order.get(a) - order.get(b));
+    const k = all.indexOf(state.end);
+    $("branch").textContent = all.length > 1 && k >= 0 ? "branch " + (k + 1) + " of " + all.length + (agent ? "" : " · no agent's tip") : "";
   }
 
   // ------------------------------------------------------------------ tree
@@ -163,6 +198,7 @@
     state.end = end;
     state.path = end ? pathTo(end) : [];
     state.focus = -1;
+    showWhere();
     renderTree();
     renderTranscript();
     runSearch();
@@ -241,13 +277,13 @@
     body.appendChild(el("pre", "args", b.a));
     if (result) body.appendChild(resultElement(result, true));
     const sub = b.p !== undefined ? subagentOf(b, conv) : null;
-    if (sub) body.appendChild(subagentElement(sub));
+    if (sub) body.appendChild(subagentElement({ ...sub, name: b.d }));
     const status = !result ? "no result" : (result.e ? "error, " : "") + lineCount(result.x) + " lines" +
       (result.imgs.length ? ", " + result.imgs.length + " image(s)" : "");
     const d = collapsible("", body, false, "call" + (result && result.e ? " error" : ""));
     const title = d.querySelector("summary");
     title.appendChild(el("span", "label", b.label || b.n));
-    title.appendChild(el("span", "dim", "  " + status + (sub ? " · subagent " + sub.agent : "")));
+    title.appendChild(el("span", "dim", "  " + status + (sub ? " · subagent " + (b.d || sub.agent) : "")));
     title.title = "call " + b.id;
     return d;
   }
@@ -271,7 +307,7 @@
 
   function subagentElement(sub) {  // drawn when opened: a subagent can run to thousands of messages
     const body = el("div", "subagent-body");
-    const d = collapsible("subagent " + sub.agent + " (" + sub.path.length + " messages)", body, false, "subagent");
+    const d = collapsible("subagent " + (sub.name ? sub.name + " [" + sub.agent + "]" : sub.agent) + " (" + sub.path.length + " messages)", body, false, "subagent");
     d.addEventListener("toggle", () => {
       if (!d.open || body.childElementCount) return;
       const results = resultsOf(sub.path);
