@@ -1447,3 +1447,29 @@ def test_gemini_content_calls_without_ids_are_answered_by_responses_with_ids_of_
     answers = [(calls[r.call_id], r.text) for m in session.messages for r in m.tool_results]
     assert answers == [({"command": "ls"}, "a.py"), ({"path": "a"}, "text of a"), ({"command": "pwd"}, "/w")]
     assert session.report.repaired == {}
+
+
+def test_the_cost_a_crush_database_recorded_is_kept_with_the_conversation_and_renewed_by_a_sync(tmp_path):
+    """What Crush summed (its sessions' ``cost``) is the conversation's, every agent's, in
+    the workspace (``Workspace.harness_cost``: the index of ``glyphpack serve`` shows it);
+    a sync after Crush went on renews it; a harness that records none has None."""
+    import sqlite3
+
+    from glyphpack._session.serve import Index
+
+    path = _crush_database(tmp_path / "crush.db")
+    assert main(["import", str(path), "--workspace", str(tmp_path / "ws")]) == 0
+    assert main(["import", str(DATA / "simonw-sample_codex_session.jsonl"), "--workspace", str(tmp_path / "ws")]) == 0
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE sessions SET cost = 0.75 WHERE id = 's1'")
+        db.execute("INSERT INTO messages VALUES ('m9', 's1', 'user', ?, NULL, 1754709100000, 1754709100000, NULL, NULL)",
+                   (json.dumps([{"type": "text", "data": {"text": "and the tests?"}}]),))
+    db.close()
+    with glyphpack.Workspace(tmp_path / "ws") as workspace:
+        assert workspace.harness_cost("s1") == 0.504
+        assert workspace.harness_cost("simonw-sample_codex_session") is None
+    assert main(["import", str(path), "--workspace", str(tmp_path / "ws")]) == 0  # a sync: what Crush added
+    with glyphpack.Workspace(tmp_path / "ws", read_only=True) as workspace:
+        assert workspace.harness_cost("s1") == 0.754
+        listed = {c["id"]: c["cost"] for c in Index(workspace).conversations()}
+    assert listed == {"s1": 0.754, "simonw-sample_codex_session": None}

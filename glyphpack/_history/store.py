@@ -84,9 +84,9 @@ SyncState = Literal["new", "appended", "unchanged"]
 #: The agent whose record beside it holds who owns a conversation (``Workspace.owner``).
 OWNER_AGENT = "main"
 #: What a measured record holds that no count teaches again: who holds the conversation,
-#: the file it was imported from and the harness that wrote it, where the harness's
-#: newest compaction starts.
-_MEASURED_FACTS = ("owner", "source", "harness", "harness_start")
+#: the file it was imported from, the harness that wrote it and what it recorded the
+#: requests cost, where the harness's newest compaction starts.
+_MEASURED_FACTS = ("owner", "source", "harness", "harness_cost", "harness_start")
 
 
 def _json_object(raw: bytes | None) -> dict[str, Any]:
@@ -671,7 +671,7 @@ class Workspace:
             saved.append(self.save(conversation, name, messages, revision=current.revision, replace=True))
             self._keep_usage(conversation, name, messages, imported)
             self._keep_compactions(conversation, name, messages, imported, session.report.format)
-        self._update_measured(conversation, OWNER_AGENT, harness=session.report.format)
+        self._update_measured(conversation, OWNER_AGENT, harness=session.report.format, harness_cost=session.report.cost)
         return saved
 
     def _keep_compactions(self, conversation: str, agent: str, messages: Sequence[Message], imported: ImportedAgent, harness: str) -> None:
@@ -704,6 +704,13 @@ class Workspace:
         was kept."""
         harness = self._measured_record(conversation, OWNER_AGENT)[1].get("harness")
         return harness if isinstance(harness, str) else None
+
+    def harness_cost(self, conversation: str) -> float | None:
+        """What the harness recorded an imported conversation's requests cost, in US
+        dollars, every agent's (as of the last import or sync), or None: it recorded none
+        (Crush records it; Claude Code, Codex and most others do not)."""
+        cost = self._measured_record(conversation, OWNER_AGENT)[1].get("harness_cost")
+        return float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
 
     def source(self, conversation: str) -> str | None:
         """Where the session file of an imported conversation is (``sync_session``'s
@@ -813,6 +820,7 @@ class Workspace:
             saved.append(self.save(conversation, name, messages, revision=current.revision, replace=kept < len(current.messages)))
             self._keep_usage(conversation, name, messages, imported)
             self._keep_compactions(conversation, name, messages, imported, session.report.format)
+        self._update_measured(conversation, OWNER_AGENT, harness_cost=session.report.cost)
         return "appended", saved
 
     def calibration(self, conversation: str, agent: str) -> dict[str, Any] | None:

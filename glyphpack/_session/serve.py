@@ -58,8 +58,8 @@ def conversation_summary(workspace: Workspace, conversation: Conversation) -> Js
     ``location``, ``model``, ``first`` and ``last`` (seconds since the epoch, the
     messages' own times where known), ``messages``, ``calls``, ``tokens`` (estimated, the
     whole history of every agent), ``next_request`` (estimated tokens the main agent's
-    next request carries, the compaction in force applied), ``compactions`` and
-    ``agents``."""
+    next request carries, the compaction in force applied), ``cost`` (US dollars, as the
+    harness recorded it; None where it recorded none), ``compactions`` and ``agents``."""
     pricer = EstimatePricer()
     agents = sorted({agent for conv, agent in workspace.transcripts() if conv == conversation.id})
     histories = {agent: workspace.load(conversation.id, agent).messages for agent in agents}
@@ -83,6 +83,7 @@ def conversation_summary(workspace: Workspace, conversation: Conversation) -> Js
         "calls": sum(isinstance(b, ToolCall) for history in histories.values() for m in history for b in m.content),
         "tokens": sum(message_tokens(m, pricer) for history in histories.values() for m in history),
         "next_request": sum(message_tokens(m, pricer) for m in sent),
+        "cost": workspace.harness_cost(conversation.id),
         "compactions": sum(archived(workspace, conversation.id, agent) for agent in agents),
         "agents": agents,
     }
