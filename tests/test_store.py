@@ -386,10 +386,10 @@ def test_a_database_workspace_without_its_driver_says_how_to_install_it(monkeypa
     from glyphpack._cli import main
 
     monkeypatch.setitem(sys.modules, "psycopg", None)  # as if the postgres extra were not installed
-    with pytest.raises(StoreError, match=r"^a PostgreSQL workspace needs psycopg 3 and its pool: pip install 'glyphpack\[postgres\]'$"):
+    with pytest.raises(StoreError, match=r"^a PostgreSQL workspace needs psycopg 3 and its pool: pip install '\.\[postgres\]' in a checkout$"):
         Workspace("postgresql://u:p@127.0.0.1:1/db")
     assert main(["tree", "postgresql://u:p@127.0.0.1:1/db"]) == 2
-    assert "pip install 'glyphpack[postgres]'" in capsys.readouterr().err
+    assert "pip install '.[postgres]' in a checkout" in capsys.readouterr().err
 
 
 def test_reconcile_never_moves_the_tree_back_past_a_save_made_meanwhile(workspace, monkeypatch):

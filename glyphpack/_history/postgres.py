@@ -174,7 +174,7 @@ class PostgresDatabase:
             import psycopg_pool
         except ImportError:
             raise StoreError(
-                "a PostgreSQL workspace needs psycopg 3 and its pool: pip install 'glyphpack[postgres]'"
+                "a PostgreSQL workspace needs psycopg 3 and its pool: pip install '.[postgres]' in a checkout"
             ) from None
         self._psycopg = psycopg
         self.name = redacted(url)

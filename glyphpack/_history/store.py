@@ -584,7 +584,7 @@ class Workspace:
     """Where sessions are kept: a folder (``tree.sqlite3``, the session tree, and
     ``transcripts/<conversation>/<agent>.json``), or a PostgreSQL database for a fleet
     of hosts (``Workspace("postgresql://user:password@host/db")``, with
-    ``pip install 'glyphpack[postgres]'``). Both keep the same things with the same
+    ``pip install '.[postgres]'`` in a checkout). Both keep the same things with the same
     guarantees."""
 
     def __init__(self, location: str | os.PathLike[str], *, read_only: bool = False, pool_size: int = 4):

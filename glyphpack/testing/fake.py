@@ -41,7 +41,7 @@ def http() -> ModuleType:
             return importlib.import_module(name)
         except ImportError:
             continue
-    raise UsageError("the fake provider drives the official SDKs: pip install 'glyphpack[sdk]'")
+    raise UsageError("the fake provider drives the official SDKs: pip install '.[sdk]' in a checkout")
 
 #: Tokens the fake counts per image and per character of text (a crude, fixed tokenizer:
 #: what matters is that it is the provider's count, not glyphpack's estimate).
