@@ -183,7 +183,10 @@ def test_render_with_a_model_draws_what_it_reads_unless_told_dense(tmp_path, cap
     source.write_text("the parser keeps each record's offset\n" * 40)
     assert main(["render", str(source), "--model", "claude-sonnet-4-5", "--out", str(tmp_path / "exact")]) == 0
     shape_line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("shape"))
-    assert shape_line.split()[1] == "9x15-loose" and "known to read for exact" in shape_line
+    assert shape_line.split()[1] == "9x15-loose" and "no reading evidence for claude-sonnet-4-5" in shape_line  # as the README says it
+    assert main(["render", str(source), "--model", "claude-opus-4-8", "--out", str(tmp_path / "opus")]) == 0
+    shape_line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("shape"))
+    assert "the densest shape claude-opus-4-8 is known to read exactly (pxpipe" in shape_line
     assert main(["render", str(source), "--model", "claude-sonnet-4-5", "--fidelity", "dense", "--out", str(tmp_path / "d")]) == 0
     assert next(line for line in capsys.readouterr().out.splitlines() if line.startswith("shape")).split()[1] == "5x8"
     assert main(["render", str(source), "--out", str(tmp_path / "none")]) == 0  # no model: the default shape

@@ -46,7 +46,7 @@ class ReadingProfile:
 _CONSERVATIVE = ReadingEvidence(
     "9x15-loose",
     "PROVIDERS.md: Opus 4.8, GPT-5.6, Grok 4.5, Qwen 3.8",
-    "no evidence for this reader: the 10x16 cell where every reader measured read well (or best)",
+    "the cell of about 10x16 every measured reader read ids in well or best",
 )
 
 READING_PROFILES: dict[str, ReadingProfile] = {

@@ -180,8 +180,10 @@ def _preferred_shape(shape: Shape | str | None, profile: Profile | None, fidelit
         raise UsageError(f"fidelity {fidelity!r} needs a model: it picks the shape the model is known to read")
     chosen, reading = reading_shape(profile, fidelity)
     evidence = reading.evidence(fidelity)
-    why = f"the densest shape {reading.name} is known to read for {fidelity} ({evidence.source}: {evidence.note})"
-    return chosen, why
+    if reading.name == "conservative":  # one wording for it everywhere: the README, the CLI, the docs
+        return chosen, f"no reading evidence for {profile.model}: {evidence.note} ({evidence.source})"
+    known = "read exactly" if fidelity == "exact" else "read for the gist"
+    return chosen, f"the densest shape {reading.name} is known to {known} ({evidence.source}: {evidence.note})"
 
 
 @dataclasses.dataclass(frozen=True)
