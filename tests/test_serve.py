@@ -150,6 +150,7 @@ def test_serve_in_a_browser(workspace, tmp_path):
                 "const e = document.querySelector('.msg.first-prompt'); const r = e.getBoundingClientRect();"
                 "return [e.textContent, r.top >= 0 && r.top < window.innerHeight]")
             assert "I have a few security advisories" in shown[0] and shown[1]
+            assert driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")  # no sideways scroll here either
             _shot(driver, tmp_path, "serve-first-prompt.png")
             # A recall from the page shows the exact text.
             driver.get(f"{url}/c/long")
