@@ -89,6 +89,12 @@ OWNER_AGENT = "main"
 _MEASURED_FACTS = ("owner", "source", "harness", "harness_cost", "harness_start")
 
 
+def _cost_recorded(session: ImportedSession) -> dict[str, Any]:
+    """The measured record's ``harness_cost`` for ``session``: what its harness recorded,
+    where it recorded a cost at all."""
+    return {} if session.report.cost is None else {"harness_cost": session.report.cost}
+
+
 def _json_object(raw: bytes | None) -> dict[str, Any]:
     """A measured record as a JSON object ({} when absent or not one: it only ever holds
     what can be learned again)."""
@@ -671,7 +677,7 @@ class Workspace:
             saved.append(self.save(conversation, name, messages, revision=current.revision, replace=True))
             self._keep_usage(conversation, name, messages, imported)
             self._keep_compactions(conversation, name, messages, imported, session.report.format)
-        self._update_measured(conversation, OWNER_AGENT, harness=session.report.format, harness_cost=session.report.cost)
+        self._update_measured(conversation, OWNER_AGENT, harness=session.report.format, **_cost_recorded(session))
         return saved
 
     def _keep_compactions(self, conversation: str, agent: str, messages: Sequence[Message], imported: ImportedAgent, harness: str) -> None:
@@ -820,7 +826,7 @@ class Workspace:
             saved.append(self.save(conversation, name, messages, revision=current.revision, replace=kept < len(current.messages)))
             self._keep_usage(conversation, name, messages, imported)
             self._keep_compactions(conversation, name, messages, imported, session.report.format)
-        self._update_measured(conversation, OWNER_AGENT, harness_cost=session.report.cost)
+        self._update_measured(conversation, OWNER_AGENT, **_cost_recorded(session))
         return "appended", saved
 
     def calibration(self, conversation: str, agent: str) -> dict[str, Any] | None:
