@@ -138,7 +138,7 @@ def test_version(capsys):
 
 def test_cli_shape_choices_are_the_catalog():
     """The CLI names shapes without loading fonts; catches a shape added to SHAPES only."""
-    from glyphpack._cli import SHAPE_NAMES
+    from glyphpack._cli.common import SHAPE_NAMES
     from glyphpack._render.shapes import SHAPES
 
     assert set(SHAPE_NAMES) == set(SHAPES)
@@ -146,7 +146,7 @@ def test_cli_shape_choices_are_the_catalog():
 
 def test_cli_format_choices_are_the_registry():
     """Catches a format the importers read that the CLI does not offer, or the reverse."""
-    from glyphpack._cli import FORMAT_NAMES
+    from glyphpack._cli.common import FORMAT_NAMES
     from glyphpack._history.importers.registry import FORMATS
 
     assert set(FORMAT_NAMES) == set(FORMATS)

@@ -1384,7 +1384,7 @@ def test_ctrl_c_stops_an_import_between_files_saying_how_many_were_done(tmp_path
     monkeypatch.setattr(registry, "import_sessions", real)
     assert main(["import", str(tmp_path / "s"), "--workspace", str(ws)]) == 0
     assert "3 files: 3 imported or in step, 0 not" in capsys.readouterr().out
-    monkeypatch.setattr("glyphpack._cli.cmd_tree", lambda args: (_ for _ in ()).throw(KeyboardInterrupt()))
+    monkeypatch.setattr("glyphpack._cli.history._tree", lambda *args, **kwargs: (_ for _ in ()).throw(KeyboardInterrupt()))  # any command
     assert main(["tree", str(ws)]) == 130 and capsys.readouterr().err.strip() == "glyphpack: interrupted"
 
 

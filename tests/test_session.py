@@ -634,7 +634,7 @@ def test_reused_tokens_are_the_previous_request_exactly_when_a_turn_only_appends
 
 
 def test_the_interactive_shell_prompts_and_ends_on_ctrl_d(monkeypatch, capsys):
-    from glyphpack._cli import _shell_lines
+    from glyphpack._cli.ladder import _shell_lines
 
     typed = iter(["/context", "/tree"])
     prompts = []
