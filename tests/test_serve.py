@@ -256,3 +256,59 @@ def _waiter(driver: Any) -> Any:
             time.sleep(0.05)
 
     return wait
+
+
+def test_search_keeps_to_its_limits_and_cuts_each_snippet_around_the_match(tmp_path, monkeypatch):
+    """At most ``SEARCH_CONVERSATIONS`` conversations, the first found, each with at most
+    ``SEARCH_MATCHES`` matches, in the order stored; a snippet is the match with
+    ``SNIPPET_CHARS`` / 2 characters either side, its whitespace made single spaces; a
+    call's arguments are searched too."""
+    from glyphpack import Message, ToolCall
+    from glyphpack._session import serve
+
+    monkeypatch.setattr(serve, "SEARCH_CONVERSATIONS", 2)
+    monkeypatch.setattr(serve, "SEARCH_MATCHES", 3)
+    text = "x" * 100 + "needle" + "\n\n" + "y" * 100
+    with glyphpack.Workspace(tmp_path / "ws") as ws:
+        for name in ("c1", "c2", "c3"):
+            session = glyphpack.open_session(ws, name, "main", model="claude-sonnet-4-5")
+            session.extend([Message("user", f"{name}: {text}"), Message("assistant", (ToolCall("t1", "grep", {"pattern": "needle here"}),)),
+                            Message("tool", (glyphpack.ToolResult("t1", (glyphpack.Text("needle found"),)),)), Message("assistant", "a needle"),
+                            Message("user", "no match"), Message("assistant", "needle again")])
+            session.close()
+        found = Index(ws).search("NEEDLE")
+    assert [f["id"] for f in found] == ["c1", "c2"]
+    assert [[m["role"] for m in f["matches"]] for f in found] == [["user", "assistant", "tool"]] * 2
+    first = found[0]["matches"][0]
+    assert first["text"] == "x" * 40 + "needle " + "y" * 38 and first["agent"] == "main" and first["message"].startswith("c1/")
+    assert found[0]["matches"][1]["text"] == '{"pattern": "needle here"}'  # the call's arguments, as JSON
+
+
+def test_the_index_page_names_the_workspace_as_text_and_every_answer_is_not_cached(client, tmp_path):
+    from glyphpack._session.serve import index_page
+
+    with glyphpack.Workspace(tmp_path / "a <b>&c") as ws:
+        page = index_page(ws)
+    assert "a &lt;b&gt;&amp;c" in page and "a <b>&c" not in page
+    for path in ("/", "/api/conversations", "/api/search?q=x", "/c/long"):
+        answer = client.get(path)
+        assert answer.status_code == 200 and answer.headers["cache-control"] == "no-store" and answer.headers["x-content-type-options"] == "nosniff", path
+    bad_page = client.get("/api/recall/long/main", params={"ref": "x", "page": "two"}).json()
+    assert bad_page["error"] is True and "page" in bad_page["text"]
+
+
+def test_a_summary_counts_every_agent_and_falls_back_to_the_id_for_a_title(tmp_path):
+    from glyphpack._session.serve import conversation_summary
+
+    with glyphpack.Workspace(tmp_path / "ws") as ws:
+        for conversation, agent, messages in (("quiet", "main", [glyphpack.Message("assistant", "nothing typed first")]),
+                                              ("busy", "main", [glyphpack.Message("user", "help"), glyphpack.Message("assistant", "helped")]),
+                                              ("busy", "helper", [glyphpack.Message("user", "a task"), glyphpack.Message("assistant", "done")])):
+            session = glyphpack.open_session(ws, conversation, agent, model="claude-sonnet-4-5")
+            session.extend(messages)
+            session.close()
+        quiet = conversation_summary(ws, ws.tree.conversation("quiet"))
+        busy = conversation_summary(ws, ws.tree.conversation("busy"))
+    assert (quiet["title"], quiet["agents"], quiet["messages"], quiet["cost"], quiet["harness"]) == ("quiet", ["main"], 1, None, "")
+    assert (busy["title"], busy["agents"], busy["messages"]) == ("help", ["helper", "main"], 4)
+    assert quiet["project"] == RECORDED and quiet["location"] == ""

@@ -133,24 +133,6 @@ class Index:
                         snippet = " ".join(text[start : at + len(needle) + SNIPPET_CHARS // 2].split())
                         matches.append({"agent": agent, "message": message.id, "role": message.role, "text": snippet})
         return [{"id": conversation, "matches": matches} for conversation, matches in found.items()]
-        with self._lock:
-            for conversation, agent in self.workspace.transcripts():
-                for message in self.workspace.load(conversation, agent).messages:
-                    text = "\n".join([message.text, *(call.arguments_json for call in message.tool_calls)])  # outputs and commands too
-                    at = text.casefold().find(needle)
-                    if at < 0:
-                        continue
-                    hits = next((f for f in found if f["id"] == conversation), None)
-                    if hits is None:
-                        if len(found) == SEARCH_CONVERSATIONS:
-                            continue
-                        hits = {"id": conversation, "matches": []}
-                        found.append(hits)
-                    if len(hits["matches"]) < SEARCH_MATCHES:
-                        start = max(0, at - SNIPPET_CHARS // 2)
-                        snippet = " ".join(text[start : at + len(needle) + SNIPPET_CHARS // 2].split())
-                        hits["matches"].append({"agent": agent, "message": message.id, "role": message.role, "text": snippet})
-        return found
 
     def recall(self, conversation: str, agent: str, ref: str, page: int) -> Json:
         """What ``ref`` stands for in the stored transcript, exactly (``glyphpack recall``)."""
