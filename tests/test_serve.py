@@ -277,10 +277,11 @@ def test_search_keeps_to_its_limits_and_cuts_each_snippet_around_the_match(tmp_p
                             Message("user", "no match"), Message("assistant", "needle again")])
             session.close()
         found = Index(ws).search("NEEDLE")
+        first_id = ws.load("c1", "main").messages[0].id
     assert [f["id"] for f in found] == ["c1", "c2"]
     assert [[m["role"] for m in f["matches"]] for f in found] == [["user", "assistant", "tool"]] * 2
     first = found[0]["matches"][0]
-    assert first["text"] == "x" * 40 + "needle " + "y" * 38 and first["agent"] == "main" and first["message"].startswith("c1/")
+    assert first["text"] == "x" * 40 + "needle " + "y" * 38 and first["agent"] == "main" and first["message"] == first_id
     assert found[0]["matches"][1]["text"] == '{"pattern": "needle here"}'  # the call's arguments, as JSON
 
 
