@@ -29,16 +29,9 @@ from glyphpack._compaction.summarize import Summarizer
 from glyphpack._history.apis import provider_api
 from glyphpack._history.recall import RECALL_TOOL, recall_tool
 from glyphpack._history.view import read_view
-from glyphpack._proxy.conversations import (
-    AGENT,
-    ANTHROPIC_CACHE_MARKS,
-    BadRequest,
-    ProxySettings,
-    Recorder,
-    cap_cache_marks,
-    digests,
-    history_of,
-)
+from glyphpack._proxy.conversations import AGENT, ANTHROPIC_CACHE_MARKS, ProxySettings, Recorder, cap_cache_marks
+from glyphpack._proxy.histories import digests, history_of
+from glyphpack._proxy.identity import BadRequest
 from glyphpack._proxy.server import Proxy, Running
 from glyphpack._proxy.streams import ACCUMULATORS, SseParser
 from glyphpack.testing.fake import (
@@ -570,7 +563,7 @@ def _credentials_of(headers: dict[str, str]) -> dict[str, str]:
     """The credential headers a client sent (as the upstream saw them): the SDK sends its
     key as x-api-key or as a bearer token, by version. A status request with them gets
     that client's totals."""
-    from glyphpack._proxy.conversations import CREDENTIAL_HEADERS
+    from glyphpack._proxy.identity import CREDENTIAL_HEADERS
 
     return {name: value for name, value in headers.items() if name in CREDENTIAL_HEADERS}
 
@@ -731,7 +724,7 @@ def test_two_proxies_on_one_workspace_continue_one_conversation_between_them(wor
         assert len(agent_requests) == 15 and sum(b < a for a, b in zip(tokens, tokens[1:])) == 1  # compacted once
         assert read_view(second_ws, conversation, agent) is not None
         # The store's index holds this history's ends, no more (bounded: two per history).
-        assert first_ws.tree.ending_with(list(Recorder(first_ws)._chain((conversation, agent), stored).digests)) == [(conversation, agent)]
+        assert first_ws.tree.ending_with(list(Recorder(first_ws).histories.chain((conversation, agent), stored).digests)) == [(conversation, agent)]
 
 
 @pytest.mark.slow  # waits for a stream paced at 0.25 s per event (about 2 s)

@@ -634,7 +634,8 @@ def test_two_clients_that_differ_only_in_one_credential_never_share_a_conversati
     same conversation name: told apart by this one form alone (dropping any from the
     identity fails its case), each in its own conversation, and neither can continue
     the other's by name."""
-    from glyphpack._proxy.conversations import CONVERSATION_HEADER, ProxySettings
+    from glyphpack._proxy.conversations import ProxySettings
+    from glyphpack._proxy.identity import CONVERSATION_HEADER
 
     upstream = Upstream(_json_answer())
     shared = {"x-api-key": "sk-team-key"} if form != "x-api-key" else {}
@@ -705,7 +706,8 @@ def test_a_person_with_a_client_key_stays_one_client_when_the_upstream_token_rot
     session went on as a new conversation. With a key the operator issued, the person is
     the client: one conversation; two people's keys with one upstream token stay apart;
     the key never goes upstream and the keys file holds only digests."""
-    from glyphpack._proxy.conversations import CLIENT_KEY_HEADER, ClientKeys, ProxySettings
+    from glyphpack._proxy.conversations import ProxySettings
+    from glyphpack._proxy.identity import CLIENT_KEY_HEADER, ClientKeys
 
     keys_file = tmp_path / "keys"
     ada, ada_laptop, bob = ClientKeys.issue(keys_file, "ada"), ClientKeys.issue(keys_file, "ada"), ClientKeys.issue(keys_file, "bob")
@@ -733,7 +735,8 @@ def test_a_person_with_a_client_key_stays_one_client_when_the_upstream_token_rot
 
 
 def test_a_proxy_that_requires_client_keys_refuses_every_request_without_one(tmp_path: Path) -> None:
-    from glyphpack._proxy.conversations import CLIENT_KEY_HEADER, ClientKeys, ProxySettings
+    from glyphpack._proxy.conversations import ProxySettings
+    from glyphpack._proxy.identity import CLIENT_KEY_HEADER, ClientKeys
 
     keys_file = tmp_path / "keys"
     key = ClientKeys.issue(keys_file, "ada")
@@ -751,7 +754,7 @@ def test_a_proxy_that_requires_client_keys_refuses_every_request_without_one(tmp
 
 def test_a_keys_file_that_is_not_digests_is_refused_by_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from glyphpack._cli import main
-    from glyphpack._proxy.conversations import ClientKeys
+    from glyphpack._proxy.identity import ClientKeys
 
     keys_file = tmp_path / "keys"
     assert main(["proxy-key", "ada", "--keys", str(keys_file)]) == 0

@@ -21,7 +21,8 @@ from glyphpack import Workspace
 from glyphpack._compaction.summarize import Summarizer
 from glyphpack._history.codec import history_to_json
 from glyphpack._history.view import read_view
-from glyphpack._proxy.conversations import AGENT, ANONYMOUS, CONVERSATION_HEADER, BadRequest, Client, ProxySettings, Recorder
+from glyphpack._proxy.conversations import AGENT, ProxySettings, Recorder
+from glyphpack._proxy.identity import ANONYMOUS, CONVERSATION_HEADER, BadRequest, Client
 from glyphpack._proxy.server import Proxy, Running
 from glyphpack.testing.fake import FakeModel, FakeUpstream, Turn, answer_body, count_tokens, error_response, fake_summary
 

@@ -22,7 +22,8 @@ from test_proxy_clients import OPENING, SETTINGS, _answer, _body
 
 from glyphpack import Workspace
 from glyphpack._history.view import read_archive
-from glyphpack._proxy.conversations import CLIENT_KEY_HEADER, CONVERSATION_HEADER, Client, ClientKeys, ProxySettings, Recorder
+from glyphpack._proxy.conversations import ProxySettings, Recorder
+from glyphpack._proxy.identity import CLIENT_KEY_HEADER, CONVERSATION_HEADER, Client, ClientKeys
 
 Json = dict[str, Any]
 #: Who speaks: each its own words. The two windows are one client (one key).

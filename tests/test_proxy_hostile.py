@@ -15,7 +15,8 @@ pytest.importorskip("starlette")
 import httpx
 
 from glyphpack import Workspace
-from glyphpack._proxy.conversations import MAX_NESTING, Recorder, nesting
+from glyphpack._proxy.conversations import Recorder
+from glyphpack._proxy.histories import MAX_NESTING, nesting
 from glyphpack._proxy.server import Proxy, Running
 from glyphpack.testing.fake import FakeModel, FakeUpstream, Turn, answer_body, http, sse_events
 

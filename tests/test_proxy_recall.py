@@ -22,15 +22,8 @@ from glyphpack._compaction.summarize import Summarizer
 from glyphpack._history.apis import provider_api
 from glyphpack._history.messages import Text, ToolCall
 from glyphpack._history.recall import RECALL_TOOL, recall, recall_tool
-from glyphpack._proxy.conversations import (
-    RECALL_ID_PREFIX,
-    RECALL_ROUNDS,
-    ProxySettings,
-    Recorder,
-    client_view,
-    digests,
-    history_of,
-)
+from glyphpack._proxy.conversations import RECALL_ROUNDS, ProxySettings, Recorder
+from glyphpack._proxy.histories import RECALL_ID_PREFIX, client_view, digests, history_of
 from glyphpack._proxy.rounds import RELAYS, joined, marked, recall_calls
 from glyphpack._proxy.server import Proxy, Running
 from glyphpack._proxy.streams import ACCUMULATORS, SseParser

@@ -17,7 +17,8 @@ from test_proxy_clients import ALPHA, BRAVO, OPENING, SETTINGS, _answer, _body, 
 
 from glyphpack import Workspace
 from glyphpack._compaction.summarize import Summarizer
-from glyphpack._proxy.conversations import CONVERSATION_HEADER, BadRequest, Client, Recorder
+from glyphpack._proxy.conversations import Recorder
+from glyphpack._proxy.identity import CONVERSATION_HEADER, BadRequest, Client
 from glyphpack.testing.fake import Turn, answer_body, count_tokens, fake_summary
 
 Json = dict[str, Any]
@@ -176,8 +177,8 @@ def test_the_chain_kept_from_the_last_turn_is_the_chain_read_anew(tmp_path: Path
     assert exchange is not None and exchange.session is not None
     key = (exchange.session.conversation, "main")
     messages = workspace.load(*key).messages
-    kept = recorder._chain(key, messages)
-    anew = Recorder(workspace, SETTINGS)._chain(key, messages)
+    kept = recorder.histories.chain(key, messages)
+    anew = Recorder(workspace, SETTINGS).histories.chain(key, messages)
     assert kept == anew and kept.stored == len(messages) and kept.last_id == messages[-1].id
     assert len(kept.digests) == len(kept.marks) == len(kept.roles) == len(kept.ends) == kept.ends[-1]
     assert any(mark is not None for mark in kept.marks) == ("think" in turns) and len(history) > 1
@@ -196,14 +197,14 @@ def test_a_history_is_found_at_its_answer_and_before_it_and_by_another_proxy_on_
     assert retried.session is not None and retried.session.conversation == conversation
     third = Recorder(Workspace(tmp_path), SETTINGS)
     named = Client.of({"x-api-key": "sk-alpha-key", CONVERSATION_HEADER: conversation})
-    assert third.match(_digests(history), named)[0] == (conversation, "main")
+    assert third.histories.match(_digests(history), named)[0] == (conversation, "main")
     elsewhere = Client.of({"x-api-key": "sk-alpha-key", CONVERSATION_HEADER: "another"})
-    assert Recorder(Workspace(tmp_path), SETTINGS).match(_digests(history), elsewhere) == (None, 0)
-    assert third.match((), ALPHA) == (None, 0)
+    assert Recorder(Workspace(tmp_path), SETTINGS).histories.match(_digests(history), elsewhere) == (None, 0)
+    assert third.histories.match((), ALPHA) == (None, 0)
 
 
 def _digests(history: list[Json]) -> tuple[bytes, ...]:
-    from glyphpack._proxy.conversations import _read_request, digests
+    from glyphpack._proxy.histories import _read_request, digests
 
     _, messages = _read_request("anthropic", _body(history))
     return tuple(digests(messages))
@@ -223,7 +224,7 @@ def test_a_request_the_ladder_cannot_bring_under_the_window_goes_as_sent_and_is_
 
 
 def test_the_system_prompt_is_read_where_each_api_puts_it() -> None:
-    from glyphpack._proxy.conversations import _system_text
+    from glyphpack._proxy.histories import _system_text
 
     blocks = [{"type": "text", "text": "One."}, "not a block", {"type": "text"}, {"type": "text", "text": "Two."}]
     assert _system_text("anthropic", {"system": "Be terse."}) == "Be terse."
@@ -387,7 +388,7 @@ def test_a_compacted_request_per_api_and_the_last_recall_round_asks_for_an_answe
 
 def test_what_the_client_holds_leaves_out_the_proxys_recall_rounds_and_joins_the_answers_around_them() -> None:
     from glyphpack import RECALL_TOOL, Message, Text, ToolCall, ToolResult
-    from glyphpack._proxy.conversations import RECALL_ID_PREFIX, Shown, client_view, proxy_recall_ids, recall_id_prefix
+    from glyphpack._proxy.histories import RECALL_ID_PREFIX, Shown, client_view, proxy_recall_ids, recall_id_prefix
 
     r1, r2 = recall_id_prefix() + "r1", recall_id_prefix() + "r2"
     messages = [
@@ -412,7 +413,7 @@ def test_what_the_client_holds_leaves_out_the_proxys_recall_rounds_and_joins_the
 
 def test_a_history_is_indexed_at_its_end_and_before_its_last_answer(tmp_path: Path) -> None:
     from glyphpack import Message, Text
-    from glyphpack._proxy.conversations import client_view, digests
+    from glyphpack._proxy.histories import client_view, digests
 
     workspace = Workspace(tmp_path)
     recorder = Recorder(workspace, SETTINGS)
@@ -422,7 +423,7 @@ def test_a_history_is_indexed_at_its_end_and_before_its_last_answer(tmp_path: Pa
     for history, kept in ((asked, 1), (answered, 2), (went_on, 1)):
         workspace.save("c", "main", history, revision=workspace.load("c", "main").revision, replace=True)
         chain = digests(client_view(history).messages)
-        assert recorder._remember(("c", "main"), history) == tuple(chain[-kept:])
+        assert recorder.histories.remember(("c", "main"), history) == tuple(chain[-kept:])
     assert Recorder(workspace, SETTINGS).index_workspace() == 1
     assert workspace.tree.ending_with(digests(client_view(went_on).messages)[-1:]) == [("c", "main")]
 
@@ -494,7 +495,7 @@ def test_in_a_named_conversation_each_other_task_is_an_agent_of_its_own(tmp_path
 
 def test_adjacent_texts_digest_as_one_and_anything_between_them_parts_them() -> None:
     from glyphpack import Image, Message, Text
-    from glyphpack._proxy.conversations import digests
+    from glyphpack._proxy.histories import digests
 
     png = b"\x89PNG\r\n\x1a\n" + b"\0" * 8
     one = digests([Message("assistant", (Text("Let me look. "), Text("Found it.")))])
@@ -504,7 +505,7 @@ def test_adjacent_texts_digest_as_one_and_anything_between_them_parts_them() -> 
 
 
 def test_a_body_nested_to_the_limit_is_recorded_and_one_level_deeper_is_not(tmp_path: Path) -> None:
-    from glyphpack._proxy.conversations import MAX_NESTING, nesting
+    from glyphpack._proxy.histories import MAX_NESTING, nesting
 
     def nested(levels: int) -> Json:
         value: Any = "deep"
@@ -569,7 +570,7 @@ def test_a_request_over_the_window_after_others_logs_all_of_it_as_sent(tmp_path:
 
 def test_a_workspace_recorded_without_a_proxy_is_indexed_into_the_store(tmp_path: Path) -> None:
     from glyphpack import Message, Text
-    from glyphpack._proxy.conversations import client_view, digests
+    from glyphpack._proxy.histories import client_view, digests
 
     workspace = Workspace(tmp_path)
     history = [Message("user", (Text("task"),)), Message("assistant", (Text("done"),))]

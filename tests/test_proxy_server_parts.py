@@ -14,7 +14,7 @@ pytest.importorskip("starlette")
 
 from glyphpack import CompactionError, Message, Sent, Text, UsageError, recall_tool
 from glyphpack._compaction.sdk_summary import SUMMARY_OUTPUT_TOKENS
-from glyphpack._proxy.conversations import BadRequest
+from glyphpack._proxy.identity import BadRequest
 from glyphpack._proxy.server import (
     UPSTREAMS,
     UpstreamSummary,

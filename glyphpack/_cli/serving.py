@@ -14,7 +14,7 @@ from .common import WORKSPACE_HELP, Command, _shown
 def cmd_proxy_key(args: argparse.Namespace) -> int:
     """A new client key for a person: its digest appended to the keys file, the key
     printed once (on stdout, for the person's harness: ``x-glyphpack-client-key``)."""
-    from .._proxy.conversations import CLIENT_KEY_HEADER, ClientKeys
+    from .._proxy.identity import CLIENT_KEY_HEADER, ClientKeys
 
     key = ClientKeys.issue(Path(args.keys), args.person)
     print(key)
@@ -25,7 +25,8 @@ def cmd_proxy_key(args: argparse.Namespace) -> int:
 
 def cmd_proxy(args: argparse.Namespace) -> int:
     try:
-        from .._proxy.conversations import ClientKeys, ProxySettings, Recorder
+        from .._proxy.conversations import ProxySettings, Recorder
+        from .._proxy.identity import ClientKeys
         from .._proxy.log import ProxyLog
         from .._proxy.server import STATUS_PATH, Proxy, serve, upstream_url
     except ImportError as exc:

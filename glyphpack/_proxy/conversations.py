@@ -1,20 +1,10 @@
-"""Which stored conversation a proxied request continues, and what it becomes upstream.
+"""The proxy's recorder: what a proxied request becomes upstream, and what is stored.
 
-A client behind the proxy sends its whole history with every request and usually
-names no conversation. The proxy recognizes the conversation by content: a rolling
-digest over the history's messages (role and blocks; thinking and blocks no API sends
-back are left out, since clients drop them), one digest per stored history's end. The
-longest stored history that the request begins with, among those the same client holds,
-is the one it continues; its new messages are appended and saved (a turn boundary: the
-request ends on the user's message or the tool results). A request that continues
-nothing starts a new conversation.
-
-A conversation belongs to the client that started it: a ``Client`` is a digest of the
-request's credentials (API key headers, a ``key`` query parameter), kept in memory; the
-workspace keeps a salted, keyed digest of it per conversation (``Workspace.owner``),
-never the credentials. Two clients with the same opening, or whose histories differ only
-in thinking, never share a conversation, a session, a retry or a subagent. A client may
-also name its conversation (``CONVERSATION_HEADER``).
+Each request is matched to the stored history it continues (``histories``: by content,
+among those its client holds, ``identity``); its new messages are appended and saved (a
+turn boundary: the request ends on the user's message or the tool results). A request
+that continues nothing starts a new conversation; one whose first user message carries
+a subagent call's prompt is that subagent, an agent of the caller's conversation.
 
 What goes upstream is the client's own body, untouched, until a compaction is in force;
 from then on its history is the session's view (the persisted compaction, then the
@@ -29,30 +19,28 @@ from __future__ import annotations
 import collections
 import dataclasses
 import datetime
-import hashlib
-import hmac
 import re
 import secrets
 import sys
 import threading
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from .._compaction.recovery import parse_overflow
 from .._compaction.summarize import Summarizer
-from .._errors import CompactionError, ConflictError, GlyphpackError, HistoryError, StoreError
+from .._errors import CompactionError, ConflictError, GlyphpackError, HistoryError
 from .._history.apis import provider_api
-from .._history.apis.gemini import from_rest, to_rest
-from .._history.codec import json_text
-from .._history.ids import check_id, unique_name
-from .._history.messages import Message, Opaque, RedactedThinking, Text, Thinking, ToolCall, ToolResult
+from .._history.apis.gemini import to_rest
+from .._history.ids import unique_name
+from .._history.messages import Message
 from .._history.recall import RECALL_TOOL, recall_tool
 from .._history.store import Workspace
 from .._session.session import RequestReport, Session
 from .._types import Api
+from .histories import HistoryIndex, Key, _common, _read_request, digests, is_proxy_recall, recall_id_prefix, thinking_marks
+from .identity import ANONYMOUS, BadRequest, Client, ClientKeys
 from .log import without_values
-from .rounds import UNANSWERED, marked
+from .rounds import marked
 
 Json = dict[str, Any]
 
@@ -65,349 +53,10 @@ SUBAGENT_TOOLS = ("Agent", "Task")
 OPEN_SESSIONS = 64
 #: Anthropic refuses a request with more prompt-cache breakpoints than this.
 ANTHROPIC_CACHE_MARKS = 4
-#: How deep a request body may nest for the proxy to record it: deeper ones (no real
-#: tool schema or block comes near) go to the provider unrecorded, for it to judge.
-MAX_NESTING = 200
 #: Upstream rounds one client request may take, each after the model called only
 #: ``glyphpack_recall``; the last asks for an answer without tool calls (a recall
 #: called anyway goes unanswered, and the client gets the answer without it).
 RECALL_ROUNDS = 8
-#: Blocks a client may leave out when it sends a history back.
-_UNKEYED = (Thinking, RedactedThinking, Opaque)
-_SEED = hashlib.sha256(b"glyphpack proxy history").digest()
-
-
-#: The header a client names its conversation with (optional): the request then
-#: continues that conversation (when the same client holds it) or starts it.
-CONVERSATION_HEADER = "x-glyphpack-conversation"
-#: Request headers that carry a client's credentials, and the query parameter (Gemini's).
-#: The provider's own, then the per-user keys of the gateways a team puts in front of one
-#: upstream key (LiteLLM, Portkey, Cloudflare AI Gateway, Azure API Management): users told
-#: apart only by those were one client.
-CREDENTIAL_HEADERS = (
-    "x-api-key", "authorization", "api-key", "x-goog-api-key",
-    "x-litellm-api-key", "x-portkey-api-key", "cf-aig-authorization", "ocp-apim-subscription-key",
-)
-CREDENTIAL_QUERY = "key"
-#: A key the proxy's operator handed a person (``ClientKeys``): with it, that person is
-#: the client, whatever credentials go upstream (a subscription's OAuth token that is
-#: refreshed mid-session stays one client). Never forwarded.
-CLIENT_KEY_HEADER = "x-glyphpack-client-key"
-#: How a client key begins (``glyphpack proxy-key`` makes them).
-CLIENT_KEY_PREFIX = "gpk_"
-#: Hex digits of the tag that scopes a named conversation to its client, and the longest
-#: name a client may give (the tagged id stays within a workspace id's 128 characters).
-SCOPE_DIGITS = 12
-MAX_NAME = 128 - SCOPE_DIGITS - 1
-
-
-class BadRequest(GlyphpackError):
-    """A request the proxy cannot take: answered in the API's error shape with ``status``
-    (400: unreadable; 403: a conversation another client holds), never forwarded."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.status = status
-
-
-@dataclasses.dataclass(frozen=True)
-class Client:
-    """Who sent a request: a digest of its credentials (in memory only, never shown) and
-    the conversation it names, if any. Requests without credentials are one anonymous
-    client."""
-
-    secret: bytes = dataclasses.field(repr=False)
-    conversation: str | None = None
-
-    @classmethod
-    def of(
-        cls, headers: Mapping[str, str], query: Mapping[str, str] | None = None, conversation: str | None = None, identity: Sequence[str] = (),
-        keys: ClientKeys | None = None,
-    ) -> Client:
-        """The client of a request with these headers and query parameters (and the
-        deployment's own ``identity`` headers: ``ProxySettings.identity_headers``); with
-        a client key (``CLIENT_KEY_HEADER``) one of ``keys`` knows, the person it was
-        issued to, and nothing else. ``BadRequest`` when the named conversation is not a
-        valid id, or the client key is not one of ``keys`` (401), or ``keys`` requires one."""
-        lowered = {k.lower(): v for k, v in headers.items()}
-        names = dict.fromkeys((*CREDENTIAL_HEADERS, *(name.lower() for name in identity)))
-        material = [f"{name}\0{lowered[name]}" for name in names if name in lowered]
-        if query and CREDENTIAL_QUERY in query:
-            material.append(f"?{CREDENTIAL_QUERY}\0{query[CREDENTIAL_QUERY]}")
-        if CLIENT_KEY_HEADER in lowered or (keys is not None and keys.required):
-            person = keys.person(lowered.get(CLIENT_KEY_HEADER, "")) if keys is not None else None
-            if person is None:
-                said = "is not one this proxy issued" if CLIENT_KEY_HEADER in lowered else "is required by this proxy and the request has none"
-                raise BadRequest(f"{CLIENT_KEY_HEADER} {said}", status=401)
-            material = [f"{CLIENT_KEY_HEADER}\0{person}"]
-        named = conversation if conversation is not None else lowered.get(CONVERSATION_HEADER)
-        if named is not None:
-            try:
-                check_id(named, "conversation")
-                if len(named) > MAX_NAME:
-                    raise StoreError(f"conversation id {named[:MAX_NAME]!r}... is longer than {MAX_NAME} characters")
-            except StoreError as exc:
-                raise BadRequest(f"{CONVERSATION_HEADER}: {exc}") from None
-        secret = hashlib.sha256(b"glyphpack proxy client\0" + "\n".join(material).encode("utf-8", "surrogatepass")).digest()
-        return cls(secret, named or None)
-
-    def scoped(self) -> Client:
-        """This client with the conversation it names taken within its own identity: the
-        workspace id ``NAME.<12 hex>``, a keyed digest of its credentials. Two clients
-        naming the same conversation never meet, and no answer tells one that another
-        uses a name (a 403 "held by another client" was an oracle, and a first claim a
-        race two clients could both win)."""
-        if self.conversation is None:
-            return self
-        tag = hmac.new(self.secret, b"glyphpack proxy conversation names", hashlib.sha256).hexdigest()[:SCOPE_DIGITS]
-        return dataclasses.replace(self, conversation=f"{self.conversation}.{tag}")
-
-    def owner_record(self) -> dict[str, str]:
-        """What the workspace keeps of this client for a conversation it starts: a fresh
-        salt and the keyed digest of the client's secret under it."""
-        salt = secrets.token_bytes(16)
-        return {"salt": salt.hex(), "digest": hmac.new(salt, self.secret, hashlib.sha256).hexdigest()}
-
-    def owns(self, record: Mapping[str, str] | None) -> bool:
-        """Whether ``record`` (``owner_record`` of some client) is this client's."""
-        if record is None:
-            return False
-        try:
-            salt = bytes.fromhex(record["salt"])
-        except (KeyError, ValueError):
-            return False
-        return hmac.compare_digest(hmac.new(salt, self.secret, hashlib.sha256).hexdigest(), str(record.get("digest", "")))
-
-
-#: The client of requests that carry no credentials (and of calls that name none).
-ANONYMOUS = Client.of({})
-
-
-class ClientKeys:
-    """The client keys a proxy's operator issued (``glyphpack proxy-key``), one or more
-    per person: a file of ``PERSON sha256:HEX`` lines (``#`` comments), the keys' digests,
-    never the keys. Read again when the file changes (a key revoked by deleting its line
-    is refused from the next request on). ``required``: a request without a key is refused."""
-
-    def __init__(self, path: Path, *, required: bool = False):
-        self.path = Path(path)
-        self.required = required
-        self._lock = threading.Lock()
-        self._read_at: tuple[int, int] | None = None
-        self._people: dict[str, str] = {}
-        self._load()  # a file that cannot be read is said when the proxy starts
-
-    def person(self, key: str) -> str | None:
-        """Who ``key`` was issued to (None: no one)."""
-        if not key.startswith(CLIENT_KEY_PREFIX):
-            return None
-        with self._lock:
-            try:
-                stat = self.path.stat()
-                if (stat.st_mtime_ns, stat.st_size) != self._read_at:
-                    self._load()
-            except (OSError, StoreError):  # the file gone or broken since: the keys read last stand
-                pass
-            digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
-            return self._people.get(digest)
-
-    def _load(self) -> None:
-        try:
-            stat = self.path.stat()
-            text = self.path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise StoreError(f"cannot read the client keys in {self.path}: {getattr(exc, 'strerror', None) or exc}") from None
-        people = {}
-        for number, line in enumerate(text.splitlines(), start=1):
-            words = line.split("#", 1)[0].split()
-            if not words:
-                continue
-            if len(words) != 2 or not words[1].startswith("sha256:") or len(words[1]) != 71 or not _is_hex(words[1][7:]):
-                raise StoreError(f"{self.path}, line {number}: not 'PERSON sha256:<64 hex>' (a client key's digest, as glyphpack proxy-key writes it)")
-            people[words[1][7:].lower()] = check_id(words[0], "person")
-        self._people, self._read_at = people, (stat.st_mtime_ns, stat.st_size)
-
-    @staticmethod
-    def issue(path: Path, person: str) -> str:
-        """A new key for ``person``, its digest added to the file at ``path`` (made if
-        missing); the key itself is returned once and kept nowhere."""
-        check_id(person, "person")
-        key = CLIENT_KEY_PREFIX + secrets.token_urlsafe(32)
-        line = f"{person} sha256:{hashlib.sha256(key.encode()).hexdigest()}\n"
-        path = Path(path)
-        if path.exists():
-            ClientKeys(path)  # a broken file is said, not appended to
-        with path.open("a", encoding="utf-8") as file:
-            file.write(line)
-        return key
-
-
-def _is_hex(text: str) -> bool:
-    return all(c in "0123456789abcdefABCDEF" for c in text)
-
-
-def digests(messages: Sequence[Message], after: Sequence[bytes] = ()) -> list[bytes]:
-    """The rolling digest of ``messages[:1]``, ``messages[:2]``, ... (one per message),
-    continuing ``after`` (the digests of the messages before these).
-
-    Each message counts by its role and its blocks' JSON, without thinking and opaque
-    blocks, adjacent text blocks as one (an answer the proxy continued after a recall
-    reaches a Chat client as one string); ids never count (a history sent back gets
-    new ones)."""
-    out: list[bytes] = list(after)
-    digest = after[-1] if after else _SEED
-    for message in messages:
-        blocks: list[Json] = []
-        for block in message.content:
-            if isinstance(block, _UNKEYED):
-                continue
-            if isinstance(block, Text) and blocks and blocks[-1]["type"] == "text":
-                blocks[-1] = {"type": "text", "text": blocks[-1]["text"] + block.text}
-            else:
-                blocks.append(block.to_json())
-        digest = hashlib.sha256(digest + json_text([message.role, blocks]).encode("utf-8")).digest()
-        out.append(digest)
-    return out
-
-
-@dataclasses.dataclass(frozen=True)
-class Shown:
-    """A stored history as its client holds it: ``messages``, and per message the
-    number of stored messages up to its end (``ends``)."""
-
-    messages: tuple[Message, ...]
-    ends: tuple[int, ...]
-
-
-def client_view(messages: Sequence[Message], start: int = 0, recall_ids: frozenset[str] | None = None) -> Shown:
-    """What the client holds of ``messages[start:]`` (a stored history): the
-    ``glyphpack_recall`` calls the proxy answered, and their results, left out (the
-    client never saw them); a message left with nothing dropped; an answer the proxy
-    went on to after a recall joined to the answer before it (the client got them as
-    one), and a turn whose answer was recall calls alone as ``UNANSWERED`` (what the
-    client got instead). ``recall_ids``: those calls' ids (default:
-    ``proxy_recall_ids(messages)``)."""
-    if recall_ids is None:
-        recall_ids = proxy_recall_ids(messages)
-    shown: list[Message] = []
-    ends: list[int] = []
-    dropped = False
-
-    recalled = False  # the proxy answered a recall in the turn so far
-
-    def unanswered(end: int) -> None:
-        # A turn whose answer, its recall calls left out, says and calls nothing (thinking
-        # at most): the client got ``UNANSWERED`` after it (``rounds.joined``).
-        if not recalled:
-            return
-        if shown and shown[-1].role == "assistant":
-            if not any(isinstance(b, (Text, ToolCall)) for b in shown[-1].content):
-                shown[-1] = shown[-1].with_content((*shown[-1].content, Text(UNANSWERED)))
-        else:
-            shown.append(Message("assistant", (Text(UNANSWERED),), id=f"{messages[end - 1].id}-unanswered"))
-            ends.append(end)
-
-    for number in range(start, len(messages)):
-        message = messages[number]
-        content = tuple(
-            b for b in message.content
-            if not (isinstance(b, ToolCall) and b.id in recall_ids) and not (isinstance(b, ToolResult) and b.call_id in recall_ids)
-        )
-        recalled |= len(content) < len(message.content) and message.role == "assistant"
-        if not content and message.content:
-            dropped = True  # a recall round's call or answer alone
-            continue
-        if message.role != "assistant":
-            unanswered(number)
-            recalled = False
-        if dropped and message.role == "assistant" and shown and shown[-1].role == "assistant":
-            shown[-1] = shown[-1].with_content(shown[-1].content + content)
-            ends[-1] = number + 1
-        else:
-            shown.append(message if len(content) == len(message.content) else message.with_content(content))
-            ends.append(number + 1)
-        dropped = False
-    unanswered(len(messages))
-    return Shown(tuple(shown), tuple(ends))
-
-
-#: How the ids the proxy gives the ``glyphpack_recall`` calls it answers begin: the calls
-#: a client never saw (a client's own tool of that name keeps its ids) ...
-RECALL_ID_PREFIX = "glyphpack_"
-#: ... then a nonce of this many hex digits and an underscore, so a client's own ids
-#: (a glyphpack session behind the proxy calls its own glyphpack_recall) are never taken
-#: for the proxy's: a client whose ids began "glyphpack_" started a new conversation on
-#: every request.
-RECALL_NONCE_DIGITS = 12
-_PROXY_RECALL_ID = re.compile(rf"{RECALL_ID_PREFIX}[0-9a-f]{{{RECALL_NONCE_DIGITS}}}_")
-
-
-def recall_id_prefix() -> str:
-    """A fresh prefix for the ids of the recall calls of one answer."""
-    return f"{RECALL_ID_PREFIX}{secrets.token_hex(RECALL_NONCE_DIGITS // 2)}_"
-
-
-def is_proxy_recall(call: ToolCall) -> bool:
-    """Whether ``call`` is a ``glyphpack_recall`` call the proxy answered (its id as
-    ``recall_id_prefix`` began it)."""
-    return call.name == RECALL_TOOL and _PROXY_RECALL_ID.match(call.id) is not None
-
-
-def proxy_recall_ids(messages: Sequence[Message]) -> frozenset[str]:
-    """The ids of the ``glyphpack_recall`` calls in ``messages`` the proxy answered."""
-    return frozenset(c.id for m in messages for c in m.tool_calls if is_proxy_recall(c))
-
-
-@dataclasses.dataclass(frozen=True)
-class Chain:
-    """A stored history as its client holds it, digested: per message shown, its
-    rolling digest, thinking mark, stored end and role; with how many stored messages
-    it read and the last one's id (what a longer history is checked against)."""
-
-    stored: int
-    last_id: str
-    digests: tuple[bytes, ...]
-    marks: tuple[bytes | None, ...]
-    ends: tuple[int, ...]
-    roles: tuple[str, ...]
-
-
-def thinking_marks(messages: Sequence[Message]) -> list[bytes | None]:
-    """Per message, a digest of its thinking blocks (None: it carries none). Digests
-    leave thinking out, since clients drop it; where both histories still carry it, it
-    must be the same for them to be one history."""
-    marks: list[bytes | None] = []
-    for message in messages:
-        thinking = [b.to_json() for b in message.content if isinstance(b, (Thinking, RedactedThinking))]
-        marks.append(hashlib.sha256(json_text(thinking).encode("utf-8")).digest() if thinking else None)
-    return marks
-
-
-def history_of(api: Api, body: Json) -> list[Message]:
-    """The neutral history a request body carries (its system prompt first);
-    ``BadRequest`` when the body has no history list."""
-    build = provider_api(api)
-    items = body.get(build.request_key)
-    if api == "openai-responses" and isinstance(items, str):
-        items = [{"role": "user", "content": items}]
-    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-        raise BadRequest(f"{build.request_key}: expected a list of objects, got {type(items).__name__}")
-    if api == "gemini":  # the REST wire: camelCase, base64
-        items = from_rest(items)
-    return build.from_wire(items, _system_text(api, body))
-
-
-def _system_text(api: Api, body: Json) -> str | None:
-    if api == "gemini":
-        instruction = body.get("systemInstruction", body.get("system_instruction"))
-        if isinstance(instruction, str):
-            return instruction or None
-        parts = instruction.get("parts") if isinstance(instruction, dict) else None
-        return "\n\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)) or None if isinstance(parts, list) else None
-    system = body.get("system") if api == "anthropic" else body.get("instructions") if api == "openai-responses" else None
-    if isinstance(system, list):
-        return "\n\n".join(b.get("text", "") for b in system if isinstance(b, dict)) or None
-    return system if isinstance(system, str) and system else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -460,13 +109,6 @@ class Exchange:
         return session is not None and session.messages is self.messages and session.last_request is self.report
 
 
-#: A stored history: (conversation, agent).
-Key = tuple[str, str]
-#: How many of a request's last messages may be new to the history it continues, for
-#: a lookup in the store's index (a turn adds the answer, its results and the user's words).
-STORE_LOOKUP = 64
-
-
 class Recorder:
     """The proxy's side of the workspace: recognizes conversations, records them, builds
     what is forwarded. Thread-safe: one lock per (conversation, agent), none around the
@@ -480,21 +122,14 @@ class Recorder:
     def __init__(self, workspace: Workspace, settings: ProxySettings = ProxySettings()):
         self.workspace = workspace
         self.settings = settings
-        # The digest of each history's current end (and of that end before its last
-        # answer) -> the histories that end so (several clients may begin alike); a
-        # rolling digest names its length too. Only the current ends: a new client that
-        # begins like an old conversation's past is a conversation of its own.
-        self._index: dict[bytes, set[Key]] = {}
-        self._ends: dict[Key, list[bytes]] = {}
-        # history -> its client view digested (``Chain``): a long history is digested
-        # once, then a message at a time.
-        self._chains: dict[Key, Chain] = {}
-        # conversation -> its owner record (None: no one's); (conversation, client) -> owns.
-        self._owners: dict[str, dict[str, str] | None] = {}
-        self._owned: dict[tuple[str, bytes], bool] = {}
-        self._lock = threading.Lock()  # the index and the session cache, never held for long
+        self._lock = threading.Lock()  # the session cache and the histories' locks, never held for long
         self._locks: dict[Key, threading.Lock] = {}
+        self.histories = HistoryIndex(workspace, self._lock_of)
         self._sessions: collections.OrderedDict[Key, Session] = collections.OrderedDict()
+
+    def index_workspace(self) -> int:
+        """Index every stored history; how many (``HistoryIndex.index_workspace``)."""
+        return self.histories.index_workspace()
 
     def _lock_of(self, key: Key) -> threading.Lock:
         """``key``'s own lock (made once, under the index lock: two threads asking at
@@ -502,146 +137,6 @@ class Recorder:
         with self._lock:
             return self._locks.setdefault(key, threading.Lock())
 
-    # ------------------------------------------------------------------ owners
-
-    def _owns(self, client: Client, conversation: str) -> bool:
-        """Whether ``client`` holds ``conversation`` (a conversation no one holds, stored
-        before owners were kept, is continued by no one: a new one starts)."""
-        with self._lock:
-            known = self._owned.get((conversation, client.secret))
-            if known is not None:
-                return known
-            cached = conversation in self._owners
-            record = self._owners.get(conversation)
-        if not cached:
-            record = self.workspace.owner(conversation)
-        owns = client.owns(record)
-        with self._lock:
-            self._owners[conversation] = record
-            self._owned[(conversation, client.secret)] = owns
-        return owns
-
-    def _claim(self, client: Client, conversation: str) -> bool:
-        """Make ``client`` the owner of ``conversation`` if no one is (compared and set in
-        the store: of two proxies claiming one name at once, one wins); whether it is."""
-        record = self.workspace.claim_owner(conversation, client.owner_record())
-        owns = client.owns(record)
-        with self._lock:
-            self._owners[conversation] = record
-            self._owned[(conversation, client.secret)] = owns
-        return owns
-
-    # ------------------------------------------------------------------ the index
-
-    def index_workspace(self) -> int:
-        """Index every stored history; how many. The store's index gets them too, in one
-        transaction (a workspace recorded before it kept one is then found by every proxy)."""
-        stored = self.workspace.transcripts()
-        ends = {key: self._remember(key, self.workspace.load(*key).messages, persist=False) for key in stored}
-        self.workspace.tree.set_ends({key: found for key, found in ends.items() if found})
-        return len(stored)
-
-    def _chain(self, key: Key, messages: Sequence[Message]) -> Chain:
-        """``key``'s stored history ``messages`` as its client holds it, digested, from
-        what was remembered: only the messages after the last shown one that no later
-        answer can join (not an answer) are read again."""
-        with self._lock:
-            known = self._chains.get(key)
-        keep = 0
-        if known is not None and known.stored <= len(messages) and known.stored and messages[known.stored - 1].id == known.last_id:
-            keep = next((n + 1 for n in range(len(known.roles) - 1, -1, -1) if known.roles[n] != "assistant"), 0)
-        else:
-            known = None
-        start = known.ends[keep - 1] if known is not None and keep else 0
-        shown = client_view(messages, start, proxy_recall_ids(messages))
-        before = (known.digests[:keep], known.marks[:keep], known.ends[:keep], known.roles[:keep]) if known is not None else ((), (), (), ())
-        return Chain(
-            stored=len(messages),
-            last_id=messages[-1].id if messages else "",
-            digests=tuple(digests(shown.messages, before[0])),
-            marks=(*before[1], *thinking_marks(shown.messages)),
-            ends=(*before[2], *shown.ends),
-            roles=(*before[3], *(m.role for m in shown.messages)),
-        )
-
-    def _remember(self, key: Key, messages: Sequence[Message], *, persist: bool = True) -> tuple[bytes, ...]:
-        """Index the end of ``messages`` (as the client holds them), and the end before a
-        last answer (a client that retries the request, or sends the answer back changed,
-        continues from there); returns those ends. With ``persist``, the store's index
-        gets them too, so another proxy on the workspace finds the history."""
-        chain = self._chain(key, messages)
-        ends = chain.digests[-2:] if len(chain.digests) > 1 and chain.roles[-1] == "assistant" else chain.digests[-1:]
-        with self._lock:
-            changed = self._ends.get(key) != list(ends)
-        if persist and changed:
-            self.workspace.tree.set_ends({key: ends})
-        with self._lock:
-            for stale in self._ends.get(key, ()):
-                holders = self._index.get(stale)
-                if holders is not None:
-                    holders.discard(key)
-                    if not holders:
-                        del self._index[stale]
-            self._ends[key] = list(ends)
-            for end in ends:
-                self._index.setdefault(end, set()).add(key)
-            if messages:
-                self._chains[key] = chain
-        return tuple(ends)
-
-    def match(self, chain: Sequence[bytes], client: Client = ANONYMOUS, marks: Sequence[bytes | None] = ()) -> tuple[Key | None, int]:
-        """(the stored history of ``client``'s that a history with the digests ``chain``
-        (and thinking ``marks``) continues, how many of its messages are stored there),
-        or (None, 0). With a conversation named, only that conversation's histories.
-        Nothing found here, the store's index is asked for the chain's last
-        ``STORE_LOOKUP`` digests (another proxy on the workspace may have recorded it),
-        and what it names is read and indexed here first."""
-        found = self._match(chain, client, marks)
-        if found[0] is not None and self._moved(found[0]):
-            # Another proxy on the workspace moved that history since this one read it:
-            # matched against what is stored now, never what this proxy last saw (a stale
-            # end made one window's request rewind another window's transcript).
-            self._refresh(found[0])
-            found = self._match(chain, client, marks)
-        if found[0] is not None or not chain:
-            return found
-        stored = [key for key in self.workspace.tree.ending_with(chain[-STORE_LOOKUP:])
-                  if client.conversation is None or key[0] == client.conversation]
-        for key in stored:
-            with self._lock_of(key):
-                self._remember(key, self.workspace.load(*key).messages, persist=False)
-        return self._match(chain, client, marks) if stored else found
-
-    def _moved(self, key: Key) -> bool:
-        """Whether ``key``'s history ends elsewhere in the store than this proxy indexed it."""
-        with self._lock:
-            known = set(self._ends.get(key, ()))
-        stored = self.workspace.tree.ends_of(*key)
-        return bool(stored) and stored != known
-
-    def _refresh(self, key: Key) -> None:
-        """Index ``key``'s history as it is stored now (another proxy saved it since)."""
-        with self._lock_of(key):
-            self._remember(key, self.workspace.load(*key).messages, persist=False)
-
-    def _match(self, chain: Sequence[bytes], client: Client, marks: Sequence[bytes | None]) -> tuple[Key | None, int]:
-        for length in range(len(chain), 0, -1):
-            with self._lock:
-                candidates = sorted(self._index.get(chain[length - 1], ()))
-            for key in candidates:
-                if client.conversation is not None and key[0] != client.conversation:
-                    continue
-                if self._owns(client, key[0]) and self._same_thinking(key, marks, length):
-                    return key, length
-        return None, 0
-
-    def _same_thinking(self, key: Key, marks: Sequence[bytes | None], length: int) -> bool:
-        """Whether no message of the first ``length`` carries thinking other than the
-        stored history's (a client may drop thinking, never change it)."""
-        with self._lock:
-            known = self._chains.get(key)
-        stored = known.marks if known is not None else ()
-        return all(_marks_agree(mine, theirs) for mine, theirs in zip(stored[:length], marks[:length]))
 
     # ------------------------------------------------------------------ requests
 
@@ -669,7 +164,7 @@ class Recorder:
         """``client`` with the conversation it names as the workspace keeps it: the plain
         name where this client already holds a conversation of that name (one a proxy
         before names were scoped started), else the name within its identity (``scoped``)."""
-        if client.conversation is None or not self._owns(client, client.conversation):
+        if client.conversation is None or not self.histories.owns(client, client.conversation):
             return client.scoped()
         return client
 
@@ -686,7 +181,7 @@ class Recorder:
     ) -> Exchange:
         """``history`` recorded where it belongs and the exchange that forwards it; on a
         ``ConflictError`` what this process held of that conversation is forgotten."""
-        key, _ = self.match(chain[0], client, chain[1])
+        key, _ = self.histories.match(chain[0], client, chain[1])
         if key is None:
             key = self._subagent_of(history, client) or self._new_key(client, history)
         with self._lock_of(key):
@@ -695,7 +190,7 @@ class Recorder:
             except ConflictError:
                 self._forget(key)  # the retry's match finds the history moved (``_moved``) and reads it again
                 raise
-            self._remember(key, session.messages)
+            self.histories.remember(key, session.messages)
             return self._exchange(api, body, session)
 
     def _new_key(self, client: Client, history: Sequence[Message]) -> Key:
@@ -705,12 +200,12 @@ class Recorder:
         conversation = client.conversation
         if conversation is None:
             conversation = self._new_conversation()
-            self._claim(client, conversation)
+            self.histories.claim(client, conversation)
             return conversation, AGENT
         known = {c.id for c in self.workspace.tree.conversations()}
-        if conversation not in known and self._claim(client, conversation):  # compared and set: a held name is not taken
+        if conversation not in known and self.histories.claim(client, conversation):  # compared and set: a held name is not taken
             return conversation, AGENT
-        if not self._owns(client, conversation):
+        if not self.histories.owns(client, conversation):
             raise BadRequest(f"conversation {conversation!r} is held by another client", status=403)
         stored = self.workspace.load(conversation, AGENT).messages
         if not stored or _first_task(stored) == _first_task(history):
@@ -816,7 +311,7 @@ class Recorder:
                 session.add_response(response, exchange.api)
                 pending = session.pending_calls
                 if not (exchange.recall and pending and exchange.rounds + 1 < RECALL_ROUNDS and all(c.name == RECALL_TOOL for c in pending)):
-                    self._remember(key, session.messages)
+                    self.histories.remember(key, session.messages)
                     return None
             except (GlyphpackError, RecursionError) as exc:
                 # The answer still reaches the client whole; its next request records it.
@@ -825,7 +320,7 @@ class Recorder:
                 return None
             try:
                 session.add_tool_results(())
-                self._remember(key, session.messages)
+                self.histories.remember(key, session.messages)
                 built = session.request(exchange.api)
             except GlyphpackError as exc:
                 # Recorded; the client gets the answer without the recall call.
@@ -842,14 +337,14 @@ class Recorder:
         if isinstance(history, HistoryError):
             return request
         chain = digests(history)
-        key, _ = self.match(chain, self._named(client), thinking_marks(history))
+        key, _ = self.histories.match(chain, self._named(client), thinking_marks(history))
         if key is None:
             return request
         with self._lock_of(key):
             session = self._sessions.get(key)
             if session is None or session.view is None:
                 return request
-            stored = self._chain(key, session.messages)
+            stored = self.histories.chain(key, session.messages)
             if _common((stored.digests, stored.marks), (chain, thinking_marks(history))) < len(stored.digests):
                 return request
             view, prefix = session.request_view()
@@ -873,7 +368,7 @@ class Recorder:
         for session in sessions:
             if client.conversation is not None and session.conversation != client.conversation:
                 continue
-            if not self._owns(client, session.conversation):
+            if not self.histories.owns(client, session.conversation):
                 continue
             for call in session.pending_calls:
                 prompt = call.arguments.get("prompt")
@@ -898,7 +393,7 @@ class Recorder:
         if session is None:
             session = self._open(api, key, body, summarizer)
         session.summarizer = summarizer
-        stored = self._chain(key, session.messages)
+        stored = self.histories.chain(key, session.messages)
         common = _common((stored.digests, stored.marks), chain)
         if common < len(stored.digests):
             # The client went back (a retry, or the last answer sent back changed): the
@@ -994,50 +489,3 @@ def cap_cache_marks(body: Json) -> None:
         del block["cache_control"]
 
 
-def nesting(value: object, limit: int = MAX_NESTING) -> int:
-    """How deep ``value`` nests (a scalar: 0), counted without recursion and only to
-    just past ``limit``."""
-    deepest = 0
-    stack: list[tuple[object, int]] = [(value, 0)]
-    while stack:
-        current, depth = stack.pop()
-        if isinstance(current, (dict, list)):
-            depth += 1
-            deepest = max(deepest, depth)
-            if deepest > limit:
-                return deepest
-            stack.extend((child, depth) for child in (current.values() if isinstance(current, dict) else current))
-    return deepest
-
-
-def _marks_agree(mine: bytes | None, theirs: bytes | None) -> bool:
-    """Whether two messages' thinking marks say one message: either side may have
-    dropped its thinking, but where both carry it, it is the same."""
-    return mine is None or theirs is None or mine == theirs
-
-
-def _common(stored: tuple[Sequence[bytes], Sequence[bytes | None]], history: tuple[Sequence[bytes], Sequence[bytes | None]]) -> int:
-    """How many leading messages two histories share, by their (digests, thinking
-    marks): a message whose thinking both carry and differ in is where they part."""
-    common = 0
-    for mine, my_mark, theirs, their_mark in zip(*stored, *history):
-        if mine != theirs or not _marks_agree(my_mark, their_mark):
-            break
-        common += 1
-    return common
-
-
-def _read_request(api: Api, body: object) -> tuple[Json, list[Message] | HistoryError]:
-    """(the body, its history or why glyphpack cannot read it); ``BadRequest`` when the
-    body is not an object naming a model."""
-    if not isinstance(body, dict):
-        raise BadRequest(f"the request body must be a JSON object, not {type(body).__name__}")
-    if not isinstance(body.get("model"), str) or not body["model"]:
-        raise BadRequest("model: a model id is required")
-    depth = nesting(body)
-    if depth > MAX_NESTING:
-        return body, HistoryError(f"the body is nested {depth}+ levels deep; glyphpack records at most {MAX_NESTING}")
-    try:
-        return body, history_of(api, body)
-    except HistoryError as exc:
-        return body, exc

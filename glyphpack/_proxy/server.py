@@ -39,7 +39,8 @@ from .._history.recall import recall_tool
 from .._providers.resolve import context_window, resolve
 from .._secrets import redacted, scrubbed
 from .._types import Api
-from .conversations import BadRequest, Client, Exchange, Recorder, cap_cache_marks, offers_recall
+from .conversations import Exchange, Recorder, cap_cache_marks, offers_recall
+from .identity import BadRequest, Client
 from .log import ProxyLog, RequestRecord, provider_usage
 from .rounds import RELAYS, joined, recall_calls
 from .streams import ACCUMULATORS, OPENING_LIMIT, Accumulator, Opening
