@@ -66,6 +66,8 @@ def test_the_index_lists_each_conversation_with_its_project_harness_dates_and_si
     assert row["next_request"] == sum(glyphpack._history.pricing.message_tokens(m, glyphpack._history.pricing.EstimatePricer()) for m in sent)
     ohmyposh = next(c for c in listed if c["id"] == "ohmyposh-6beb436f6cd8-0")
     assert ohmyposh["title"] == "Security advisories analysis and fixes" and ohmyposh["project"] == "sessions"  # the file's own title
+    assert ohmyposh["model"] == "claude-sonnet-5"  # as the file recorded it
+    assert client.get("/api/conversations").json()["workspace"] == "ws"
 
 
 def test_a_conversation_recorded_here_is_listed_apart_and_shows_up_once_stored(tmp_path):
@@ -90,6 +92,7 @@ def test_search_finds_words_inside_tool_outputs_across_conversations(client, wor
     match = results[0]["matches"][0]
     assert match["role"] == "tool" and word in match["text"] and match["message"].startswith("long/")
     assert client.get("/api/search", params={"q": ""}).json()["results"] == []
+    assert client.get("/api/search").json()["results"] == []  # no query at all
     assert client.get("/api/search", params={"q": "no such words anywhere 0xdeadbeef"}).json()["results"] == []
 
 
@@ -111,6 +114,9 @@ def test_a_conversation_page_is_its_own_and_recalls_each_ref_exactly(client, wor
     assert unknown["error"] is True and "nothing-by-this-ref" in unknown["text"]
     missing = client.get("/c/no-such-conversation")
     assert missing.status_code == 404 and "no conversation 'no-such-conversation'" in missing.json()["error"]
+    assert missing.headers["cache-control"] == "no-store"
+    assert page.text.count("connect-src 'self'") == 1 and page.text.count("glyphpack recall") >= 1
+    assert page.text.index("// On a page glyphpack serve serves") < page.text.index("</body>")  # the served script, inside the page
 
 
 def test_serve_says_what_is_wrong_in_one_line(tmp_path, capsys):
@@ -291,6 +297,7 @@ def test_the_index_page_names_the_workspace_as_text_and_every_answer_is_not_cach
     with glyphpack.Workspace(tmp_path / "a <b>&c") as ws:
         page = index_page(ws)
     assert "a &lt;b&gt;&amp;c" in page and "a <b>&c" not in page
+    assert "<title>" in client.get("/").text and "glyphpackIndex" in client.get("/").text
     for path in ("/", "/api/conversations", "/api/search?q=x", "/c/long"):
         answer = client.get(path)
         assert answer.status_code == 200 and answer.headers["cache-control"] == "no-store" and answer.headers["x-content-type-options"] == "nosniff", path
@@ -304,12 +311,15 @@ def test_a_summary_counts_every_agent_and_falls_back_to_the_id_for_a_title(tmp_p
     with glyphpack.Workspace(tmp_path / "ws") as ws:
         for conversation, agent, messages in (("quiet", "main", [glyphpack.Message("assistant", "nothing typed first")]),
                                               ("busy", "main", [glyphpack.Message("user", "help"), glyphpack.Message("assistant", "helped")]),
-                                              ("busy", "helper", [glyphpack.Message("user", "a task"), glyphpack.Message("assistant", "done")])):
+                                              ("busy", "helper", [glyphpack.Message("user", "a task, " + "long " * 200), glyphpack.Message("assistant", "done"),
+                                                                  glyphpack.Message("user", "more"), glyphpack.Message("assistant", "done")])):
             session = glyphpack.open_session(ws, conversation, agent, model="claude-sonnet-4-5")
             session.extend(messages)
             session.close()
         quiet = conversation_summary(ws, ws.tree.conversation("quiet"))
         busy = conversation_summary(ws, ws.tree.conversation("busy"))
     assert (quiet["title"], quiet["agents"], quiet["messages"], quiet["cost"], quiet["harness"]) == ("quiet", ["main"], 1, None, "")
-    assert (busy["title"], busy["agents"], busy["messages"]) == ("help", ["helper", "main"], 4)
+    assert (busy["title"], busy["agents"], busy["messages"]) == ("help", ["helper", "main"], 6)
+    assert busy["next_request"] < 100  # the main agent's next request, not the longer helper's
+    assert quiet["first"] == quiet["last"] > 0  # no message time: the conversation's creation
     assert quiet["project"] == RECORDED and quiet["location"] == ""
