@@ -66,7 +66,7 @@ _EXPORTS = {
     "to_anthropic": "_history.apis.anthropic",
     "to_openai_chat": "_history.apis.openai_chat",
     "Transcript": "_history.store",
-    "MemoryStore": "_history.store",
+    "MemoryStore": "_history.memory",
     "Workspace": "_history.store",
     "SessionTree": "_history.tree",
     "export_json": "_history.export",

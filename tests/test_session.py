@@ -110,7 +110,7 @@ def test_a_compaction_survives_a_restart_byte_for_byte(tmp_path):
     folder = tmp_path / "ws" / "transcripts" / "task"
     view_file = folder / "_views" / "coder.json"
     assert view_file.is_file() and (folder / "_archive" / "coder" / "0001.json").is_file()
-    from glyphpack._history.store import LEGACY_VIEW_START
+    from glyphpack._history.folder import LEGACY_VIEW_START
 
     assert view_file.read_bytes().startswith(LEGACY_VIEW_START)  # how the old layout's views are told apart
     with open_session(tmp_path, context_window=30_000, policy=DENSE_SESSION) as s:

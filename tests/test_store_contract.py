@@ -57,6 +57,7 @@ def test_concurrent_writers_from_one_revision_one_wins(store, monkeypatch):
         return checked
 
     monkeypatch.setattr(store_module, "_compare_and_swap", slow)
+    monkeypatch.setattr("glyphpack._history.memory._compare_and_swap", slow)  # MemoryStore's own binding
     outcomes: list[str] = []
 
     def write(n: int) -> None:

@@ -237,7 +237,7 @@ def test_any_other_url_is_refused_without_its_credentials(url):
 def test_a_write_failure_names_the_transcript_and_its_reason(tmp_path, monkeypatch):
     import errno
 
-    import glyphpack._history.store as store
+    import glyphpack._history.folder as store
 
     with Workspace(tmp_path) as ws:
         first = history(1)

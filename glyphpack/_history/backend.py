@@ -1,5 +1,5 @@
 """What a workspace's store keeps, and the interface every store offers: the folder
-(``glyphpack._history.store.FolderStore``) and PostgreSQL
+(``glyphpack._history.folder.FolderStore``) and PostgreSQL
 (``glyphpack._history.postgres.PostgresStore``)."""
 
 from __future__ import annotations

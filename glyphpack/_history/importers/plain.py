@@ -75,7 +75,7 @@ def read(path: Path, document: Document, kind: str) -> ImportedSession:
     for name, api in REGISTRY.items():
         readers.setdefault(name, functools.partial(_strict, api))
     if kind == "glyphpack" and isinstance(document, dict) and document.get("format") == "glyphpack-transcript":
-        from ..store import read_transcript
+        from ..folder import read_transcript
 
         stored = read_transcript(path)
         messages = list(stored.messages) if stored else []
