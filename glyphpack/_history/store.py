@@ -1,6 +1,6 @@
 """The workspace: ``Workspace`` holds the rules of a save (turn boundaries, the
 revision compared and swapped, a history that extends the stored one, checkpoints)
-over a ``StoreBackend`` chosen by the location: ``FolderStore`` here, or
+over a ``StoreBackend`` chosen by the location: ``FolderStore`` (``folder``), or
 ``glyphpack._history.postgres.PostgresStore`` for a ``postgresql://`` URL.
 
 The folder: one directory holding the session tree (SQLite) and one JSON transcript
