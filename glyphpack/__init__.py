@@ -103,7 +103,7 @@ _EXPORTS = {
     "CommandResult": "_session.commands",
     "RequestReport": "_session.session",
     "Session": "_session.session",
-    "Thresholds": "_session.session",
+    "Thresholds": "_session.compactor",
     "open_session": "_session.session",
     "export_html": "_session.navigator",
 }

@@ -15,7 +15,7 @@ import glyphpack
 from glyphpack import Message, Text, ToolCall, ToolResult
 from glyphpack._compaction.calibration import COUNTS_KEPT, SCALE_BOUNDS, Calibration, calibrated, fit_scale
 from glyphpack._compaction.cost import CostModel
-from glyphpack._session.session import TARGET_SHARE, Thresholds
+from glyphpack._session.compactor import TARGET_SHARE, Thresholds
 from glyphpack.testing.fake import Turn, answer_body
 
 MODEL = "claude-sonnet-4-5"

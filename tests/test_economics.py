@@ -20,7 +20,7 @@ from glyphpack._compaction.cost import CostModel
 from glyphpack._compaction.summarize import Sent, continued_instruction, summarize
 from glyphpack._history.messages import ToolCall, ToolResult
 from glyphpack._providers.catalog import CACHE_PRICES
-from glyphpack._session.session import GROWTH_CALLS, RECALL_KEPT, SUMMARY_TOKENS, economic_room
+from glyphpack._session.compactor import GROWTH_CALLS, RECALL_KEPT, SUMMARY_TOKENS, economic_room
 from glyphpack.testing.fake import SUMMARY_REQUEST, FakeModel, Turn, fake_summary, summary_prompt
 
 
@@ -77,7 +77,7 @@ def test_with_recall_the_threshold_comes_from_the_growth_and_the_prices(tmp_path
         _grow(s, GROWTH_CALLS - 1)
         assert s.threshold == window_threshold  # the growth is not known yet
         _grow(s, 1, start=GROWTH_CALLS - 1)
-        growth = s._growth()
+        growth = s.compactor.growth()
         assert growth is not None and growth > 0
         write, read = CACHE_PRICES["anthropic"]
         head = s.cost().history(s.messages[:1])  # the task, kept verbatim
@@ -113,8 +113,8 @@ def test_a_compaction_that_would_not_pay_back_in_half_the_calls_made_waits(tmp_p
         s.add_user("read the files")
         waited = 0
         while s.last_request is None or s.last_request.compaction is None:
-            past = s._growth() is not None and s.estimate() >= s.threshold
-            pays = s._compaction_pays(s.estimate())
+            past = s.compactor.growth() is not None and s.estimate() >= s.threshold
+            pays = s.compactor.pays(s.estimate())
             _grow(s, 1, chars=8_000, start=len(s.messages))
             compacted = s.last_request.compaction is not None  # type: ignore[union-attr]
             assert compacted == (past and pays)
@@ -253,16 +253,16 @@ def test_the_growth_is_the_mean_per_call_since_the_first_request_and_again_since
         s.add_user("read the files")
         first = s.estimate()
         for n in range(GROWTH_CALLS):
-            assert s._growth() is None
+            assert s.compactor.growth() is None
             _grow(s, 1, start=n)
-        assert s._growth() == (s.estimate() - first) / GROWTH_CALLS
+        assert s.compactor.growth() == (s.estimate() - first) / GROWTH_CALLS
         _grow(s, 1, start=GROWTH_CALLS)
-        assert s._growth() == (s.estimate() - first) / (GROWTH_CALLS + 1)
+        assert s.compactor.growth() == (s.estimate() - first) / (GROWTH_CALLS + 1)
         while s.last_request is None or s.last_request.compaction is None:
             _grow(s, 1, start=100 + len(s.messages))
         compacted = s.last_request.tokens
         for n in range(GROWTH_CALLS - 1):
-            assert s._growth() is None
+            assert s.compactor.growth() is None
             _grow(s, 1, start=1_000 + n)
         assert s.last_request.compaction is None  # nothing compacted since
-        assert s._growth() == (s.estimate() - compacted) / GROWTH_CALLS
+        assert s.compactor.growth() == (s.estimate() - compacted) / GROWTH_CALLS

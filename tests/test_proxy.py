@@ -609,7 +609,7 @@ def test_an_sdk_loop_through_the_proxy_is_compacted_at_the_threshold_and_every_r
     first = compacted[0]
     # Compacted to the session's target (by the provider's count, within the 5% the
     # calibration may be off): about half of what the threshold allowed.
-    from glyphpack._session.session import Thresholds
+    from glyphpack._session.compactor import Thresholds
 
     target = Thresholds.for_window(SETTINGS.context_window, SETTINGS.threshold).target_for(0)  # type: ignore[arg-type]
     assert tokens[first] <= target * 1.05 < tokens[first - 1] and max(tokens) < SETTINGS.threshold  # type: ignore[operator]

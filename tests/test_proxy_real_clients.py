@@ -16,7 +16,7 @@ import pytest
 
 from glyphpack import Workspace
 from glyphpack._proxy.conversations import ProxySettings
-from glyphpack._session.session import Thresholds
+from glyphpack._session.compactor import Thresholds
 from glyphpack.testing.fake import FakeModel, FakeUpstream, Turn, count_tokens, summary_prompt
 from tests.test_proxy import _claude, _claude_code_route, _run_claude, _serve
 from tests.test_proxy_codex import _codex, _run_codex

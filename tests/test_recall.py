@@ -299,7 +299,7 @@ def test_with_recall_old_results_are_elided_below_the_threshold_in_batches(tmp_p
     later request (cached) until the next batch, and every elided result comes back
     byte for byte. Without recall nothing is elided below it."""
     from glyphpack._compaction.rungs import PROTECTED_ROUNDS
-    from glyphpack._session.session import ELISION_BATCH_SHARE
+    from glyphpack._session.compactor import ELISION_BATCH_SHARE
 
     window = {"context_window": 800_000, "threshold": 600_000}
     with glyphpack.open_session(tmp_path, "c", "a", model=MODEL, recall=recall_on, **window) as s:
@@ -352,7 +352,7 @@ def test_a_batch_waits_until_the_session_is_long_enough_to_pay_it_back(tmp_path,
     taken to have as many left as half of those (a batch that frees enough of the room
     still waits for them)."""
     from glyphpack._compaction.rungs import PROTECTED_ROUNDS
-    from glyphpack._session.session import ELISION_BATCH_SHARE, ELISION_PAYBACK_CALLS, REWRITE_PER_READ
+    from glyphpack._session.compactor import ELISION_BATCH_SHARE, ELISION_PAYBACK_CALLS, REWRITE_PER_READ
 
     with glyphpack.open_session(tmp_path, "c", "a", model=MODEL, context_window=120_000, threshold=100_000, recall=True) as s:
         s.add_user("read every file")

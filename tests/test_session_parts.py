@@ -103,8 +103,8 @@ def test_a_compaction_below_the_threshold_pays_when_the_calls_left_read_less(tmp
     with session(tmp_path, context_window=400_000, threshold=300_000, target=1_000, recall=False) as s:
         s.extend(turns(7)[:-1] + [Message("user", (Text("go on"),))])
         assert sum(1 for m in s.messages if m.role == "assistant") == 7
-        assert s._compaction_pays(57_760) and not s._compaction_pays(57_740)
-        assert not s._compaction_pays(1_000)
+        assert s.compactor.pays(57_760) and not s.compactor.pays(57_740)
+        assert not s.compactor.pays(1_000)
 
 
 # --------------------------------------------------------------- recover
@@ -297,7 +297,7 @@ def test_a_recall_call_asks_for_the_page_it_names(tmp_path):
     (b"\xff\xfe\xfd" + b"a" * 7, "\\xff\\xfe\\xfdaaaaaaa\n[3 bytes were not UTF-8: shown as \\xNN]"),  # 3 of 10: the share, still text
 ])
 def test_tool_output_bytes_are_text_up_to_the_binary_share(data, expected):
-    from glyphpack._session.session import _from_bytes
+    from glyphpack._session.tool_outputs import _from_bytes
 
     assert _from_bytes(data) == Text(expected)
 
@@ -306,7 +306,7 @@ def test_tool_output_bytes_past_the_binary_share_are_named_and_kept_whole():
     import base64
     import hashlib
 
-    from glyphpack._session.session import _from_bytes
+    from glyphpack._session.tool_outputs import _from_bytes
 
     data = b"\xff\xfe\xfd\xfc" + b"a" * 6  # 4 of 10 undecodable
     digest = hashlib.sha256(data).hexdigest()[:16]
@@ -371,7 +371,7 @@ def test_results_need_pending_calls_and_recall_calls_left_out_are_answered_by_th
 
 
 def test_the_economic_room_is_the_square_root_rule():
-    from glyphpack._session.session import economic_room
+    from glyphpack._session.compactor import economic_room
 
     assert economic_room(10_000, 500.0, 1.25, 0.1) == 11_618  # sqrt(2 * 500 * 1.35 * 10,000 / 0.1)
     assert economic_room(10_000, 1.0, 1.25, 0.1) == 519
@@ -380,7 +380,7 @@ def test_the_economic_room_is_the_square_root_rule():
 
 
 def test_the_target_is_half_way_from_the_overhead_to_the_threshold():
-    from glyphpack._session.session import Thresholds
+    from glyphpack._session.compactor import Thresholds
 
     thresholds = Thresholds.for_window(200_000, threshold=100_001)
     assert thresholds.target_for(0) == thresholds.target_for(-50) == 50_000
@@ -607,7 +607,7 @@ def test_each_limit_is_refused_by_its_name_at_zero_and_taken_at_one(tmp_path, na
     with pytest.raises(UsageError) as raised:
         session(tmp_path, **kwargs)
     assert str(raised.value) == f"{name} must be a positive number of tokens, not 0"
-    from glyphpack._session.session import Thresholds
+    from glyphpack._session.compactor import Thresholds
 
     assert Thresholds.for_window(10, threshold=10, target=1) == Thresholds(10, 10, 1)  # threshold at the window: taken
     with pytest.raises(UsageError, match="need 0 < target < threshold <= window, got the default / 11 / 10"):
@@ -615,7 +615,7 @@ def test_each_limit_is_refused_by_its_name_at_zero_and_taken_at_one(tmp_path, na
 
 
 def test_an_overhead_at_the_threshold_leaves_the_target_at_the_threshold():
-    from glyphpack._session.session import TARGET_SHARE, Thresholds
+    from glyphpack._session.compactor import TARGET_SHARE, Thresholds
 
     limits = Thresholds(1_000, 500)
     assert limits.target_for(500) == 500 and limits.target_for(600) == 500
@@ -623,13 +623,13 @@ def test_an_overhead_at_the_threshold_leaves_the_target_at_the_threshold():
 
 
 def test_requests_that_add_nothing_grow_by_nothing(tmp_path):
-    from glyphpack._session.session import GROWTH_CALLS
+    from glyphpack._session.compactor import GROWTH_CALLS
 
     with session(tmp_path, summarizer=lambda p: "Summary.") as s:
         s.add_user("the task")
         for _ in range(GROWTH_CALLS):
             s.request("anthropic")
-        assert s._growth() == 0.0
+        assert s.compactor.growth() == 0.0
 
 
 def test_a_request_reports_what_it_shares_with_the_last_one(tmp_path):

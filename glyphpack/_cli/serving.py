@@ -32,7 +32,7 @@ def cmd_proxy(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise UsageError(f"glyphpack proxy needs its extra ({exc.name} is missing): pip install '.[proxy]' (the proxy extra)") from None
     from .._history.store import Workspace
-    from .._session.session import Thresholds
+    from .._session.compactor import Thresholds
 
     upstream = upstream_url(args.upstream)
     if args.context_window is not None:  # the limits checked before anything listens

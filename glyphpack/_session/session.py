@@ -22,52 +22,37 @@ prefix stays byte-identical until the next compaction, restarts included.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import hashlib
-import io
 import json
-import math
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .._compaction.calibration import Calibration
 from .._compaction.cost import CostModel
-from .._compaction.ladder import LADDER, compact, shake
-from .._compaction.recovery import DEFAULT_MARGIN, overflow_budget, parse_overflow, request_bytes
-from .._compaction.recovery import recover as recover_bytes_or_tokens
+from .._compaction.ladder import LADDER
+from .._compaction.recovery import DEFAULT_MARGIN, parse_overflow
 from .._compaction.results import Compaction, CompactionPolicy
-from .._compaction.rungs import elide, protected_from
 from .._compaction.sdk_summary import sdk_summarizer
 from .._compaction.snapshot import head_end, page_density, serialize_messages
-from .._compaction.summarize import Sent, Summarizer, as_summarizer
+from .._compaction.summarize import Summarizer, as_summarizer
 from .._errors import CompactionError, TextOnlyModelError, UsageError
 from .._history.apis import Reply, api_of, merge_extra, provider_api
 from .._history.ids import unique_name
-from .._history.messages import Block, Image, Message, Text, ToolCall, ToolResult, validate_history
+from .._history.messages import Block, Message, Text, ToolCall, ToolResult, validate_history
 from .._history.recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, RECALL_TOOL, Recalled
 from .._history.recall import recall as recall_from
 from .._history.store import Workspace
-from .._history.view import StoredView, request_messages, view_for, write_view
-from .._providers.catalog import CACHE_PRICES, OUTPUT_PRICES
+from .._history.view import StoredView, request_messages, view_for
 from .._providers.profile import Profile
 from .._providers.resolve import context_window as catalog_window
 from .._providers.resolve import resolve, text_estimator
 from .._providers.text_tokens import TextEstimator
 from .._types import Api, LoadState, Rung, public
 from .commands import CommandResult, run_command
+from .compactor import PAGES_OVER_ELISION, Compactor, Thresholds
+from .tool_outputs import tool_result
 
-#: Tokens kept free for the reply: this share of the window, at most REPLY_RESERVE_MAX.
-REPLY_RESERVE_SHARE = 0.125
-REPLY_RESERVE_MAX = 32_000
-#: Proactive compaction aims at the requests' overhead plus this share of what the
-#: threshold leaves after it, so the turns that follow have room before the next
-#: compaction (each one rewrites the prompt cache). On the overhead's share of the
-#: window, not the window's: a harness whose system prompt and tools take 43k of a 100k
-#: window would otherwise be asked for a target under its own overhead.
-TARGET_SHARE = 0.5
 #: The rungs a session without recall uses by default where pages are cheap for the
 #: reader: no elision (with recall, elision loses nothing: the whole ladder).
 #: Replaying the real pi session (benchmarks/test_bench_session_cost.py) with 5x8 pages
@@ -77,98 +62,7 @@ TARGET_SHARE = 0.5
 SESSION_RUNGS: tuple[Rung, ...] = tuple(step.rung for step in LADDER if step.rung != "elision")
 
 
-def _without_tail_cut(policy: CompactionPolicy) -> CompactionPolicy:
-    """``policy`` without its last resort, the tail cut."""
-    return dataclasses.replace(policy, rungs=tuple(rung for rung in policy.rungs if rung != "tail cut"))
-
-
-#: Characters per image token from which a reader's pages are cheap enough to keep old
-#: tool results whole (text runs about 3.5-4 per token).
-PAGES_OVER_ELISION = 10.0
-#: With recall on (and no threshold or target given), a session compacts where it bills
-#: least: every word it puts away comes back exactly, so depth costs nothing it cannot
-#: undo. It keeps this many tokens of messages beside the overhead (the task, a summary
-#: and the newest turns: Claude Code resumes from about as much) ...
-RECALL_KEPT = 8_000
-#: ... and compacts again once the history has grown by the room that bills least
-#: (``economic_room``), learned from the tokens each model call added since the last
-#: compaction, after this many calls (before, at the window's threshold).
-GROWTH_CALLS = 3
-#: ... when it pays back: what the calls that follow no longer read covers the compaction
-#: (the kept part written again, the request read by the summary, a summary of about
-#: this many tokens as output) within half as many calls as the session made so far (a
-#: session's remaining calls are unknown; one that made few is taken to have few left).
-SUMMARY_TOKENS = 2_000
-
-
-def economic_room(kept: int, growth: float, write: float, read: float) -> int:
-    """The tokens a history should grow by, after a compaction to ``kept`` tokens, before
-    the next one, for the least billed per call: ``growth`` tokens a call, cache writes
-    and reads at ``write`` and ``read`` times the input price.
-
-    Between compactions every call reads the request so far (``read`` a token); each
-    compaction writes ``kept`` again and reads the request it summarizes. Per call, over
-    a room ``d``: ``read * (kept + d / 2) + (write * kept + read * (kept + d)) * growth / d``;
-    its least is at ``d = sqrt(2 * growth * (write + read) * kept / read)``.
-    """
-    if growth <= 0:
-        return 0
-    return int(math.sqrt(2 * growth * (write + read) * kept / read))
-
-
-#: With recall on, old tool results are elided below the threshold too, once a batch of
-#: them frees this share of what the threshold leaves after the overhead: each batch
-#: rewrites the prompt cache from its first stub on, so batches come seldom and large.
-ELISION_BATCH_SHARE = 0.1
-#: ... and once what a batch frees pays for the cache rewrite it causes (everything after
-#: its first stub is written again, at 1.25x, where it would have been read, at 0.1x:
-#: 11.5 reads each) within this many calls, at 0.1x per freed token per call.
-ELISION_PAYBACK_CALLS = 20
-REWRITE_PER_READ = (1.25 - 0.1) / 0.1
-#: A second overflow since the last answer compacts to this share of the first target,
-#: with the summarizer required; a third raises.
-ESCALATION_SHARE = 0.5
-
-
-@public
-@dataclasses.dataclass(frozen=True)
-class Thresholds:
-    """When a session compacts, in estimated tokens of a request.
-
-    Attributes:
-        window: the model's input window.
-        threshold: a request estimated at this or more is compacted first.
-        target: what proactive compaction aims at (well under ``threshold``); None:
-            the requests' overhead plus ``TARGET_SHARE`` of what the threshold leaves
-            after it (``target_for``).
-    """
-
-    window: int
-    threshold: int
-    target: int | None = None
-
-    def target_for(self, overhead: int) -> int:
-        """What proactive compaction aims at for requests that carry ``overhead``
-        tokens beyond their messages (an overhead at or over the threshold leaves
-        messages nothing: the threshold, which the ladder then refuses by name)."""
-        if self.target is not None:
-            return self.target
-        overhead = max(0, overhead)
-        return overhead + int((self.threshold - overhead) * TARGET_SHARE) if overhead < self.threshold else self.threshold
-
-    @classmethod
-    def for_window(cls, window: int, threshold: int | None = None, target: int | None = None) -> Thresholds:
-        for name, value in (("context_window", window), ("threshold", threshold), ("target", target)):
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
-                raise UsageError(f"{name} must be a positive number of tokens, not {value!r}")
-        threshold = threshold if threshold is not None else window - min(REPLY_RESERVE_MAX, int(window * REPLY_RESERVE_SHARE))
-        if threshold > window or (target is not None and target >= threshold):
-            shown = "the default" if target is None else f"{target:,}"
-            raise UsageError(f"need 0 < target < threshold <= window, got {shown} / {threshold:,} / {window:,}")
-        return cls(window, threshold, target)
-
-
-#: What a harness may give as a tool's output (see ``_tool_result``).
+#: What a harness may give as a tool's output (see ``tool_result``).
 ToolOutput = str | bytes | bytearray | memoryview | Mapping[str, Any] | Sequence[Any] | ToolResult | None
 
 
@@ -239,6 +133,7 @@ class Session:
     ):
         if not isinstance(recall, bool):
             raise UsageError(f"recall must be True or False, not {recall!r}")
+        self.compactor = Compactor(self)  # the policy: when and how deep to compact, how to recover
         self.workspace = workspace
         #: Whether requests offer the model ``glyphpack_recall`` and the session answers it.
         self.recall_enabled = recall
@@ -406,52 +301,6 @@ class Session:
         """The text estimate as the provider's counts corrected it (``calibration``)."""
         return self._calibration.estimator
 
-    @property
-    def target(self) -> int:
-        """What proactive compaction aims at now (``Thresholds.target_for`` the
-        calibrated overhead; with recall on and no target given, at most the overhead,
-        the verbatim head and ``RECALL_KEPT``)."""
-        target = self.thresholds.target_for(self.estimator.overhead)
-        if self._economic:
-            # The head (the system prompt and the task, kept verbatim) and RECALL_KEPT more.
-            head = self.cost().history(self.messages[: head_end(self.messages)])
-            target = min(target, self.estimator.overhead + head + RECALL_KEPT)
-        return target
-
-    @property
-    def threshold(self) -> int:
-        """Where the next request is compacted first: the window's threshold, or with
-        recall on and none given, the target and the room that bills least
-        (``economic_room``) once the growth per call is known; never more than the
-        window's threshold."""
-        threshold = self.thresholds.threshold
-        growth = self._growth()
-        if not self._economic or growth is None:
-            return threshold
-        write, read = CACHE_PRICES[self.profile.reader.provider]
-        target = self.target
-        return min(threshold, target + max(economic_room(target - self.estimator.overhead, growth, write, read), 2 * int(growth)))
-
-    def _compaction_pays(self, estimate: int) -> bool:
-        """Whether compacting a request of ``estimate`` tokens to the target pays back
-        within half the calls made so far (``SUMMARY_TOKENS``), at the provider's prices."""
-        provider = self.profile.reader.provider
-        write, read = CACHE_PRICES[provider]
-        target = self.target
-        cost = write * target + read * estimate + OUTPUT_PRICES[provider] * SUMMARY_TOKENS
-        calls_left = sum(1 for m in self.messages if m.role == "assistant") // 2
-        return read * (estimate - target) * calls_left >= cost
-
-    def _growth(self) -> float | None:
-        """Tokens a model call added to the request, on average, since the last
-        compaction (None: fewer than ``GROWTH_CALLS`` calls measured)."""
-        if self._grown_from is None:
-            return None
-        calls, tokens = self._grown_from
-        made = self._calls - calls
-        if made < GROWTH_CALLS:
-            return None
-        return max(0.0, (self.estimate() - tokens) / made)
 
     @property
     def calibration(self) -> Calibration:
@@ -548,14 +397,14 @@ class Session:
         compaction, elided = None, 0
         threshold = self.threshold
         estimate = self.estimate()
-        if estimate >= self.thresholds.threshold or (estimate >= threshold and self._compaction_pays(estimate)):
-            compaction = self._compact(self.target, "proactive")
+        if estimate >= self.thresholds.threshold or (estimate >= threshold and self.compactor.pays(estimate)):
+            compaction = self.compactor.compact_to(self.target, "proactive")
             if self.estimate() >= threshold:
                 # The ladder cannot get under the threshold that bills least here (every
                 # request would compact again): the window's thresholds from now on.
                 self._economic = False
         else:
-            elided = self._elide_batch()
+            elided = self.compactor.elide_batch()
         tokens = self.estimate()
         if self._grown_from is None or compaction is not None or elided:
             self._grown_from = (self._calls, tokens)
@@ -675,14 +524,14 @@ class Session:
     def add_tool_results(self, results: Mapping[str, ToolOutput] | Iterable[ToolResult]) -> Message:
         """Answer every pending call (a turn boundary: saved). ``results`` maps call ids
         to their output as the tool gave it (text, bytes, JSON, a list of strings and
-        blocks, a ``ToolResult`` or ``None``: see ``_tool_result``); or is a sequence of
+        blocks, a ``ToolResult`` or ``None``: see ``tool_result``); or is a sequence of
         ``ToolResult``. With recall on, ``glyphpack_recall`` calls left out are answered
         by the session. Nothing is stored unless every output is taken."""
         pending = {c.id for c in self.pending_calls}
         if not pending:
             raise UsageError("no tool calls are pending")
         if isinstance(results, Mapping):
-            blocks = tuple(_tool_result(call_id, output) for call_id, output in results.items())
+            blocks = tuple(tool_result(call_id, output) for call_id, output in results.items())
         else:
             blocks = tuple(results) if not isinstance(results, (str, bytes)) else (results,)
             strays = [type(b).__name__ for b in blocks if not isinstance(b, ToolResult)]
@@ -732,217 +581,31 @@ class Session:
 
     # ----------------------------------------------------------------- compaction
 
-    def _policy(self, policy: CompactionPolicy | None = None) -> CompactionPolicy:
-        policy = dataclasses.replace(policy or self.policy, estimator=self.estimator)
-        if self._view is not None and self._view.shape and self.policy.shape is None:
-            # Same geometry as the last compaction: unchanged text redraws to the same pages.
-            return dataclasses.replace(policy, shape=self._view.shape, page_size=self._view.page_size)
-        return policy
+    @property
+    def target(self) -> int:
+        """What proactive compaction aims at now (``Compactor.target``)."""
+        return self.compactor.target
 
-    def _ladder(self, budget: int, limit: int | None = None) -> Compaction:
-        """The ladder over the whole stored history (pages re-rendered from its text);
-        ``limit``: what the tail cut, the last resort, gets it under. By default halfway
-        from the budget (a proactive target, which the other rungs meet or not) up to
-        the threshold: under the threshold, with room for the next turns (a cut just
-        under it would compact, and rewrite the prompt cache, on every turn)."""
-        if limit is None:
-            threshold = self.thresholds.threshold
-            limit = budget if budget >= threshold else (budget + threshold) // 2
-        # The session's own cost model: every message is priced once, not at every compaction.
-        cost = self.cost()
-        # The request as it would go without compacting: the last one sent and what came
-        # since (a summary request that continues it reads the sent part from the cache).
-        view, prefix = self.request_view()
-        sent = Sent(view, prefix, self._sent_tools)
-        messages = self._compactable()
-        policy = self._policy()
-        if self._fallback is not None:
-            # Pages that keep old results whole, when they fit without cutting a tail;
-            # else the whole ladder (elision before any tail cut).
-            result = compact(messages, self.profile, budget, summarizer=self.summarizer, policy=_without_tail_cut(policy), cost=cost, sent=sent)
-            if result.report.fits:
-                return result
-            policy = self._policy(self._fallback)
-        return compact(messages, self.profile, budget, summarizer=self.summarizer, policy=policy, cost=cost, sent=sent, limit=limit)
-
-    def _elide_batch(self) -> int:
-        """With recall on (and elision among the rungs): the tool results that left the
-        protected newest rounds since the view in force, elided once together they free
-        ``ELISION_BATCH_SHARE`` of the room the threshold leaves and pay back the cache
-        rewrite they cause within ``ELISION_PAYBACK_CALLS`` calls (or half the calls
-        made so far, when fewer). The view then covers up to those rounds, so what is
-        before them never changes until the next compaction (the prompt cache reads it)
-        and the protected rounds are elided by a later batch. Returns how many results
-        and arguments it elided (0: no batch yet)."""
-        policy = self._policy()
-        # The default rungs for a reader with cheap pages skip elision at the threshold
-        # (pages hold old results whole there); below it pages play no part, so batches
-        # run unless the caller's own policy leaves elision out.
-        # Where the session compacts where it bills least, that compaction elides too, and
-        # sooner: a batch below it would only rewrite the cache once more.
-        if not self.recall_enabled or self._economic or "elision" not in (self._fallback or policy).rungs:
-            return 0
-        tail = self.messages[self._after_view() :]
-        # Never the newest round: the model has not read its results yet (a recall's answer
-        # elided as it arrives would be asked for again).
-        newest = max((i for i, m in enumerate(tail) if m.role == "assistant"), default=0)
-        unprotected = min(protected_from(tail, policy.protect_turns), newest)
-        cost = self.cost()
-        # The view ends before an assistant round, so each result's call is in the tail.
-        result = elide(tail[:unprotected], cost, dataclasses.replace(policy, protect_turns=0))
-        freed = result.report.tokens_before - result.report.tokens_after
-        room = max(1, self.thresholds.threshold - self.estimator.overhead)
-        if freed < ELISION_BATCH_SHARE * room:
-            return 0
-        first = next(i for i, (old, new) in enumerate(zip(tail, result.view)) if old != new)
-        rewritten = cost.history(result.view[first:]) + cost.history(tail[unprotected:])
-        # A session's remaining calls are unknown; one that made few so far is taken to
-        # have few left (a batch near the end of a short session would not pay back).
-        calls_so_far = sum(1 for m in self.messages if m.role == "assistant")
-        if freed * min(ELISION_PAYBACK_CALLS, calls_so_far // 2) < REWRITE_PER_READ * rewritten:
-            return 0
-        # The view in force grows by the batch; its pages, their text, range and geometry stay.
-        previous = self._view or StoredView(covers="", messages=())
-        messages = previous.messages + result.view
-        view = dataclasses.replace(
-            previous,
-            covers=tail[unprotected - 1].id,
-            messages=messages,
-            tokens=cost.history(messages),
-            trigger="elision",
-            report=f"{result.report.changed:,} tool results and arguments elided below the threshold, ~{freed:,} tokens freed; recall brings each back",
-        )
-        write_view(self.workspace, self.conversation, self.agent, view)
-        self._view = view
-        return result.report.changed
-
-    def _compact(self, budget: int, trigger: str) -> Compaction:
-        result = self._ladder(budget)
-        self._keep(result, trigger)
-        return result
-
-    def _keep(self, result: Compaction, trigger: str) -> None:
-        """Persist ``result`` as the view standing for the whole transcript so far (when
-        a rung changed something: an unchanged view would only pin the prefix for nothing)."""
-        self.last_compaction = result
-        if not result.report.rungs or all(r.skipped is not None or not r.changed for r in result.report.rungs):
-            return
-        replaced = [r for r in result.report.rungs if r.first_message is not None and r.last_message is not None]
-        source = None
-        if replaced:
-            compacted = self._compactable()  # what the rungs' message numbers count in
-            first = min(r.first_message for r in replaced if r.first_message is not None)
-            last = max(r.last_message for r in replaced if r.last_message is not None)
-            source = (compacted[first - 1].id, compacted[last - 1].id)
-        page = result.pages[0] if result.pages else None
-        view = StoredView(
-            covers=self.messages[-1].id,
-            messages=tuple(result.view),
-            source=source,
-            shape=page.shape if page else (self._view.shape if self._view else None),
-            page_size=(page.width, page.full_height) if page else (self._view.page_size if self._view else None),
-            pages=len(result.pages) or sum(1 for m in result.view for b in m.content if isinstance(b, Image)),
-            tokens=result.report.tokens_after,
-            trigger=trigger,
-            report=result.report.message,
-            page_text=result.page_text,
-        )
-        write_view(self.workspace, self.conversation, self.agent, view)
-        self._view = view
+    @property
+    def threshold(self) -> int:
+        """Where the next request is compacted first (``Compactor.threshold``)."""
+        return self.compactor.threshold
 
     def compact(self, budget: int | None = None) -> Compaction:
-        """Compact now, to ``budget`` (default: the target; the tail cut, last of the rungs,
-        meets it), and keep it: only when it fits and is no larger than the request in
-        force (an imported harness's compaction, an earlier one of glyphpack's); else what
-        was in force stays, and the report's message says why."""
-        self._no_pending("compact")
-        budget = budget or self.target
-        result = self._ladder(budget, limit=budget)  # asked for: the tail cut meets it (a proactive one stops halfway)
-        in_force = self.estimate()
-        report = result.report
-        if report.fits and report.tokens_after <= in_force:
-            self._keep(result, "/compact")
-            return result
-        why = ("it does not fit" if not report.fits else
-               f"the request in force is smaller (~{in_force:,} tokens)")
-        left = dataclasses.replace(report, message=f"{report.message}; not kept, {why}: the compaction in force stays")
-        self.last_compaction = dataclasses.replace(result, report=left)
-        return self.last_compaction
+        """Compact now, to ``budget`` (default: the target), and keep it when it fits and
+        is no larger than the request in force (``Compactor.compact``)."""
+        return self.compactor.compact(budget)
 
     def shake(self) -> Compaction:
         """Only the free rungs (reasoning drop, elision, image drop), kept as the view."""
-        self._no_pending("shake")
-        result = shake(self._compactable(), self.profile, policy=self._policy())
-        self._keep(result, "/shake")
-        return result
+        return self.compactor.shake()
 
     def recover(self, error: BaseException | object, *, margin: float = DEFAULT_MARGIN) -> Compaction:
         """After the provider rejected the last request as too long: compact to fit,
-        trusting the provider's count. A second rejection before an answer compacts
-        harder with the summarizer; a third raises ``CompactionError``: it never loops.
-        An error that is not "too long" is raised again as it is."""
-        overflow = parse_overflow(error)
-        if overflow is None:
-            if isinstance(error, BaseException):
-                raise error
-            raise CompactionError(f"not a 'request too long' error: {str(error)[:200]!r}")
-        if self._sent is None:
-            raise UsageError("recover() follows a rejected request built by this session's request()")
-        self._overflows += 1
-        if self._overflows > 2:
-            raise CompactionError(
-                f"the provider rejected the request as too long {self._overflows} times in a row after compacting"
-                + ("" if self.summarizer else "; with no summarizer configured there is no rung left")
-                + f" ({str(error)[:200]})"
-            )
-        before = self.cost().history(self._sent) + self.estimator.overhead
-        if overflow.kind == "bytes":
+        trusting the provider's count; escalates, then raises ``CompactionError``: it
+        never loops (``Compactor.recover``). Any other error is raised as it is."""
+        return self.compactor.recover(error, margin=margin)
 
-            def by_bytes(summarizer: Summarizer | None, tail_cut: bool = True) -> Compaction:
-                policy = self._policy() if tail_cut else _without_tail_cut(self._policy())
-                return recover_bytes_or_tokens(self._compactable(), self.profile, error, margin=margin, summarizer=summarizer, policy=policy)
-
-            # With a summarizer, the free rungs first, then it (before the tail cut, as on the ladder).
-            result = by_bytes(self.summarizer if self._overflows == 2 else None, tail_cut=self.summarizer is None or self._overflows == 2)
-            if self._overflows == 1 and self.summarizer is not None and request_bytes(result.view) >= request_bytes(self._sent):
-                # The free rungs freed no bytes (old results a reader must keep, say): go
-                # straight to the summarizer, as the token path does, rather than send a
-                # request the provider already refused (a proxy retries only once).
-                self._overflows = 2
-                result = by_bytes(self.summarizer)
-            # Snapshots are no help here: a page's PNG, base64-encoded, takes more bytes than
-            # the text it shows. What the free rungs, the summarizer and the tail cut freed is what there is.
-            if request_bytes(result.view) >= request_bytes(self._sent):
-                raise CompactionError(
-                    "the request is too large in bytes and neither dropping images nor eliding old tool results "
-                    "made it smaller" + ("" if self._overflows == 2 else "; a summarizer would: pass summarizer=...")
-                )
-            self._keep(result, "recovery")
-            return result
-        # Tokens: the rungs from the stored text, to the provider's limit less the margin
-        # (half that on a second rejection, where the summarizer is there to reach it).
-        if overflow.measured and self.policy.tokenizer is None:
-            self._learn(self._sent, overflow.measured)
-            before = self.cost().history(self._sent) + self.estimator.overhead  # on the scale the ladder now uses
-        # The window, from now on: the provider's limit, or at most the refused request
-        # (a wording without numbers), so the next turns compact before they reach it.
-        self._learn_window(overflow.limit or before)
-        budget = overflow_budget(overflow, before, margin, ESCALATION_SHARE if self._overflows == 2 else 1.0)
-        result = self._ladder(budget, limit=budget)  # the provider's limit: the tail cut meets it
-        if self._overflows == 1 and result.report.tokens_after >= before:
-            if self.summarizer is None:
-                raise CompactionError(
-                    f"the ladder could not shrink the rejected request (~{before:,} tokens) and no summarizer is configured"
-                )
-            # No progress: the second step now, as the byte path does, rather than send a
-            # request the provider already refused (a proxy retries only once).
-            self._overflows = 2
-            budget = overflow_budget(overflow, before, margin, ESCALATION_SHARE)
-            result = self._ladder(budget, limit=budget)
-        if result.report.tokens_after >= before:
-            raise CompactionError(f"the ladder could not shrink the rejected request (~{before:,} tokens), even with the summarizer")
-        self._keep(result, "recovery")
-        return result
 
     # ----------------------------------------------------------------- the tree
 
@@ -997,81 +660,6 @@ class Session:
         ``/tree``, ``/branch ID``, ``/fork [NEW_ID]``, ``/checkpoint NAME``,
         ``/rewind NAME DIGEST...``, ``/help``."""
         return run_command(self, line)
-
-
-def _tool_result(call_id: str, output: object) -> ToolResult:
-    """A tool's output as harnesses give it, as a result; nothing of it dropped.
-
-    - a ``ToolResult`` for this call, as it is; ``None``: an explicit empty result;
-    - ``str``; bytes (``subprocess`` output): UTF-8, bytes that are not shown as ``\\xNN``
-      and counted in a note; binary (a NUL byte, or mostly not UTF-8): an image when it is
-      one, else its base64 under a line saying what it is;
-    - ``dict``, and lists or tuples of anything but blocks and strings: JSON;
-    - a list or tuple of strings and ``Text``/``Image`` blocks: those blocks, in order.
-
-    Anything else is a ``UsageError`` naming the call and the type.
-    """
-    if isinstance(output, ToolResult):
-        if output.call_id != call_id:
-            raise UsageError(f"result for {call_id!r} carries call id {output.call_id!r}")
-        return output
-    return ToolResult(call_id, _output_blocks(call_id, output))
-
-
-def _output_blocks(call_id: str, output: object) -> tuple[Text | Image, ...]:
-    if output is None:
-        return ()
-    if isinstance(output, str):
-        return (Text(output),)
-    if isinstance(output, (bytes, bytearray, memoryview)):
-        return (_from_bytes(bytes(output)),)
-    if isinstance(output, (list, tuple)) and output and all(isinstance(item, (str, Text, Image)) for item in output):
-        return tuple(Text(item) if isinstance(item, str) else item for item in output)
-    if isinstance(output, (dict, list, tuple)):
-        try:
-            return (Text(json.dumps(output, ensure_ascii=False, indent=1)),)
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"the output for call {call_id!r} is of type {type(output).__name__} but not JSON: {exc}") from None
-    kind = "a block of another kind" if isinstance(output, Block) else f"of type {type(output).__name__}"
-    raise UsageError(
-        f"the output for call {call_id!r} is {kind}: give text, bytes, JSON (a dict or list), "
-        "a list of strings and Text/Image blocks, a ToolResult, or None for no output"
-    )
-
-
-#: A share of bytes that are not UTF-8 above which output is binary, not text.
-BINARY_SHARE = 0.3
-#: Image formats every provider takes, as Pillow names them.
-_IMAGE_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
-_ESCAPED = re.compile("[\udc80-\udcff]")
-
-
-def _from_bytes(data: bytes) -> Text | Image:
-    """Bytes a tool wrote: text where they are text, else what the binary is, whole."""
-    # surrogateescape turns each byte that is not UTF-8 into one lone surrogate: countable.
-    undecodable = len(_ESCAPED.findall(data.decode("utf-8", errors="surrogateescape")))
-    if b"\x00" not in data and undecodable <= BINARY_SHARE * len(data):
-        note = f"\n[{undecodable:,} bytes were not UTF-8: shown as \\xNN]" if undecodable else ""
-        return Text(data.decode("utf-8", errors="backslashreplace") + note)
-    media_type = _image_type(data)
-    if media_type is not None:
-        return Image(media_type, data)
-    digest = hashlib.sha256(data).hexdigest()[:16]
-    return Text(f"[binary output: {len(data):,} bytes, sha256 {digest}..., as base64]\n{base64.b64encode(data).decode('ascii')}")
-
-
-def _image_type(data: bytes) -> str | None:
-    """The media type of ``data`` when it is a whole image of a kind providers take (a
-    broken one would be rejected), else None."""
-    from PIL import Image as PILImage
-
-    try:
-        with PILImage.open(io.BytesIO(data)) as image:
-            media_type = _IMAGE_FORMATS.get(image.format or "")
-            image.verify()
-    except Exception:
-        return None
-    return media_type
 
 
 #: The recall tool's definition as its schema text is priced before any count.
