@@ -14,8 +14,8 @@ from pydantic import TypeAdapter
 
 import glyphpack
 from glyphpack._compaction.cost import CostModel
-from glyphpack._history.apis.anthropic import check_anthropic
-from glyphpack._history.apis.openai_chat import check_openai_chat
+from glyphpack._wire.anthropic import check_anthropic
+from glyphpack._wire.openai_chat import check_openai_chat
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "sessions"
 FILES = sorted(p for p in SHARED.glob("*/*") if p.parent.name != "licenses") if SHARED.is_dir() else []

@@ -77,10 +77,10 @@ from glyphpack import CompactionError, CompactionPolicy, Message, Summarizer, Te
 from glyphpack._compaction.calibration import Calibration
 from glyphpack._compaction.cost import CostModel
 from glyphpack._compaction.summarize import Sent
-from glyphpack._history.apis.anthropic import anthropic_block
 from glyphpack._history.codec import message_to_json
-from glyphpack._history.importers.base import Usage
+from glyphpack._history.imported import Usage
 from glyphpack._providers.resolve import resolve, text_estimator
+from glyphpack._wire.anthropic import anthropic_block
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "sessions"
 DENSE_READER = "claude-fable-5"

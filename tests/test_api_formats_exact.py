@@ -1,5 +1,5 @@
 """Each API's wire format read back block for block, from the shapes the SDKs and
-harnesses write (a mutmut pass over ``glyphpack/_history/apis`` found these readers
+harnesses write (a mutmut pass over ``glyphpack/_wire`` found these readers
 guarded by counts only): Gemini parts with thought signatures as bytes, errors, ids and
 media types; data URLs; Chat Completions' developer messages, tool messages, unknown
 parts and content that is neither text nor parts; the system prompt's cache mark."""
@@ -13,9 +13,9 @@ import pytest
 
 import glyphpack
 from glyphpack import HistoryError, Image, Message, Opaque, Text, Thinking, ToolCall, ToolResult
-from glyphpack._history.apis import REGISTRY, provider_api
-from glyphpack._history.apis.anthropic import check_anthropic
-from glyphpack._history.apis.common import image_from_url
+from glyphpack._wire import REGISTRY, provider_api
+from glyphpack._wire.anthropic import check_anthropic
+from glyphpack._wire.common import image_from_url
 
 PNG = b"\x89PNG\r\n\x1a\nfake"
 B64 = base64.b64encode(PNG).decode("ascii")
@@ -155,14 +155,14 @@ USER = {"role": "user", "content": "q"}
     ([USER, CALL], r"^calls \['c1'\] have no function_call_output$"),
 ])
 def test_the_responses_check_names_each_rule(items, message):
-    from glyphpack._history.apis.openai_responses import check_openai_responses
+    from glyphpack._wire.openai_responses import check_openai_responses
 
     with pytest.raises(HistoryError, match=message):
         check_openai_responses(items)
 
 
 def test_the_responses_check_lets_the_assistant_speak_between_a_call_and_its_output():
-    from glyphpack._history.apis.openai_responses import check_openai_responses
+    from glyphpack._wire.openai_responses import check_openai_responses
 
     check_openai_responses([USER, CALL, {"role": "assistant", "content": "reading"}, OUTPUT, USER])
 
@@ -185,14 +185,14 @@ def gemini_answer(name):
      r"^content 1: calls \['ls'\] answered by \[\] in the next turn$"),
 ])
 def test_the_gemini_check_names_each_rule(contents, message):
-    from glyphpack._history.apis.gemini import check_gemini
+    from glyphpack._wire.gemini import check_gemini
 
     with pytest.raises(HistoryError, match=message):
         check_gemini(contents)
 
 
 def test_the_gemini_check_takes_answered_calls_in_any_order():
-    from glyphpack._history.apis.gemini import check_gemini
+    from glyphpack._wire.gemini import check_gemini
 
     check_gemini([{"role": "user", "parts": [{"text": "q"}]}, {"role": "model", "parts": [{"text": "a"}, gemini_call("ls"), gemini_call("cat")]},
                   {"role": "user", "parts": [gemini_answer("cat"), gemini_answer("ls")]}, {"role": "model", "parts": [{"text": "done"}]}])
@@ -207,13 +207,13 @@ def test_the_gemini_check_takes_answered_calls_in_any_order():
     ({"when": b"raw"}, "{\"when\": \"b'raw'\"}"),
 ])
 def test_a_gemini_function_response_keeps_every_key(body, text):
-    from glyphpack._history.apis.gemini import response_text
+    from glyphpack._wire.gemini import response_text
 
     assert response_text(body) == text
 
 
 def test_a_reasoning_item_goes_back_with_its_summary():
-    from glyphpack._history.apis.openai_responses import reasoning_item
+    from glyphpack._wire.openai_responses import reasoning_item
 
     summary = [{"type": "summary_text", "text": "checked the parser"}]
     block = Opaque("reasoning", {"type": "reasoning", "id": "rs_1", "summary": summary, "encrypted_content": "gAAA", "status": "done"})
@@ -280,7 +280,7 @@ def tool_result(call_id, content="r"):
      r"^tool calls \['a', 'b'\] at the end have no results$"),
 ])
 def test_the_anthropic_check_names_each_rule_exactly(messages, message):
-    from glyphpack._history.apis.anthropic import check_anthropic
+    from glyphpack._wire.anthropic import check_anthropic
 
     with pytest.raises(HistoryError, match=message):
         check_anthropic(messages)
@@ -349,7 +349,7 @@ def test_mid_conversation_system_messages_stay_in_place_for_the_models_that_take
 
 
 def _shape(messages: list[Message]) -> list[tuple[str, str, tuple[object, ...]]]:
-    from glyphpack._history.apis.common import results_first
+    from glyphpack._wire.common import results_first
 
     return [(m.role, m.id, m.content) for m in results_first(messages)]
 
@@ -433,7 +433,7 @@ def test_results_first_answers_a_later_call_after_its_own_assistant_message():
 
 
 def test_tool_arguments_keep_what_is_not_a_json_object_as_input():
-    from glyphpack._history.apis.common import tool_arguments
+    from glyphpack._wire.common import tool_arguments
 
     assert tool_arguments({"a": 1}, "c") == {"a": 1}
     assert tool_arguments('{"a": 1}', "c") == {"a": 1}

@@ -17,11 +17,11 @@ import pytest
 
 import glyphpack
 from glyphpack import Image, Message, Text, Thinking, ToolCall, ToolResult
-from glyphpack._history.apis import REGISTRY, ProviderApi, api_of, merge_extra, provider_api
-from glyphpack._history.apis import base as apis_base
-from glyphpack._history.importers.plain import kind_of
 from glyphpack._history.messages import Block
+from glyphpack._importers.plain import kind_of
 from glyphpack._types import APIS
+from glyphpack._wire import REGISTRY, ProviderApi, api_of, merge_extra, provider_api
+from glyphpack._wire import base as apis_base
 
 API_LIST = list(REGISTRY.values())
 NAMES = list(REGISTRY)
@@ -55,11 +55,11 @@ def projection(messages: list[Message] | tuple[Message, ...]) -> dict[str, Any]:
 
 def test_the_registry_is_the_api_list_one_module_each():
     assert tuple(REGISTRY) == APIS
-    package = Path(glyphpack.__file__).parent / "_history" / "apis"
+    package = Path(glyphpack.__file__).parent / "_wire"
     for name, api in REGISTRY.items():
         assert (package / f"{name.replace('-', '_')}.py").is_file()
         assert isinstance(api, ProviderApi) and api.name == name
-        assert type(api).__module__ == f"glyphpack._history.apis.{name.replace('-', '_')}"
+        assert type(api).__module__ == f"glyphpack._wire.{name.replace('-', '_')}"
     assert set(ProviderApi.classes) == set(APIS)
     assert provider_api("gemini") is REGISTRY["gemini"]
     with pytest.raises(glyphpack.UsageError, match="api must be one of anthropic, openai-chat, openai-responses, gemini, not 'bedrock'"):
@@ -270,7 +270,7 @@ def test_openai_images_carry_the_readers_detail(name, model, detail):
 
 
 def test_gemini_3_gets_the_documented_signature_stand_in_and_its_media_resolution():
-    from glyphpack._history.apis.gemini import SKIP_SIGNATURE
+    from glyphpack._wire.gemini import SKIP_SIGNATURE
 
     gemini = REGISTRY["gemini"]
     three = gemini.build("gemini-3-pro", HISTORY, 0, glyphpack.resolve("gemini-3-pro"))
@@ -283,7 +283,7 @@ def test_gemini_3_gets_the_documented_signature_stand_in_and_its_media_resolutio
 
 
 def test_a_reasoning_item_goes_back_only_whole():
-    from glyphpack._history.apis.openai_responses import check_openai_responses
+    from glyphpack._wire.openai_responses import check_openai_responses
 
     check_openai_responses([{"role": "user", "content": "q"}, {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "x"}])
     for broken in ({"type": "reasoning", "summary": []}, {"type": "reasoning", "id": "rs_1"}):
@@ -295,7 +295,7 @@ def test_a_reasoning_item_goes_back_only_whole():
 def test_a_history_that_starts_with_the_assistant_is_accepted(api):
     """After a trim or a compaction a history may begin with the assistant's turn;
     Anthropic and Gemini want the user first, so a placeholder user turn opens it."""
-    from glyphpack._history.apis.common import CONTINUES
+    from glyphpack._wire.common import CONTINUES
 
     history = (Message("assistant", (Text("as I said"), ToolCall("c", "ls", {}))), Message("tool", (ToolResult("c", (Text("a.py"),)),)),
                Message("assistant", "done"))
@@ -307,6 +307,6 @@ def test_a_history_that_starts_with_the_assistant_is_accepted(api):
 
 
 def test_a_model_id_alone_speaks_its_providers_own_api():
-    from glyphpack._history.apis import native_api
+    from glyphpack._wire import native_api
 
     assert [native_api(p).name for p in ("anthropic", "openai", "google")] == ["anthropic", "openai-chat", "gemini"]

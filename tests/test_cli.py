@@ -147,7 +147,7 @@ def test_cli_shape_choices_are_the_catalog():
 def test_cli_format_choices_are_the_registry():
     """Catches a format the importers read that the CLI does not offer, or the reverse."""
     from glyphpack._cli.common import FORMAT_NAMES
-    from glyphpack._history.importers.registry import FORMATS
+    from glyphpack._importers.registry import FORMATS
 
     assert set(FORMAT_NAMES) == set(FORMATS)
 

@@ -16,7 +16,7 @@ import pytest
 import glyphpack
 from glyphpack import HistoryError, Message, Opaque, RedactedThinking, Text, Thinking, ToolCall, import_file
 from glyphpack._cli import main
-from glyphpack._history.importers.base import Usage
+from glyphpack._history.imported import Usage
 from glyphpack._history.messages import title_from, validate_history
 
 DATA = Path(__file__).parent / "data" / "sessions"
@@ -110,7 +110,7 @@ def test_mini_swe_agent_calls_usage_and_the_exit_record():
     ],
 )
 def test_mini_swe_agent_is_told_by_its_format_or_by_one_of_its_info_keys(document, detected):
-    from glyphpack._history.importers import mini_swe_agent
+    from glyphpack._importers import mini_swe_agent
 
     assert mini_swe_agent.detect(document) is detected
 
@@ -578,7 +578,7 @@ def test_gemini_cli_and_copilot_cli_are_told_from_lookalikes():
     """What makes a file each harness's, both sides of each rule: a Gemini CLI recording
     names its session or project and holds a user or model message; a Copilot CLI log
     holds a conversation event, or starts a session written by ``copilot-agent``."""
-    from glyphpack._history.importers import copilot_cli, gemini_cli
+    from glyphpack._importers import copilot_cli, gemini_cli
 
     said = [{"type": "user", "content": "hi"}]
     for document in ({"sessionId": "s", "messages": said}, {"projectHash": "p", "messages": said},
@@ -596,7 +596,7 @@ def test_gemini_cli_and_copilot_cli_are_told_from_lookalikes():
 
 
 def test_a_copilot_cli_result_in_every_shape_it_is_written():
-    from glyphpack._history.importers.copilot_cli import _result
+    from glyphpack._importers.copilot_cli import _result
 
     def text(event):
         result = _result(event)
@@ -619,7 +619,7 @@ def test_an_openhands_event_list_keeps_times_fallback_texts_recall_events_and_a_
     kept unsent on the message before it; an action whose model response is missing
     gets its call rebuilt from its arguments (the thought as text); a response's cached
     prompt tokens are read; the one agent is ``main``."""
-    from glyphpack._history.importers.openhands import _clean
+    from glyphpack._importers.openhands import _clean
 
     events = [
         {"id": 0, "timestamp": "2026-03-01T10:00:00", "source": "agent", "action": "system", "args": {}, "message": "You are OpenHands."},
@@ -735,7 +735,7 @@ def test_a_roo_code_task_keeps_each_messages_time_and_its_condensing_as_a_compac
 
 
 def test_a_plain_anthropic_list_is_not_taken_for_a_cline_task_nor_a_cline_task_for_anything_else(tmp_path):
-    from glyphpack._history.importers import cline
+    from glyphpack._importers import cline
 
     history = json.loads((CLINE_TASK / "api_conversation_history.json").read_text(encoding="utf-8"))
     plain = [{"role": m["role"], "content": m["content"]} for m in history[1:]]
@@ -869,7 +869,7 @@ def test_a_database_goose_did_not_write_is_refused_naming_the_file(tmp_path):
 
 
 def test_goose_jsonl_is_told_from_other_harnesses_by_its_metadata_line_or_its_content_types():
-    from glyphpack._history.importers import goose
+    from glyphpack._importers import goose
 
     request = {"type": "toolRequest", "id": "t", "toolCall": {"status": "success", "value": {"name": "x", "arguments": {}}}}
     assert goose.detect([{"working_dir": "/w", "description": "d"}]) and not goose.detect([{"working_dir": "/w", "role": "user"}])
@@ -1077,7 +1077,7 @@ def test_a_swe_agent_trajectory_reads_exactly(tmp_path):
 
 
 def test_the_registry_refuses_each_misfit_by_name(tmp_path):
-    from glyphpack._history.importers.registry import FORMATS
+    from glyphpack._importers.registry import FORMATS
 
     listed = ", ".join(FORMATS)
     with pytest.raises(HistoryError) as refused:
@@ -1149,7 +1149,7 @@ def test_jsonl_detection_reads_the_first_fifty_records(tmp_path, filler):
 
 
 def test_conversation_names_and_companion_files(tmp_path):
-    from glyphpack._history.importers.registry import conversation_name, read_with_its_session
+    from glyphpack._importers.registry import conversation_name, read_with_its_session
 
     assert conversation_name(Path("tasks/1712/api_conversation_history.json")) == "1712"
     assert conversation_name(Path("state/abc/events.jsonl")) == "abc"
@@ -1170,7 +1170,7 @@ def test_conversation_names_and_companion_files(tmp_path):
 
 def test_jsonl_records_reads_lines_as_harnesses_write_them_exactly():
     """Where each record is (line, line.second record), and each repair and skip counted."""
-    from glyphpack._history.importers.base import Tally, jsonl_records
+    from glyphpack._importers.base import Tally, jsonl_records
 
     tally = Tally()
     data = (b'\xef\xbb\xbf{"a": 1}\r\n\r\n{"b": 2} \t{"c": 3}\r\n[1, 2]\r\n{"d": 4}[5]\r\n{"trunc\r\n'
@@ -1186,7 +1186,7 @@ def test_jsonl_records_reads_lines_as_harnesses_write_them_exactly():
 
 
 def test_text_of_reads_every_shape_of_text_exactly():
-    from glyphpack._history.importers.base import text_of
+    from glyphpack._importers.base import text_of
 
     assert text_of("plain") == "plain"
     assert text_of(None) == ""
@@ -1200,7 +1200,7 @@ def test_text_of_reads_every_shape_of_text_exactly():
 
 
 def test_an_import_report_prints_each_count():
-    from glyphpack._history.importers.base import ImportReport
+    from glyphpack._history.imported import ImportReport
 
     report = ImportReport(format="pi", messages=1200, tool_calls=3, tool_results=2, images=1, thinking=4,
                           agents=("main", "helper"), branches=2, compactions=1,
@@ -1222,7 +1222,7 @@ def test_an_import_report_prints_each_count():
 
 
 def test_the_small_readers_of_base_exactly():
-    from glyphpack._history.importers import base
+    from glyphpack._importers import base
 
     assert base.named_model(" claude-x ") == "claude-x"
     assert [base.named_model(v) for v in ("<synthetic>", "  ", "", 3, None)] == [None] * 5
@@ -1265,7 +1265,7 @@ def test_the_small_readers_of_base_exactly():
 
 
 def test_results_in_a_user_message_become_a_tool_message_before_the_users_words():
-    from glyphpack._history.importers.base import _split_mixed_tool_messages
+    from glyphpack._importers.base import _split_mixed_tool_messages
 
     result = glyphpack.ToolResult("c", (Text("r"),))
     user = glyphpack.Message("user", (result, Text("and now")), id="u")
@@ -1391,7 +1391,7 @@ def test_a_crush_database_is_read_as_crush_not_taken_for_goose_and_each_part_lan
 def test_tool_calls_a_roo_code_answer_makes_in_xml_are_read_as_calls_with_their_results():
     """Roo Code up to 3.28 calls its tools in XML in the answer's text; the shared task's 11
     calls were read as text and their 10 results as the user's."""
-    from glyphpack._history.importers.cline import _xml_parameters
+    from glyphpack._importers.cline import _xml_parameters
 
     page = "<html><path>kept</path><content>its own</content></html>"  # a file's content holds tags, its own </content> too
     body = f"\n<path>site/index.html</path>\n<content>\n{page}\n</content>\n<line_count>3</line_count>\n"

@@ -15,10 +15,11 @@ import pytest
 import glyphpack
 from glyphpack import Image, Opaque, RedactedThinking, Text, Thinking, ToolCall, import_file
 from glyphpack._cli import main
-from glyphpack._history.importers import claude_code_attachments
-from glyphpack._history.importers.base import Usage, epoch_seconds
+from glyphpack._history.imported import Usage
 from glyphpack._history.messages import first_task
 from glyphpack._history.view import read_archive, read_view
+from glyphpack._importers import claude_code_attachments
+from glyphpack._importers.base import epoch_seconds
 from tests.test_importers import assert_valid_for_every_provider, session_path
 
 
@@ -669,8 +670,8 @@ def test_progress_lines_make_a_subagent_exactly(tmp_path):
 def test_repair_makes_a_history_valid_and_counts_each_change_exactly():
     """``repair`` on a hand-built history holding each fault it mends, compared whole."""
     from glyphpack import Message, ToolResult
-    from glyphpack._history.importers.base import MISSING_RESULT, Tally, repair
     from glyphpack._history.messages import validate_history
+    from glyphpack._importers.base import MISSING_RESULT, Tally, repair
 
     png = Image("image/png", b"\x89PNG")
     tally = Tally()
@@ -877,7 +878,7 @@ def test_pi_tree_compaction_and_counts_read_exactly(tmp_path):
     ([{"type": "note", "message": {"role": "user"}}], False),
 ])
 def test_pi_is_told_by_its_header_or_its_messages(records, expected):
-    from glyphpack._history.importers import pi
+    from glyphpack._importers import pi
 
     assert pi.detect(records) is expected
 
@@ -890,7 +891,7 @@ def test_pi_is_told_by_its_header_or_its_messages(records, expected):
     ([{"payload": {}}], False),
 ])
 def test_codex_is_told_by_its_typed_payload_lines(records, expected):
-    from glyphpack._history.importers import codex
+    from glyphpack._importers import codex
 
     assert codex.detect(records) is expected
 
@@ -1103,7 +1104,7 @@ def test_malformed_claude_code_blocks_are_counted_by_kind(tmp_path):
     ([{"type": "note", "leafUuid": "u"}], False),
 ])
 def test_claude_code_is_told_by_linked_lines_or_a_summary_of_a_leaf(records, expected):
-    from glyphpack._history.importers import claude_code
+    from glyphpack._importers import claude_code
 
     assert claude_code.detect(records) is expected
 
@@ -1359,7 +1360,7 @@ def test_import_with_no_path_finds_every_harness_home_and_syncs_them_all(tmp_pat
 def test_ctrl_c_stops_an_import_between_files_saying_how_many_were_done(tmp_path, capsys, monkeypatch):
     """Ctrl-C printed a 45-line traceback and died by the signal; now the files done are
     kept, the line says how many, and the exit status is 130; run again, the import goes on."""
-    from glyphpack._history.importers import registry
+    from glyphpack._importers import registry
 
     for n in range(3):
         (tmp_path / "s" / f"p{n}").mkdir(parents=True)
@@ -1456,7 +1457,7 @@ def test_harness_homes_are_found_where_each_harness_and_its_variables_put_them(t
     process's): each home's root said, hidden files and folders named like sessions
     left out, and Crush's databases from the folder's ``.crush`` and its projects list
     (in ``$XDG_DATA_HOME``), whatever else that list holds."""
-    from glyphpack._history.importers.homes import find_sessions
+    from glyphpack._importers.homes import find_sessions
 
     home, here, data = tmp_path / "home", tmp_path / "here", tmp_path / "xdg"
     sessions = home / ".claude" / "projects" / "-p"

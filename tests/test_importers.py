@@ -21,8 +21,8 @@ import glyphpack
 from glyphpack import HistoryError, Message, Opaque, RedactedThinking, Text, Thinking, import_file
 from glyphpack._cli import main
 from glyphpack._history.codec import history_from_json, history_to_json
-from glyphpack._history.importers.base import MISSING_RESULT
 from glyphpack._history.messages import validate_history
+from glyphpack._importers.base import MISSING_RESULT
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "sessions"
 DATA = Path(__file__).parent / "data" / "sessions"

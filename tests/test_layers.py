@@ -5,13 +5,15 @@ Layers (each may import only the layers listed for it):
     base         _errors, _types, _files, _public, _secrets -> base
     _providers   model facts, no numba        -> base, _providers
     _render      the renderer (numba)         -> base, _providers, _render
-    _history     transcripts and the tree     -> base, _providers, _history
-    _compaction  the ladder                   -> base, _providers, _history, _render, _compaction
-    _session     a harness's session          -> base, _providers, _history, _compaction, _session
-    _eval        the reading probe            -> base, _providers, _render, _history, _session, _eval
-    _proxy       the HTTP proxy               -> base, _providers, _history, _compaction, _session, _proxy
-    testing      the session generator        -> base, _history
-    adapters     framework adapters           -> base, _providers, _history, _compaction, _session, adapters
+    _history     transcripts, tree, stores    -> base, _providers, _history
+    _wire        provider wire formats        -> base, _providers, _history, _wire
+    _importers   harness session files        -> base, _providers, _history, _wire, _importers
+    _compaction  the ladder                   -> base, _providers, _history, _wire, _render, _compaction
+    _session     a harness's session          -> base, _providers, _history, _wire, _compaction, _session
+    _eval        the reading probe            -> base, _providers, _render, _history, _wire, _session, _eval
+    _proxy       the HTTP proxy               -> base, _providers, _history, _wire, _compaction, _session, _proxy
+    testing      the generator, the fakes     -> base, _history, _wire
+    adapters     framework adapters           -> base, _providers, _history, _wire, _compaction, _session, adapters
     _cli         the command line             -> anything; nothing imports it but __main__
 
 numba is imported by ``_render.kernels`` alone. Every import counts, those inside
@@ -36,13 +38,15 @@ ALLOWED = {
     "_providers": {"base", "_providers"},
     "_render": {"base", "_providers", "_render"},
     "_history": {"base", "_providers", "_history"},
-    "_compaction": {"base", "_providers", "_history", "_render", "_compaction"},
-    "_session": {"base", "_providers", "_history", "_compaction", "_session"},
-    "_eval": {"base", "_providers", "_render", "_history", "_session", "_eval"},
-    "_proxy": {"base", "_providers", "_history", "_compaction", "_session", "_proxy"},
-    "testing": {"base", "_history"},
-    "adapters": {"base", "_providers", "_history", "_compaction", "_session", "adapters"},
-    "_cli": {"base", "_providers", "_render", "_history", "_compaction", "_session", "_eval", "_proxy", "testing", "package"},
+    "_wire": {"base", "_providers", "_history", "_wire"},
+    "_importers": {"base", "_providers", "_history", "_wire", "_importers"},
+    "_compaction": {"base", "_providers", "_history", "_wire", "_render", "_compaction"},
+    "_session": {"base", "_providers", "_history", "_wire", "_compaction", "_session"},
+    "_eval": {"base", "_providers", "_render", "_history", "_wire", "_session", "_eval"},
+    "_proxy": {"base", "_providers", "_history", "_wire", "_compaction", "_session", "_proxy"},
+    "testing": {"base", "_history", "_wire"},
+    "adapters": {"base", "_providers", "_history", "_wire", "_compaction", "_session", "adapters"},
+    "_cli": {"base", "_providers", "_render", "_history", "_wire", "_importers", "_compaction", "_session", "_eval", "_proxy", "testing", "package"},
     "__main__": {"_cli"},
     "package": {"base"},
 }

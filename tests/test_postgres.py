@@ -23,9 +23,9 @@ import glyphpack
 from glyphpack import ConflictError, Image, Message, RedactedThinking, StoreError, Text, ToolCall, ToolResult, Workspace
 from glyphpack._cli import main as cli_main
 from glyphpack._history.copy import copy_workspace, workspace_record
-from glyphpack._history.importers.registry import import_file
 from glyphpack._history.postgres import SCHEMA_VERSION, redacted
 from glyphpack._history.view import read_archive, read_view
+from glyphpack._importers.registry import import_file
 from glyphpack.testing.fake import FakeModel
 
 TESTS = Path(__file__).resolve().parent

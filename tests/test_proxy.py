@@ -26,14 +26,14 @@ import httpx
 from glyphpack import Workspace
 from glyphpack._cli import main
 from glyphpack._compaction.summarize import Summarizer
-from glyphpack._history.apis import provider_api
-from glyphpack._history.recall import RECALL_TOOL, recall_tool
+from glyphpack._history.recall import RECALL_TOOL
 from glyphpack._history.view import read_view
 from glyphpack._proxy.conversations import AGENT, ANTHROPIC_CACHE_MARKS, ProxySettings, Recorder, cap_cache_marks
 from glyphpack._proxy.histories import digests, history_of
 from glyphpack._proxy.identity import BadRequest
 from glyphpack._proxy.server import Proxy, Running
 from glyphpack._proxy.streams import ACCUMULATORS, SseParser
+from glyphpack._wire import provider_api, recall_tool
 from glyphpack.testing.fake import (
     NEWEST_REF,
     SUMMARY_REQUEST,

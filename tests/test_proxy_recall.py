@@ -19,14 +19,14 @@ pytest.importorskip("starlette")
 from glyphpack import Workspace
 from glyphpack._compaction.snapshot import serialize_message
 from glyphpack._compaction.summarize import Summarizer
-from glyphpack._history.apis import provider_api
 from glyphpack._history.messages import Text, ToolCall
-from glyphpack._history.recall import RECALL_TOOL, recall, recall_tool
+from glyphpack._history.recall import RECALL_TOOL, recall
 from glyphpack._proxy.conversations import RECALL_ROUNDS, ProxySettings, Recorder
 from glyphpack._proxy.histories import RECALL_ID_PREFIX, client_view, digests, history_of
 from glyphpack._proxy.rounds import RELAYS, joined, marked, recall_calls
 from glyphpack._proxy.server import Proxy, Running
 from glyphpack._proxy.streams import ACCUMULATORS, SseParser
+from glyphpack._wire import provider_api, recall_tool
 from glyphpack.testing.fake import (
     NEWEST_REF,
     FakeModel,

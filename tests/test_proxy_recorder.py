@@ -359,9 +359,9 @@ def test_a_compacted_request_per_api_and_the_last_recall_round_asks_for_an_answe
     import json
 
     from glyphpack import RECALL_TOOL, recall_tool, resolve
-    from glyphpack._history.apis import provider_api
-    from glyphpack._history.apis.gemini import to_rest
     from glyphpack._proxy.conversations import RECALL_ROUNDS
+    from glyphpack._wire import provider_api
+    from glyphpack._wire.gemini import to_rest
 
     build = provider_api(api)
     body = {**build.build(model, _long_history(12), 0, resolve(model)), "model": model}

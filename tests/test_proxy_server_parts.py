@@ -72,8 +72,8 @@ def test_a_continued_request_before_a_compaction_is_the_clients_with_the_instruc
 
 
 def test_a_continued_request_after_a_compaction_is_the_sessions_with_the_recall_tool_and_its_cache_marks_capped() -> None:
-    from glyphpack._history.apis import provider_api
     from glyphpack._providers.resolve import resolve
+    from glyphpack._wire import provider_api
 
     sent = Sent(tuple(Message(role, (Text(f"{role} {n}"),)) for n in range(3) for role in ("user", "assistant")), prefix=2)
     tool = {"name": "Bash", "description": "run", "input_schema": {"type": "object"}}

@@ -52,3 +52,14 @@ def test_the_wheel_ships_every_subpackage():
         ".".join(path.parent.relative_to(ROOT).parts) for path in (ROOT / "glyphpack").rglob("__init__.py")
     }
     assert on_disk | {"glyphpack.fonts"} == listed
+
+
+#: The longest a module may grow before it is split by the jobs it mixes (the navigator's
+#: script, one browser file, aside).
+MODULE_LINES = 800
+
+
+def test_no_module_is_over_its_length():
+    package = Path(__file__).resolve().parent.parent / "glyphpack"
+    long = {str(p.relative_to(package)): n for p in package.rglob("*.py") if (n := len(p.read_text().splitlines())) > MODULE_LINES}
+    assert long == {}, f"split these by the jobs they mix: {long}"

@@ -19,8 +19,8 @@ from glyphpack import Image, Message, Text, ToolCall, ToolResult
 from glyphpack._compaction.cost import CostModel
 from glyphpack._compaction.rungs import cap_images, drop_images, elide
 from glyphpack._compaction.snapshot import serialize_message
-from glyphpack._history.apis import REGISTRY
-from glyphpack._history.recall import RECALL_PAGE_CHARS, RECALL_TOOL, recall, recall_tool
+from glyphpack._history.recall import RECALL_PAGE_CHARS, RECALL_TOOL, recall
+from glyphpack._wire import REGISTRY, recall_tool
 from glyphpack.testing.fake import NEWEST_REF, FakeModel, Turn
 
 MODEL = "claude-sonnet-4-5"

@@ -434,7 +434,7 @@ def test_the_cli_branch_and_fork_move_the_transcript_with_the_tree(tmp_path, cap
 def test_call_ids_a_server_reuses_in_later_turns_are_made_unique(tmp_path):
     """Servers that number calls per response (call_0 in every turn) made the second
     ``add_response`` raise, and the session could not go on."""
-    from glyphpack._history.apis.anthropic import check_anthropic
+    from glyphpack._wire.anthropic import check_anthropic
 
     with open_session(tmp_path) as s:
         s.add_user("list, then read")
@@ -478,7 +478,7 @@ def test_recover_compares_before_and_after_on_the_providers_scale(tmp_path):
 
 def test_an_imported_id_as_tree_shows_it_is_found_even_when_it_prefixes_others(tmp_path):
     from glyphpack import Workspace
-    from glyphpack._history.importers.base import ImportedAgent, ImportedSession, ImportReport
+    from glyphpack._history.imported import ImportedAgent, ImportedSession, ImportReport
 
     messages = tuple(m for n in range(60) for m in (Message("user", f"q{n}", id=f"pi-{2 * n}"), Message("assistant", f"a{n}", id=f"pi-{2 * n + 1}")))
     with Workspace(tmp_path / "ws") as ws:
@@ -507,7 +507,7 @@ def test_absurd_inputs_and_provider_counts_are_refused_or_ignored(tmp_path):
         s.request("anthropic")
         s.add_response(anthropic_reply("hello", input_tokens=5_000))
         assert s.estimator.overhead != before
-    from glyphpack._history.apis import usage_tokens as _usage
+    from glyphpack._wire import usage_tokens as _usage
 
     assert _usage({"usage": {"input_tokens": -5, "cache_read_input_tokens": 3_000}}, "input_tokens", "cache_read_input_tokens") is None
     assert _usage({"usage": {"input_tokens": 5, "cache_read_input_tokens": 3_000}}, "input_tokens", "cache_read_input_tokens") == 3_005

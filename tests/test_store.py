@@ -279,7 +279,7 @@ def test_concurrent_writers_lose_nothing_silently(workspace_location):
 def test_imported_agents_whose_names_clean_to_one_id_keep_separate_transcripts(tmp_path):
     """Sidechain ids ``sub/1`` and ``sub-1`` both became ``sub-1``, and one subagent's
     transcript overwrote the other's."""
-    from glyphpack._history.importers.base import ImportedAgent, ImportedSession, ImportReport
+    from glyphpack._history.imported import ImportedAgent, ImportedSession, ImportReport
 
     def agent(name: str, text: str) -> ImportedAgent:
         return ImportedAgent(name, (Message("user", text, id=f"{text}-1"), Message("assistant", "ok", id=f"{text}-2")))

@@ -288,7 +288,7 @@ def test_a_transcript_rewritten_by_another_process_is_read_again(tmp_path):
 
 
 def _imported(main: list[Message], *, sub: list[Message] | None = None, branches: tuple[tuple[Message, ...], ...] = (), title: str = "A title"):
-    from glyphpack._history.importers.base import ImportedAgent, ImportedSession, ImportReport
+    from glyphpack._history.imported import ImportedAgent, ImportedSession, ImportReport
 
     agents = (ImportedAgent("main", tuple(main)), *((ImportedAgent("sub/1", tuple(sub)),) if sub is not None else ()))
     return ImportedSession(title, agents, branches, ImportReport(format="test"))
@@ -434,7 +434,7 @@ ID_RULE = "is not allowed: use 1-128 letters, digits, '.', '_' or '-', starting 
 
 
 def test_each_id_is_refused_by_what_it_names(tmp_path):
-    from glyphpack._history.importers.base import ImportedAgent, ImportedSession, ImportReport
+    from glyphpack._history.imported import ImportedAgent, ImportedSession, ImportReport
 
     session = ImportedSession("t", (ImportedAgent("main", tuple(history(1))),), (), ImportReport(format="test"))
     with Workspace(tmp_path / "ws") as ws:
@@ -450,7 +450,7 @@ def test_each_id_is_refused_by_what_it_names(tmp_path):
 
 
 def test_agent_names_from_a_file_become_ids(tmp_path):
-    from glyphpack._history.importers.base import ImportedAgent, ImportedSession, ImportReport
+    from glyphpack._history.imported import ImportedAgent, ImportedSession, ImportReport
 
     names = ["main", "sub/1", "sub-1", "-.odd.-", "日本", "Ünïcode", "x" * 200, ".hidden_agent"]
     agents = tuple(ImportedAgent(name, tuple(history(1))) for name in names)
@@ -513,7 +513,7 @@ def test_a_failed_turn_may_be_retried_from_its_start_and_nothing_answered_is_dro
 
 
 def test_records_beside_transcripts_say_their_format_and_sit_in_their_own_folder(tmp_path):
-    from glyphpack._history.importers.base import ImportedAgent, ImportedSession, ImportReport
+    from glyphpack._history.imported import ImportedAgent, ImportedSession, ImportReport
     from glyphpack._history.store import MEASURED_FORMAT
 
     with Workspace(tmp_path / "ws") as ws:

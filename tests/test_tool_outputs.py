@@ -14,10 +14,10 @@ from PIL import Image as PILImage
 
 import glyphpack
 from glyphpack import Image, Message, Text, ToolCall, UsageError
-from glyphpack._history.apis.anthropic import check_anthropic
-from glyphpack._history.apis.gemini import check_gemini
-from glyphpack._history.apis.openai_chat import check_openai_chat
-from glyphpack._history.apis.openai_responses import check_openai_responses
+from glyphpack._wire.anthropic import check_anthropic
+from glyphpack._wire.gemini import check_gemini
+from glyphpack._wire.openai_chat import check_openai_chat
+from glyphpack._wire.openai_responses import check_openai_responses
 
 
 def png(format: str = "PNG") -> bytes:

@@ -1,7 +1,7 @@
 """Every request glyphpack builds is one the provider accepts: histories with parallel
 calls, split tool messages, images in results, thinking, and user-role results, as they
 are, as every ladder view, and as every trimmed load, pass each API's own rules
-(each ``glyphpack._history.apis`` module's ``check_*``) and the SDKs' request types."""
+(each ``glyphpack._wire`` module's ``check_*``) and the SDKs' request types."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from pydantic import TypeAdapter
 
 import glyphpack
 from glyphpack import Image, Message, RedactedThinking, Text, Thinking, ToolCall, ToolResult
-from glyphpack._history.apis.anthropic import check_anthropic
-from glyphpack._history.apis.gemini import check_gemini
-from glyphpack._history.apis.openai_chat import check_openai_chat
-from glyphpack._history.apis.openai_responses import check_openai_responses
+from glyphpack._wire.anthropic import check_anthropic
+from glyphpack._wire.gemini import check_gemini
+from glyphpack._wire.openai_chat import check_openai_chat
+from glyphpack._wire.openai_responses import check_openai_responses
 
 PNG = glyphpack.render("a page").pop().png
 
@@ -144,7 +144,7 @@ def test_the_openai_check_catches_a_result_after_a_user_message():
 def test_a_message_between_calls_and_their_results_moves_after_the_results():
     """A real pi session has the user's shell command between an assistant's calls and
     their results: both APIs reject that order. Nothing is dropped, order is otherwise kept."""
-    from glyphpack._history.apis.common import results_first
+    from glyphpack._wire.common import results_first
 
     history = [
         Message("user", "go", id="u1"),
@@ -210,7 +210,7 @@ def test_tool_ids_the_messages_api_refuses_are_mapped_alike_in_the_call_and_its_
     makes a reused id unique as ``id#2``, and other harnesses write ids with ``.``, ``:`` or
     ``|``: each is mapped the same way in its call and its result, distinct ids stay
     distinct, and a valid id is sent as it is."""
-    from glyphpack._history.apis.anthropic import anthropic_tool_id
+    from glyphpack._wire.anthropic import anthropic_tool_id
 
     ids = ["toolu_01A-b", "a#2", "a_2", "fc.1", "fc:1", "mcp|srv|x", "", "é"]
     history = [Message("user", "go"), Message("assistant", tuple(ToolCall(i, "f", {}) for i in ids)),
@@ -246,7 +246,7 @@ def test_an_image_is_sent_as_a_type_the_api_takes():
 
     from PIL import Image as PILImage
 
-    from glyphpack._history.apis.common import web_image
+    from glyphpack._wire.common import web_image
 
     png, jpeg, gif, webp = (_image_bytes(form) for form in ("PNG", "JPEG", "GIF", "WEBP"))
     for data, kind in ((png, "image/png"), (jpeg, "image/jpeg"), (gif, "image/gif"), (webp, "image/webp")):
@@ -258,7 +258,7 @@ def test_an_image_is_sent_as_a_type_the_api_takes():
         assert sent.data.startswith(b"\x89PNG") and sent == web_image(Image("image/bmp", _image_bytes(form, mode)))
         with PILImage.open(io.BytesIO(sent.data)) as decoded:
             assert decoded.size == (3, 2)
-    from glyphpack._history.apis.common import image_type_of
+    from glyphpack._wire.common import image_type_of
 
     assert image_type_of(b"RIFF\0\0\0\0WAVEfmt ") is None and image_type_of(b"RIFX\0\0\0\0WEBP") is None  # a RIFF file is WebP only when it says so
     pdf = b"%PDF-1.4\n" + b"x" * 1200

@@ -12,7 +12,7 @@ from .._errors import GlyphpackError, UsageError
 from .common import FORMAT_NAMES, WORKSPACE_HELP, Command, _shown
 
 if TYPE_CHECKING:
-    from .._history.importers.base import ImportedSession
+    from .._history.imported import ImportedSession
 
 #: The files ``glyphpack import`` takes from a folder: what harnesses write sessions as.
 SESSION_SUFFIXES = (".jsonl", ".json", ".traj", ".md", ".db")
@@ -47,7 +47,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 def _import_file(workspace: Any, name: str, args: argparse.Namespace) -> bool:
     """Sync the sessions of file ``name`` into ``workspace``, a line or more each; False
     when it could not be read or a session of it was refused."""
-    from .._history.importers.registry import conversation_names, import_sessions, session_source
+    from .._importers.registry import conversation_names, import_sessions, session_source
 
     try:
         sessions = import_sessions(name, format=args.format)
@@ -89,8 +89,8 @@ def _sync_session(workspace: Any, label: str, session: ImportedSession, names: s
 def _harness_session_files() -> list[str]:
     """The session files of every harness home on this machine (``homes.find_sessions``),
     each home said on a line; ``UsageError`` when there is none."""
-    from .._history.importers.homes import HOMES, find_sessions
-    from .._history.importers.registry import read_with_its_session
+    from .._importers.homes import HOMES, find_sessions
+    from .._importers.registry import read_with_its_session
 
     found = find_sessions()
     if not found:
@@ -107,7 +107,7 @@ def _harness_session_files() -> list[str]:
 def _session_files(paths: Sequence[str]) -> list[str]:
     """The files named, with each folder replaced by the session files under it (any
     depth, sorted); ``UsageError`` for a path that does not exist or a folder with none."""
-    from .._history.importers.registry import read_with_its_session
+    from .._importers.registry import read_with_its_session
 
     found: list[str] = []
     for name in paths:

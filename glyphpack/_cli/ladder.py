@@ -14,7 +14,7 @@ from .common import FORMAT_NAMES, WORKSPACE_HELP, Command, _output_dir, _output_
 
 if TYPE_CHECKING:
     from .._compaction.results import Compaction
-    from .._history.importers.base import ImportedSession
+    from .._history.imported import ImportedSession
     from .._history.messages import Message
 
 
@@ -26,7 +26,7 @@ def _load_history(path: str, format: str | None = None) -> list[Message]:
 
 def _load_session(path: str, format: str | None = None) -> ImportedSession:
     """Any session file glyphpack reads, as ``_load_history`` says it."""
-    from .._history.importers.registry import import_file
+    from .._importers.registry import import_file
 
     session = import_file(path, format=format)
     if session.report.format != "glyphpack":

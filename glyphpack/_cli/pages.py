@@ -252,7 +252,7 @@ def cmd_profiles(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     """The reading probe with the user's key (``--yes`` to spend), or ``--apply``."""
     from .._eval import run
-    from .._history.apis import native_api
+    from .._wire import native_api
 
     if args.apply:
         path, profile, remarks = run.apply(Path(args.apply))

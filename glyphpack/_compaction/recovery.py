@@ -9,11 +9,11 @@ import re
 from collections.abc import Callable, Sequence
 
 from .._errors import CompactionError
-from .._history.apis import REGISTRY
 from .._history.codec import message_to_json
 from .._history.messages import Message
 from .._providers.profile import Profile
 from .._types import OVERFLOW_KINDS, OverflowKind, check_kind, public
+from .._wire import REGISTRY
 from .calibration import calibrated
 from .cost import CostModel
 from .ladder import LADDER, Climb, climb, compact, cost_model

@@ -9,11 +9,11 @@ import os
 from typing import Any
 
 from .._errors import CompactionError, UsageError
-from .._history.apis import ProviderApi, api_of, merge_extra, native_api, provider_api
 from .._history.messages import Message, Text
 from .._providers.profile import Profile
 from .._providers.resolve import context_window, resolve
 from .._types import Api, public
+from .._wire import ProviderApi, api_of, merge_extra, native_api, provider_api
 from .recovery import parse_overflow
 from .summarize import Sent, Summarizer
 

@@ -22,7 +22,6 @@ from typing import Any
 
 from .._errors import GlyphpackError, UsageError
 from .._files import atomic_write
-from .._history.apis import merge_extra, provider_api
 from .._history.messages import Image, Message, Text
 from .._providers.reading import ReadingEvidence, ReadingProfile, local_profiles, local_profiles_path, profile_to_json
 from .._providers.resolve import normalize_model, reading_profile, resolve
@@ -31,6 +30,7 @@ from .._render.render import plan as plan_pages
 from .._render.render import render
 from .._render.shapes import SHAPES, get_shape
 from .._types import APIS, Api, check_kind
+from .._wire import merge_extra, provider_api
 from .probes import KINDS, Probe, mean_interval, probe_set, score, wilson
 
 FORMAT = "glyphpack-eval"

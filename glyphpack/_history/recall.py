@@ -19,8 +19,7 @@ import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from .._types import Api, public
-from .apis import provider_api
+from .._types import public
 from .messages import Image, Message, Text, ToolCall, ToolResult
 
 #: The recall tool's name, as every API's tool definitions take it.
@@ -179,13 +178,6 @@ def renamed_refs(text: str, rename: Mapping[str, str]) -> str:
         return recall_hint(one(ref)) if isinstance(ref, str) else match.group(0)
 
     return _HINT.sub(hint, text)
-
-
-@public
-def recall_tool(api: Api) -> dict[str, object]:
-    """The ``glyphpack_recall`` tool as one entry of ``api``'s tools list, for a harness
-    that builds its requests itself (a ``Session`` opened with ``recall=True`` adds it)."""
-    return provider_api(api).tool(RECALL_TOOL, RECALL_DESCRIPTION, RECALL_PARAMETERS)
 
 
 @public

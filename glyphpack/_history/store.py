@@ -29,7 +29,7 @@ from .backend import StoreBackend, StoredTranscript
 from .codec import json_bytes
 from .folder import FolderStore, _refuse_read_only
 from .ids import check_id, unique_name
-from .importers.base import ImportedAgent, ImportedSession
+from .imported import ImportedAgent, ImportedSession
 from .messages import Message, Text, pending_calls, turn_boundaries, validate_history
 from .pricing import EstimatePricer, message_tokens
 from .tree import SessionTree, displayable

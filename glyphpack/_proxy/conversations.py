@@ -29,14 +29,14 @@ from typing import Any
 from .._compaction.recovery import parse_overflow
 from .._compaction.summarize import Summarizer
 from .._errors import CompactionError, ConflictError, GlyphpackError, HistoryError
-from .._history.apis import provider_api
-from .._history.apis.gemini import to_rest
 from .._history.ids import unique_name
 from .._history.messages import Message
-from .._history.recall import RECALL_TOOL, recall_tool
+from .._history.recall import RECALL_TOOL
 from .._history.store import Workspace
 from .._session.session import RequestReport, Session
 from .._types import Api
+from .._wire import provider_api, recall_tool
+from .._wire.gemini import to_rest
 from .histories import HistoryIndex, Key, _common, _read_request, digests, is_proxy_recall, recall_id_prefix, thinking_marks
 from .identity import ANONYMOUS, BadRequest, Client, ClientKeys
 from .log import without_values

@@ -19,13 +19,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._errors import HistoryError
-from .._history.apis import provider_api
-from .._history.apis.gemini import from_rest
 from .._history.codec import json_text
 from .._history.messages import Message, Opaque, RedactedThinking, Text, Thinking, ToolCall, ToolResult
 from .._history.recall import RECALL_TOOL
 from .._history.store import Workspace
 from .._types import Api
+from .._wire import provider_api
+from .._wire.gemini import from_rest
 from .identity import ANONYMOUS, BadRequest, Client
 from .rounds import UNANSWERED
 

@@ -31,14 +31,13 @@ from starlette.routing import Route
 from .._compaction.sdk_summary import SUMMARY_OUTPUT_TOKENS
 from .._compaction.summarize import Sent, Summarizer
 from .._errors import CompactionError, GlyphpackError, UsageError
-from .._history.apis import provider_api
-from .._history.apis.gemini import to_rest
 from .._history.codec import json_bytes
 from .._history.messages import Message, Text
-from .._history.recall import recall_tool
 from .._providers.resolve import context_window, resolve
 from .._secrets import redacted, scrubbed
 from .._types import Api
+from .._wire import provider_api, recall_tool
+from .._wire.gemini import to_rest
 from .conversations import Exchange, Recorder, cap_cache_marks, offers_recall
 from .identity import BadRequest, Client
 from .log import ProxyLog, RequestRecord, provider_usage

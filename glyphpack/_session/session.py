@@ -37,7 +37,6 @@ from .._compaction.sdk_summary import sdk_summarizer
 from .._compaction.snapshot import head_end, page_density, serialize_messages
 from .._compaction.summarize import Summarizer, as_summarizer
 from .._errors import CompactionError, TextOnlyModelError, UsageError
-from .._history.apis import Reply, api_of, merge_extra, provider_api
 from .._history.ids import unique_name
 from .._history.messages import Block, Message, Text, ToolCall, ToolResult, validate_history
 from .._history.recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, RECALL_TOOL, Recalled
@@ -49,6 +48,7 @@ from .._providers.resolve import context_window as catalog_window
 from .._providers.resolve import resolve, text_estimator
 from .._providers.text_tokens import TextEstimator
 from .._types import Api, LoadState, Rung, public
+from .._wire import Reply, api_of, merge_extra, provider_api
 from .commands import CommandResult, run_command
 from .compactor import PAGES_OVER_ELISION, Compactor, Thresholds
 from .tool_outputs import tool_result

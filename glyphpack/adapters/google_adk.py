@@ -42,10 +42,10 @@ from google.genai import types
 from .._compaction.recovery import parse_overflow
 from .._compaction.summarize import Summarizer
 from .._errors import StoreError, UsageError
-from .._history.apis.gemini import from_gemini
 from .._history.recall import RECALL_DESCRIPTION, RECALL_TOOL
 from .._history.store import Workspace
 from .._session import session as glyphpack_session
+from .._wire.gemini import from_gemini
 from ._common import FrameworkSessions, recall_answer, store_turns, unsaved_suffix
 
 FRAMEWORK = "Google ADK"

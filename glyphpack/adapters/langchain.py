@@ -37,12 +37,12 @@ from langchain_core.tools import BaseTool, StructuredTool
 
 from .._compaction.summarize import Summarizer
 from .._errors import UsageError
-from .._history.apis.common import image_from_url
 from .._history.messages import Block, Image, Message, Opaque, Text, ToolCall, ToolResult
 from .._history.recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, RECALL_TOOL
 from .._history.store import Workspace
 from .._session.session import Session
 from .._types import Api
+from .._wire.common import image_from_url
 from ._common import (
     FrameworkSessions,
     calling_run,

@@ -36,13 +36,13 @@ from agents.models.multi_provider import MultiProvider
 from .._compaction.recovery import parse_overflow
 from .._compaction.summarize import Summarizer
 from .._errors import UsageError
-from .._history.apis.common import image_url
-from .._history.apis.openai_responses import from_openai_responses, to_openai_responses
 from .._history.messages import pending_calls
 from .._history.recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, RECALL_TOOL
 from .._history.store import Workspace
 from .._session.session import Session, open_session
 from .._types import Api
+from .._wire.common import image_url
+from .._wire.openai_responses import from_openai_responses, to_openai_responses
 from ._common import recall_answer, same_content, store_turns
 
 API: Api = "openai-responses"

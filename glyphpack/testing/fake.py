@@ -24,12 +24,12 @@ if TYPE_CHECKING:
     import httpx2 as httpx
 
 from .._errors import UsageError
-from .._history.apis.anthropic import check_anthropic, with_result_content
-from .._history.apis.common import data_url_parts, image_type_of
-from .._history.apis.gemini import check_gemini
-from .._history.apis.openai_chat import check_openai_chat
-from .._history.apis.openai_responses import check_openai_responses
 from .._history.recall import RECALL_TOOL
+from .._wire.anthropic import check_anthropic, with_result_content
+from .._wire.common import data_url_parts, image_type_of
+from .._wire.gemini import check_gemini
+from .._wire.openai_chat import check_openai_chat
+from .._wire.openai_responses import check_openai_responses
 
 Json = dict[str, Any]
 

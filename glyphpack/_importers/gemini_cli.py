@@ -16,22 +16,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..apis.gemini import response_text
-from ..messages import Block, Message, Text, Thinking, ToolCall, ToolResult, title_from
-from .base import (
-    ImportedAgent,
-    ImportedSession,
-    Tally,
-    Usage,
-    append_message,
-    epoch_seconds,
-    image_or_stub,
-    measured_usage,
-    named_model,
-    objects,
-    repair,
-    usage_in,
-)
+from .._history.imported import ImportedAgent, ImportedSession, Usage
+from .._history.messages import Block, Message, Text, Thinking, ToolCall, ToolResult, title_from
+from .._wire.gemini import response_text
+from .base import Tally, append_message, epoch_seconds, image_or_stub, measured_usage, named_model, objects, repair, usage_in
 
 FORMAT = "gemini-cli"
 _SHOWN_NOT_SENT = ("info", "error", "warning")

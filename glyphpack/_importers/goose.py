@@ -25,11 +25,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..._types import Role
-from ..messages import Block, Image, Message, RedactedThinking, Text, Thinking, ToolCall, ToolResult, title_from
+from .._history.imported import ImportedAgent, ImportedSession
+from .._history.messages import Block, Image, Message, RedactedThinking, Text, Thinking, ToolCall, ToolResult, title_from
+from .._types import Role
 from .base import (
-    ImportedAgent,
-    ImportedSession,
     Tally,
     compaction_ids,
     epoch_seconds,
@@ -72,7 +71,7 @@ def is_database(data: bytes) -> bool:
 def read_database(path: Path) -> list[tuple[str, ImportedSession]]:
     """(session id, session) for each session in a Goose ``sessions.db``, oldest first;
     ``HistoryError`` naming the file when it is not one Goose wrote."""
-    from ..._errors import HistoryError
+    from .._errors import HistoryError
 
     with read_only_sqlite(path) as connection:
         try:

@@ -12,13 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..._errors import HistoryError
-from ..._types import APIS, Role
-from ..apis import REGISTRY, ProviderApi
-from ..apis.gemini import response_text
-from ..codec import history_from_json
-from ..messages import Block, Image, Message, Opaque, Text, Thinking, ToolCall, ToolResult
-from .base import ImportedAgent, ImportedSession, Tally, repair
+from .._errors import HistoryError
+from .._history.codec import history_from_json
+from .._history.imported import ImportedAgent, ImportedSession
+from .._history.messages import Block, Image, Message, Opaque, Text, Thinking, ToolCall, ToolResult
+from .._types import APIS, Role
+from .._wire import REGISTRY, ProviderApi
+from .._wire.gemini import response_text
+from .base import Tally, repair
 from .codex import _item as responses_item
 
 Document = Any
@@ -75,7 +76,7 @@ def read(path: Path, document: Document, kind: str) -> ImportedSession:
     for name, api in REGISTRY.items():
         readers.setdefault(name, functools.partial(_strict, api))
     if kind == "glyphpack" and isinstance(document, dict) and document.get("format") == "glyphpack-transcript":
-        from ..folder import read_transcript
+        from .._history.folder import read_transcript
 
         stored = read_transcript(path)
         messages = list(stored.messages) if stored else []

@@ -20,8 +20,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..messages import Block, Message, Opaque, Text, Thinking
-from .base import ImportedAgent, ImportedSession, Tally, Usage, repair, usage_in
+from .._history.imported import ImportedAgent, ImportedSession, Usage
+from .._history.messages import Block, Message, Opaque, Text, Thinking
+from .base import Tally, repair, usage_in
 
 FORMAT = "aider"
 

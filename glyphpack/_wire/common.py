@@ -12,8 +12,8 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..._errors import HistoryError
-from ..messages import Block, Image, Message, Opaque, RedactedThinking, Text, Thinking, ToolCall, ToolResult
+from .._errors import HistoryError
+from .._history.messages import Block, Image, Message, Opaque, RedactedThinking, Text, Thinking, ToolCall, ToolResult
 
 Json = dict[str, Any]
 

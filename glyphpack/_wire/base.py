@@ -1,6 +1,6 @@
 """What every provider API module defines: the conversion of neutral messages to and
 from its wire format, the rules its server enforces, and how a request goes through
-its official SDK and comes back. ``glyphpack._history.apis`` is the registry."""
+its official SDK and comes back. ``glyphpack._wire`` is the registry."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from ..._errors import HistoryError, UsageError
-from ..._providers.profile import Profile
-from ..._types import Api, Provider
-from ..messages import Message
+from .._errors import HistoryError, UsageError
+from .._history.messages import Message
+from .._providers.profile import Profile
+from .._types import Api, Provider
 
 Json = dict[str, Any]
 
@@ -59,7 +59,7 @@ class Reply:
 
 
 class ProviderApi(abc.ABC):
-    """One provider API. A subclass is one module of ``glyphpack._history.apis``; its
+    """One provider API. A subclass is one module of ``glyphpack._wire``; its
     facts are class attributes, its conversions methods."""
 
     #: The name callers pass (``api="..."``), one of ``glyphpack._types.Api``.

@@ -20,12 +20,10 @@ import binascii
 from pathlib import Path
 from typing import Any
 
-from ..messages import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
+from .._history.imported import ImportedAgent, ImportedSession, Usage
+from .._history.messages import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
 from .base import (
-    ImportedAgent,
-    ImportedSession,
     Tally,
-    Usage,
     append_message,
     compaction_ids,
     count_at,

@@ -11,12 +11,10 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from ..messages import Block, Image, Message, Opaque, Text, Thinking, ToolCall, ToolResult
+from .._history.imported import ImportedAgent, ImportedSession, Usage
+from .._history.messages import Block, Image, Message, Opaque, Text, Thinking, ToolCall, ToolResult
 from .base import (
-    ImportedAgent,
-    ImportedSession,
     Tally,
-    Usage,
     append_message,
     compaction_ids,
     epoch_seconds,

@@ -19,20 +19,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..ids import unique_name
-from ..messages import Block, Message, Text, Thinking, ToolCall, ToolResult, first_task
-from .base import (
-    ImportedAgent,
-    ImportedSession,
-    Tally,
-    append_message,
-    epoch_seconds,
-    jsonl_records,
-    named_model,
-    repair,
-    safe_block,
-    tool_call_arguments,
-)
+from .._history.ids import unique_name
+from .._history.imported import ImportedAgent, ImportedSession
+from .._history.messages import Block, Message, Text, Thinking, ToolCall, ToolResult, first_task
+from .base import Tally, append_message, epoch_seconds, jsonl_records, named_model, repair, safe_block, tool_call_arguments
 
 FORMAT = "copilot-cli"
 #: The file each session's folder holds; the folder's name is the session's id.

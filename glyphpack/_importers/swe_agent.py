@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..messages import Block, Message, Text, ToolResult
-from .base import ImportedAgent, ImportedSession, Tally, append_message, chat_tool_calls, repair, text_of
+from .._history.imported import ImportedAgent, ImportedSession
+from .._history.messages import Block, Message, Text, ToolResult
+from .base import Tally, append_message, chat_tool_calls, repair, text_of
 
 FORMAT = "swe-agent"
 

@@ -19,14 +19,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..ids import unique_name
-from ..messages import Block, Message, Opaque, Text, ToolCall, ToolResult
+from .._history.ids import unique_name
+from .._history.imported import ImportedAgent, ImportedSession, Usage
+from .._history.messages import Block, Message, Opaque, Text, ToolCall, ToolResult
 from .base import (
     CHAT_CACHED,
-    ImportedAgent,
-    ImportedSession,
     Tally,
-    Usage,
     append_message,
     chat_tool_calls,
     epoch_seconds,

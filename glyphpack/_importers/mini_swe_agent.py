@@ -13,19 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..messages import Message, Text, ToolResult
-from .base import (
-    CHAT_CACHED,
-    ImportedAgent,
-    ImportedSession,
-    Tally,
-    Usage,
-    append_message,
-    measured_usage,
-    objects,
-    repair,
-    usage_in,
-)
+from .._history.imported import ImportedAgent, ImportedSession, Usage
+from .._history.messages import Message, Text, ToolResult
+from .base import CHAT_CACHED, Tally, append_message, measured_usage, objects, repair, usage_in
 from .swe_agent import chat_message
 
 FORMAT = "mini-swe-agent"

@@ -25,14 +25,12 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from ..ids import unique_name
-from ..messages import Block, Image, Message, Opaque, RedactedThinking, ResultBlock, Text, Thinking, ToolCall, ToolResult
+from .._history.ids import unique_name
+from .._history.imported import ImportedAgent, ImportedSession, Usage
+from .._history.messages import Block, Image, Message, Opaque, RedactedThinking, ResultBlock, Text, Thinking, ToolCall, ToolResult
 from . import claude_code_attachments
 from .base import (
-    ImportedAgent,
-    ImportedSession,
     Tally,
-    Usage,
     compaction_ids,
     epoch_seconds,
     image_or_stub,

@@ -27,21 +27,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..._errors import HistoryError
-from ..apis.anthropic import from_anthropic
-from ..messages import Message, title_from
-from .base import (
-    ImportedAgent,
-    ImportedSession,
-    Tally,
-    Usage,
-    compaction_ids,
-    count_at,
-    epoch_seconds,
-    named_model,
-    repair,
-    usage_in,
-)
+from .._errors import HistoryError
+from .._history.imported import ImportedAgent, ImportedSession, Usage
+from .._history.messages import Message, title_from
+from .._wire.anthropic import from_anthropic
+from .base import Tally, compaction_ids, count_at, epoch_seconds, named_model, repair, usage_in
 
 FORMAT = "cline"
 #: The file each task folder holds; the folder's name is the task's id.

@@ -13,8 +13,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..messages import Message
-from .base import ImportedAgent, ImportedSession, Tally, append_message, jsonl_records, repair
+from .._history.imported import ImportedAgent, ImportedSession
+from .._history.messages import Message
+from .base import Tally, append_message, jsonl_records, repair
 from .swe_agent import chat_message
 
 FORMAT = "kimi-cli"

@@ -9,7 +9,7 @@ importer and overflow recovery read ``REGISTRY`` and never name an API themselve
 
 Adding a provider API:
 
-1. write ``glyphpack/_history/apis/<name>.py`` (the name with ``_`` for ``-``): its
+1. write ``glyphpack/_wire/<name>.py`` (the name with ``_`` for ``-``): its
    converters and checker, and a ``ProviderApi`` subclass instantiated as ``API``
    (``tests/test_apis.py`` runs every registered API through the same contract);
 2. add its name to ``Api`` in ``glyphpack/_types.py``, which is the registry's list.
@@ -26,17 +26,18 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from ..._errors import UsageError
-from ..._types import APIS, Api, Provider, check_kind
+from .._errors import UsageError
+from .._history.recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, RECALL_TOOL
+from .._types import APIS, Api, Provider, check_kind, public
 from .base import Json, ProviderApi, Reply, as_dict, usage_tokens
 
-__all__ = ["REGISTRY", "Json", "ProviderApi", "Reply", "api_of", "as_dict", "merge_extra", "native_api", "provider_api", "usage_tokens"]
+__all__ = ["REGISTRY", "Json", "ProviderApi", "Reply", "api_of", "as_dict", "merge_extra", "native_api", "provider_api", "recall_tool", "usage_tokens"]
 
 
 def _load(name: Api) -> ProviderApi:
     api = importlib.import_module(f"{__name__}.{name.replace('-', '_')}").API
     if not isinstance(api, ProviderApi) or api.name != name:
-        raise TypeError(f"glyphpack._history.apis.{name.replace('-', '_')}.API must be the {name!r} ProviderApi")
+        raise TypeError(f"glyphpack._wire.{name.replace('-', '_')}.API must be the {name!r} ProviderApi")
     return api
 
 
@@ -77,3 +78,10 @@ def merge_extra(request: Json, extra: Mapping[str, Any]) -> Json:
         else:
             out[key] = value
     return out
+
+
+@public
+def recall_tool(api: Api) -> dict[str, object]:
+    """The ``glyphpack_recall`` tool as one entry of ``api``'s tools list, for a harness
+    that builds its requests itself (a ``Session`` opened with ``recall=True`` adds it)."""
+    return provider_api(api).tool(RECALL_TOOL, RECALL_DESCRIPTION, RECALL_PARAMETERS)

@@ -16,13 +16,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..._errors import HistoryError
-from ..messages import Block, Message, Text, Thinking, ToolCall, ToolResult
+from .._errors import HistoryError
+from .._history.imported import ImportedAgent, ImportedSession, Usage
+from .._history.messages import Block, Message, Text, Thinking, ToolCall, ToolResult
 from .base import (
-    ImportedAgent,
-    ImportedSession,
     Tally,
-    Usage,
     append_message,
     epoch_seconds,
     image_or_stub,

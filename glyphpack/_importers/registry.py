@@ -15,9 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from ..._errors import HistoryError
-from ..._types import public
-from ..messages import first_task
+from .._errors import HistoryError
+from .._history.imported import ImportedSession
+from .._history.messages import first_task
+from .._types import public
 from . import (
     aider,
     claude_code,
@@ -35,7 +36,7 @@ from . import (
     plain,
     swe_agent,
 )
-from .base import ImportedSession, jsonl_records, read_only_sqlite
+from .base import jsonl_records, read_only_sqlite
 
 
 @dataclasses.dataclass(frozen=True)

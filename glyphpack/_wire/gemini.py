@@ -16,10 +16,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..._errors import HistoryError, UsageError
-from ..._providers.profile import Profile
-from ..._types import public
-from ..messages import Block, Image, Message, Opaque, Text, Thinking, ToolCall, ToolResult
+from .._errors import HistoryError, UsageError
+from .._history.messages import Block, Image, Message, Opaque, Text, Thinking, ToolCall, ToolResult
+from .._providers.profile import Profile
+from .._types import public
 from .base import Json, ProviderApi, usage_tokens
 from .common import (
     CONTINUES,

@@ -9,13 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..apis.common import image_from_url
-from ..messages import Block, Message, Opaque, Text, Thinking, ToolCall, ToolResult
+from .._history.imported import ImportedAgent, ImportedSession, Usage
+from .._history.messages import Block, Message, Opaque, Text, Thinking, ToolCall, ToolResult
+from .._wire.common import image_from_url
 from .base import (
-    ImportedAgent,
-    ImportedSession,
     Tally,
-    Usage,
     compaction_ids,
     epoch_seconds,
     jsonl_records,

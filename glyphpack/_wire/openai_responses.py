@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..._errors import HistoryError
-from ..._providers.profile import Profile
-from ..._types import public
-from ..messages import Block, Image, Message, Opaque, Text, ToolCall, ToolResult
+from .._errors import HistoryError
+from .._history.messages import Block, Image, Message, Opaque, Text, ToolCall, ToolResult
+from .._providers.profile import Profile
+from .._types import public
 from .base import Json, ProviderApi, usage_tokens
 from .common import (
     KNOWN_BLOCKS,

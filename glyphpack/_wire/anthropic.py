@@ -17,11 +17,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..._errors import HistoryError
-from ..._providers.profile import Profile
-from ..._providers.resolve import takes_system_messages
-from ..._types import public
-from ..messages import Block, Image, Message, Opaque, RedactedThinking, ResultBlock, Text, Thinking, ToolCall, ToolResult
+from .._errors import HistoryError
+from .._history.messages import Block, Image, Message, Opaque, RedactedThinking, ResultBlock, Text, Thinking, ToolCall, ToolResult
+from .._providers.profile import Profile
+from .._providers.resolve import takes_system_messages
+from .._types import public
 from .base import Json, ProviderApi, usage_tokens
 from .common import (
     CONTINUES,

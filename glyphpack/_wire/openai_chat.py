@@ -13,10 +13,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..._errors import HistoryError
-from ..._providers.profile import Profile
-from ..._types import ROLES, Role, public
-from ..messages import Block, Image, Message, Opaque, Text, ToolCall, ToolResult
+from .._errors import HistoryError
+from .._history.messages import Block, Image, Message, Opaque, Text, ToolCall, ToolResult
+from .._providers.profile import Profile
+from .._types import ROLES, Role, public
 from .base import Json, ProviderApi, usage_tokens
 from .common import (
     KNOWN_BLOCKS,
