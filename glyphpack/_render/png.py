@@ -10,6 +10,7 @@ save next to nothing.
 
 from __future__ import annotations
 
+import functools
 import io
 import struct
 import zlib
@@ -28,7 +29,18 @@ _PALETTE = bytes((255, 255, 255, 0, 0, 0))
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    # The checksum runs on past the kind into the data: the data is never copied for it.
+    return b"".join((struct.pack(">I", len(data)), kind, data, struct.pack(">I", isal_zlib.crc32(data, isal_zlib.crc32(kind)))))
+
+
+@functools.lru_cache(maxsize=64)
+def _head(width: int, height: int) -> bytes:
+    """Signature, IHDR and PLTE of a page of this size: the same for every page of a render."""
+    header = struct.pack(">IIBBBBB", width, height, 1, 3, 0, 0, 0)
+    return _SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"PLTE", _PALETTE)
+
+
+_IEND = struct.pack(">I", 0) + b"IEND" + struct.pack(">I", zlib.crc32(b"IEND"))
 
 
 #: The keyword of the text chunk that says how a page was drawn (``page_metadata``).
@@ -54,24 +66,22 @@ def encode_png(scanlines: np.ndarray, width: int, metadata: dict[str, str] | Non
     height = scanlines.shape[0] if scanlines.ndim == 2 else 0
     if height < 1 or width < 1 or scanlines.shape[1] != 1 + -(-width // 8) or not scanlines.flags.c_contiguous:
         raise UsageError(f"scanlines of shape {scanlines.shape} are not a contiguous {width} px wide page")
-    header = struct.pack(">IIBBBBB", width, height, 1, 3, 0, 0, 0)
-    return b"".join(
-        (
-            _SIGNATURE,
-            _chunk(b"IHDR", header),
-            _chunk(b"PLTE", _PALETTE),
-            _metadata_chunk(metadata) if metadata else b"",
-            _chunk(b"IDAT", isal_zlib.compress(scanlines, DEFLATE_LEVEL)),
-            _chunk(b"IEND", b""),
-        )
-    )
+    deflated = isal_zlib.compress(scanlines, DEFLATE_LEVEL)
+    text = _metadata_chunk(tuple(metadata.items())) if metadata else b""
+    idat = (struct.pack(">I", len(deflated)), b"IDAT", deflated, struct.pack(">I", isal_zlib.crc32(deflated, _IDAT_CRC)))
+    return b"".join((_head(width, height), text, *idat, _IEND))
 
 
-def _metadata_chunk(metadata: dict[str, str]) -> bytes:
-    for key, value in metadata.items():
+_IDAT_CRC = isal_zlib.crc32(b"IDAT")
+
+
+@functools.lru_cache(maxsize=64)
+def _metadata_chunk(metadata: tuple[tuple[str, str], ...]) -> bytes:
+    """The ``tEXt`` chunk of ``metadata`` (its pairs in order): made once per render."""
+    for key, value in metadata:
         if any(c in key + value for c in ";=\0") or not (key + value).isascii():
             raise UsageError(f"page metadata {key!r}={value!r} must be ASCII without ';', '=' or NUL")
-    text = ";".join(f"{key}={value}" for key, value in metadata.items())
+    text = ";".join(f"{key}={value}" for key, value in metadata)
     return _chunk(b"tEXt", METADATA_KEYWORD + b"\0" + text.encode("ascii"))
 
 
