@@ -1206,6 +1206,28 @@ def test_a_compaction_of_an_imported_conversation_starts_from_the_harness_compac
     assert sent[0].text.startswith("This session is being continued") and text.endswith("Done.")
 
 
+@pytest.mark.parametrize("command", ["compact", "shake"])
+def test_a_compaction_of_a_harness_compacted_file_starts_where_its_context_does(tmp_path, capsys, command):
+    """``compact FILE`` and ``shake FILE`` work on what the harness's next request carries,
+    as ``context FILE`` counts it (they took the whole file: 120 rounds the harness had
+    already summarized came back into the view)."""
+    path = tmp_path / "long.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in _long_compacted_session(120, 14)))
+    assert main(["context", str(path), "--model", "claude-sonnet-4-5"]) == 0
+    context = capsys.readouterr()
+    carried = int(re.search(r"~([\d,]+) tokens for", context.out).group(1).replace(",", ""))
+    out = tmp_path / "view"
+    args = [command, str(path), "--model", "claude-sonnet-4-5", "--out", str(out)] + (["--budget", str(carried * 2 // 3)] if command == "compact" else [])
+    assert main(args) == 0
+    done = capsys.readouterr()
+    assert "its requests carry messages" in done.err
+    before = int(re.search(r"^\S+ +([\d,]+) +", done.out.splitlines()[1]).group(1).replace(",", ""))
+    assert before == carried  # the first rung starts from what the requests carry, not the whole file
+    view = json.loads((out / "view.json").read_text())
+    text = json.dumps(view)
+    assert "line of early" not in text and "This session is being continued" in text
+
+
 def test_a_compaction_that_does_not_fit_leaves_the_one_in_force(tmp_path, capsys):
     path = tmp_path / "long.jsonl"
     path.write_text("\n".join(json.dumps(line) for line in _long_compacted_session(40, 6)))

@@ -14,18 +14,25 @@ from .common import FORMAT_NAMES, WORKSPACE_HELP, Command, _output_dir, _output_
 
 if TYPE_CHECKING:
     from .._compaction.results import Compaction
-    from .._history.imported import ImportedSession
+    from .._history.imported import ImportedAgent, ImportedSession
     from .._history.messages import Message
 
 
-def _load_history(path: str, format: str | None = None) -> list[Message]:
-    """The main history of any session file glyphpack reads (its format detected from
-    its content unless ``format`` says); a line on stderr says what was read."""
-    return list(_load_session(path, format).messages)
+def _carried(agent: ImportedAgent | None) -> tuple[list[Message], str]:
+    """What the harness's next request carries of ``agent``'s history, and a note saying
+    so when the harness compacted: the system prompt and what follows its last
+    compaction (as the workspace's view of an import does); else the whole history."""
+    history = list(agent.messages) if agent else []
+    if agent is None or not agent.compactions:
+        return history, ""
+    start = [m.id for m in history].index(agent.compactions[-1])
+    note = f" (the harness compacted {len(agent.compactions)} time(s); its requests carry messages {start + 1}-{len(history)})"
+    return [m for m in history[:start] if m.role == "system"] + history[start:], note
 
 
 def _load_session(path: str, format: str | None = None) -> ImportedSession:
-    """Any session file glyphpack reads, as ``_load_history`` says it."""
+    """Any session file glyphpack reads (its format detected from its content unless
+    ``format`` says); a line on stderr says what was read."""
     from .._importers.registry import import_file
 
     session = import_file(path, format=format)
@@ -65,12 +72,19 @@ def cmd_compact(args: argparse.Namespace) -> int:
         return _compact_in_workspace(args)
     if args.conversation:
         raise UsageError(f"{args.transcript} is a session file, not a workspace: it takes no conversation id")
-    if not args.model:
-        raise UsageError(f"{args.command} of a file needs --model (the reader's model id)")
     if args.command == "compact" and args.budget is None:
         raise UsageError("compact of a file needs --budget (tokens the view must fit in)")
     out = _output_dir(args.out)
-    history = _load_history(args.transcript, args.format)
+    session = _load_session(args.transcript, args.format)
+    agent = session.agents[0] if session.agents else None
+    # The model the harness called, as the file names it, unless the command names another.
+    args.model = args.model or (agent.model if agent is not None else None)
+    if not args.model:
+        raise UsageError(f"{args.command} of a file needs --model (the reader's model id): the file names none")
+    # What the harness's requests carry: what it already compacted stays put away.
+    history, compacted = _carried(agent)
+    if compacted:
+        print(f"{args.command} of what the harness's next request carries{compacted}", file=sys.stderr)
     fidelity = cast(Fidelity, getattr(args, "fidelity", "exact"))  # shake draws no pages
     policy = CompactionPolicy(protect_turns=args.protect_turns, fidelity=fidelity)
     if args.command == "shake":
@@ -127,14 +141,7 @@ def cmd_context(args: argparse.Namespace) -> int:
     args.model = args.model or (agent.model if agent is not None else None)
     if not args.model:
         raise UsageError("context of a file needs --model (the reader's model id): the file names none")
-    history = list(agent.messages) if agent else []
-    compacted = ""
-    if agent is not None and agent.compactions:
-        # The harness compacted: its requests carry the system prompt and what follows
-        # its last compaction (as the workspace's view of an import does).
-        start = [m.id for m in history].index(agent.compactions[-1])
-        compacted = f" (the harness compacted {len(agent.compactions)} time(s); its requests carry messages {start + 1}-{len(history)})"
-        history = [m for m in history[:start] if m.role == "system"] + history[start:]
+    history, compacted = _carried(agent)
     cost = CostModel.for_model(args.model)
     # The window the harness recorded it ran with (Codex's model_context_window), else the catalog's.
     window = args.context_window or (agent.context_window if agent is not None else None) or context_window(cost.profile)
