@@ -28,3 +28,11 @@ def test_a_sub_agents_name_is_a_valid_agent_id_whatever_the_framework_and_the_ca
     with tool_call("work", "agent", call_id):
         nested = sub_agent(name)
     assert nested is not None and check_id(nested[1], "agent") == nested[1]
+
+
+def test_a_sub_agents_name_keeps_the_agents_own_letters_and_the_call_and_only_those():
+    with tool_call("work", "agent", "call:7/x"):
+        assert sub_agent("Research Agent") == ("work", "Research-Agent-call-7-x")  # case kept, any other run one dash
+        assert sub_agent("_Xavier") == ("work", "Xavier-call-7-x")  # a leading '_' stripped, letters never
+    with tool_call("work", "agent", "--"):
+        assert sub_agent("") == ("work", "subagent")  # nothing left of either: a name still
