@@ -305,10 +305,12 @@ class Compactor:
         newest = max((i for i, m in enumerate(tail) if m.role == "assistant"), default=0)
         unprotected = min(protected_from(tail, policy.protect_turns), newest)
         cost = self.session.cost()
+        room = max(1, self.session.thresholds.threshold - self.session.estimator.overhead)
+        if cost.history(tail[:unprotected]) < ELISION_BATCH_SHARE * room:
+            return 0  # eliding all of it could not free a batch: not worth building the stubs (prices are cached)
         # The view ends before an assistant round, so each result's call is in the tail.
         result = elide(tail[:unprotected], cost, dataclasses.replace(policy, protect_turns=0))
         freed = result.report.tokens_before - result.report.tokens_after
-        room = max(1, self.session.thresholds.threshold - self.session.estimator.overhead)
         if freed < ELISION_BATCH_SHARE * room:
             return 0
         first = next(i for i, (old, new) in enumerate(zip(tail, result.view)) if old != new)
