@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import io
 import struct
-import zlib
 
 import numpy as np
 from isal import isal_zlib
@@ -28,9 +27,14 @@ _SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _PALETTE = bytes((255, 255, 255, 0, 0, 0))
 
 
+def _chunk_parts(kind: bytes, data: bytes) -> tuple[bytes, bytes, bytes, bytes]:
+    """A chunk's length, kind, data and checksum, to be joined once with the rest of the
+    file: the checksum runs on past the kind into the data, which is never copied for it."""
+    return struct.pack(">I", len(data)), kind, data, struct.pack(">I", isal_zlib.crc32(data, isal_zlib.crc32(kind)))
+
+
 def _chunk(kind: bytes, data: bytes) -> bytes:
-    # The checksum runs on past the kind into the data: the data is never copied for it.
-    return b"".join((struct.pack(">I", len(data)), kind, data, struct.pack(">I", isal_zlib.crc32(data, isal_zlib.crc32(kind)))))
+    return b"".join(_chunk_parts(kind, data))
 
 
 @functools.lru_cache(maxsize=64)
@@ -40,7 +44,7 @@ def _head(width: int, height: int) -> bytes:
     return _SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"PLTE", _PALETTE)
 
 
-_IEND = struct.pack(">I", 0) + b"IEND" + struct.pack(">I", zlib.crc32(b"IEND"))
+_IEND = _chunk(b"IEND", b"")
 
 
 #: The keyword of the text chunk that says how a page was drawn (``page_metadata``).
@@ -68,11 +72,7 @@ def encode_png(scanlines: np.ndarray, width: int, metadata: dict[str, str] | Non
         raise UsageError(f"scanlines of shape {scanlines.shape} are not a contiguous {width} px wide page")
     deflated = isal_zlib.compress(scanlines, DEFLATE_LEVEL)
     text = _metadata_chunk(tuple(metadata.items())) if metadata else b""
-    idat = (struct.pack(">I", len(deflated)), b"IDAT", deflated, struct.pack(">I", isal_zlib.crc32(deflated, _IDAT_CRC)))
-    return b"".join((_head(width, height), text, *idat, _IEND))
-
-
-_IDAT_CRC = isal_zlib.crc32(b"IDAT")
+    return b"".join((_head(width, height), text, *_chunk_parts(b"IDAT", deflated), _IEND))
 
 
 @functools.lru_cache(maxsize=64)

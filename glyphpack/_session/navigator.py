@@ -11,6 +11,7 @@ message text is ever parsed as HTML. Each distinct image is stored once.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import re
@@ -173,13 +174,16 @@ def _script_json(data: Json) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+@functools.cache
+def asset(name: str) -> str:
+    """A file of the navigator's pages (``navigator/``: their HTML, style and scripts), read once."""
+    return (resources.files("glyphpack") / "_session" / "navigator" / name).read_text(encoding="utf-8")
+
+
 @public
 def export_html(workspace: Workspace, conversation: str | None = None) -> str:
     """The workspace (or one conversation and its forks) as one self-contained HTML page."""
-    assets = resources.files("glyphpack") / "_session" / "navigator"
-    page = (assets / "navigator.html").read_text(encoding="utf-8")
-    style = (assets / "navigator.css").read_text(encoding="utf-8")
-    script = (assets / "navigator.js").read_text(encoding="utf-8")
+    page, style, script = asset("navigator.html"), asset("navigator.css"), asset("navigator.js")
     data = _script_json(workspace_data(workspace, conversation))
     title = f"glyphpack: {workspace.name}" + (f" / {conversation}" if conversation else "")
     escaped_title = title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -13,9 +13,9 @@ imported here only.
 
 from __future__ import annotations
 
+import html
 import threading
 from collections.abc import Callable
-from importlib import resources
 from pathlib import PurePath
 from typing import Any
 
@@ -27,7 +27,7 @@ from .._history.recall import recall
 from .._history.store import Workspace
 from .._history.tree import Conversation
 from .._history.view import archived, read_view, request_messages
-from .navigator import export_html
+from .navigator import asset, export_html
 
 Json = dict[str, Any]
 #: Conversations whose summary a search result lists at most, and matches per conversation.
@@ -147,18 +147,14 @@ class Index:
         with self._lock:
             self.workspace.tree.conversation(conversation)  # an unknown one is a StoreError
             html = export_html(self.workspace, conversation)
-        assets = resources.files("glyphpack") / "_session" / "navigator"
-        served = (assets / "served.js").read_text(encoding="utf-8")
+        served = asset("served.js")
         # Served pages may ask their own server (recall); nothing else is allowed to load.
         html = html.replace("default-src 'none';", "default-src 'none'; connect-src 'self';", 1)
         return html.replace("</body>", f"<script>{served}</script>\n</body>", 1)
 
 
 def index_page(workspace: Workspace) -> str:
-    assets = resources.files("glyphpack") / "_session" / "navigator"
-    page = (assets / "index.html").read_text(encoding="utf-8")
-    name = workspace.name.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return page.replace("@@WORKSPACE@@", name)
+    return asset("index.html").replace("@@WORKSPACE@@", html.escape(workspace.name))
 
 
 def serve_app(workspace: Workspace) -> Any:

@@ -29,6 +29,7 @@ import base64
 import json
 import os
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse, ToolCallRequest
@@ -293,12 +294,16 @@ class GlyphpackMiddleware(AgentMiddleware):
             self._answered(session, response, request.messages)
             return response
 
+    def _running(self, request: ToolCallRequest) -> AbstractContextManager[None]:
+        """While ``request``'s tool runs: an agent it runs is a sub-agent of this run."""
+        return tool_call(*self._run_key(), str(request.tool_call.get("id") or request.tool_call["name"]))
+
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
-        with tool_call(*self._run_key(), str(request.tool_call.get("id") or request.tool_call["name"])):
-            return handler(request)  # an agent this tool runs is a sub-agent of this run
+        with self._running(request):
+            return handler(request)
 
     async def awrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[Any]]) -> Any:
-        with tool_call(*self._run_key(), str(request.tool_call.get("id") or request.tool_call["name"])):
+        with self._running(request):
             return await handler(request)
 
     def close(self) -> None:

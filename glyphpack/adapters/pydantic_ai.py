@@ -325,18 +325,19 @@ class GlyphpackHistory(AbstractCapability[Any]):
         toolset.add_function(glyphpack_recall, name=RECALL_TOOL, description=RECALL_DESCRIPTION)
         return toolset
 
-    def sent_messages(self, messages: Sequence[ModelMessage], session: Session | None = None) -> list[ModelMessage]:
+    def sent_messages(self, messages: Sequence[ModelMessage], session: Session | None = None, api: Api | None = None) -> list[ModelMessage]:
         """Store what of the run's ``messages`` is new, and return what to send in their
-        place (the view of ``session``, default ``self.session``, compacted at the threshold)."""
+        place (the view of ``session``, default ``self.session``, compacted at the threshold,
+        shaped for ``api``, default ``self.api``)."""
         session = session or self.session
         store_turns(session, unsaved_suffix(session, from_pydantic_ai(messages), FRAMEWORK))
-        return to_pydantic_ai(session.next_view(self.api))
+        return to_pydantic_ai(session.next_view(api or self.api))
 
     async def prepare_model_request(self, ctx: RunContext[Any], request_context: ModelRequestContext) -> ModelRequestContext:
         session = self._run_session(ctx)
-        if not self._api_given:
-            self.api = _api_of(ctx.model, self.api)
-        request_context.messages = self.sent_messages(ctx.messages, session)
+        # The API of this run's model: two runs at once on two model classes each get their own.
+        api = self.api if self._api_given else _api_of(ctx.model, self.api)
+        request_context.messages = self.sent_messages(ctx.messages, session, api)
         return request_context
 
     async def on_model_request_error(self, ctx: RunContext[Any], *, request_context: ModelRequestContext, error: Exception) -> ModelResponse:

@@ -101,17 +101,15 @@
   // The subagents' names: the description (and kind) of the call that started each, as
   // its caller wrote them, found on the main agent's messages.
   function agentNames(conv, main) {
-    const names = new Map(), was = state.agent;
-    state.agent = main;  // subagentOf looks past the agent shown
+    const names = new Map();
     for (const n of D.nodes) {
       if (n.c !== conv) continue;
       for (const b of n.b) {
         if (b.k !== "call" || b.p === undefined || !b.d) continue;
-        const sub = subagentOf(b, conv);
+        const sub = subagentOf(b, conv, main);
         if (sub && !names.has(sub.agent)) names.set(sub.agent, b.d);
       }
     }
-    state.agent = was;
     return names;
   }
 
@@ -288,14 +286,15 @@
     return d;
   }
 
-  // The subagent a call started: the agent of this conversation whose name ends with the
-  // call's id (the proxy names them so) or whose first message is the call's prompt.
+  // The subagent a call started: the agent of this conversation, other than the caller
+  // (default: the agent shown), whose name ends with the call's id (the proxy names them
+  // so) or whose first message is the call's prompt.
   const agentPaths = new Map();
-  function subagentOf(b, conv) {
+  function subagentOf(b, conv, caller = state.agent) {
     const c = conversations.get(conv);
     const prompt = b.p.trim();
     for (const [agent, tip] of Object.entries(c.agents)) {
-      if (agent === state.agent) continue;
+      if (agent === caller) continue;
       if (!agentPaths.has(tip)) agentPaths.set(tip, pathTo(tip));  // once per tip, not per call
       const path = agentPaths.get(tip);
       if (agent.endsWith(b.id.slice(-8))) return { agent, path };
