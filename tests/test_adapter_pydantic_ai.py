@@ -159,6 +159,28 @@ def test_an_openai_model_on_responses_as_pydantic_ai_2_makes_it_is_compacted_and
     memory.close()
 
 
+def test_each_run_is_shaped_for_its_own_models_api(tmp_path, monkeypatch):
+    """One capability in two agents, one on Chat Completions and one on Responses: each
+    run's view is built for the API of its own model (the capability kept the last run's
+    model's API as its own, so two runs at once could take each other's)."""
+    from pydantic_ai.models.openai import OpenAIResponsesModel
+
+    built: list[str] = []
+    real = glyphpack.Session.next_view
+    monkeypatch.setattr(glyphpack.Session, "next_view", lambda self, api: built.append(api) or real(self, api))
+    memory = GlyphpackHistory(tmp_path / "ws")
+    chat = Agent(chat_model(FakeModel([Turn(text="chat")])), capabilities=[memory])
+    responses_fake = FakeModel([Turn(text="responses")])
+    client = AsyncOpenAI(api_key="test", max_retries=0,
+                         http_client=http().AsyncClient(transport=http().MockTransport(responses_fake.async_handler("openai-responses"))))
+    responses = Agent(OpenAIResponsesModel(MODEL, provider=OpenAIProvider(openai_client=client)), capabilities=[memory])
+    assert chat.run_sync("first", conversation_id="a").output == "chat"
+    assert responses.run_sync("second", conversation_id="b").output == "responses"
+    assert chat.run_sync("third", conversation_id="c").output == "chat"
+    assert built == ["openai-chat", "openai-responses", "openai-chat"]
+    memory.close()
+
+
 def test_one_capability_serves_each_conversation_by_its_id(tmp_path):
     """The capability was bound to one conversation, while a module-level agent serves
     many: each run is now kept in its own (Pydantic AI's ``conversation_id``, given or
