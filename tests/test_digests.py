@@ -47,6 +47,14 @@ MANY_PAGE_CASES = [
     (6, "8x13-loose", "flow", None),
     (4, "unifont", "lines", "gemini-3-pro"),
 ]
+#: Text without a wide character in fonts that have wide glyphs, and in one without
+#: (pages cut and drawn straight from the glyph stream in ``flow``).
+ASCII_CASES = [
+    ("9x15-loose", "flow", "claude-opus-4-8"),
+    ("unifont", "flow", None),
+    ("5x8", "flow", "gpt-5.4"),
+    ("7x14", "lines", None),
+]
 
 
 def digests() -> dict[str, list[str]]:
@@ -58,6 +66,10 @@ def digests() -> dict[str, list[str]]:
     for repeat, shape, layout, model in MANY_PAGE_CASES:
         pages = glyphpack.render(text * repeat, shape=shape, layout=layout, model=model)
         out[f"{repeat}x/{shape}/{layout}/{model}"] = [hashlib.sha256(p.png).hexdigest() for p in pages]
+    ascii_text = text.encode("ascii", "ignore").decode()
+    for shape, layout, model in ASCII_CASES:
+        pages = glyphpack.render(ascii_text * 3, shape=shape, layout=layout, model=model)
+        out[f"ascii/{shape}/{layout}/{model}"] = [hashlib.sha256(p.png).hexdigest() for p in pages]
     return out
 
 
