@@ -44,7 +44,7 @@ def draw_all(plan, pool_map) -> list[bytes]:
     shape, glyphs = plan.shape, plan.normalized.glyphs
 
     def page(start):
-        return encode_png(draw(glyphs, int(start), shape, -1).scanlines, shape.page_width)
+        return encode_png(draw(glyphs, int(start), shape, -1, plan.normalized.narrow).scanlines, shape.page_width)
 
     return list(pool_map(page, plan.breaks.starts))
 

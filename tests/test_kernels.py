@@ -10,18 +10,18 @@ from hypothesis import strategies as st
 
 from glyphpack._render.fonts import FontAtlas
 from glyphpack._render.kernels import NO_GLYPH, draw_cells, draw_page, place_cells
-from glyphpack._render.raster import byte_group, glyph_row_bits, pad_glyph
+from glyphpack._render.raster import glyph_cell_bits, pad_glyph
 from glyphpack._render.shapes import SHAPES, Shape
 
 
 def no_ink(cell_widths):
     """Row bits of no ink for glyphs of ``cell_widths`` (where layout is what is checked),
-    and the columns of the wide ones' second cells, as ``glyph_row_bits`` lays them out."""
+    and the rows of the wide ones' second cells, as ``glyph_cell_bits`` lays them out."""
     n = len(cell_widths)
     wide = np.flatnonzero(np.asarray(cell_widths) == 2)
     right_halves = np.full(n, -1, np.int32)
     right_halves[wide] = n + 1 + np.arange(wide.size)
-    return np.zeros((8, n + 1 + wide.size), np.uint64), right_halves
+    return np.zeros((n + 1 + wide.size, 8), np.uint64), right_halves
 
 
 def kernel_pages(glyphs, cell_widths, cols, wrap, rows_per_page, pad=-1):
@@ -34,7 +34,7 @@ def kernel_pages(glyphs, cell_widths, cols, wrap, rows_per_page, pad=-1):
     starts, rows, start = [], 0, 0
     while start < glyphs.size:
         starts.append(start)
-        draw_page(glyphs, start, cell_widths, cols, wrap, pad, *no_ink(cell_widths), 5, 8, 8, grid, scanlines, stats, False)
+        draw_page(glyphs, start, cell_widths, cols, wrap, pad, False, *no_ink(cell_widths), 5, 8, grid, scanlines, stats, False)
         rows += int(stats[0])
         start = int(stats[3])
     assert np.array_equal(grid, untouched)  # counting writes no cell
@@ -112,7 +112,7 @@ def test_pages_laid_out_from_their_starts_match_the_reference(glyphs, cols, line
         grid = np.full((rows_per_page, cols), 99, np.int32)  # garbage: every cell must be written
         scanlines = np.empty((rows_per_page * 8, 1 + -(-cols * 5 // 8)), np.uint8)
         stats = np.zeros(4, np.int64)
-        draw_page(glyph_stream, start, WIDTHS, cols, wrap, pad, *no_ink(WIDTHS), 5, 8, 8, grid, scanlines, stats, True)
+        draw_page(glyph_stream, start, WIDTHS, cols, wrap, pad, False, *no_ink(WIDTHS), 5, 8, grid, scanlines, stats, True)
         page_rows = expected[page * rows_per_page : (page + 1) * rows_per_page]
         assert stats[0] == len(page_rows)
         assert grid[: len(page_rows)].tolist() == page_rows
@@ -130,8 +130,7 @@ def kernel_pixels(shape, grid):
     width = cols * shape.advance
     scanlines = np.full((rows * shape.pitch, 1 + -(-width // 8)), 7, np.uint8)  # garbage: every byte must be written
     stats = np.zeros(3, np.int64)
-    draw_cells(cells, rows, atlas.wrap_index, *glyph_row_bits(shape), shape.advance, shape.pitch,
-               byte_group(shape.advance), scanlines, stats)  # fmt: skip
+    draw_cells(cells, rows, atlas.wrap_index, *glyph_cell_bits(shape), shape.advance, shape.pitch, scanlines, stats)
     assert stats.tolist() == [rows, np.count_nonzero((cells >= 0) & (cells != atlas.wrap_index)), np.count_nonzero(cells != -1)]
     assert (scanlines[:, 0] == 0).all()  # PNG filter byte
     padding = np.unpackbits(scanlines[:, 1:], axis=1)[:, width:]
@@ -280,8 +279,36 @@ def test_flow_page_starts_without_wide_glyphs_are_arithmetic(n, cols, rows_per_p
     atlas = shape.atlas
     assert not atlas.has_wide
     glyphs = np.random.default_rng(n).integers(0, len(atlas), n).astype(np.int32)
-    starts, rows = page_starts(glyphs, shape, -1)
+    starts, rows = page_starts(glyphs, shape, -1, True)
     assert (starts.tolist(), rows) == kernel_pages(glyphs, atlas.cell_widths, cols, -1, rows_per_page)
+
+
+@settings(deadline=None)
+@given(st.integers(0, 300), st.sampled_from(["5x8", "9x15-loose", "8x13-loose", "unifont", "7x14"]), st.integers(4, 11), st.integers(1, 4))
+def test_a_narrow_flow_page_is_drawn_from_the_stream_as_from_its_grid(n, name, cols, rows_per_page):
+    """In ``flow`` a stream without wide glyphs is drawn straight from the stream (no
+    grid, no layout): the same pixels and counts, page by page, as laying it out on a
+    grid and drawing that, in fonts with wide glyphs and without."""
+    base = SHAPES[name]
+    shape = Shape("tiny", base.font, base.advance, base.pitch, max_width=base.advance * cols, max_height=base.pitch * rows_per_page)
+    atlas = shape.atlas
+    narrow = np.flatnonzero(atlas.cell_widths == 1)
+    glyphs = np.random.default_rng(n).choice(narrow, n).astype(np.int32)
+    pad = pad_glyph(atlas, -1)
+    glyphs[::3] = max(pad, 0)  # the pad glyph's own character: drawn, not counted, in both ways
+    bits = glyph_cell_bits(shape)
+    starts = range(0, n, cols * rows_per_page)
+    for start in starts:
+        drawn = []
+        for narrow_flow in (True, False):
+            grid = np.full((rows_per_page, cols), 99, np.int32)
+            scanlines = np.full((rows_per_page * shape.pitch, 1 + -(-cols * shape.advance // 8)), 7, np.uint8)
+            stats = np.zeros(4, np.int64)
+            draw_page(glyphs, start, atlas.cell_widths, cols, -1, pad, narrow_flow, *bits, shape.advance, shape.pitch,
+                      grid, scanlines, stats, True)  # fmt: skip
+            drawn.append((scanlines[: stats[0] * shape.pitch].tobytes(), stats.tolist()))
+        assert drawn[0] == drawn[1]
+        assert drawn[0][1][3] == min(start + cols * rows_per_page, n)
 
 
 @pytest.mark.parametrize("advance", [12, 20])

@@ -219,25 +219,6 @@ def place_cells(glyphs, cell_widths, cols, wrap_glyph, pad_glyph, grid):
     _place(glyphs, 0, cell_widths, cols, wrap_glyph, pad_glyph, grid, grid.shape[0], True)
 
 
-@jit
-def _draw_groups(line, bits, column, grouped, group, group_bytes, step):
-    """Draw cells 0..grouped-1 of one pixel row a group at a time (narrow glyphs only:
-    ``group`` cells of ``step`` bits fill ``group_bytes`` whole bytes); returns the
-    next byte position. Kept apart from ``_draw_bitwise``: in one loop nest LLVM
-    compiled this loop to half the speed."""
-    position = 1
-    c = 0
-    while c < grouped:
-        word = np.uint64(0)
-        for k in range(group):
-            word = (word << step) | bits[column[c + k]]
-        for k in range(group_bytes):
-            line[position + k] = np.uint8((word >> np.uint64(8 * (group_bytes - 1 - k))) & np.uint64(0xFF))
-        position += group_bytes
-        c += group
-    return position
-
-
 @jit(inline="always")
 def _store_word(line, position, word):
     """Store the low 32 bits of ``word`` at ``line[position:position + 4]``, big-endian."""
@@ -247,35 +228,53 @@ def _store_word(line, position, word):
     line[position + 3] = np.uint8(word & np.uint64(0xFF))
 
 
-@jit
-def _draw_bitwise(line, position, bits, column, step, first):
-    """Draw cells ``first``.. of one pixel row from byte ``position`` on, a cell of
-    ``step`` (at most 32) bits at a time through an accumulator, then pad the row with
-    zeros."""
-    acc = np.uint64(0)
-    pending = np.uint64(0)  # bits in ``acc`` not yet stored: under 32 between cells
-    for c in range(first, column.shape[0]):
-        acc = (acc << step) | bits[column[c]]
+@jit(inline="always")
+def _draw_row(column, glyph_bits, step, pitch, scanlines, base, rows_bits):
+    """Draw one row of cells as the ``pitch`` scanlines from ``base`` on.
+
+    Cell-major: each cell's glyph is read once, all its pixel rows at once, and shifted
+    into one accumulator per pixel row (``rows_bits``, uint64[gh] scratch); a 32-bit
+    word is stored to every pixel row whenever one is complete, then the rows' last
+    bits, zero-padded to a whole byte, and zeros to the row's end. The pitch's rows
+    below the glyphs are zero. ``step`` (the advance, at most 32 bits) never lets an
+    accumulator overflow: under 32 bits are pending before a cell is shifted in.
+    """
+    glyph_height = glyph_bits.shape[1]
+    width_bytes = scanlines.shape[1]
+    position = 1  # after the PNG filter byte
+    pending = np.uint64(0)  # bits shifted in and not yet stored, the same for every pixel row
+    for c in range(column.shape[0]):
+        bits = glyph_bits[column[c]]
+        for y in range(glyph_height):
+            rows_bits[y] = (rows_bits[y] << step) | bits[y]
         pending += step
         if pending >= 32:
             pending -= np.uint64(32)
-            _store_word(line, position, acc >> pending)
+            for y in range(glyph_height):
+                _store_word(scanlines[base + y], position, rows_bits[y] >> pending)
             position += 4
-    while pending > 0:  # the row's last bits, zero-padded to a whole byte
-        if pending >= 8:
-            pending -= np.uint64(8)
-            line[position] = np.uint8((acc >> pending) & np.uint64(0xFF))
-        else:
-            line[position] = np.uint8((acc << (np.uint64(8) - pending)) & np.uint64(0xFF))
-            pending = np.uint64(0)
-        position += 1
-    for k in range(position, line.shape[0]):
-        line[k] = 0
+    for y in range(glyph_height):
+        line = scanlines[base + y]
+        line[0] = 0  # PNG filter type 0 (None)
+        at = position
+        left = pending
+        while left > 0:
+            if left >= 8:
+                left -= np.uint64(8)
+                line[at] = np.uint8((rows_bits[y] >> left) & np.uint64(0xFF))
+            else:
+                line[at] = np.uint8((rows_bits[y] << (np.uint64(8) - left)) & np.uint64(0xFF))
+                left = np.uint64(0)
+            at += 1
+        for k in range(at, width_bytes):
+            line[k] = 0
+    for y in range(glyph_height, pitch):
+        scanlines[base + y, :] = 0
 
 
 @jit
 def draw_page(
-    glyphs, start, cell_widths, cols, wrap_glyph, pad_glyph, row_bits, right_halves, advance, pitch, group, grid, scanlines, stats, draw
+    glyphs, start, cell_widths, cols, wrap_glyph, pad_glyph, narrow_flow, glyph_bits, right_halves, advance, pitch, grid, scanlines, stats, draw
 ):
     """Lay out one page from ``glyphs[start]`` and draw it as PNG scanlines, or only
     find where the next page begins (one kernel for both: each costs a compile).
@@ -285,56 +284,85 @@ def draw_page(
             not end with ``LINE_BREAK`` (normalization trims them; one would leave an
             empty row on a page of its own).
         start: the page's first glyph index (0, then each page's ``stats[3]``).
+        narrow_flow: the ``flow`` layout of a stream without wide glyphs: every row
+            holds ``cols`` glyphs in order, read straight from the stream (no grid).
         grid: int32[R, cols] scratch for the page's cells (R rows per page); its
-            contents on entry do not matter.
-        row_bits, right_halves, advance, pitch, group, scanlines: as for ``draw_cells``.
+            contents on entry do not matter (untouched with ``narrow_flow``).
+        glyph_bits, right_halves, advance, pitch, scanlines: as for ``draw_cells``.
         stats: int64[4], receives (rows used, characters drawn, cells used, the next
             page's first glyph index); without ``draw`` only the rows and the next
             page's start, and nothing else is written.
         draw: False to lay out only (count pages).
     """
+    marker = wrap_glyph if wrap_glyph >= 0 else pad_glyph  # not a character: not counted
+    if narrow_flow:
+        end = min(start + grid.shape[0] * cols, glyphs.shape[0])
+        stats[3] = end
+        stats[0] = -(-(end - start) // cols)
+        if draw:
+            _draw_stream(glyphs, start, end, cols, marker, glyph_bits, right_halves, advance, pitch, scanlines, stats)
+        return
     if not draw:
         stats[3], stats[0] = _place(glyphs, start, cell_widths, cols, wrap_glyph, pad_glyph, grid, grid.shape[0], False)
         return
     grid[:, :] = EMPTY
     stats[3], rows = _place(glyphs, start, cell_widths, cols, wrap_glyph, pad_glyph, grid, grid.shape[0], True)
-    marker = wrap_glyph if wrap_glyph >= 0 else pad_glyph  # not a character: not counted
-    _draw_cells_inline(grid, rows, marker, row_bits, right_halves, advance, pitch, group, scanlines, stats)
+    _draw_cells_inline(grid, rows, marker, glyph_bits, right_halves, advance, pitch, scanlines, stats)
 
 
-def _draw_cells(grid, rows, wrap_glyph, row_bits, right_halves, advance, pitch, group, scanlines, stats):
+@jit(inline="always")
+def _draw_stream(glyphs, start, end, cols, marker, glyph_bits, right_halves, advance, pitch, scanlines, stats):
+    """Draw ``glyphs[start:end]`` (narrow glyphs only) ``cols`` to a row, as
+    ``draw_cells`` draws the grid they make; fills ``stats[:3]``."""
+    blank = right_halves.shape[0]
+    column = np.empty(cols, dtype=np.uint32)  # unsigned: no negative-index checks
+    rows_bits = np.zeros(glyph_bits.shape[1], dtype=np.uint64)
+    step = np.uint64(advance)
+    chars = 0
+    rows = 0
+    for first in range(start, end, cols):
+        last = min(first + cols, end)
+        for c in range(last - first):
+            g = glyphs[first + c]
+            column[c] = g
+            chars += g != marker
+        for c in range(last - first, cols):
+            column[c] = blank
+        _draw_row(column, glyph_bits, step, pitch, scanlines, rows * pitch, rows_bits)
+        rows += 1
+    stats[0] = rows
+    stats[1] = chars
+    stats[2] = end - start
+
+
+def _draw_cells(grid, rows, marker, glyph_bits, right_halves, advance, pitch, scanlines, stats):
     """Draw the first ``rows`` rows of a cell grid as PNG scanlines.
 
     Args:
         grid: int32[R, C] cells: glyph indices, ``EMPTY`` or ``WIDE_TAIL``.
-        wrap_glyph: the marker's index (the wrap marker, or in ``flow`` the pad), or -1:
+        marker: the marker's index (the wrap marker, or in ``flow`` the pad), or -1:
             drawn, but not counted as a character.
-        row_bits: uint64[gh, N + 1 + W] each glyph's pixel rows as bits, one cell
+        glyph_bits: uint64[N + 1 + W, gh] each glyph's pixel rows as bits, one cell
             (``advance`` bits, at most 32) each, the leftmost pixel most significant: a
-            wide glyph's left cell in its own column, its right cell in column
-            ``right_halves[g]``; column N is 0, drawn for blank cells (see
-            ``glyph_row_bits``).
-        right_halves: int32[N], the row_bits column of each wide glyph's right cell
+            wide glyph's left cell in its own row, its right cell in row
+            ``right_halves[g]``; row N is 0, drawn for blank cells (see
+            ``glyph_cell_bits``).
+        right_halves: int32[N], the glyph_bits row of each wide glyph's right cell
             (-1 for a narrow glyph).
         advance, pitch: cell step, px.
-        group: cells whose pixels fill whole bytes together, at most 64 bits
-            (``8 // gcd(advance, 8)``), or 0 when that is wider: rows are drawn a
-            group at a time, the rest a cell at a time.
         scanlines: uint8[>= rows * pitch, 1 + ceil(C * advance / 8)], receives the
             rows as PNG scanlines: filter byte 0, then 1-bit pixels, most significant
             bit first, 1 = ink; the bits past the page width are 0.
-        stats: int64[>= 3], receives (rows, characters drawn, cells used): wrap markers
+        stats: int64[>= 3], receives (rows, characters drawn, cells used): markers
             are not characters; a wide glyph uses two cells.
     """
     cols = grid.shape[1]
-    glyph_height = row_bits.shape[0]
-    blank = right_halves.shape[0]  # column N
-    # The row_bits column of every cell of a row: a wide glyph is two ordinary cells,
+    blank = right_halves.shape[0]  # row N of glyph_bits
+    # The glyph_bits row of every cell of a row: a wide glyph is two ordinary cells,
     # so every cell is ``advance`` bits and each pixel row is shifts and ors only.
     column = np.empty(cols, dtype=np.uint32)  # unsigned: no negative-index checks
-    group_bytes = group * advance // 8
+    rows_bits = np.zeros(glyph_bits.shape[1], dtype=np.uint64)
     step = np.uint64(advance)
-    grouped = cols - cols % group if group > 0 else 0
     chars = 0
     cells = 0
     for r in range(rows):
@@ -343,7 +371,7 @@ def _draw_cells(grid, rows, wrap_glyph, row_bits, right_halves, advance, pitch, 
             if g >= 0:
                 column[c] = g
                 cells += 1
-                if g != wrap_glyph:
+                if g != marker:
                     chars += 1
                 if right_halves[g] >= 0 and c + 1 < cols:
                     column[c + 1] = right_halves[g]
@@ -351,13 +379,7 @@ def _draw_cells(grid, rows, wrap_glyph, row_bits, right_halves, advance, pitch, 
                 cells += 1  # its column was set by the glyph to its left
             else:
                 column[c] = blank
-        for y in range(glyph_height):
-            line = scanlines[r * pitch + y]
-            line[0] = 0  # PNG filter type 0 (None)
-            position = _draw_groups(line, row_bits[y], column, grouped, group, group_bytes, step)
-            _draw_bitwise(line, position, row_bits[y], column, step, grouped)
-        for y in range(glyph_height, pitch):
-            scanlines[r * pitch + y, :] = 0
+        _draw_row(column, glyph_bits, step, pitch, scanlines, r * pitch, rows_bits)
     stats[0] = rows
     stats[1] = chars
     stats[2] = cells

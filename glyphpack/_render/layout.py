@@ -66,7 +66,7 @@ class PageBreaks:
 
 def page_breaks(normalized: NormalizedText, shape: Shape, layout: Layout) -> PageBreaks:
     """The pages the glyph stream needs on ``shape``, without placing a cell."""
-    return PageBreaks(*page_starts(normalized.glyphs, shape, wrap_glyph(shape.atlas, layout)))
+    return PageBreaks(*page_starts(normalized.glyphs, shape, wrap_glyph(shape.atlas, layout), normalized.narrow))
 
 
 def lay_out(normalized: NormalizedText, shape: Shape, layout: Layout) -> GridLayout:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import threading
 
 import numpy as np
@@ -20,21 +19,22 @@ def pad_glyph(atlas: FontAtlas, wrap: int) -> int:
     return atlas.wrap_index if wrap < 0 and atlas.has_wide else -1
 
 
-def glyph_row_bits(shape: Shape) -> tuple[np.ndarray, np.ndarray]:
-    """``_row_bits`` of the shape's atlas and advance (shapes differing only in page
+def glyph_cell_bits(shape: Shape) -> tuple[np.ndarray, np.ndarray]:
+    """``_cell_bits`` of the shape's atlas and advance (shapes differing only in page
     size share them)."""
-    return _row_bits(shape.atlas, shape.advance)
+    return _cell_bits(shape.atlas, shape.advance)
 
 
 @functools.lru_cache(maxsize=32)
-def _row_bits(atlas: FontAtlas, advance: int) -> tuple[np.ndarray, np.ndarray]:
+def _cell_bits(atlas: FontAtlas, advance: int) -> tuple[np.ndarray, np.ndarray]:
     """Each glyph's pixel rows as bits, a cell at a time, for ``draw_cells``.
 
     Returns:
-        uint64[gh, N + 1 + W]: column g holds glyph g's first cell (``advance`` bits,
-        the leftmost pixel most significant), column N is all 0 (blank cells), and
-        columns N + 1 .. N + W the second cells of the W wide glyphs;
-        int32[N]: the column of each wide glyph's second cell, -1 for a narrow glyph.
+        uint64[N + 1 + W, gh]: row g holds glyph g's first cell (``advance`` bits per
+        pixel row, the leftmost pixel most significant), row N is all 0 (blank cells),
+        and rows N + 1 .. N + W the second cells of the W wide glyphs: a cell's pixel
+        rows side by side, read at once;
+        int32[N]: the row of each wide glyph's second cell, -1 for a narrow glyph.
     A glyph's bitmap is zero beyond its own width, so spacing columns are 0.
     """
     n, gh, bitmap_width = atlas.bitmaps.shape
@@ -45,17 +45,17 @@ def _row_bits(atlas: FontAtlas, advance: int) -> tuple[np.ndarray, np.ndarray]:
     weights = np.left_shift(np.uint64(1), np.arange(advance - 1, -1, -1, dtype=np.uint64))
 
     def cells(first_pixel: int, glyphs: np.ndarray) -> np.ndarray:
-        """uint64[gh, len(glyphs)]: the cell starting at bitmap column ``first_pixel``."""
+        """uint64[len(glyphs), gh]: the cell starting at bitmap column ``first_pixel``."""
         ink = np.zeros((glyphs.size, gh, advance), dtype=np.uint64)
         available = max(0, min(advance, bitmap_width - first_pixel))
         ink[:, :, :available] = atlas.bitmaps[glyphs, :, first_pixel : first_pixel + available]
-        return (ink * weights).sum(axis=2, dtype=np.uint64).T
+        return (ink * weights).sum(axis=2, dtype=np.uint64)
 
-    bits = np.zeros((gh, n + 1 + wide.size), dtype=np.uint64)
-    bits[:, :n] = cells(0, np.arange(n))
+    bits = np.zeros((n + 1 + wide.size, gh), dtype=np.uint64)
+    bits[:n] = cells(0, np.arange(n))
     if wide.size:
-        bits[:, n + 1 :] = cells(advance, wide)
-    return np.ascontiguousarray(bits), right_halves
+        bits[n + 1 :] = cells(advance, wide)
+    return bits, right_halves
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,13 +76,6 @@ class DrawnPage:
     cells: int
 
 
-def byte_group(advance: int) -> int:
-    """Cells whose pixels end on a byte boundary together (8 for a 5 px advance: 40
-    bits), or 0 when they take more than the kernel's 64-bit word."""
-    cells = 8 // math.gcd(advance, 8)
-    return cells if cells * advance <= 64 else 0
-
-
 _scratch = threading.local()
 
 
@@ -98,30 +91,32 @@ def _buffers(shape: Shape) -> tuple[np.ndarray, np.ndarray]:
     return cached[1], cached[2]
 
 
-def _page_kernel(glyphs: np.ndarray, start: int, shape: Shape, wrap_glyph: int, pixels: bool) -> np.ndarray:
+def _page_kernel(glyphs: np.ndarray, start: int, shape: Shape, wrap_glyph: int, narrow: bool, pixels: bool) -> np.ndarray:
     """int64[4] ``draw_page``'s stats for the page beginning at ``glyphs[start]``: drawn
     into this thread's scratch scanlines, or with ``pixels`` False only laid out."""
     grid, scanlines = _buffers(shape)
-    row_bits, right_halves = glyph_row_bits(shape)
+    cell_bits, right_halves = glyph_cell_bits(shape)
     stats = np.zeros(4, dtype=np.int64)
     draw_page(
         glyphs, start, shape.atlas.cell_widths, shape.cols, wrap_glyph, pad_glyph(shape.atlas, wrap_glyph),
-        row_bits, right_halves, shape.advance, shape.pitch, byte_group(shape.advance), grid, scanlines, stats, pixels,
+        wrap_glyph < 0 and narrow, cell_bits, right_halves, shape.advance, shape.pitch, grid, scanlines, stats, pixels,
     )  # fmt: skip
     return stats
 
 
-def draw(glyphs: np.ndarray, start: int, shape: Shape, wrap_glyph: int) -> DrawnPage:
+def draw(glyphs: np.ndarray, start: int, shape: Shape, wrap_glyph: int, narrow: bool) -> DrawnPage:
     """Lay out and draw the page beginning at ``glyphs[start]`` (int32[n] glyph stream,
-    ``start`` from ``page_starts``); ``wrap_glyph`` is -1 in the ``flow`` layout."""
-    rows, chars, cells, _ = (int(v) for v in _page_kernel(glyphs, start, shape, wrap_glyph, True))
+    ``start`` from ``page_starts``); ``wrap_glyph`` is -1 in the ``flow`` layout;
+    ``narrow``: the stream holds no wide glyph (``NormalizedText.narrow``)."""
+    rows, chars, cells, _ = (int(v) for v in _page_kernel(glyphs, start, shape, wrap_glyph, narrow, True))
     return DrawnPage(_buffers(shape)[1][: rows * shape.pitch], rows, chars, cells)
 
 
-def page_starts(glyphs: np.ndarray, shape: Shape, wrap_glyph: int) -> tuple[np.ndarray, int]:
+def page_starts(glyphs: np.ndarray, shape: Shape, wrap_glyph: int, narrow: bool) -> tuple[np.ndarray, int]:
     """int64[pages], where each page of the int32[n] glyph stream begins, and the rows
-    of all of them (``draw_page`` laying out without drawing, page after page)."""
-    if wrap_glyph < 0 and not shape.atlas.has_wide:
+    of all of them (``draw_page`` laying out without drawing, page after page);
+    ``narrow`` as for ``draw``."""
+    if wrap_glyph < 0 and narrow:
         # Flow with narrow glyphs only: every row holds ``cols`` glyphs, no counting.
         rows = -(-glyphs.size // shape.cols)
         return np.arange(0, glyphs.size, shape.cols * shape.max_rows, dtype=np.int64), rows
@@ -130,7 +125,7 @@ def page_starts(glyphs: np.ndarray, shape: Shape, wrap_glyph: int) -> tuple[np.n
     start = 0
     while start < glyphs.size:
         starts.append(start)
-        stats = _page_kernel(glyphs, start, shape, wrap_glyph, False)
+        stats = _page_kernel(glyphs, start, shape, wrap_glyph, narrow, False)
         rows += int(stats[0])
         start = int(stats[3])
     return np.array(starts, dtype=np.int64), rows

@@ -465,7 +465,7 @@ def _draw_pages(prepared: _Plan, progress: Callable[[int, int], None] | None) ->
     metadata = shape_metadata(shape, prepared.layout)
 
     def page(index: int) -> tuple[Page, int]:
-        drawn = draw(glyphs, int(prepared.breaks.starts[index]), shape, wrap)
+        drawn = draw(glyphs, int(prepared.breaks.starts[index]), shape, wrap, prepared.normalized.narrow)
         height = drawn.rows * shape.pitch
         png = encode_png(drawn.scanlines, shape.page_width, metadata)
         tokens = None if profile is None else profile.tokens(shape.page_width, height)

@@ -125,12 +125,15 @@ class NormalizedText:
         source_chars: length of the input string.
         classes_counted: int64[8], the input's characters per class of the
             ``classes`` table given to ``normalize``; None when not asked for.
+        narrow: no glyph of the stream is wide (two cells): in ``flow`` every row then
+            holds the same number of glyphs, and pages are cut without laying out.
     """
 
     glyphs: np.ndarray
     counts: TextCounts
     source_chars: int
     classes_counted: np.ndarray | None = None
+    narrow: bool = True
 
 
 def _caret(codepoint: int) -> str:
@@ -279,9 +282,9 @@ def normalize(
     if classes is not None and counting is None:  # NFC composed: count the input apart
         counted = _in_pieces(functools.partial(_count_classes, text, classes), len(text), parallel_map)
     classes_counted = np.sum(counted, axis=0) + (0 if delta is None else delta) if counted else None
-    return NormalizedText(
-        _trim_blanks(glyphs, atlas, layout), TextCounts(ansi_sequences=ansi, **counts), source_chars, classes_counted
-    )
+    glyphs = _trim_blanks(glyphs, atlas, layout)
+    narrow = not atlas.has_wide or not bool((atlas.cell_widths[glyphs[glyphs >= 0]] == 2).any())
+    return NormalizedText(glyphs, TextCounts(ansi_sequences=ansi, **counts), source_chars, classes_counted, narrow)
 
 
 def _in_pieces(piece: Callable[[int], Any], length: int, parallel_map: Callable[..., Iterable[Any]]) -> list[Any]:
