@@ -59,3 +59,48 @@ def glyphs_to_text(glyphs, atlas):
     """The text a reader sees in a glyph stream: each glyph's canonical character, a
     line break as LF."""
     return "".join("\n" if int(g) == LINE_BREAK else chr(int(atlas.canonical[max(int(g), 0)])) for g in glyphs)
+
+
+def normalize(text, atlas, layout, classes=None):
+    """``glyphpack._render.text.normalize`` the slow way, rule by rule on strings and
+    one character at a time: (glyph list, counts dict, per-class counts of the input or
+    None). Only ``_resolve_missing``, the per-character rule for what a font lacks, is
+    shared with the code under test."""
+    import unicodedata
+
+    from glyphpack._render.text import _ANSI, TAB_SIZE, _resolve_missing, by_script
+
+    input_classes = None if classes is None else [sum(1 for c in text if classes[ord(c)] == k) for k in range(8)]
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text, ansi = _ANSI.subn("", text)
+    text = unicodedata.normalize("NFC", text).expandtabs(TAB_SIZE)
+    glyphs = []
+    counts = {"folded": 0, "replaced": 0, "dropped": 0, "controls": 0}
+    replaced = {}
+    for char in text:
+        if layout == "lines" and char == "\n":
+            glyphs.append(LINE_BREAK)
+            continue
+        index = atlas.index_of(ord(char))
+        if index >= 0:
+            glyphs.append(index)
+            continue
+        resolved, kind = _resolve_missing(ord(char), atlas)
+        glyphs += resolved
+        counts[kind] += 1
+        if kind == "replaced":
+            replaced[ord(char)] = replaced.get(ord(char), 0) + 1
+    blank = lambda g: g >= 0 and atlas.canonical[g] == 0x20
+    if layout == "flow":
+        while glyphs and (blank(glyphs[-1]) or glyphs[-1] == atlas.newline_index):
+            glyphs.pop()
+    else:
+        kept = []
+        for i, g in enumerate(glyphs):
+            following = next((h for h in glyphs[i:] if not blank(h)), LINE_BREAK)
+            if not (blank(g) and following == LINE_BREAK):
+                kept.append(g)
+        while kept and kept[-1] == LINE_BREAK:
+            kept.pop()
+        glyphs = kept
+    return glyphs, counts | {"ansi_sequences": ansi, "replaced_scripts": by_script(replaced)}, input_classes

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from glyphpack._render.fonts import FontAtlas
-from glyphpack._render.kernels import NO_GLYPH, draw_cells, draw_page, place_cells
+from glyphpack._render.kernels import COUNTS, NO_GLYPH, draw_cells, draw_page, place_cells
 from glyphpack._render.raster import glyph_cell_bits, pad_glyph
 from glyphpack._render.shapes import SHAPES, Shape
 
@@ -243,11 +243,17 @@ def test_map_codepoints_finds_glyphs_past_the_bmp(font_codepoints, text_codepoin
     bmp[atlas_codepoints[in_bmp]] = in_bmp
     text = np.array(text_codepoints + sorted(font_codepoints), np.uint32)  # every glyph asked for once
     glyphs = np.empty(text.size, np.int32)
-    counts = np.zeros(1, np.int64)
-    map_codepoints(text, bmp, atlas_codepoints, False, np.zeros(0, np.uint8), glyphs, counts, True)
+    counts = np.zeros(COUNTS, np.int64)
+    missing_at = np.full(3, -1, np.int64)
+    widths = np.ones(atlas_codepoints.size, np.uint8)
+    widths[::2] = 2
+    none = np.zeros(0, np.uint8)
+    map_codepoints(text, bmp, atlas_codepoints, widths, False, 0, none, none, glyphs, missing_at, counts)
     index = {cp: i for i, cp in enumerate(atlas_codepoints.tolist())}
-    assert glyphs.tolist() == [index.get(cp, NO_GLYPH) for cp in text.tolist()]
-    assert counts[0] == sum(1 for cp in text.tolist() if cp not in index)
+    assert glyphs.tolist() == [index.get(cp, NO_GLYPH - cp) for cp in text.tolist()]
+    missing = [i for i, cp in enumerate(text.tolist()) if cp not in index]
+    assert counts.tolist() == [text.size, len(missing), sum(1 for cp in text.tolist() if cp in index and index[cp] % 2 == 0), 0]
+    assert missing_at.tolist() == (missing + [-1] * 3)[:3]
 
 
 def test_map_codepoints_counts_across_blocks():

@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from reference import glyphs_to_text
 
@@ -106,32 +106,56 @@ def test_unknown_layout():
         normalize("x", ATLAS, "columns")
 
 
-_PIECE_ALPHABET = "ab \n\t\x00\x0c\x85\u200b\u2014\u2026e\u0301\u4e2d\U0001f600\x1b[1m"
+# CR, CRLF, tabs, controls, drops, folds, combining marks that compose and that do not,
+# Hangul jamo that compose, an ANSI sequence, wide and astral characters, a lone surrogate.
+_TRICKY_ALPHABET = "ab \n\r\t\x00\x0c\x85\u200b\u2014\u2026e\u0301\u0308A\u030a\u4e2d\U0001f600\x1b[1m\u1100\u1161\u11a8\uac00\ufe0f\u212b\ud800"
 
 
+@pytest.mark.parametrize("font", ["5x8", "unifont"])
 @pytest.mark.parametrize("layout", ["flow", "lines"])
-@given(st.text(alphabet=_PIECE_ALPHABET, max_size=200), st.integers(1, 9))
-def test_pieces_normalize_as_one_text(layout, text, piece_chars):
-    """Cut into pieces of any size and mapped on threads, a text normalizes exactly as
-    in one piece: controls, drops, folds and expansions straddling the cuts included."""
-    from concurrent.futures import ThreadPoolExecutor
+@given(st.text(alphabet=_TRICKY_ALPHABET, max_size=80))
+@example("a\r\n\tb\rc\t\r\nd\r")  # CRLF, lone CRs and tabs after each
+@example("e\u0301\tx\u0308\ty\n\u1100\u1161\u11a8\t|")  # tab stops counted after NFC composed
+@example("\x1b[1m\r\n\x1b[0m\t\r")
+def test_normalize_matches_the_rules_applied_one_by_one(font, layout, text):
+    """The one-pass normalization (CRs, tabs, lookup and class counts in one kernel; NFC
+    only where the pass met a character it may change) gives exactly what the rules
+    applied one after another on strings give: glyphs, counts and the input's classes."""
+    import dataclasses
 
-    import glyphpack._render.text as text_module
+    import reference
+
     from glyphpack._providers.text_tokens import script_classes
+    from glyphpack._render.fonts import FontAtlas
 
-    whole = normalize(text, ATLAS, layout, script_classes())
-    saved = text_module.PIECE_CHARS
-    text_module.PIECE_CHARS = piece_chars
-    try:
-        with ThreadPoolExecutor(2) as pool:
-            cut = normalize(text, ATLAS, layout, script_classes(), pool.map)
-    finally:
-        text_module.PIECE_CHARS = saved
-    assert cut.glyphs.tolist() == whole.glyphs.tolist()
-    assert cut.counts == whole.counts
-    assert (cut.classes_counted is None) == (whole.classes_counted is None)
-    if whole.classes_counted is not None:
-        assert cut.classes_counted.tolist() == whole.classes_counted.tolist()
+    atlas = FontAtlas.load(font)
+    got = normalize(text, atlas, layout, script_classes())
+    glyphs, counts, classes = reference.normalize(text, atlas, layout, script_classes())
+    assert got.glyphs.tolist() == glyphs
+    assert dataclasses.asdict(got.counts) == counts
+    assert got.classes_counted.tolist() == classes
+    assert got.narrow == (not any(g >= 0 and atlas.cell_widths[g] == 2 for g in glyphs))
+
+
+def test_nfc_suspects_hold_every_character_nfc_may_change():
+    """A text of characters the table does not mark is its own NFC, and every mark,
+    replaced character and second of a composing pair is marked (NFC is skipped for a
+    text the table clears)."""
+    import unicodedata
+
+    from glyphpack._render.text import nfc_suspects
+
+    bits = nfc_suspects()
+    marked = lambda c: bool((bits[ord(c) >> 3] >> (ord(c) & 7)) & 1)
+    for char in "\u0301\u0308\u030a\u1161\u11a8\u212b\u0f73\u0cd5\u0340":  # marks, jamo, Angstrom, a Maybe vowel sign
+        assert marked(char), hex(ord(char))
+    for char in "a\u4e2d\uac00\u00e9\u0410\U0001f600":
+        assert not marked(char), hex(ord(char))
+    clear = [chr(cp) for cp in range(0x300, 0x3400) if not marked(chr(cp)) and not 0xD800 <= cp <= 0xDFFF]
+    rng = np.random.default_rng(5)
+    for _ in range(2000):
+        text = "".join(rng.choice(clear, 5))
+        assert unicodedata.normalize("NFC", text) == text
 
 
 def test_many_expansions_take_the_vectorized_path_with_the_same_result(monkeypatch):
@@ -141,7 +165,34 @@ def test_many_expansions_take_the_vectorized_path_with_the_same_result(monkeypat
 
     text = "".join(f"x{i % 10}\x0c\u200b\u27f6" for i in range(3000))  # 9,000 irregular characters
     vectorized = normalize(text, ATLAS)
+    monkeypatch.setattr(text_module, "_PIECE", 7)  # pieces cut between and beside them
+    in_pieces = normalize(text, ATLAS)
+    monkeypatch.setattr(text_module, "_MISSING_KEPT", 5)  # the kernel keeps 5 positions: the rest are searched for
+    searched = normalize(text, ATLAS)
+    assert searched.glyphs.tolist() == in_pieces.glyphs.tolist()
     monkeypatch.setattr(text_module, "_SPLICE_LIMIT", 10**9)
     spliced = normalize(text, ATLAS)
-    assert vectorized.glyphs.tolist() == spliced.glyphs.tolist()
+    assert vectorized.glyphs.tolist() == spliced.glyphs.tolist() == in_pieces.glyphs.tolist()
     assert glyphs_to_text(spliced.glyphs, ATLAS) == "".join(f"x{i % 10}^L-->" for i in range(3000))
+
+
+def test_nfc_suspects_are_cached_on_disk_and_rebuilt_when_damaged(tmp_path, monkeypatch):
+    import unicodedata
+
+    from glyphpack._render import text as text_module
+
+    expected = text_module.nfc_suspects().copy()
+    monkeypatch.setenv("GLYPHPACK_CACHE_DIR", str(tmp_path))
+    cached = tmp_path / f"nfc-suspects-{unicodedata.unidata_version}.u32"
+    try:
+        for content in (None, b"\xff\xff\xff\xff", b"abc"):  # absent, out of range, not whole code points
+            if content is not None:
+                cached.write_bytes(content)
+            text_module.nfc_suspects.cache_clear()
+            assert np.array_equal(text_module.nfc_suspects(), expected)
+            assert np.frombuffer(cached.read_bytes(), "<u4").size > 2000  # written (again)
+        cached.write_bytes(np.array([0x41], "<u4").tobytes())  # a cache file is what is used
+        text_module.nfc_suspects.cache_clear()
+        assert text_module.nfc_suspects()[0x41 >> 3] == 1 << (0x41 & 7)
+    finally:
+        text_module.nfc_suspects.cache_clear()

@@ -60,6 +60,7 @@ NEWLINE = 0x0A
 #: The replacement glyph for characters no font glyph or fold covers.
 REPLACEMENT = 0xFFFD
 # ``lookup`` without classes to count.
+_NO_POSITIONS = np.zeros(0, dtype=np.int64)
 _NO_CLASSES = np.zeros(0, dtype=np.uint8)
 #: The wrap marker ending a row that a long line continues on (lines layout).
 #: Outside Unicode, so no input character can ever collide with it.
@@ -170,14 +171,19 @@ class FontAtlas:
             ``classes``, int64[9]: how many code points have no glyph, then how many
             fall in each class 0..7.
         """
-        from .kernels import CLASS_COUNT, map_codepoints  # numba is imported when a text is mapped, not to list fonts
+        # numba is imported when a text is mapped, not to list fonts
+        from .kernels import CLASS_COUNT, COUNTS, MISSING, NO_GLYPH, map_codepoints
 
         codepoints = np.ascontiguousarray(codepoints, dtype=np.uint32)
         classes = _NO_CLASSES if classes is None else classes
         glyphs = np.empty(codepoints.shape[0], dtype=np.int32)
-        counts = np.zeros(1 + (CLASS_COUNT if classes.size else 0), dtype=np.int64)
-        map_codepoints(codepoints, self.bmp_lookup, self.codepoints, line_breaks, classes, glyphs, counts, True)
-        return glyphs, counts
+        counts = np.zeros(COUNTS + (CLASS_COUNT if classes.size else 0), dtype=np.int64)
+        map_codepoints(
+            codepoints, self.bmp_lookup, self.codepoints, self.cell_widths, line_breaks, 0, classes, _NO_CLASSES,
+            glyphs, _NO_POSITIONS, counts,
+        )  # fmt: skip
+        np.maximum(glyphs, NO_GLYPH, out=glyphs)  # which code point had no glyph is the caller's to see
+        return glyphs, np.concatenate((counts[MISSING : MISSING + 1], counts[COUNTS:]))
 
     @functools.cached_property
     def has_wide(self) -> bool:

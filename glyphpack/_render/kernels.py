@@ -74,8 +74,9 @@ parallel_launch = threading.Lock()
 EMPTY = -1
 WIDE_TAIL = -2
 UNREADABLE = -3  # only in grids read back from pixels: the cell matches no glyph
-#: ``map_codepoints``'s value for a code point the font has no glyph for (normalization
-#: resolves every one before layout).
+#: ``map_codepoints`` writes a code point the font has no glyph for as ``NO_GLYPH - cp``
+#: (so at most ``NO_GLYPH``, the value for U+0000): normalization resolves every one
+#: before layout.
 NO_GLYPH = -4
 #: Glyph-stream value for a line break in the ``lines`` layout (never in a grid).
 LINE_BREAK = -1
@@ -87,64 +88,133 @@ CLASS_COUNT = 8
 # uint64 (one add per code point, no counter that waits on itself through a run of
 # one class), which hold up to 255 each.
 _CLASS_BLOCK = 255
+#: ``map_codepoints``'s counts before the classes: glyphs written, code points without a
+#: glyph, wide glyphs written, code points NFC may change.
+WRITTEN, MISSING, WIDE, NFC_SUSPECTS = range(4)
+COUNTS = 4
 
 
 @jit
-def map_codepoints(codepoints, bmp_table, atlas_codepoints, line_breaks, classes, glyphs, counts, lookup):
-    """Glyph index of every code point, and a count per class, in one pass.
+def _astral_glyph(cp, atlas_codepoints):
+    """The glyph index of a code point past the BMP, -1 where the font has none: a
+    binary search over the sorted glyph code points (a call of its own: inlined in
+    ``map_codepoints``'s loop it made the whole loop three times slower)."""
+    lo = 0
+    hi = atlas_codepoints.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if atlas_codepoints[mid] < cp:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < atlas_codepoints.shape[0] and atlas_codepoints[lo] == cp else -1
+
+
+@jit
+def map_codepoints(
+    codepoints, bmp_table, atlas_codepoints, cell_widths, line_breaks, tab_size, classes, nfc_suspects, glyphs, missing_at, counts
+):
+    """A text's code points to glyph indices, cleaned on the way, with its counts: one pass.
 
     Args:
         codepoints: uint32[n], a text's code points (at most 0x10FFFF).
         bmp_table: int32[0x10000], glyph index per BMP code point, -1 if absent.
         atlas_codepoints: int32[N] sorted, the code point of each glyph (searched for
             code points past the BMP).
+        cell_widths: uint8[N], cells per glyph (wide glyphs are counted).
         line_breaks: True maps LF to ``LINE_BREAK`` (the ``lines`` layout).
+        tab_size: over 0 cleans the text as it goes: CRLF and a lone CR become LF, and
+            a tab becomes the spaces to the next multiple of ``tab_size`` columns
+            (columns counted in code points since the line began, as
+            ``str.expandtabs``); 0 maps each code point to one glyph, faster (for a
+            text without CR or tab).
         classes: uint8[0x110000] a class (0..7) per code point, or uint8[0] to count
-            none.
-        glyphs: int32[n], receives the glyph indices, ``NO_GLYPH`` where the font has
-            none.
-        counts: int64[1 + CLASS_COUNT] (int64[1] without classes), receives the code
-            points without a glyph, then the code points of each class.
-        lookup: False only counts classes (``glyphs`` and ``counts[0]`` untouched): a
-            text NFC changed is counted apart with the one kernel, not a second one.
+            none: the input's code points are counted, before cleaning.
+        nfc_suspects: uint8[0x22000], a bit per code point NFC may change or compose
+            (``nfc_suspects``), or uint8[0] to check none.
+        glyphs: int32[>= n + (tab_size - 1) * tabs], receives the glyph indices;
+            ``NO_GLYPH - cp`` where the font has no glyph for ``cp``.
+        missing_at: int64[K], receives the positions in ``glyphs`` of the first K code
+            points without a glyph.
+        counts: int64[COUNTS + CLASS_COUNT] (int64[COUNTS] without classes), receives
+            the glyphs written, the code points without a glyph, the wide glyphs
+            written, the code points NFC may change, then the code points of each class.
     """
     n = codepoints.shape[0]
-    n_glyphs = atlas_codepoints.shape[0]
     counting = classes.shape[0] > 0
+    checking = nfc_suspects.shape[0] > 0
+    any_wide = cell_widths.shape[0] > 0 and cell_widths.max() == 2
+    space = bmp_table[0x20]
+    space = space if space >= 0 else NO_GLYPH - 0x20
     counts[:] = 0
+    out = 0
+    line_start = 0  # where the current line's glyphs begin: a tab's column is out - line_start
     missing = 0
+    wide = 0
+    suspects = 0
     for first in range(0, n, _CLASS_BLOCK):
         last = min(first + _CLASS_BLOCK, n)
         lanes = np.uint64(0)
-        for i in range(first, last):
-            cp = codepoints[i]
-            if counting:
-                lanes += np.uint64(1) << (np.uint64(classes[cp]) << np.uint64(3))
-            if not lookup:
-                continue
-            if cp < 0x10000:
-                g = bmp_table[cp]
-            else:  # past the BMP: a binary search over the sorted glyph code points
-                lo = 0
-                hi = n_glyphs
-                while lo < hi:
-                    mid = (lo + hi) >> 1
-                    if atlas_codepoints[mid] < cp:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                g = lo if lo < n_glyphs and atlas_codepoints[lo] == cp else -1
-            missing += g < 0
-            glyphs[i] = g if g >= 0 else NO_GLYPH
-        if line_breaks and lookup:
+        if tab_size == 0:  # one glyph per code point: the loop without cleaning
             for i in range(first, last):
-                if codepoints[i] == 0x0A:
-                    glyphs[i] = LINE_BREAK  # the newline marker's glyph: never missing
+                cp = codepoints[i]
+                if counting:
+                    lanes += np.uint64(1) << (np.uint64(classes[cp]) << np.uint64(3))
+                if cp >= 0x300 and checking:  # below U+0300 NFC changes nothing
+                    suspects += (nfc_suspects[cp >> 3] >> (cp & 7)) & 1
+                g = bmp_table[cp] if cp < 0x10000 else _astral_glyph(cp, atlas_codepoints)
+                glyphs[i] = g if g >= 0 else NO_GLYPH - np.int64(cp)
+                if g < 0:
+                    if missing < missing_at.shape[0]:
+                        missing_at[missing] = i
+                    missing += 1
+                elif any_wide:
+                    wide += cell_widths[g] == 2
+            if line_breaks:
+                for i in range(first, last):
+                    if codepoints[i] == 0x0A:
+                        glyphs[i] = LINE_BREAK  # the newline marker's glyph: never missing
+            out = last
+        else:
+            for i in range(first, last):
+                cp = codepoints[i]
+                if counting:
+                    lanes += np.uint64(1) << (np.uint64(classes[cp]) << np.uint64(3))
+                if cp <= 0x0D:  # LF, CR and tab
+                    if cp == 0x0D:
+                        if i + 1 < n and codepoints[i + 1] == 0x0A:
+                            continue  # CRLF: its LF is the line break
+                        cp = np.uint32(0x0A)
+                    elif cp == 0x09:
+                        spaces = tab_size - (out - line_start) % tab_size
+                        for _ in range(spaces):
+                            glyphs[out] = space
+                            out += 1
+                        continue
+                    if cp == 0x0A:
+                        line_start = out + 1
+                        if line_breaks:
+                            glyphs[out] = LINE_BREAK
+                            out += 1
+                            continue
+                elif cp >= 0x300 and checking:
+                    suspects += (nfc_suspects[cp >> 3] >> (cp & 7)) & 1
+                g = bmp_table[cp] if cp < 0x10000 else _astral_glyph(cp, atlas_codepoints)
+                glyphs[out] = g if g >= 0 else NO_GLYPH - np.int64(cp)
+                if g < 0:
+                    if missing < missing_at.shape[0]:
+                        missing_at[missing] = out
+                    missing += 1
+                elif any_wide:
+                    wide += cell_widths[g] == 2
+                out += 1
         if counting:
             for k in range(CLASS_COUNT):
-                counts[1 + k] += (lanes >> np.uint64(8 * k)) & np.uint64(0xFF)
-    if lookup:
-        counts[0] = missing
+                counts[COUNTS + k] += (lanes >> np.uint64(8 * k)) & np.uint64(0xFF)
+    counts[WRITTEN] = out
+    counts[MISSING] = missing
+    counts[WIDE] = wide
+    counts[NFC_SUSPECTS] = suspects
 
 
 @jit(inline="always")

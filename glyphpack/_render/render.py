@@ -18,6 +18,7 @@ from .._providers.profile import Profile
 from .._providers.resolve import resolve
 from .._providers.text_tokens import DEFAULT_ESTIMATOR, script_classes
 from .._types import FIDELITIES, LAYOUTS, Api, Fidelity, Layout, check_kind, public
+from .fonts import FontAtlas
 from .layout import PageBreaks, page_breaks, wrap_glyph
 from .png import encode_png
 from .raster import draw
@@ -145,6 +146,21 @@ def _check_text(text: str) -> None:
         )
 
 
+#: Texts this long are normalized on a page thread (``_normalized``).
+_HANDOFF_CHARS = 1 << 15
+
+
+def _normalized(text: str, atlas: FontAtlas, layout: Layout) -> NormalizedText:
+    """``normalize`` with the script classes counted. A long text is normalized on one
+    of the page threads: its arrays (the code points, the glyphs) are fresh memory, and
+    on the caller's thread here that cost 1.6 times the work itself in page faults
+    (glibc's main heap gives large blocks back at once; a thread's arena keeps them).
+    The hand-off costs less than the faults of a text over ``_HANDOFF_CHARS``."""
+    if len(text) < _HANDOFF_CHARS:
+        return normalize(text, atlas, layout, script_classes())
+    return _pool().submit(normalize, text, atlas, layout, script_classes()).result()
+
+
 def _normalize_for(
     text: str, shape: Shape | str | None, layout: Layout, preferred: Shape
 ) -> tuple[Shape, NormalizedText, dict[str, int] | None]:
@@ -154,12 +170,12 @@ def _normalize_for(
     chosen so, is what ``preferred`` would have replaced, per script."""
     if shape is not None:
         chosen = get_shape(shape)
-        return chosen, normalize(text, chosen.atlas, layout, script_classes(), _pool().map), None
-    normalized = normalize(text, preferred.atlas, layout, script_classes(), _pool().map)
+        return chosen, _normalized(text, chosen.atlas, layout), None
+    normalized = _normalized(text, preferred.atlas, layout)
     if normalized.counts.replaced == 0:
         return preferred, normalized, None
     wide = SHAPES[WIDE_SCRIPT_SHAPE]
-    wide_normalized = normalize(text, wide.atlas, layout, script_classes(), _pool().map)
+    wide_normalized = _normalized(text, wide.atlas, layout)
     if wide_normalized.counts.replaced < normalized.counts.replaced:
         return wide, wide_normalized, normalized.counts.replaced_scripts
     return preferred, normalized, None

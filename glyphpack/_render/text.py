@@ -26,18 +26,18 @@ import dataclasses
 import functools
 import re
 import unicodedata
-from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
+from .._files import atomic_write, cache_dir
 from .._types import LAYOUTS, Layout, check_kind
 from .fonts import INVISIBLE_MARKS, FontAtlas
-from .kernels import CLASS_COUNT, LINE_BREAK, NO_GLYPH, map_codepoints
+from .kernels import CLASS_COUNT, COUNTS, LINE_BREAK, MISSING, NFC_SUSPECTS, NO_GLYPH, WIDE, WRITTEN, map_codepoints
 
 TAB_SIZE = 8
 #: Up to this many dropped or expanded characters are spliced in slice by slice; more
-#: take one vectorized pass over the whole text (per-character offsets).
+#: take vectorized passes (per-character offsets).
 _SPLICE_LIMIT = 4096
 
 _ANSI = re.compile(
@@ -73,7 +73,6 @@ for _cp in range(0x2500, 0x2580):
         _FOLDS[chr(_cp)] = "|"
     else:
         _FOLDS[chr(_cp)] = "+"
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,101 +196,136 @@ def certainly_drawn(text: str) -> int:
     return int(np.count_nonzero((codepoints > 0x20) & (codepoints < 0x7F)))
 
 
-def clean_text(text: str, classes: np.ndarray | None = None) -> tuple[str, int, np.ndarray | None]:
-    """Steps 1-3 of the rules: the string-level clean-up.
+def _strip_ansi(text: str, classes: np.ndarray | None) -> tuple[str, int, np.ndarray | None]:
+    """Rule 1 for a text holding ESC: CRLF and lone CRs become LF first (a sequence may
+    span them, as it did before any was stripped), then ANSI escape sequences go.
 
     Returns:
-        the cleaned text; the ANSI sequences stripped; and, with ``classes``
-        (uint8[0x110000], a class 0..7 per code point), int64[8]: the input's
-        characters per class minus the cleaned text's, from what each step removed and
-        added (None when NFC composed something: then only a count of the input tells).
+        the text left; the sequences stripped; with ``classes`` (uint8[0x110000], a
+        class 0..7 per code point), int64[8]: the input's characters per class minus
+        the text left's.
     """
     delta = None if classes is None else np.zeros(CLASS_COUNT, dtype=np.int64)
-
-    def changed(char: str, removed: int) -> None:
-        if delta is not None and classes is not None:
-            delta[classes[ord(char)]] += removed
-
     if "\r" in text:
         returns, pairs = text.count("\r"), text.count("\r\n")
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-        changed("\r", returns)
-        changed("\n", -(returns - pairs))  # a lone CR became LF
-    ansi = 0
-    if "\x1b" in text:
         if delta is not None and classes is not None:
-            stripped = _codepoints("".join(_ANSI.findall(text)))
-            delta += np.bincount(np.take(classes, stripped), minlength=CLASS_COUNT)[:CLASS_COUNT]
-        text, ansi = _ANSI.subn("", text)
-    if not text.isascii():
-        composed = unicodedata.normalize("NFC", text)
-        if composed is not text and composed != text:
-            delta = None
-        text = composed
-    if "\t" in text:
-        tabs, before = text.count("\t"), len(text)
-        text = text.expandtabs(TAB_SIZE)
-        changed("\t", tabs)
-        changed(" ", -(len(text) - before + tabs))
+            delta[classes[0x0D]] += returns
+            delta[classes[0x0A]] -= returns - pairs  # a lone CR became LF
+    if delta is not None and classes is not None:
+        stripped = _codepoints("".join(_ANSI.findall(text)))
+        delta += np.bincount(np.take(classes, stripped), minlength=CLASS_COUNT)[:CLASS_COUNT]
+    text, ansi = _ANSI.subn("", text)
     return text, ansi, delta
 
 
-# Stand-ins for the glyph tables when ``map_codepoints`` only counts classes.
-_NO_TABLE = np.zeros(0, dtype=np.int32)
-_NO_CODEPOINTS = np.zeros(0, dtype=np.int32)
-_NO_GLYPHS = np.zeros(0, dtype=np.int32)
+@functools.cache
+def nfc_suspects() -> np.ndarray:
+    """uint8[0x22000], a bit per code point (bit ``cp & 7`` of byte ``cp >> 3``) set
+    where NFC may change a text holding it: a combining mark (it may be reordered or
+    composed), a character NFC replaces, or one that composes with the character
+    before it (the second of a canonical pair, Hangul vowel and final jamo). A text
+    with none of them is its own NFC. Built from this Python's ``unicodedata`` once per
+    Unicode version (0.3 s) and cached on disk (a list of about 2,100 code points)."""
+    cache_file = cache_dir() / f"nfc-suspects-{unicodedata.unidata_version}.u32"
+    codepoints = None
+    try:
+        stored = np.frombuffer(cache_file.read_bytes(), dtype="<u4")
+        if stored.size and int(stored.max()) < 0x110000:
+            codepoints = stored
+    except (OSError, ValueError):
+        pass  # absent or damaged: built again
+    if codepoints is None:
+        codepoints = np.array(_nfc_suspect_codepoints(), dtype="<u4")
+        try:
+            cache_file.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(cache_file, codepoints.tobytes(), durable=False)
+        except OSError:
+            pass  # an unwritable cache: built again next time
+    bits = np.zeros(0x110000 // 8, dtype=np.uint8)
+    np.bitwise_or.at(bits, codepoints >> 3, (1 << (codepoints & 7)).astype(np.uint8))
+    return bits
 
-#: Characters normalized per piece: pieces are mapped apart (on several threads when the
-#: caller gives a ``parallel_map``) so temporaries stay bounded for any text length.
-PIECE_CHARS = 1 << 18
+
+def _nfc_suspect_codepoints() -> list[int]:
+    """The code points ``nfc_suspects`` marks, from ``unicodedata``."""
+    found = set(range(0x1161, 0x1176)) | set(range(0x11A8, 0x11C3))  # Hangul V and T jamo compose with what precedes
+    for codepoint in range(0x300, 0x110000):  # below U+0300 NFC changes nothing
+        if 0xD800 <= codepoint <= 0xDFFF:
+            continue
+        char = chr(codepoint)
+        if unicodedata.combining(char) or not unicodedata.is_normalized("NFC", char):
+            found.add(codepoint)
+        decomposition = unicodedata.decomposition(char)
+        if decomposition and not decomposition.startswith("<"):
+            parts = decomposition.split()
+            if len(parts) == 2:
+                found.add(int(parts[1], 16))
+    return sorted(found)
 
 
-def normalize(
-    text: str,
-    atlas: FontAtlas,
-    layout: Layout = "flow",
-    classes: np.ndarray | None = None,
-    parallel_map: Callable[..., Iterable[Any]] = map,
-) -> NormalizedText:
+#: Positions of the first code points without a glyph the kernel keeps; past that many
+#: the glyph stream is searched for them.
+_MISSING_KEPT = 1 << 14
+
+
+def normalize(text: str, atlas: FontAtlas, layout: Layout = "flow", classes: np.ndarray | None = None) -> NormalizedText:
     """Normalize ``text`` for ``atlas`` and map it to glyph indices (see module docstring).
+
+    One pass over the code points (``map_codepoints``) does rules 1 to 4 but ANSI
+    sequences (stripped before, when the text holds ESC) and NFC (done by ``unicodedata``
+    and the pass repeated, only when the pass met a character NFC may change).
 
     Args:
         classes: uint8[0x110000], a class 0..7 per code point: the input's characters
-            are counted per class (``classes_counted``): the cleaned text's in the
-            glyph lookup's pass, plus what cleaning removed and added; in a pass of
-            their own only when NFC composed characters.
-        parallel_map: a ``map`` that may run pieces of the text at once (an executor's
-            ``map``); each piece is ``PIECE_CHARS`` characters of the cleaned text.
+            are counted per class (``classes_counted``), in the same pass.
     """
     check_kind(layout, LAYOUTS, "layout")
     source_chars = len(text)
-    cleaned, ansi, delta = clean_text(text, classes)
-    # The input's classes are the cleaned text's plus what cleaning changed, counted in
-    # the lookup's pass; only when NFC composed characters is the input counted apart.
-    counting = classes if delta is not None else None
-    map_piece = functools.partial(_normalize_piece, cleaned, atlas, layout == "lines", counting)
-    pieces = _in_pieces(map_piece, len(cleaned), parallel_map)
-    glyphs = pieces[0][0] if len(pieces) == 1 else np.concatenate([piece[0] for piece in pieces])
-    counts: dict[str, Any] = {kind: sum(piece[1][kind] for piece in pieces) for kind in _CHANGE_KINDS}
-    replaced: dict[int, int] = {}
-    for piece in pieces:
-        for codepoint, occurrences in piece[1]["replaced_chars"].items():
-            replaced[codepoint] = replaced.get(codepoint, 0) + occurrences
-    counts["replaced_scripts"] = by_script(replaced)
-    counted = [piece[2] for piece in pieces if piece[2] is not None]
-    if classes is not None and counting is None:  # NFC composed: count the input apart
-        counted = _in_pieces(functools.partial(_count_classes, text, classes), len(text), parallel_map)
-    classes_counted = np.sum(counted, axis=0) + (0 if delta is None else delta) if counted else None
+    ansi, delta = 0, None
+    if "\x1b" in text:
+        text, ansi, delta = _strip_ansi(text, classes)
+    line_breaks = layout == "lines"
+    suspects = _NO_SUSPECTS if text.isascii() else nfc_suspects()
+    glyphs, counts, missing_at = _map(text, atlas, line_breaks, classes, suspects)
+    classes_counted = None
+    if classes is not None:  # the input's: the text mapped, and what stripping took
+        classes_counted = counts[COUNTS:] + (0 if delta is None else delta)
+    if counts[NFC_SUSPECTS]:
+        composed = unicodedata.normalize("NFC", text)
+        if composed != text:
+            glyphs, counts, missing_at = _map(composed, atlas, line_breaks, None, _NO_SUSPECTS)
+    missing = int(counts[MISSING])
+    positions = missing_at[:missing] if missing <= missing_at.size else np.flatnonzero(glyphs <= NO_GLYPH)
+    glyphs, changes, wide_resolved = _resolve(glyphs, positions, atlas)
     glyphs = _trim_blanks(glyphs, atlas, layout)
-    narrow = not atlas.has_wide or not bool((atlas.cell_widths[glyphs[glyphs >= 0]] == 2).any())
-    return NormalizedText(glyphs, TextCounts(ansi_sequences=ansi, **counts), source_chars, classes_counted, narrow)
+    narrow = counts[WIDE] == 0 and not wide_resolved
+    return NormalizedText(glyphs, TextCounts(ansi_sequences=ansi, **changes), source_chars, classes_counted, narrow)
 
 
-def _in_pieces(piece: Callable[[int], Any], length: int, parallel_map: Callable[..., Iterable[Any]]) -> list[Any]:
-    """``piece(start)`` for each ``PIECE_CHARS`` of ``length`` characters (at least one
-    call), through ``parallel_map`` when there are several."""
-    starts = range(0, length, PIECE_CHARS)
-    return [piece(0)] if len(starts) <= 1 else list(parallel_map(piece, starts))
+_NO_SUSPECTS = np.zeros(0, dtype=np.uint8)
+
+
+def _map(
+    text: str, atlas: FontAtlas, line_breaks: bool, classes: np.ndarray | None, suspects: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``map_codepoints`` over ``text``: int32 glyphs (``NO_GLYPH - cp`` where the font
+    has none), its int64 counts, and the int64 positions of the first ``_MISSING_KEPT``
+    code points without a glyph."""
+    codepoints = _codepoints(text)
+    tabs = text.count("\t") if "\t" in text else 0  # counting a long text costs more than finding none
+    cleaning = tabs > 0 or "\r" in text
+    glyphs = np.empty(codepoints.size + (TAB_SIZE - 1) * tabs, dtype=np.int32)
+    missing_at = np.empty(_MISSING_KEPT, dtype=np.int64)
+    counts = np.zeros(COUNTS + (0 if classes is None else CLASS_COUNT), dtype=np.int64)
+    map_codepoints(
+        codepoints, atlas.bmp_lookup, atlas.codepoints, atlas.cell_widths, line_breaks, TAB_SIZE if cleaning else 0,
+        _NO_CLASSES if classes is None else classes, suspects, glyphs, missing_at, counts,
+    )  # fmt: skip
+    return glyphs[: counts[WRITTEN]], counts, missing_at
+
+
+_NO_CLASSES = np.zeros(0, dtype=np.uint8)
 
 
 def _codepoints(text: str) -> np.ndarray:
@@ -300,71 +334,89 @@ def _codepoints(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
 
-def _count_classes(text: str, classes: np.ndarray, start: int) -> np.ndarray:
-    """int64[8]: characters of ``text[start:start + PIECE_CHARS]`` per class."""
-    codepoints = _codepoints(text[start : start + PIECE_CHARS])
-    counts = np.zeros(1 + CLASS_COUNT, dtype=np.int64)
-    map_codepoints(codepoints, _NO_TABLE, _NO_CODEPOINTS, False, classes, _NO_GLYPHS, counts, False)
-    return counts[1:]
-
-
 _CHANGE_KINDS = ("folded", "replaced", "dropped", "controls")
 
 
-def _normalize_piece(
-    cleaned: str, atlas: FontAtlas, line_breaks: bool, classes: np.ndarray | None, start: int
-) -> tuple[np.ndarray, dict[str, Any], np.ndarray | None]:
-    """Glyphs of ``cleaned[start:start + PIECE_CHARS]``, what was changed (counts per
-    kind, and ``replaced_chars``: occurrences per replaced codepoint), and the piece's
-    characters per class (with ``classes``)."""
-    codepoints = _codepoints(cleaned[start : start + PIECE_CHARS])
-    glyphs, lookup_counts = atlas.lookup(codepoints, line_breaks=line_breaks, classes=classes)
-    classes_counted = lookup_counts[1:] if classes is not None else None
-    counts: dict[str, Any] = dict.fromkeys(_CHANGE_KINDS, 0)
-    counts["replaced_chars"] = replaced_chars = {}
-    if lookup_counts[0] == 0:
-        return glyphs, counts, classes_counted
+def _resolve(glyphs: np.ndarray, missing_at: np.ndarray, atlas: FontAtlas) -> tuple[np.ndarray, dict[str, Any], bool]:
+    """Rule 4 for the characters the font lacks, at the int64 positions ``missing_at``
+    of the int32 glyph stream (written there as ``NO_GLYPH - cp``).
 
-    missing_at = np.flatnonzero(glyphs == NO_GLYPH)
-    missing_cps, which, occurrences = np.unique(codepoints[missing_at], return_inverse=True, return_counts=True)
+    Returns:
+        the glyph stream with each resolved (one glyph written in place; none or
+        several spliced in); what was changed (counts per kind, and
+        ``replaced_scripts``); whether a resolution drew a wide glyph.
+    """
+    counts: dict[str, Any] = dict.fromkeys(_CHANGE_KINDS, 0)
+    counts["replaced_scripts"] = {}
+    if missing_at.size == 0:
+        return glyphs, counts, False
+    missing_cps, which, occurrences = np.unique(NO_GLYPH - glyphs[missing_at], return_inverse=True, return_counts=True)
     resolutions = []
+    replaced: dict[int, int] = {}
     for k, cp in enumerate(missing_cps.tolist()):
         resolved, kind = _resolve_missing(cp, atlas)
         counts[kind] += int(occurrences[k])
         if kind == "replaced":
-            replaced_chars[cp] = int(occurrences[k])
+            replaced[cp] = int(occurrences[k])
         resolutions.append(resolved)
+    counts["replaced_scripts"] = by_script(replaced)
+    wide = any(int(atlas.cell_widths[g]) == 2 for resolved in resolutions for g in resolved)
 
     # One glyph for one character (most resolutions): written in place, no shifting.
     sizes = np.array([len(r) for r in resolutions], dtype=np.int64)
     singles = np.array([r[0] if len(r) == 1 else -1 for r in resolutions], dtype=np.int32)
     single = sizes[which] == 1
     glyphs[missing_at[single]] = singles[which[single]]
-    irregular = missing_at[~single]  # dropped (no glyph) or expanded (caret notation, folds)
+    irregular, irregular_which = missing_at[~single], which[~single]  # dropped (no glyph) or expanded
     if irregular.size == 0:
-        return glyphs, counts, classes_counted
+        return glyphs, counts, wide
+    replacements = [np.array(r, dtype=np.int32) for r in resolutions]
     if irregular.size <= _SPLICE_LIMIT:
-        # A few: splice them in between slices, without per-character temporaries.
-        replacements = [np.array(r, dtype=np.int32) for r in resolutions]
-        pieces: list[np.ndarray] = []
-        previous = 0
-        for position, k in zip(irregular.tolist(), which[~single].tolist()):
-            pieces += [glyphs[previous:position], replacements[k]]
-            previous = position + 1
-        pieces.append(glyphs[previous:])
-        return np.concatenate(pieces), counts, classes_counted
-    lengths = np.ones(len(codepoints), dtype=np.int64)
-    lengths[missing_at] = sizes[which]
+        return _splice(glyphs, irregular, irregular_which, replacements), counts, wide
+    # Many: per-character offsets, a piece of the stream at a time (bounded temporaries).
+    pieces = []
+    bounds = np.searchsorted(irregular, np.arange(0, glyphs.size + _PIECE, _PIECE))
+    for piece, (lo, hi) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist())):
+        first = piece * _PIECE
+        pieces.append(
+            _expand(glyphs[first : first + _PIECE], irregular[lo:hi] - first, irregular_which[lo:hi], sizes, replacements)
+        )
+    return np.concatenate(pieces), counts, wide
+
+
+#: Glyphs per piece when many characters are dropped or expanded.
+_PIECE = 1 << 18
+
+
+def _splice(glyphs: np.ndarray, irregular: np.ndarray, which: np.ndarray, replacements: list[np.ndarray]) -> np.ndarray:
+    """A few dropped or expanded glyphs spliced in between slices, without
+    per-character temporaries: the glyph at each ``irregular`` position becomes
+    ``replacements[which[k]]``."""
+    pieces: list[np.ndarray] = []
+    previous = 0
+    for position, k in zip(irregular.tolist(), which.tolist()):
+        pieces += [glyphs[previous:position], replacements[k]]
+        previous = position + 1
+    pieces.append(glyphs[previous:])
+    return np.concatenate(pieces)
+
+
+def _expand(
+    glyphs: np.ndarray, irregular: np.ndarray, which: np.ndarray, sizes: np.ndarray, replacements: list[np.ndarray]
+) -> np.ndarray:
+    """``_splice`` by per-character offsets (many positions in one piece)."""
+    lengths = np.ones(glyphs.size, dtype=np.int64)
+    lengths[irregular] = sizes[which]
     starts = np.cumsum(lengths) - lengths
     out = np.empty(int(lengths.sum()), dtype=np.int32)
-    found = np.ones(len(codepoints), dtype=bool)
-    found[missing_at] = False
-    out[starts[found]] = glyphs[found]
-    for k, resolved in enumerate(resolutions):
-        at = starts[missing_at[which == k]]
-        for offset, glyph in enumerate(resolved):
+    kept = np.ones(glyphs.size, dtype=bool)
+    kept[irregular] = False
+    out[starts[kept]] = glyphs[kept]
+    for k, resolved in enumerate(replacements):
+        at = starts[irregular[which == k]]
+        for offset, glyph in enumerate(resolved.tolist()):
             out[at + offset] = glyph
-    return out, counts, classes_counted
+    return out
 
 
 def _trim_blanks(glyphs: np.ndarray, atlas: FontAtlas, layout: Layout) -> np.ndarray:
@@ -399,4 +451,3 @@ def _trim_blanks(glyphs: np.ndarray, atlas: FontAtlas, layout: Layout) -> np.nda
     # A text ends with its last line, not with line breaks.
     last = np.flatnonzero(kept != LINE_BREAK)
     return kept[: last[-1] + 1] if last.size else kept[:0]
-
