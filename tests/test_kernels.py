@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from glyphpack._render.fonts import FontAtlas
 from glyphpack._render.kernels import COUNTS, NO_GLYPH, draw_cells, draw_page, place_cells
-from glyphpack._render.raster import glyph_cell_bits, pad_glyph
+from glyphpack._render.raster import glyph_cell_bits, pad_glyph, scanline_words
 from glyphpack._render.shapes import SHAPES, Shape
 
 
@@ -34,7 +34,7 @@ def kernel_pages(glyphs, cell_widths, cols, wrap, rows_per_page, pad=-1):
     starts, rows, start = [], 0, 0
     while start < glyphs.size:
         starts.append(start)
-        draw_page(glyphs, start, cell_widths, cols, wrap, pad, False, *no_ink(cell_widths), 5, 8, grid, scanlines, stats, False)
+        draw_page(glyphs, start, cell_widths, cols, wrap, pad, False, *no_ink(cell_widths), 5, 8, grid, scanlines, scanline_words(scanlines), stats, False)
         rows += int(stats[0])
         start = int(stats[3])
     assert np.array_equal(grid, untouched)  # counting writes no cell
@@ -112,7 +112,7 @@ def test_pages_laid_out_from_their_starts_match_the_reference(glyphs, cols, line
         grid = np.full((rows_per_page, cols), 99, np.int32)  # garbage: every cell must be written
         scanlines = np.empty((rows_per_page * 8, 1 + -(-cols * 5 // 8)), np.uint8)
         stats = np.zeros(4, np.int64)
-        draw_page(glyph_stream, start, WIDTHS, cols, wrap, pad, False, *no_ink(WIDTHS), 5, 8, grid, scanlines, stats, True)
+        draw_page(glyph_stream, start, WIDTHS, cols, wrap, pad, False, *no_ink(WIDTHS), 5, 8, grid, scanlines, scanline_words(scanlines), stats, True)
         page_rows = expected[page * rows_per_page : (page + 1) * rows_per_page]
         assert stats[0] == len(page_rows)
         assert grid[: len(page_rows)].tolist() == page_rows
@@ -130,7 +130,7 @@ def kernel_pixels(shape, grid):
     width = cols * shape.advance
     scanlines = np.full((rows * shape.pitch, 1 + -(-width // 8)), 7, np.uint8)  # garbage: every byte must be written
     stats = np.zeros(3, np.int64)
-    draw_cells(cells, rows, atlas.wrap_index, *glyph_cell_bits(shape), shape.advance, shape.pitch, scanlines, stats)
+    draw_cells(cells, rows, atlas.wrap_index, *glyph_cell_bits(shape), shape.advance, shape.pitch, scanlines, scanline_words(scanlines), stats)
     assert stats.tolist() == [rows, np.count_nonzero((cells >= 0) & (cells != atlas.wrap_index)), np.count_nonzero(cells != -1)]
     assert (scanlines[:, 0] == 0).all()  # PNG filter byte
     padding = np.unpackbits(scanlines[:, 1:], axis=1)[:, width:]
@@ -311,7 +311,7 @@ def test_a_narrow_flow_page_is_drawn_from_the_stream_as_from_its_grid(n, name, c
             scanlines = np.full((rows_per_page * shape.pitch, 1 + -(-cols * shape.advance // 8)), 7, np.uint8)
             stats = np.zeros(4, np.int64)
             draw_page(glyphs, start, atlas.cell_widths, cols, -1, pad, narrow_flow, *bits, shape.advance, shape.pitch,
-                      grid, scanlines, stats, True)  # fmt: skip
+                      grid, scanlines, scanline_words(scanlines), stats, True)  # fmt: skip
             drawn.append((scanlines[: stats[0] * shape.pitch].tobytes(), stats.tolist()))
         assert drawn[0] == drawn[1]
         assert drawn[0][1][3] == min(start + cols * rows_per_page, n)

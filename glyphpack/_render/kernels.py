@@ -32,7 +32,12 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numba
 import numba.core.caching
+import numba.extending
 import numpy as np
+
+# numba's own reader of a str's code points (a str passed to a kernel is its PEP 393
+# buffer; this reads 1, 2 or 4 bytes a character as its kind says).
+from numba.cpython.unicode import _get_code_point as _str_code_point
 
 from .._files import cache_dir
 from .prebuilt import seed_kernel_cache
@@ -94,6 +99,20 @@ WRITTEN, MISSING, WIDE, NFC_SUSPECTS = range(4)
 COUNTS = 4
 
 
+def _code_point(text, i):
+    """Code point ``i`` of ``text``, a str or a uint32 array (compiled: see below)."""
+    raise NotImplementedError("only called from compiled code")
+
+
+@numba.extending.overload(_code_point, inline="always")
+def _code_point_compiled(text, i):
+    """A str is read where it lies (numba passes its PEP 393 buffer, no copy): encoding a
+    long text to an array first cost more than mapping it, most of it in page faults."""
+    if isinstance(text, numba.types.UnicodeType):
+        return lambda text, i: np.uint32(_str_code_point(text, i))
+    return lambda text, i: np.uint32(text[i])
+
+
 @jit
 def _astral_glyph(cp, atlas_codepoints):
     """The glyph index of a code point past the BMP, -1 where the font has none: a
@@ -112,12 +131,13 @@ def _astral_glyph(cp, atlas_codepoints):
 
 @jit
 def map_codepoints(
-    codepoints, bmp_table, atlas_codepoints, cell_widths, line_breaks, tab_size, classes, nfc_suspects, glyphs, missing_at, counts
+    text, bmp_table, atlas_codepoints, cell_widths, line_breaks, tab_size, classes, nfc_suspects, glyphs, missing_at, counts
 ):
     """A text's code points to glyph indices, cleaned on the way, with its counts: one pass.
 
     Args:
-        codepoints: uint32[n], a text's code points (at most 0x10FFFF).
+        text: a str (read in place, lone surrogates as code points), or uint32[n]
+            code points (at most 0x10FFFF).
         bmp_table: int32[0x10000], glyph index per BMP code point, -1 if absent.
         atlas_codepoints: int32[N] sorted, the code point of each glyph (searched for
             code points past the BMP).
@@ -140,7 +160,7 @@ def map_codepoints(
             the glyphs written, the code points without a glyph, the wide glyphs
             written, the code points NFC may change, then the code points of each class.
     """
-    n = codepoints.shape[0]
+    n = len(text)
     counting = classes.shape[0] > 0
     checking = nfc_suspects.shape[0] > 0
     any_wide = cell_widths.shape[0] > 0 and cell_widths.max() == 2
@@ -157,7 +177,7 @@ def map_codepoints(
         lanes = np.uint64(0)
         if tab_size == 0:  # one glyph per code point: the loop without cleaning
             for i in range(first, last):
-                cp = codepoints[i]
+                cp = _code_point(text, i)
                 if counting:
                     lanes += np.uint64(1) << (np.uint64(classes[cp]) << np.uint64(3))
                 if cp >= 0x300 and checking:  # below U+0300 NFC changes nothing
@@ -172,17 +192,17 @@ def map_codepoints(
                     wide += cell_widths[g] == 2
             if line_breaks:
                 for i in range(first, last):
-                    if codepoints[i] == 0x0A:
+                    if _code_point(text, i) == 0x0A:
                         glyphs[i] = LINE_BREAK  # the newline marker's glyph: never missing
             out = last
         else:
             for i in range(first, last):
-                cp = codepoints[i]
+                cp = _code_point(text, i)
                 if counting:
                     lanes += np.uint64(1) << (np.uint64(classes[cp]) << np.uint64(3))
                 if cp <= 0x0D:  # LF, CR and tab
                     if cp == 0x0D:
-                        if i + 1 < n and codepoints[i + 1] == 0x0A:
+                        if i + 1 < n and _code_point(text, i + 1) == 0x0A:
                             continue  # CRLF: its LF is the line break
                         cp = np.uint32(0x0A)
                     elif cp == 0x09:
@@ -290,28 +310,20 @@ def place_cells(glyphs, cell_widths, cols, wrap_glyph, pad_glyph, grid):
 
 
 @jit(inline="always")
-def _store_word(line, position, word):
-    """Store the low 32 bits of ``word`` at ``line[position:position + 4]``, big-endian."""
-    line[position] = np.uint8((word >> np.uint64(24)) & np.uint64(0xFF))
-    line[position + 1] = np.uint8((word >> np.uint64(16)) & np.uint64(0xFF))
-    line[position + 2] = np.uint8((word >> np.uint64(8)) & np.uint64(0xFF))
-    line[position + 3] = np.uint8(word & np.uint64(0xFF))
-
-
-@jit(inline="always")
-def _draw_row(column, glyph_bits, step, pitch, scanlines, base, rows_bits):
+def _draw_row(column, glyph_bits, step, pitch, scanlines, words, base, rows_bits):
     """Draw one row of cells as the ``pitch`` scanlines from ``base`` on.
 
     Cell-major: each cell's glyph is read once, all its pixel rows at once, and shifted
     into one accumulator per pixel row (``rows_bits``, uint64[gh] scratch); a 32-bit
-    word is stored to every pixel row whenever one is complete, then the rows' last
-    bits, zero-padded to a whole byte, and zeros to the row's end. The pitch's rows
-    below the glyphs are zero. ``step`` (the advance, at most 32 bits) never lets an
-    accumulator overflow: under 32 bits are pending before a cell is shifted in.
+    word is stored to every pixel row whenever one is complete (one store through
+    ``words``: a row of ``C * advance`` bits has room for every whole word of it), then
+    the rows' last bits, zero-padded to a whole byte, and zeros to the row's end. The pitch's rows below the glyphs are
+    zero. ``step`` (the advance, at most 32 bits) never lets an accumulator overflow:
+    under 32 bits are pending before a cell is shifted in.
     """
     glyph_height = glyph_bits.shape[1]
     width_bytes = scanlines.shape[1]
-    position = 1  # after the PNG filter byte
+    word = 0  # the next 32-bit word of every pixel row: bytes 1 + 4 * word on
     pending = np.uint64(0)  # bits shifted in and not yet stored, the same for every pixel row
     for c in range(column.shape[0]):
         bits = glyph_bits[column[c]]
@@ -321,8 +333,9 @@ def _draw_row(column, glyph_bits, step, pitch, scanlines, base, rows_bits):
         if pending >= 32:
             pending -= np.uint64(32)
             for y in range(glyph_height):
-                _store_word(scanlines[base + y], position, rows_bits[y] >> pending)
-            position += 4
+                words[base + y, word] = _big_endian(rows_bits[y] >> pending)
+            word += 1
+    position = 1 + 4 * word
     for y in range(glyph_height):
         line = scanlines[base + y]
         line[0] = 0  # PNG filter type 0 (None)
@@ -342,9 +355,19 @@ def _draw_row(column, glyph_bits, step, pitch, scanlines, base, rows_bits):
         scanlines[base + y, :] = 0
 
 
+@jit(inline="always")
+def _big_endian(word):
+    """The low 32 bits of ``word`` as a uint32 whose bytes in memory are big-endian (a
+    byte swap on this little-endian machine: LLVM makes it one instruction)."""
+    word &= np.uint64(0xFFFFFFFF)
+    swapped = ((word & np.uint64(0xFF)) << np.uint64(24)) | ((word & np.uint64(0xFF00)) << np.uint64(8))
+    swapped |= ((word >> np.uint64(8)) & np.uint64(0xFF00)) | (word >> np.uint64(24))
+    return np.uint32(swapped)
+
+
 @jit
 def draw_page(
-    glyphs, start, cell_widths, cols, wrap_glyph, pad_glyph, narrow_flow, glyph_bits, right_halves, advance, pitch, grid, scanlines, stats, draw
+    glyphs, start, cell_widths, cols, wrap_glyph, pad_glyph, narrow_flow, glyph_bits, right_halves, advance, pitch, grid, scanlines, words, stats, draw
 ):
     """Lay out one page from ``glyphs[start]`` and draw it as PNG scanlines, or only
     find where the next page begins (one kernel for both: each costs a compile).
@@ -358,7 +381,7 @@ def draw_page(
             holds ``cols`` glyphs in order, read straight from the stream (no grid).
         grid: int32[R, cols] scratch for the page's cells (R rows per page); its
             contents on entry do not matter (untouched with ``narrow_flow``).
-        glyph_bits, right_halves, advance, pitch, scanlines: as for ``draw_cells``.
+        glyph_bits, right_halves, advance, pitch, scanlines, words: as for ``draw_cells``.
         stats: int64[4], receives (rows used, characters drawn, cells used, the next
             page's first glyph index); without ``draw`` only the rows and the next
             page's start, and nothing else is written.
@@ -370,18 +393,18 @@ def draw_page(
         stats[3] = end
         stats[0] = -(-(end - start) // cols)
         if draw:
-            _draw_stream(glyphs, start, end, cols, marker, glyph_bits, right_halves, advance, pitch, scanlines, stats)
+            _draw_stream(glyphs, start, end, cols, marker, glyph_bits, right_halves, advance, pitch, scanlines, words, stats)
         return
     if not draw:
         stats[3], stats[0] = _place(glyphs, start, cell_widths, cols, wrap_glyph, pad_glyph, grid, grid.shape[0], False)
         return
     grid[:, :] = EMPTY
     stats[3], rows = _place(glyphs, start, cell_widths, cols, wrap_glyph, pad_glyph, grid, grid.shape[0], True)
-    _draw_cells_inline(grid, rows, marker, glyph_bits, right_halves, advance, pitch, scanlines, stats)
+    _draw_cells_inline(grid, rows, marker, glyph_bits, right_halves, advance, pitch, scanlines, words, stats)
 
 
 @jit(inline="always")
-def _draw_stream(glyphs, start, end, cols, marker, glyph_bits, right_halves, advance, pitch, scanlines, stats):
+def _draw_stream(glyphs, start, end, cols, marker, glyph_bits, right_halves, advance, pitch, scanlines, words, stats):
     """Draw ``glyphs[start:end]`` (narrow glyphs only) ``cols`` to a row, as
     ``draw_cells`` draws the grid they make; fills ``stats[:3]``."""
     blank = right_halves.shape[0]
@@ -398,14 +421,14 @@ def _draw_stream(glyphs, start, end, cols, marker, glyph_bits, right_halves, adv
             chars += g != marker
         for c in range(last - first, cols):
             column[c] = blank
-        _draw_row(column, glyph_bits, step, pitch, scanlines, rows * pitch, rows_bits)
+        _draw_row(column, glyph_bits, step, pitch, scanlines, words, rows * pitch, rows_bits)
         rows += 1
     stats[0] = rows
     stats[1] = chars
     stats[2] = end - start
 
 
-def _draw_cells(grid, rows, marker, glyph_bits, right_halves, advance, pitch, scanlines, stats):
+def _draw_cells(grid, rows, marker, glyph_bits, right_halves, advance, pitch, scanlines, words, stats):
     """Draw the first ``rows`` rows of a cell grid as PNG scanlines.
 
     Args:
@@ -423,6 +446,9 @@ def _draw_cells(grid, rows, marker, glyph_bits, right_halves, advance, pitch, sc
         scanlines: uint8[>= rows * pitch, 1 + ceil(C * advance / 8)], receives the
             rows as PNG scanlines: filter byte 0, then 1-bit pixels, most significant
             bit first, 1 = ink; the bits past the page width are 0.
+        words: uint32[same rows, (scanlines.shape[1] - 1) // 4], the same memory from
+            byte 1 of each scanline on, a word at a time (``scanline_words``;
+            unaligned): where whole words are stored.
         stats: int64[>= 3], receives (rows, characters drawn, cells used): markers
             are not characters; a wide glyph uses two cells.
     """
@@ -449,7 +475,7 @@ def _draw_cells(grid, rows, marker, glyph_bits, right_halves, advance, pitch, sc
                 cells += 1  # its column was set by the glyph to its left
             else:
                 column[c] = blank
-        _draw_row(column, glyph_bits, step, pitch, scanlines, r * pitch, rows_bits)
+        _draw_row(column, glyph_bits, step, pitch, scanlines, words, r * pitch, rows_bits)
     stats[0] = rows
     stats[1] = chars
     stats[2] = cells

@@ -76,30 +76,43 @@ class DrawnPage:
     cells: int
 
 
+def scanline_words(scanlines: np.ndarray) -> np.ndarray:
+    """uint32[H, (B - 1) // 4]: the pixel bytes of uint8[H, B] C-contiguous scanlines
+    after each row's filter byte, a 32-bit word at a time (a view: unaligned, each row
+    ``B`` bytes after the last), for ``draw_page`` to store a word at once."""
+    height, row_bytes = scanlines.shape
+    if height == 0 or row_bytes < 5:  # no whole word: the kernel stores bytes
+        return np.empty((height, 0), dtype=np.uint32)
+    return np.ndarray(
+        shape=(height, (row_bytes - 1) // 4), dtype=np.uint32, buffer=scanlines, offset=1, strides=(row_bytes, 4)
+    )
+
+
 _scratch = threading.local()
 
 
-def _buffers(shape: Shape) -> tuple[np.ndarray, np.ndarray]:
-    """This thread's (grid, scanlines) scratch for pages of ``shape``: reused, since
-    allocating a fresh page each time costs more in page faults than drawing it."""
+def _buffers(shape: Shape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """This thread's (grid, scanlines, their words) scratch for pages of ``shape``:
+    reused, since allocating a fresh page each time costs more in page faults than
+    drawing it."""
     key = (shape.cols, shape.max_rows, shape.pitch, shape.page_width)
     cached = getattr(_scratch, "buffers", None)
     if cached is None or cached[0] != key:
         grid = np.empty((shape.max_rows, shape.cols), dtype=np.int32)
         scanlines = np.empty((shape.max_rows * shape.pitch, 1 + -(-shape.page_width // 8)), dtype=np.uint8)
-        cached = _scratch.buffers = (key, grid, scanlines)
-    return cached[1], cached[2]
+        cached = _scratch.buffers = (key, grid, scanlines, scanline_words(scanlines))
+    return cached[1], cached[2], cached[3]
 
 
 def _page_kernel(glyphs: np.ndarray, start: int, shape: Shape, wrap_glyph: int, narrow: bool, pixels: bool) -> np.ndarray:
     """int64[4] ``draw_page``'s stats for the page beginning at ``glyphs[start]``: drawn
     into this thread's scratch scanlines, or with ``pixels`` False only laid out."""
-    grid, scanlines = _buffers(shape)
+    grid, scanlines, words = _buffers(shape)
     cell_bits, right_halves = glyph_cell_bits(shape)
     stats = np.zeros(4, dtype=np.int64)
     draw_page(
         glyphs, start, shape.atlas.cell_widths, shape.cols, wrap_glyph, pad_glyph(shape.atlas, wrap_glyph),
-        wrap_glyph < 0 and narrow, cell_bits, right_halves, shape.advance, shape.pitch, grid, scanlines, stats, pixels,
+        wrap_glyph < 0 and narrow, cell_bits, right_halves, shape.advance, shape.pitch, grid, scanlines, words, stats, pixels,
     )  # fmt: skip
     return stats
 

@@ -461,15 +461,34 @@ def _forget_pool_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
+#: Environment variable: how many threads draw pages (default: the cores this process may
+#: run on). A host running many agents gives each fewer.
+RENDER_THREADS_VARIABLE = "GLYPHPACK_RENDER_THREADS"
+
+
+def render_threads() -> int:
+    """The page threads the pool is made with: ``GLYPHPACK_RENDER_THREADS``, else the
+    cores this process may run on (its affinity, which a container or ``taskset``
+    narrows; ``os.cpu_count`` counts the machine's)."""
+    value = os.environ.get(RENDER_THREADS_VARIABLE, "").strip()
+    if value:
+        if not value.isdigit() or int(value) < 1:
+            raise UsageError(f"{RENDER_THREADS_VARIABLE} must be a whole number of threads, 1 or more; it is {value!r}")
+        return int(value)
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
 def _pool() -> ThreadPoolExecutor:
     """One pool of page threads for the process, made on first use (making one per call
-    cost 0.35 ms, more at the 90th percentile). A page is drawn and deflated in one task:
-    both the kernel and ISA-L's deflate release the GIL, so pages go through on every
-    core at once, with no parallel region inside the kernel and no OpenMP threads."""
+    cost 0.35 ms, more at the 90th percentile) with ``render_threads()`` threads. A page
+    is drawn and deflated in one task: both the kernel and ISA-L's deflate release the
+    GIL, so pages go through on every core at once, with no parallel region inside the
+    kernel and no OpenMP threads."""
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="glyphpack-page")
+            _POOL = ThreadPoolExecutor(max_workers=render_threads(), thread_name_prefix="glyphpack-page")
         return _POOL
 
 
@@ -479,12 +498,16 @@ def _draw_pages(prepared: _Plan, progress: Callable[[int, int], None] | None) ->
     glyphs, wrap = prepared.normalized.glyphs, wrap_glyph(shape.atlas, prepared.layout)
     full_height = shape.page_height(shape.max_rows)
     metadata = shape_metadata(shape, prepared.layout)
+    # Billed tokens per page height (every page but the last is full): priced once each.
+    tokens_of: dict[int, int | None] = {}
 
     def page(index: int) -> tuple[Page, int]:
         drawn = draw(glyphs, int(prepared.breaks.starts[index]), shape, wrap, prepared.normalized.narrow)
         height = drawn.rows * shape.pitch
         png = encode_png(drawn.scanlines, shape.page_width, metadata)
-        tokens = None if profile is None else profile.tokens(shape.page_width, height)
+        tokens = tokens_of.get(height, -1)
+        if tokens == -1:
+            tokens = tokens_of[height] = None if profile is None else profile.tokens(shape.page_width, height)
         return Page(
             png=png, width=shape.page_width, height=height, chars=drawn.chars, rows=drawn.rows, cols=shape.cols,
             index=index, shape=shape.name, layout=prepared.layout, tokens=tokens, profile=profile,
@@ -502,15 +525,25 @@ def _draw_pages(prepared: _Plan, progress: Callable[[int, int], None] | None) ->
     return Pages(pages, _report(prepared, pages, sum(cells for _, cells in drawn_pages)))
 
 
+#: Pages drawn per task of the pool: a hand-off cost about 40 us (the caller woken for
+#: each result), a tenth of a page's work at 5x8; more per task leaves a core idle at
+#: the end.
+PAGES_PER_TASK = 2
+
+
 def _in_pool(page: Callable[[int], tuple[Page, int]], total: int) -> Iterator[tuple[Page, int]]:
-    """``page(0)``, ..., ``page(total - 1)`` submitted to the pool's threads now; their
-    results in order."""
-    pending = [_pool().submit(page, index) for index in range(total)]
+    """``page(0)``, ..., ``page(total - 1)`` submitted to the pool's threads now,
+    ``PAGES_PER_TASK`` to a task; their results in order."""
+
+    def pages(first: int) -> list[tuple[Page, int]]:
+        return [page(index) for index in range(first, min(first + PAGES_PER_TASK, total))]
+
+    pending = [_pool().submit(pages, first) for first in range(0, total, PAGES_PER_TASK)]
 
     def results() -> Iterator[tuple[Page, int]]:
         try:
             for future in pending:
-                yield future.result()
+                yield from future.result()
         finally:  # an error (or a caller that stops early) leaves no page queued
             for future in pending:
                 future.cancel()

@@ -312,14 +312,13 @@ def _map(
     """``map_codepoints`` over ``text``: int32 glyphs (``NO_GLYPH - cp`` where the font
     has none), its int64 counts, and the int64 positions of the first ``_MISSING_KEPT``
     code points without a glyph."""
-    codepoints = _codepoints(text)
     tabs = text.count("\t") if "\t" in text else 0  # counting a long text costs more than finding none
     cleaning = tabs > 0 or "\r" in text
-    glyphs = np.empty(codepoints.size + (TAB_SIZE - 1) * tabs, dtype=np.int32)
+    glyphs = np.empty(len(text) + (TAB_SIZE - 1) * tabs, dtype=np.int32)
     missing_at = np.empty(_MISSING_KEPT, dtype=np.int64)
     counts = np.zeros(COUNTS + (0 if classes is None else CLASS_COUNT), dtype=np.int64)
     map_codepoints(
-        codepoints, atlas.bmp_lookup, atlas.codepoints, atlas.cell_widths, line_breaks, TAB_SIZE if cleaning else 0,
+        text, atlas.bmp_lookup, atlas.codepoints, atlas.cell_widths, line_breaks, TAB_SIZE if cleaning else 0,
         _NO_CLASSES if classes is None else classes, suspects, glyphs, missing_at, counts,
     )  # fmt: skip
     return glyphs[: counts[WRITTEN]], counts, missing_at
