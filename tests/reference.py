@@ -70,7 +70,7 @@ def normalize(text, atlas, layout, classes=None):
 
     from glyphpack._render.text import _ANSI, TAB_SIZE, _resolve_missing, by_script
 
-    input_classes = None if classes is None else [sum(1 for c in text if classes[ord(c)] == k) for k in range(8)]
+    input_classes = None if classes is None else [sum(1 for c in text if classes[ord(c)] == k) for k in range(6)]
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text, ansi = _ANSI.subn("", text)
     text = unicodedata.normalize("NFC", text).expandtabs(TAB_SIZE)

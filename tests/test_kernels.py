@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from glyphpack._render.fonts import FontAtlas
-from glyphpack._render.kernels import COUNTS, NO_GLYPH, draw_cells, draw_page, place_cells
+from glyphpack._render.kernels import COUNTS, NO_GLYPH, WIDE_LANE, draw_cells, draw_page, place_cells
 from glyphpack._render.raster import glyph_cell_bits, pad_glyph, scanline_words
 from glyphpack._render.shapes import SHAPES, Shape
 
@@ -209,14 +209,14 @@ def test_close_pairs_and_nearest_match_a_plain_reference(rows, max_distance):
         assert out[m] == candidates.index(min(candidates))  # ties go to the lower index
 
 
-SEVEN_CLASSES = (np.arange(0x110000) % 7).astype(np.uint8)  # any class table
+SIX_CLASSES = (np.arange(0x110000) % 6).astype(np.uint8)  # any class table
 
 
 @pytest.mark.parametrize("name", ["5x8", "unifont"])
 @given(st.lists(st.integers(0, 0x10FFFF), max_size=60), st.booleans())
 def test_map_codepoints_matches_a_plain_reference(name, codepoints, line_breaks):
     atlas = FontAtlas.load(name)
-    classes = SEVEN_CLASSES
+    classes = SIX_CLASSES
     glyphs, counts = atlas.lookup(np.array(codepoints, np.uint32), line_breaks=line_breaks, classes=classes)
     expected = []
     for cp in codepoints:
@@ -227,7 +227,7 @@ def test_map_codepoints_matches_a_plain_reference(name, codepoints, line_breaks)
             expected.append(index if index >= 0 else NO_GLYPH)
     assert glyphs.tolist() == expected
     assert counts[0] == expected.count(NO_GLYPH)
-    assert counts[1:].tolist() == [sum(1 for cp in codepoints if cp % 7 == k) for k in range(8)]
+    assert counts[1:].tolist() == [sum(1 for cp in codepoints if cp % 6 == k) for k in range(6)]
     _, plain_counts = atlas.lookup(np.array(codepoints, np.uint32))  # no classes asked for
     assert plain_counts.tolist() == [sum(1 for cp in codepoints if atlas.index_of(cp) < 0)]
 
@@ -243,16 +243,18 @@ def test_map_codepoints_finds_glyphs_past_the_bmp(font_codepoints, text_codepoin
     bmp[atlas_codepoints[in_bmp]] = in_bmp
     text = np.array(text_codepoints + sorted(font_codepoints), np.uint32)  # every glyph asked for once
     glyphs = np.empty(text.size, np.int32)
-    counts = np.zeros(COUNTS, np.int64)
+    counts = np.zeros(COUNTS + 6, np.int64)
     missing_at = np.full(3, -1, np.int64)
     widths = np.ones(atlas_codepoints.size, np.uint8)
     widths[::2] = 2
     none = np.zeros(0, np.uint8)
-    map_codepoints(text, bmp, atlas_codepoints, widths, False, 0, none, none, glyphs, missing_at, counts)
+    increments = np.ones(0x10000, np.uint64)
+    increments[bmp >= 0] |= (widths[bmp[bmp >= 0]] == 2).astype(np.uint64) << np.uint64(8 * WIDE_LANE)
+    map_codepoints(text, bmp, increments, atlas_codepoints, widths, none, none, False, 0, glyphs, missing_at, counts)
     index = {cp: i for i, cp in enumerate(atlas_codepoints.tolist())}
     assert glyphs.tolist() == [index.get(cp, NO_GLYPH - cp) for cp in text.tolist()]
     missing = [i for i, cp in enumerate(text.tolist()) if cp not in index]
-    assert counts.tolist() == [text.size, len(missing), sum(1 for cp in text.tolist() if cp in index and index[cp] % 2 == 0), 0]
+    assert counts[:COUNTS].tolist() == [text.size, len(missing), sum(1 for cp in text.tolist() if cp in index and index[cp] % 2 == 0), 0]
     assert missing_at.tolist() == (missing + [-1] * 3)[:3]
 
 
@@ -272,7 +274,7 @@ def test_map_codepoints_counts_across_blocks():
         expected[codepoints == 0x0A] = -1
         assert np.array_equal(glyphs, expected)
         assert counts[0] == np.count_nonzero(atlas.bmp_lookup[codepoints] < 0)
-        assert counts[1:].tolist() == np.bincount(classes[codepoints], minlength=8).tolist()
+        assert counts[1:].tolist() == np.bincount(classes[codepoints], minlength=6).tolist()
 
 
 @given(st.integers(0, 400), st.integers(4, 12), st.integers(1, 6))

@@ -173,17 +173,18 @@ class FontAtlas:
         """
         # numba is imported when a text is mapped, not to list fonts
         from .kernels import CLASS_COUNT, COUNTS, MISSING, NO_GLYPH, map_codepoints
+        from .text import code_point_increments
 
         codepoints = np.ascontiguousarray(codepoints, dtype=np.uint32)
         classes = _NO_CLASSES if classes is None else classes
         glyphs = np.empty(codepoints.shape[0], dtype=np.int32)
-        counts = np.zeros(COUNTS + (CLASS_COUNT if classes.size else 0), dtype=np.int64)
+        counts = np.zeros(COUNTS + CLASS_COUNT, dtype=np.int64)
         map_codepoints(
-            codepoints, self.bmp_lookup, self.codepoints, self.cell_widths, line_breaks, 0, classes, _NO_CLASSES,
-            glyphs, _NO_POSITIONS, counts,
+            codepoints, self.bmp_lookup, code_point_increments(self, classes, _NO_CLASSES), self.codepoints,
+            self.cell_widths, classes, _NO_CLASSES, line_breaks, 0, glyphs, _NO_POSITIONS, counts,
         )  # fmt: skip
         np.maximum(glyphs, NO_GLYPH, out=glyphs)  # which code point had no glyph is the caller's to see
-        return glyphs, np.concatenate((counts[MISSING : MISSING + 1], counts[COUNTS:]))
+        return glyphs, np.concatenate((counts[MISSING : MISSING + 1], counts[COUNTS:] if classes.size else counts[:0]))
 
     @functools.cached_property
     def has_wide(self) -> bool:

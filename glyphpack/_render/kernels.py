@@ -87,12 +87,15 @@ NO_GLYPH = -4
 LINE_BREAK = -1
 
 
-#: Classes ``map_codepoints`` counts (class values 0..7).
-CLASS_COUNT = 8
-# Code points per block: a block's classes are counted in the eight byte lanes of one
-# uint64 (one add per code point, no counter that waits on itself through a run of
-# one class), which hold up to 255 each.
+#: Classes ``map_codepoints`` counts (class values 0..5): its per-block counters are the
+#: eight byte lanes of one uint64, the last two counting NFC suspects and wide glyphs.
+CLASS_COUNT = 6
+# Code points per block: a block's counts are kept in the eight byte lanes of one
+# uint64 (one add per code point, no counter that waits on itself through a run of one
+# class), which hold up to 255 each.
 _CLASS_BLOCK = 255
+#: The lanes of a code point's increment (``code_point_increments``) past its class's.
+SUSPECT_LANE, WIDE_LANE = 6, 7
 #: ``map_codepoints``'s counts before the classes: glyphs written, code points without a
 #: glyph, wide glyphs written, code points NFC may change.
 WRITTEN, MISSING, WIDE, NFC_SUSPECTS = range(4)
@@ -106,18 +109,18 @@ def _code_point(text, i):
 
 @numba.extending.overload(_code_point, inline="always")
 def _code_point_compiled(text, i):
-    """A str is read where it lies (numba passes its PEP 393 buffer, no copy): encoding a
-    long text to an array first cost more than mapping it, most of it in page faults."""
+    """A str is read where it lies (numba passes its PEP 393 buffer, no copy)."""
     if isinstance(text, numba.types.UnicodeType):
         return lambda text, i: np.uint32(_str_code_point(text, i))
     return lambda text, i: np.uint32(text[i])
 
 
 @jit
-def _astral_glyph(cp, atlas_codepoints):
-    """The glyph index of a code point past the BMP, -1 where the font has none: a
-    binary search over the sorted glyph code points (a call of its own: inlined in
-    ``map_codepoints``'s loop it made the whole loop three times slower)."""
+def _astral(cp, atlas_codepoints, cell_widths, classes, nfc_suspects):
+    """(glyph index or -1, increment) of a code point past the BMP, as
+    ``map_codepoints``'s tables give them for the BMP: the glyph found by a binary
+    search over the sorted glyph code points. A call of its own: inlined in
+    ``map_codepoints``'s loop it made the loop three times slower."""
     lo = 0
     hi = atlas_codepoints.shape[0]
     while lo < hi:
@@ -126,70 +129,73 @@ def _astral_glyph(cp, atlas_codepoints):
             lo = mid + 1
         else:
             hi = mid
-    return lo if lo < atlas_codepoints.shape[0] and atlas_codepoints[lo] == cp else -1
+    glyph = lo if lo < atlas_codepoints.shape[0] and atlas_codepoints[lo] == cp else -1
+    lane = np.uint64(classes[cp]) if classes.shape[0] > 0 else np.uint64(0)
+    increment = np.uint64(1) << (lane << np.uint64(3))
+    if glyph >= 0 and cell_widths[glyph] == 2:
+        increment |= np.uint64(1) << np.uint64(8 * WIDE_LANE)
+    if nfc_suspects.shape[0] > 0 and (nfc_suspects[cp >> 3] >> (cp & 7)) & 1:
+        increment |= np.uint64(1) << np.uint64(8 * SUSPECT_LANE)
+    return glyph, increment
 
 
 @jit
 def map_codepoints(
-    text, bmp_table, atlas_codepoints, cell_widths, line_breaks, tab_size, classes, nfc_suspects, glyphs, missing_at, counts
+    text, bmp_table, increments, atlas_codepoints, cell_widths, classes, nfc_suspects, line_breaks, tab_size, glyphs, missing_at, counts
 ):
-    """A text's code points to glyph indices, cleaned on the way, with its counts: one pass.
+    """A text's code points to glyph indices, cleaned on the way, with its counts: one
+    pass, two table loads per code point.
 
     Args:
         text: a str (read in place, lone surrogates as code points), or uint32[n]
             code points (at most 0x10FFFF).
         bmp_table: int32[0x10000], glyph index per BMP code point, -1 if absent.
-        atlas_codepoints: int32[N] sorted, the code point of each glyph (searched for
-            code points past the BMP).
-        cell_widths: uint8[N], cells per glyph (wide glyphs are counted).
+        increments: uint64[0x10000], what each BMP code point adds to a block's
+            counters (``code_point_increments``): 1 in its class's byte lane, 1 in lane
+            ``SUSPECT_LANE`` where NFC may change a text holding it, 1 in lane
+            ``WIDE_LANE`` where its glyph is wide.
+        atlas_codepoints: int32[N] sorted, the code point of each glyph; cell_widths:
+            uint8[N], cells per glyph; classes: uint8[0x110000] (values 0..5) or
+            uint8[0]; nfc_suspects: uint8[0x22000] or uint8[0]: the tables' sources, for
+            code points past the BMP.
         line_breaks: True maps LF to ``LINE_BREAK`` (the ``lines`` layout).
         tab_size: over 0 cleans the text as it goes: CRLF and a lone CR become LF, and
             a tab becomes the spaces to the next multiple of ``tab_size`` columns
             (columns counted in code points since the line began, as
             ``str.expandtabs``); 0 maps each code point to one glyph, faster (for a
             text without CR or tab).
-        classes: uint8[0x110000] a class (0..7) per code point, or uint8[0] to count
-            none: the input's code points are counted, before cleaning.
-        nfc_suspects: uint8[0x22000], a bit per code point NFC may change or compose
-            (``nfc_suspects``), or uint8[0] to check none.
         glyphs: int32[>= n + (tab_size - 1) * tabs], receives the glyph indices;
             ``NO_GLYPH - cp`` where the font has no glyph for ``cp``.
         missing_at: int64[K], receives the positions in ``glyphs`` of the first K code
             points without a glyph.
-        counts: int64[COUNTS + CLASS_COUNT] (int64[COUNTS] without classes), receives
-            the glyphs written, the code points without a glyph, the wide glyphs
-            written, the code points NFC may change, then the code points of each class.
+        counts: int64[COUNTS + CLASS_COUNT], receives the glyphs written, the code
+            points without a glyph, then of the input's code points (before cleaning)
+            the wide ones, those NFC may change, and those of each class.
     """
     n = len(text)
-    counting = classes.shape[0] > 0
-    checking = nfc_suspects.shape[0] > 0
-    any_wide = cell_widths.shape[0] > 0 and cell_widths.max() == 2
     space = bmp_table[0x20]
     space = space if space >= 0 else NO_GLYPH - 0x20
     counts[:] = 0
     out = 0
     line_start = 0  # where the current line's glyphs begin: a tab's column is out - line_start
     missing = 0
-    wide = 0
-    suspects = 0
     for first in range(0, n, _CLASS_BLOCK):
         last = min(first + _CLASS_BLOCK, n)
         lanes = np.uint64(0)
-        if tab_size == 0:  # one glyph per code point: the loop without cleaning
+        if tab_size == 0:  # one glyph per code point: a loop without cleaning, faster
             for i in range(first, last):
                 cp = _code_point(text, i)
-                if counting:
-                    lanes += np.uint64(1) << (np.uint64(classes[cp]) << np.uint64(3))
-                if cp >= 0x300 and checking:  # below U+0300 NFC changes nothing
-                    suspects += (nfc_suspects[cp >> 3] >> (cp & 7)) & 1
-                g = bmp_table[cp] if cp < 0x10000 else _astral_glyph(cp, atlas_codepoints)
+                if cp < 0x10000:
+                    g = bmp_table[cp]
+                    lanes += increments[cp]
+                else:
+                    g, increment = _astral(cp, atlas_codepoints, cell_widths, classes, nfc_suspects)
+                    lanes += increment
                 glyphs[i] = g if g >= 0 else NO_GLYPH - np.int64(cp)
                 if g < 0:
                     if missing < missing_at.shape[0]:
                         missing_at[missing] = i
                     missing += 1
-                elif any_wide:
-                    wide += cell_widths[g] == 2
             if line_breaks:
                 for i in range(first, last):
                     if _code_point(text, i) == 0x0A:
@@ -198,13 +204,18 @@ def map_codepoints(
         else:
             for i in range(first, last):
                 cp = _code_point(text, i)
-                if counting:
-                    lanes += np.uint64(1) << (np.uint64(classes[cp]) << np.uint64(3))
-                if cp <= 0x0D:  # LF, CR and tab
+                if cp < 0x10000:
+                    g = bmp_table[cp]
+                    lanes += increments[cp]
+                else:
+                    g, increment = _astral(cp, atlas_codepoints, cell_widths, classes, nfc_suspects)
+                    lanes += increment
+                if cp <= 0x0D:  # CR, tab and LF
                     if cp == 0x0D:
                         if i + 1 < n and _code_point(text, i + 1) == 0x0A:
                             continue  # CRLF: its LF is the line break
                         cp = np.uint32(0x0A)
+                        g = bmp_table[0x0A]
                     elif cp == 0x09:
                         spaces = tab_size - (out - line_start) % tab_size
                         for _ in range(spaces):
@@ -217,24 +228,18 @@ def map_codepoints(
                             glyphs[out] = LINE_BREAK
                             out += 1
                             continue
-                elif cp >= 0x300 and checking:
-                    suspects += (nfc_suspects[cp >> 3] >> (cp & 7)) & 1
-                g = bmp_table[cp] if cp < 0x10000 else _astral_glyph(cp, atlas_codepoints)
                 glyphs[out] = g if g >= 0 else NO_GLYPH - np.int64(cp)
                 if g < 0:
                     if missing < missing_at.shape[0]:
                         missing_at[missing] = out
                     missing += 1
-                elif any_wide:
-                    wide += cell_widths[g] == 2
                 out += 1
-        if counting:
-            for k in range(CLASS_COUNT):
-                counts[COUNTS + k] += (lanes >> np.uint64(8 * k)) & np.uint64(0xFF)
+        for k in range(CLASS_COUNT):
+            counts[COUNTS + k] += (lanes >> np.uint64(8 * k)) & np.uint64(0xFF)
+        counts[NFC_SUSPECTS] += (lanes >> np.uint64(8 * SUSPECT_LANE)) & np.uint64(0xFF)
+        counts[WIDE] += lanes >> np.uint64(8 * WIDE_LANE)
     counts[WRITTEN] = out
     counts[MISSING] = missing
-    counts[WIDE] = wide
-    counts[NFC_SUSPECTS] = suspects
 
 
 @jit(inline="always")
@@ -310,23 +315,24 @@ def place_cells(glyphs, cell_widths, cols, wrap_glyph, pad_glyph, grid):
 
 
 @jit(inline="always")
-def _draw_row(column, glyph_bits, step, pitch, scanlines, words, base, rows_bits):
-    """Draw one row of cells as the ``pitch`` scanlines from ``base`` on.
+def _draw_row(cells, offset, count, cols, blank, glyph_bits, step, pitch, scanlines, words, base, rows_bits):
+    """Draw one row of ``cols`` cells as the ``pitch`` scanlines from ``base`` on: cell
+    ``c`` is glyph_bits row ``cells[offset + c]`` for ``c < count``, blank after.
 
     Cell-major: each cell's glyph is read once, all its pixel rows at once, and shifted
     into one accumulator per pixel row (``rows_bits``, uint64[gh] scratch); a 32-bit
     word is stored to every pixel row whenever one is complete (one store through
     ``words``: a row of ``C * advance`` bits has room for every whole word of it), then
-    the rows' last bits, zero-padded to a whole byte, and zeros to the row's end. The pitch's rows below the glyphs are
-    zero. ``step`` (the advance, at most 32 bits) never lets an accumulator overflow:
+    the rows' last bits, zero-padded to a whole byte, and zeros to the row's end. The
+    pitch's rows below the glyphs are zero. ``step`` (the advance, at most 32 bits) never lets an accumulator overflow:
     under 32 bits are pending before a cell is shifted in.
     """
     glyph_height = glyph_bits.shape[1]
     width_bytes = scanlines.shape[1]
     word = 0  # the next 32-bit word of every pixel row: bytes 1 + 4 * word on
     pending = np.uint64(0)  # bits shifted in and not yet stored, the same for every pixel row
-    for c in range(column.shape[0]):
-        bits = glyph_bits[column[c]]
+    for c in range(cols):
+        bits = glyph_bits[cells[offset + c] if c < count else blank]
         for y in range(glyph_height):
             rows_bits[y] = (rows_bits[y] << step) | bits[y]
         pending += step
@@ -408,23 +414,18 @@ def _draw_stream(glyphs, start, end, cols, marker, glyph_bits, right_halves, adv
     """Draw ``glyphs[start:end]`` (narrow glyphs only) ``cols`` to a row, as
     ``draw_cells`` draws the grid they make; fills ``stats[:3]``."""
     blank = right_halves.shape[0]
-    column = np.empty(cols, dtype=np.uint32)  # unsigned: no negative-index checks
     rows_bits = np.zeros(glyph_bits.shape[1], dtype=np.uint64)
     step = np.uint64(advance)
-    chars = 0
     rows = 0
     for first in range(start, end, cols):
-        last = min(first + cols, end)
-        for c in range(last - first):
-            g = glyphs[first + c]
-            column[c] = g
-            chars += g != marker
-        for c in range(last - first, cols):
-            column[c] = blank
-        _draw_row(column, glyph_bits, step, pitch, scanlines, words, rows * pitch, rows_bits)
+        _draw_row(glyphs, first, min(cols, end - first), cols, blank, glyph_bits, step, pitch, scanlines, words, rows * pitch, rows_bits)
         rows += 1
+    markers = 0
+    if marker >= 0:  # a font with wide glyphs: its pad glyph's own character is drawn, not counted
+        for i in range(start, end):
+            markers += glyphs[i] == marker
     stats[0] = rows
-    stats[1] = chars
+    stats[1] = end - start - markers
     stats[2] = end - start
 
 
@@ -475,7 +476,7 @@ def _draw_cells(grid, rows, marker, glyph_bits, right_halves, advance, pitch, sc
                 cells += 1  # its column was set by the glyph to its left
             else:
                 column[c] = blank
-        _draw_row(column, glyph_bits, step, pitch, scanlines, words, r * pitch, rows_bits)
+        _draw_row(column, 0, cols, cols, blank, glyph_bits, step, pitch, scanlines, words, r * pitch, rows_bits)
     stats[0] = rows
     stats[1] = chars
     stats[2] = cells

@@ -448,6 +448,7 @@ def _render_prepared(prepared: _Plan, max_pages: int, progress: Callable[[int, i
 
 
 _POOL: ThreadPoolExecutor | None = None
+_POOL_THREADS = 1
 _POOL_LOCK = threading.Lock()
 
 
@@ -485,10 +486,11 @@ def _pool() -> ThreadPoolExecutor:
     is drawn and deflated in one task: both the kernel and ISA-L's deflate release the
     GIL, so pages go through on every core at once, with no parallel region inside the
     kernel and no OpenMP threads."""
-    global _POOL
+    global _POOL, _POOL_THREADS
     with _POOL_LOCK:
         if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=render_threads(), thread_name_prefix="glyphpack-page")
+            _POOL_THREADS = render_threads()
+            _POOL = ThreadPoolExecutor(max_workers=_POOL_THREADS, thread_name_prefix="glyphpack-page")
         return _POOL
 
 
@@ -526,19 +528,31 @@ def _draw_pages(prepared: _Plan, progress: Callable[[int, int], None] | None) ->
 
 
 #: Pages drawn per task of the pool: a hand-off cost about 40 us (the caller woken for
-#: each result), a tenth of a page's work at 5x8; more per task leaves a core idle at
-#: the end.
+#: each result), a tenth of a page's work at 5x8. The last tasks take a page each, so
+#: that no thread is left with a whole task while the others have nothing.
 PAGES_PER_TASK = 2
 
 
+def task_firsts(total: int, threads: int) -> list[int]:
+    """The first page of each task for ``total`` pages on ``threads`` threads:
+    ``PAGES_PER_TASK`` pages to a task, one to each of the last ``2 * threads``."""
+    firsts, first = [], 0
+    while first < total:
+        firsts.append(first)
+        first += PAGES_PER_TASK if total - first > 2 * threads else 1
+    return firsts
+
+
 def _in_pool(page: Callable[[int], tuple[Page, int]], total: int) -> Iterator[tuple[Page, int]]:
-    """``page(0)``, ..., ``page(total - 1)`` submitted to the pool's threads now,
-    ``PAGES_PER_TASK`` to a task; their results in order."""
+    """``page(0)``, ..., ``page(total - 1)`` submitted to the pool's threads now, in tasks
+    of ``task_firsts``; their results in order."""
+    pool = _pool()
+    firsts = task_firsts(total, _POOL_THREADS)
 
-    def pages(first: int) -> list[tuple[Page, int]]:
-        return [page(index) for index in range(first, min(first + PAGES_PER_TASK, total))]
+    def pages(task: int) -> list[tuple[Page, int]]:
+        return [page(index) for index in range(firsts[task], firsts[task + 1] if task + 1 < len(firsts) else total)]
 
-    pending = [_pool().submit(pages, first) for first in range(0, total, PAGES_PER_TASK)]
+    pending = [pool.submit(pages, task) for task in range(len(firsts))]
 
     def results() -> Iterator[tuple[Page, int]]:
         try:

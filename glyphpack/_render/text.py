@@ -30,10 +30,23 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import UsageError
 from .._files import atomic_write, cache_dir
 from .._types import LAYOUTS, Layout, check_kind
 from .fonts import INVISIBLE_MARKS, FontAtlas
-from .kernels import CLASS_COUNT, COUNTS, LINE_BREAK, MISSING, NFC_SUSPECTS, NO_GLYPH, WIDE, WRITTEN, map_codepoints
+from .kernels import (
+    CLASS_COUNT,
+    COUNTS,
+    LINE_BREAK,
+    MISSING,
+    NFC_SUSPECTS,
+    NO_GLYPH,
+    SUSPECT_LANE,
+    WIDE,
+    WIDE_LANE,
+    WRITTEN,
+    map_codepoints,
+)
 
 TAB_SIZE = 8
 #: Up to this many dropped or expanded characters are spliced in slice by slice; more
@@ -88,6 +101,7 @@ class TextCounts:
     replaced_scripts: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
+@functools.lru_cache(maxsize=8192)
 def script_of(codepoint: int) -> str:
     """A character's script as its Unicode name starts (``CJK``, ``HANGUL``, ``THAI``,
     ``LATIN``); ``symbols`` for symbols, ``private use``, and ``unassigned`` for any
@@ -122,7 +136,7 @@ class NormalizedText:
             in the ``lines`` layout.
         counts: what was changed on the way.
         source_chars: length of the input string.
-        classes_counted: int64[8], the input's characters per class of the
+        classes_counted: int64[6], the input's characters per class of the
             ``classes`` table given to ``normalize``; None when not asked for.
         narrow: no glyph of the stream is wide (two cells): in ``flow`` every row then
             holds the same number of glyphs, and pages are cut without laying out.
@@ -316,15 +330,44 @@ def _map(
     cleaning = tabs > 0 or "\r" in text
     glyphs = np.empty(len(text) + (TAB_SIZE - 1) * tabs, dtype=np.int32)
     missing_at = np.empty(_MISSING_KEPT, dtype=np.int64)
-    counts = np.zeros(COUNTS + (0 if classes is None else CLASS_COUNT), dtype=np.int64)
+    counts = np.zeros(COUNTS + CLASS_COUNT, dtype=np.int64)
+    classes = _NO_CLASSES if classes is None else classes
     map_codepoints(
-        text, atlas.bmp_lookup, atlas.codepoints, atlas.cell_widths, line_breaks, TAB_SIZE if cleaning else 0,
-        _NO_CLASSES if classes is None else classes, suspects, glyphs, missing_at, counts,
+        text, atlas.bmp_lookup, code_point_increments(atlas, classes, suspects), atlas.codepoints,
+        atlas.cell_widths, classes, suspects, line_breaks, TAB_SIZE if cleaning else 0, glyphs, missing_at, counts,
     )  # fmt: skip
     return glyphs[: counts[WRITTEN]], counts, missing_at
 
 
 _NO_CLASSES = np.zeros(0, dtype=np.uint8)
+#: (atlas, classes, suspects) ids -> (the three, their increments): a few, made once each.
+_INCREMENTS: dict[tuple[int, int, int], tuple[FontAtlas, np.ndarray, np.ndarray, np.ndarray]] = {}
+
+
+def code_point_increments(atlas: FontAtlas, classes: np.ndarray, suspects: np.ndarray) -> np.ndarray:
+    """uint64[0x10000]: what each BMP code point adds to ``map_codepoints``'s counters:
+    1 in the byte lane of its class in ``classes`` (uint8[0x110000], values 0..5, or
+    empty: class 0), 1 in lane ``SUSPECT_LANE`` where ``suspects`` (``nfc_suspects``, or
+    empty) marks it, 1 in lane ``WIDE_LANE`` where its glyph in ``atlas`` is wide: one
+    load counts all three. Made once per combination (kept here with the tables it was
+    made from, so their ids stay theirs)."""
+    key = (id(atlas), id(classes), id(suspects))
+    made = _INCREMENTS.get(key)
+    if made is None:
+        if classes.size and int(classes.max()) >= CLASS_COUNT:
+            raise UsageError(f"a class table holds values 0..{CLASS_COUNT - 1}; this one holds {int(classes.max())}")
+        lanes = classes[:0x10000].astype(np.uint64) if classes.size else np.zeros(0x10000, dtype=np.uint64)
+        increments = np.left_shift(np.uint64(1), lanes * np.uint64(8))
+        glyphs = atlas.bmp_lookup
+        wide = (glyphs >= 0) & (atlas.cell_widths[np.maximum(glyphs, 0)] == 2)
+        increments |= wide.astype(np.uint64) << np.uint64(8 * WIDE_LANE)
+        if suspects.size:
+            marked = np.unpackbits(suspects[: 0x10000 // 8], bitorder="little").astype(np.uint64)
+            increments |= marked << np.uint64(8 * SUSPECT_LANE)
+        if len(_INCREMENTS) >= 16:
+            _INCREMENTS.clear()
+        made = _INCREMENTS[key] = (atlas, classes, suspects, increments)
+    return made[3]
 
 
 def _codepoints(text: str) -> np.ndarray:
@@ -349,7 +392,12 @@ def _resolve(glyphs: np.ndarray, missing_at: np.ndarray, atlas: FontAtlas) -> tu
     counts["replaced_scripts"] = {}
     if missing_at.size == 0:
         return glyphs, counts, False
-    missing_cps, which, occurrences = np.unique(NO_GLYPH - glyphs[missing_at], return_inverse=True, return_counts=True)
+    codepoints = NO_GLYPH - glyphs[missing_at]
+    # The distinct ones, then each one's index among them: sorting the few distinct is
+    # cheaper than np.unique's inverse, which sorts every occurrence stably.
+    missing_cps = np.unique(codepoints)
+    which = np.searchsorted(missing_cps, codepoints)
+    occurrences = np.bincount(which, minlength=missing_cps.size)
     resolutions = []
     replaced: dict[int, int] = {}
     for k, cp in enumerate(missing_cps.tolist()):
