@@ -30,10 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import UsageError
 from .._files import atomic_write, cache_dir
 from .._types import LAYOUTS, Layout, check_kind
-from .fonts import INVISIBLE_MARKS, FontAtlas
+from .fonts import INVISIBLE_MARKS, FontAtlas, code_point_increments
 from .kernels import (
     CLASS_COUNT,
     COUNTS,
@@ -41,9 +40,7 @@ from .kernels import (
     MISSING,
     NFC_SUSPECTS,
     NO_GLYPH,
-    SUSPECT_LANE,
     WIDE,
-    WIDE_LANE,
     WRITTEN,
     map_codepoints,
 )
@@ -340,36 +337,6 @@ def _map(
 
 
 _NO_CLASSES = np.zeros(0, dtype=np.uint8)
-#: (atlas, classes, suspects) ids -> (the three, their increments): a few, made once each.
-_INCREMENTS: dict[tuple[int, int, int], tuple[FontAtlas, np.ndarray, np.ndarray, np.ndarray]] = {}
-
-
-def code_point_increments(atlas: FontAtlas, classes: np.ndarray, suspects: np.ndarray) -> np.ndarray:
-    """uint64[0x10000]: what each BMP code point adds to ``map_codepoints``'s counters:
-    1 in the byte lane of its class in ``classes`` (uint8[0x110000], values 0..5, or
-    empty: class 0), 1 in lane ``SUSPECT_LANE`` where ``suspects`` (``nfc_suspects``, or
-    empty) marks it, 1 in lane ``WIDE_LANE`` where its glyph in ``atlas`` is wide: one
-    load counts all three. Made once per combination (kept here with the tables it was
-    made from, so their ids stay theirs)."""
-    key = (id(atlas), id(classes), id(suspects))
-    made = _INCREMENTS.get(key)
-    if made is None:
-        if classes.size and int(classes.max()) >= CLASS_COUNT:
-            raise UsageError(f"a class table holds values 0..{CLASS_COUNT - 1}; this one holds {int(classes.max())}")
-        lanes = classes[:0x10000].astype(np.uint64) if classes.size else np.zeros(0x10000, dtype=np.uint64)
-        increments = np.left_shift(np.uint64(1), lanes * np.uint64(8))
-        glyphs = atlas.bmp_lookup
-        wide = (glyphs >= 0) & (atlas.cell_widths[np.maximum(glyphs, 0)] == 2)
-        increments |= wide.astype(np.uint64) << np.uint64(8 * WIDE_LANE)
-        if suspects.size:
-            marked = np.unpackbits(suspects[: 0x10000 // 8], bitorder="little").astype(np.uint64)
-            increments |= marked << np.uint64(8 * SUSPECT_LANE)
-        if len(_INCREMENTS) >= 16:
-            _INCREMENTS.clear()
-        made = _INCREMENTS[key] = (atlas, classes, suspects, increments)
-    return made[3]
-
-
 def _codepoints(text: str) -> np.ndarray:
     """uint32[n], the code points of ``text``; surrogatepass keeps lone surrogates as
     code points so they can be counted and replaced."""
