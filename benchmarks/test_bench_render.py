@@ -43,10 +43,10 @@ def claude_plan(corpus):
 def draw_all(plan, pool_map) -> list[bytes]:
     shape, glyphs = plan.shape, plan.normalized.glyphs
 
-    def page(start):
-        return encode_png(draw(glyphs, int(start), shape, -1, plan.normalized.narrow).scanlines, shape.page_width)
+    def page(index):
+        return encode_png(draw(glyphs, plan.breaks, index, shape, -1).scanlines, shape.page_width)
 
-    return list(pool_map(page, plan.breaks.starts))
+    return list(pool_map(page, range(plan.pages)))
 
 
 def test_page_work_bound(benchmark, claude_plan, results):

@@ -148,7 +148,7 @@ def test_render_against_its_bound(shape_name, corpus, results):
             flat[tails] = right_halves[grid[:, :-1].ravel()[tails]]
             cells[:, 1:] = flat.reshape(cells[:, 1:].shape)
         pitch, rows_per_page = shape.pitch, shape.max_rows
-        scan_pages = [draw(normalized.glyphs, int(start), shape, -1, normalized.narrow).scanlines.copy() for start in plan.breaks.starts]
+        scan_pages = [draw(normalized.glyphs, plan.breaks, index, shape, -1).scanlines.copy() for index in range(plan.pages)]
         row_bytes = scan_pages[0].shape[1]
         scratch = np.zeros((rows_per_page * pitch, row_bytes), np.uint8)
         words = np.ndarray((scratch.shape[0], (row_bytes - 1) // 4), np.uint32, scratch, 1, (row_bytes, 4))

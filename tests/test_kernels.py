@@ -14,36 +14,52 @@ from glyphpack._render.raster import glyph_cell_bits, pad_glyph, scanline_words
 from glyphpack._render.shapes import SHAPES, Shape
 
 
-def no_ink(cell_widths):
-    """Row bits of no ink for glyphs of ``cell_widths`` (where layout is what is checked),
-    and the rows of the wide ones' second cells, as ``glyph_cell_bits`` lays them out."""
+def toy_ink(cell_widths):
+    """Glyph bits for the toy glyphs of ``cell_widths`` (5 px cells, 8 rows), each cell a
+    pattern of its own, and the rows of the wide ones' second cells, as
+    ``glyph_cell_bits`` lays them out (row N blank)."""
     n = len(cell_widths)
     wide = np.flatnonzero(np.asarray(cell_widths) == 2)
     right_halves = np.full(n, -1, np.int32)
     right_halves[wide] = n + 1 + np.arange(wide.size)
-    return np.zeros((n + 1 + wide.size, 8), np.uint64), right_halves
+    bits = np.zeros((n + 1 + wide.size, 8), np.uint64)
+    for row in list(range(n)) + list(range(n + 1, n + 1 + wide.size)):
+        bits[row] = [(row * 7 + y * 3 + 1) % 32 for y in range(8)]  # 5 bits a row, no two cells alike
+    return bits, right_halves
+
+
+def toy_pixels(grid_rows, cell_widths):
+    """The 0/1 pixels the toy glyphs of a grid (list of rows) make: the plain reference
+    for drawing (a wide glyph's second cell from its own row of bits)."""
+    bits, right_halves = toy_ink(cell_widths)
+    blank = len(cell_widths)
+    pixels = np.zeros((8 * len(grid_rows), 5 * len(grid_rows[0]) if grid_rows else 0), np.uint8)
+    for r, row in enumerate(grid_rows):
+        for c, g in enumerate(row):
+            cell = blank if g == -1 else right_halves[row[c - 1]] if g == -2 else g
+            for y in range(8):
+                for x in range(5):
+                    pixels[8 * r + y, 5 * c + x] = (int(bits[cell, y]) >> (4 - x)) & 1
+    return pixels
 
 
 def kernel_pages(glyphs, cell_widths, cols, wrap, rows_per_page, pad=-1):
-    """(first glyph of each page, rows in all) from ``draw_page`` laying out only."""
+    """(first glyph of each page, rows in all, where each row begins) from ``draw_page``
+    laying the whole stream out."""
     glyphs = np.asarray(glyphs, dtype=np.int32)
-    grid = np.full((rows_per_page, cols), 99, np.int32)
-    untouched = grid.copy()
     scanlines = np.zeros((0, 1), np.uint8)
     stats = np.zeros(4, np.int64)
-    starts, rows, start = [], 0, 0
-    while start < glyphs.size:
-        starts.append(start)
-        draw_page(glyphs, start, cell_widths, cols, wrap, pad, False, *no_ink(cell_widths), 5, 8, grid, scanlines, scanline_words(scanlines), stats, False)
-        rows += int(stats[0])
-        start = int(stats[3])
-    assert np.array_equal(grid, untouched)  # counting writes no cell
-    return starts, rows
+    row_starts = np.full(glyphs.size + 2, -7, np.int32)
+    draw_page(glyphs, 0, cell_widths, cols, wrap, pad, False, row_starts, 0, *toy_ink(cell_widths), 5, 8, rows_per_page,
+              scanlines, scanline_words(scanlines), stats, False)  # fmt: skip
+    rows = int(stats[0])
+    assert row_starts[rows] == glyphs.size
+    return row_starts[:rows:rows_per_page].tolist(), rows, row_starts[: rows + 1]
 
 
 def kernel_grid(glyphs, cell_widths, cols, wrap, pad=-1):
     glyphs = np.asarray(glyphs, dtype=np.int32)
-    _, rows = kernel_pages(glyphs, cell_widths, cols, wrap, glyphs.size + 1, pad)  # one page holds it all
+    _, rows, _ = kernel_pages(glyphs, cell_widths, cols, wrap, glyphs.size + 1, pad)  # one page holds it all
     grid = np.full((rows, cols), -1, np.int32)
     place_cells(glyphs, cell_widths, cols, wrap, pad, grid)
     return grid
@@ -96,26 +112,30 @@ def test_place_cells_matches_reference(glyphs, cols, lines):
     st.booleans(),
     st.integers(1, 5),
 )
-def test_pages_laid_out_from_their_starts_match_the_reference(glyphs, cols, lines, rows_per_page):
-    """Each page laid out from its own first glyph is that page of the whole grid."""
+def test_pages_drawn_from_the_laid_out_rows_match_the_reference(glyphs, cols, lines, rows_per_page):
+    """The stream laid out once, row by row, then each page drawn from its rows: the
+    pages of the whole grid the reference lays out, pixel for pixel, with its counts."""
     if not lines:
         glyphs = [g for g in glyphs if g != -1]
     while glyphs and glyphs[-1] == -1:  # normalization never ends a stream with a line break
         glyphs.pop()
     wrap, pad = (6, -1) if lines else (-1, 6)
     expected = reference.place_cells(glyphs, WIDTHS, cols, wrap, pad)
-    starts, rows = kernel_pages(glyphs, WIDTHS, cols, wrap, rows_per_page, pad)
+    starts, rows, row_starts = kernel_pages(glyphs, WIDTHS, cols, wrap, rows_per_page, pad)
     assert rows == len(expected)
     assert len(starts) == -(-rows // rows_per_page)
     glyph_stream = np.asarray(glyphs, np.int32)
     for page, start in enumerate(starts):
-        grid = np.full((rows_per_page, cols), 99, np.int32)  # garbage: every cell must be written
-        scanlines = np.empty((rows_per_page * 8, 1 + -(-cols * 5 // 8)), np.uint8)
+        width = cols * 5
+        scanlines = np.full((rows_per_page * 8, 1 + -(-width // 8)), 7, np.uint8)  # garbage: every byte must be written
         stats = np.zeros(4, np.int64)
-        draw_page(glyph_stream, start, WIDTHS, cols, wrap, pad, False, *no_ink(WIDTHS), 5, 8, grid, scanlines, scanline_words(scanlines), stats, True)
+        draw_page(glyph_stream, start, WIDTHS, cols, wrap, pad, False, row_starts, page * rows_per_page, *toy_ink(WIDTHS), 5, 8,
+                  rows_per_page, scanlines, scanline_words(scanlines), stats, True)  # fmt: skip
         page_rows = expected[page * rows_per_page : (page + 1) * rows_per_page]
         assert stats[0] == len(page_rows)
-        assert grid[: len(page_rows)].tolist() == page_rows
+        drawn = np.unpackbits(scanlines[: 8 * len(page_rows), 1:], axis=1)
+        assert np.array_equal(drawn[:, :width], toy_pixels(page_rows, WIDTHS))
+        assert not drawn[:, width:].any() and not scanlines[: 8 * len(page_rows), 0].any()
         cells = [g for row in page_rows for g in row]
         assert stats[1] == sum(1 for g in cells if g >= 0 and g not in (wrap, pad))
         assert stats[2] == sum(1 for g in cells if g != -1)
@@ -287,8 +307,8 @@ def test_flow_page_starts_without_wide_glyphs_are_arithmetic(n, cols, rows_per_p
     atlas = shape.atlas
     assert not atlas.has_wide
     glyphs = np.random.default_rng(n).integers(0, len(atlas), n).astype(np.int32)
-    starts, rows = page_starts(glyphs, shape, -1, True)
-    assert (starts.tolist(), rows) == kernel_pages(glyphs, atlas.cell_widths, cols, -1, rows_per_page)
+    breaks = page_starts(glyphs, shape, -1, True)
+    assert (breaks.starts.tolist(), breaks.rows) == kernel_pages(glyphs, atlas.cell_widths, cols, -1, rows_per_page)[:2]
 
 
 @settings(deadline=None)
@@ -305,15 +325,20 @@ def test_a_narrow_flow_page_is_drawn_from_the_stream_as_from_its_grid(n, name, c
     pad = pad_glyph(atlas, -1)
     glyphs[::3] = max(pad, 0)  # the pad glyph's own character: drawn, not counted, in both ways
     bits = glyph_cell_bits(shape)
+    row_starts = np.full(n + 2, -7, np.int32)
+    stats = np.zeros(4, np.int64)
+    empty = np.zeros((0, 1), np.uint8)
+    draw_page(glyphs, 0, atlas.cell_widths, cols, -1, pad, False, row_starts, 0, *bits, shape.advance, shape.pitch,
+              rows_per_page, empty, scanline_words(empty), stats, False)  # fmt: skip
+    row_starts = row_starts[: stats[0] + 1]
     starts = range(0, n, cols * rows_per_page)
-    for start in starts:
+    for page, start in enumerate(starts):
         drawn = []
         for narrow_flow in (True, False):
-            grid = np.full((rows_per_page, cols), 99, np.int32)
             scanlines = np.full((rows_per_page * shape.pitch, 1 + -(-cols * shape.advance // 8)), 7, np.uint8)
             stats = np.zeros(4, np.int64)
-            draw_page(glyphs, start, atlas.cell_widths, cols, -1, pad, narrow_flow, *bits, shape.advance, shape.pitch,
-                      grid, scanlines, scanline_words(scanlines), stats, True)  # fmt: skip
+            draw_page(glyphs, start, atlas.cell_widths, cols, -1, pad, narrow_flow, row_starts, page * rows_per_page, *bits,
+                      shape.advance, shape.pitch, rows_per_page, scanlines, scanline_words(scanlines), stats, True)  # fmt: skip
             drawn.append((scanlines[: stats[0] * shape.pitch].tobytes(), stats.tolist()))
         assert drawn[0] == drawn[1]
         assert drawn[0][1][3] == min(start + cols * rows_per_page, n)

@@ -243,18 +243,22 @@ def map_codepoints(
 
 
 @jit(inline="always")
-def _place(glyphs, start, cell_widths, cols, wrap_glyph, pad_glyph, grid, row_limit, write):
+def _place(glyphs, start, cell_widths, cols, wrap_glyph, pad_glyph, grid, row_limit, write, row_starts):
     """Lay the glyph stream out from ``glyphs[start]`` on at most ``row_limit`` rows.
 
     The one layout loop: ``place_cells`` writes a whole grid with it and ``draw_page``
-    lays out (or only counts) one page with it. A row always
-    begins at column 0 with no other state, so resuming at a page's first glyph lays
-    that page out exactly as one pass over the whole stream would.
+    lays the whole stream out with it, row by row. A row always begins at column 0 with
+    no other state, so resuming at any row's first glyph lays the rest out exactly as
+    one pass over the whole stream would.
 
     Returns (the glyph index the next row begins at, rows used). Without ``write``
-    nothing is written to ``grid`` (counting only).
+    nothing is written to ``grid``; ``row_starts`` (int32[> rows], or int32[0] for
+    none) receives the glyph index each row begins at.
     """
     n = glyphs.shape[0]
+    recording = row_starts.shape[0] > 0
+    if recording:
+        row_starts[0] = start
     row = 0
     col = 0
     i = start
@@ -266,6 +270,8 @@ def _place(glyphs, start, cell_widths, cols, wrap_glyph, pad_glyph, grid, row_li
             row += 1
             col = 0
             i += 1
+            if recording:
+                row_starts[row] = i
             continue
         width = cell_widths[g]
         if wrap_glyph >= 0:
@@ -277,6 +283,8 @@ def _place(glyphs, start, cell_widths, cols, wrap_glyph, pad_glyph, grid, row_li
                     return i, row_limit
                 row += 1
                 col = 0
+                if recording:
+                    row_starts[row] = i
         elif col + width > cols:
             if write and pad_glyph >= 0 and col < cols:
                 grid[row, col] = pad_glyph  # the cell a wide glyph leaves: marked, or it reads as a space
@@ -284,6 +292,8 @@ def _place(glyphs, start, cell_widths, cols, wrap_glyph, pad_glyph, grid, row_li
                 return i, row_limit
             row += 1
             col = 0
+            if recording:
+                row_starts[row] = i
         if write:
             grid[row, col] = g
             if width == 2:
@@ -311,7 +321,7 @@ def place_cells(glyphs, cell_widths, cols, wrap_glyph, pad_glyph, grid):
     A wide glyph never splits across rows. In the ``lines`` layout the last column of
     a row is kept for the wrap marker unless the glyph placed there ends its line.
     """
-    _place(glyphs, 0, cell_widths, cols, wrap_glyph, pad_glyph, grid, grid.shape[0], True)
+    _place(glyphs, 0, cell_widths, cols, wrap_glyph, pad_glyph, grid, grid.shape[0], True, np.zeros(0, dtype=np.int32))
 
 
 @jit(inline="always")
@@ -373,40 +383,77 @@ def _big_endian(word):
 
 @jit
 def draw_page(
-    glyphs, start, cell_widths, cols, wrap_glyph, pad_glyph, narrow_flow, glyph_bits, right_halves, advance, pitch, grid, scanlines, words, stats, draw
-):
-    """Lay out one page from ``glyphs[start]`` and draw it as PNG scanlines, or only
-    find where the next page begins (one kernel for both: each costs a compile).
+    glyphs, start, cell_widths, cols, wrap_glyph, pad_glyph, narrow_flow, row_starts, first_row, glyph_bits, right_halves,
+    advance, pitch, rows_per_page, scanlines, words, stats, draw,
+):  # fmt: skip
+    """Draw one page from ``glyphs[start]`` as PNG scanlines, or lay the whole stream
+    out (one kernel for both: each costs a compile).
 
     Args:
         glyphs, cell_widths, cols, wrap_glyph, pad_glyph: as for ``place_cells``; a stream does
             not end with ``LINE_BREAK`` (normalization trims them; one would leave an
             empty row on a page of its own).
-        start: the page's first glyph index (0, then each page's ``stats[3]``).
+        start: the page's first glyph index.
         narrow_flow: the ``flow`` layout of a stream without wide glyphs: every row
-            holds ``cols`` glyphs in order, read straight from the stream (no grid).
-        grid: int32[R, cols] scratch for the page's cells (R rows per page); its
-            contents on entry do not matter (untouched with ``narrow_flow``).
+            holds ``cols`` glyphs in order (``row_starts`` unused).
+        row_starts: int32[rows + 1], the glyph index each row of the stream begins at,
+            then the stream's length: filled without ``draw``, read with it.
+        first_row: the page's first row (``start`` is ``row_starts[first_row]``).
         glyph_bits, right_halves, advance, pitch, scanlines, words: as for ``draw_cells``.
+        rows_per_page: rows of a full page.
         stats: int64[4], receives (rows used, characters drawn, cells used, the next
-            page's first glyph index); without ``draw`` only the rows and the next
-            page's start, and nothing else is written.
-        draw: False to lay out only (count pages).
+            page's first glyph index); without ``draw``, ``stats[0]`` the stream's rows.
+        draw: False to lay the whole stream out instead (``row_starts``, ``stats[0]``).
     """
     marker = wrap_glyph if wrap_glyph >= 0 else pad_glyph  # not a character: not counted
+    n = glyphs.shape[0]
+    if not draw:
+        _, stats[0] = _place(glyphs, 0, cell_widths, cols, wrap_glyph, pad_glyph, np.zeros((0, 0), dtype=np.int32), n + 2, False, row_starts)
+        row_starts[stats[0]] = n
+        return
     if narrow_flow:
-        end = min(start + grid.shape[0] * cols, glyphs.shape[0])
+        end = min(start + rows_per_page * cols, n)
         stats[3] = end
         stats[0] = -(-(end - start) // cols)
-        if draw:
-            _draw_stream(glyphs, start, end, cols, marker, glyph_bits, right_halves, advance, pitch, scanlines, words, stats)
+        _draw_stream(glyphs, start, end, cols, marker, glyph_bits, right_halves, advance, pitch, scanlines, words, stats)
         return
-    if not draw:
-        stats[3], stats[0] = _place(glyphs, start, cell_widths, cols, wrap_glyph, pad_glyph, grid, grid.shape[0], False)
-        return
-    grid[:, :] = EMPTY
-    stats[3], rows = _place(glyphs, start, cell_widths, cols, wrap_glyph, pad_glyph, grid, grid.shape[0], True)
-    _draw_cells_inline(grid, rows, marker, glyph_bits, right_halves, advance, pitch, scanlines, words, stats)
+    last_row = min(first_row + rows_per_page, row_starts.shape[0] - 1)
+    blank = right_halves.shape[0]
+    column = np.empty(cols, dtype=np.uint32)
+    rows_bits = np.zeros(glyph_bits.shape[1], dtype=np.uint64)
+    step = np.uint64(advance)
+    chars = 0
+    cells = 0
+    for r in range(first_row, last_row):
+        begin, finish = row_starts[r], row_starts[r + 1]
+        c = 0
+        for i in range(begin, finish):
+            g = glyphs[i]
+            if g == LINE_BREAK:
+                continue  # a row's last glyph: it ended the row
+            column[c] = g
+            chars += g != marker
+            if right_halves[g] >= 0:
+                column[c + 1] = right_halves[g]
+                c += 2
+                cells += 2
+            else:
+                c += 1
+                cells += 1
+        for k in range(c, cols):
+            column[k] = blank
+        if finish < n and glyphs[finish - 1] != LINE_BREAK:  # the row was cut before a glyph
+            if wrap_glyph >= 0:
+                column[cols - 1] = wrap_glyph  # a wrapped line's marker
+                cells += 1
+            elif pad_glyph >= 0 and c < cols:
+                column[c] = pad_glyph  # the cell a wide glyph leaves: marked, or it reads as a space
+                cells += 1
+        _draw_row(column, 0, cols, cols, blank, glyph_bits, step, pitch, scanlines, words, (r - first_row) * pitch, rows_bits)
+    stats[0] = last_row - first_row
+    stats[1] = chars
+    stats[2] = cells
+    stats[3] = row_starts[last_row]
 
 
 @jit(inline="always")
@@ -482,10 +529,8 @@ def _draw_cells(grid, rows, marker, glyph_bits, right_halves, advance, pitch, sc
     stats[2] = cells
 
 
-#: ``draw_cells`` compiled on its own (the tests draw grids with it), and inlined in
-#: ``draw_page`` (a separately compiled callee costs a compile of its own on first use).
+#: ``draw_cells``: a grid drawn (the tests and the page reader's legibility checks).
 draw_cells = jit(_draw_cells)
-_draw_cells_inline = jit(inline="always")(_draw_cells)
 
 
 @jit(inline="always")

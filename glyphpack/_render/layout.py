@@ -14,7 +14,7 @@ import numpy as np
 from .._types import Layout
 from .fonts import FontAtlas
 from .kernels import EMPTY, UNREADABLE, WIDE_TAIL, place_cells
-from .raster import pad_glyph, page_starts
+from .raster import PageBreaks, pad_glyph, page_starts
 from .shapes import Shape
 from .text import NormalizedText
 
@@ -47,26 +47,9 @@ def wrap_glyph(atlas: FontAtlas, layout: Layout) -> int:
     return atlas.wrap_index if layout == "lines" else -1
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
-class PageBreaks:
-    """Where a glyph stream's pages begin, for one shape and layout.
-
-    Attributes:
-        starts: int64[pages], the first glyph index of each page.
-        rows: cell rows of the whole stream.
-    """
-
-    starts: np.ndarray
-    rows: int
-
-    @property
-    def pages(self) -> int:
-        return int(self.starts.size)
-
-
 def page_breaks(normalized: NormalizedText, shape: Shape, layout: Layout) -> PageBreaks:
     """The pages the glyph stream needs on ``shape``, without placing a cell."""
-    return PageBreaks(*page_starts(normalized.glyphs, shape, wrap_glyph(shape.atlas, layout), normalized.narrow))
+    return page_starts(normalized.glyphs, shape, wrap_glyph(shape.atlas, layout), normalized.narrow)
 
 
 def lay_out(normalized: NormalizedText, shape: Shape, layout: Layout) -> GridLayout:

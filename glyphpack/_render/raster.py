@@ -91,54 +91,74 @@ def scanline_words(scanlines: np.ndarray) -> np.ndarray:
 _scratch = threading.local()
 
 
-def _buffers(shape: Shape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """This thread's (grid, scanlines, their words) scratch for pages of ``shape``:
-    reused, since allocating a fresh page each time costs more in page faults than
-    drawing it."""
-    key = (shape.cols, shape.max_rows, shape.pitch, shape.page_width)
+def _buffers(shape: Shape) -> tuple[np.ndarray, np.ndarray]:
+    """This thread's (scanlines, their words) scratch for pages of ``shape``: reused,
+    since allocating a fresh page each time costs more in page faults than drawing it."""
+    key = (shape.max_rows, shape.pitch, shape.page_width)
     cached = getattr(_scratch, "buffers", None)
     if cached is None or cached[0] != key:
-        grid = np.empty((shape.max_rows, shape.cols), dtype=np.int32)
         scanlines = np.empty((shape.max_rows * shape.pitch, 1 + -(-shape.page_width // 8)), dtype=np.uint8)
-        cached = _scratch.buffers = (key, grid, scanlines, scanline_words(scanlines))
-    return cached[1], cached[2], cached[3]
+        cached = _scratch.buffers = (key, scanlines, scanline_words(scanlines))
+    return cached[1], cached[2]
 
 
-def _page_kernel(glyphs: np.ndarray, start: int, shape: Shape, wrap_glyph: int, narrow: bool, pixels: bool) -> np.ndarray:
-    """int64[4] ``draw_page``'s stats for the page beginning at ``glyphs[start]``: drawn
-    into this thread's scratch scanlines, or with ``pixels`` False only laid out."""
-    grid, scanlines, words = _buffers(shape)
+@dataclasses.dataclass(frozen=True, eq=False)
+class PageBreaks:
+    """Where a glyph stream's pages begin, for one shape and layout.
+
+    Attributes:
+        starts: int64[pages], the first glyph index of each page.
+        rows: cell rows of the whole stream.
+        row_starts: int32[rows + 1], the first glyph index of every row, then the
+            stream's length; None in ``flow`` without wide glyphs (every row holds
+            ``cols`` glyphs: nothing to lay out).
+    """
+
+    starts: np.ndarray
+    rows: int
+    row_starts: np.ndarray | None = None
+
+    @property
+    def pages(self) -> int:
+        return int(self.starts.size)
+
+
+_NO_ROWS = np.zeros(1, dtype=np.int32)
+
+
+def _kernel(glyphs: np.ndarray, shape: Shape, wrap_glyph: int, narrow: bool, row_starts: np.ndarray, start: int, first_row: int, pixels: bool) -> np.ndarray:
+    """int64[4] ``draw_page``'s stats: the page beginning at ``glyphs[start]`` (row
+    ``first_row``) drawn into this thread's scratch scanlines, or with ``pixels`` False
+    the whole stream laid out into ``row_starts``."""
+    scanlines, words = _buffers(shape)
     cell_bits, right_halves = glyph_cell_bits(shape)
     stats = np.zeros(4, dtype=np.int64)
     draw_page(
         glyphs, start, shape.atlas.cell_widths, shape.cols, wrap_glyph, pad_glyph(shape.atlas, wrap_glyph),
-        wrap_glyph < 0 and narrow, cell_bits, right_halves, shape.advance, shape.pitch, grid, scanlines, words, stats, pixels,
+        wrap_glyph < 0 and narrow, row_starts, first_row, cell_bits, right_halves, shape.advance, shape.pitch,
+        shape.max_rows, scanlines, words, stats, pixels,
     )  # fmt: skip
     return stats
 
 
-def draw(glyphs: np.ndarray, start: int, shape: Shape, wrap_glyph: int, narrow: bool) -> DrawnPage:
-    """Lay out and draw the page beginning at ``glyphs[start]`` (int32[n] glyph stream,
-    ``start`` from ``page_starts``); ``wrap_glyph`` is -1 in the ``flow`` layout;
-    ``narrow``: the stream holds no wide glyph (``NormalizedText.narrow``)."""
-    rows, chars, cells, _ = (int(v) for v in _page_kernel(glyphs, start, shape, wrap_glyph, narrow, True))
-    return DrawnPage(_buffers(shape)[1][: rows * shape.pitch], rows, chars, cells)
+def draw(glyphs: np.ndarray, breaks: PageBreaks, index: int, shape: Shape, wrap_glyph: int) -> DrawnPage:
+    """Draw page ``index`` of the int32[n] glyph stream as ``page_starts`` cut it;
+    ``wrap_glyph`` is -1 in the ``flow`` layout."""
+    row_starts = _NO_ROWS if breaks.row_starts is None else breaks.row_starts
+    rows, chars, cells, _ = (
+        int(v)
+        for v in _kernel(glyphs, shape, wrap_glyph, breaks.row_starts is None, row_starts, int(breaks.starts[index]), index * shape.max_rows, True)
+    )
+    return DrawnPage(_buffers(shape)[0][: rows * shape.pitch], rows, chars, cells)
 
 
-def page_starts(glyphs: np.ndarray, shape: Shape, wrap_glyph: int, narrow: bool) -> tuple[np.ndarray, int]:
-    """int64[pages], where each page of the int32[n] glyph stream begins, and the rows
-    of all of them (``draw_page`` laying out without drawing, page after page);
-    ``narrow`` as for ``draw``."""
+def page_starts(glyphs: np.ndarray, shape: Shape, wrap_glyph: int, narrow: bool) -> PageBreaks:
+    """Where each page of the int32[n] glyph stream begins, the rows of all of them, and
+    (but in ``flow`` with ``narrow`` glyphs only, where every row holds ``cols``) where
+    each row begins: the stream laid out once, for the pages to be drawn from."""
     if wrap_glyph < 0 and narrow:
-        # Flow with narrow glyphs only: every row holds ``cols`` glyphs, no counting.
-        rows = -(-glyphs.size // shape.cols)
-        return np.arange(0, glyphs.size, shape.cols * shape.max_rows, dtype=np.int64), rows
-    starts = []
-    rows = 0
-    start = 0
-    while start < glyphs.size:
-        starts.append(start)
-        stats = _page_kernel(glyphs, start, shape, wrap_glyph, narrow, False)
-        rows += int(stats[0])
-        start = int(stats[3])
-    return np.array(starts, dtype=np.int64), rows
+        return PageBreaks(np.arange(0, glyphs.size, shape.cols * shape.max_rows, dtype=np.int64), -(-glyphs.size // shape.cols))
+    laid = np.empty(glyphs.size + 2, dtype=np.int32)  # rows <= glyphs + 1; the pages past the rows are never touched
+    rows = int(_kernel(glyphs, shape, wrap_glyph, narrow, laid, 0, 0, False)[0])
+    row_starts = laid[: rows + 1].copy()
+    return PageBreaks(row_starts[:rows:shape.max_rows].astype(np.int64), rows, row_starts)

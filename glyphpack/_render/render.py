@@ -504,7 +504,7 @@ def _draw_pages(prepared: _Plan, progress: Callable[[int, int], None] | None) ->
     tokens_of: dict[int, int | None] = {}
 
     def page(index: int) -> tuple[Page, int]:
-        drawn = draw(glyphs, int(prepared.breaks.starts[index]), shape, wrap, prepared.normalized.narrow)
+        drawn = draw(glyphs, prepared.breaks, index, shape, wrap)
         height = drawn.rows * shape.pitch
         png = encode_png(drawn.scanlines, shape.page_width, metadata)
         tokens = tokens_of.get(height, -1)
