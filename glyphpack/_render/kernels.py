@@ -182,20 +182,32 @@ def map_codepoints(
     for first in range(0, n, _CLASS_BLOCK):
         last = min(first + _CLASS_BLOCK, n)
         lanes = np.uint64(0)
-        if tab_size == 0:  # one glyph per code point: a loop without cleaning, faster
+        if tab_size == 0:  # one glyph per code point: a loop without cleaning or branches
+            unresolved = 0
             for i in range(first, last):
                 cp = _code_point(text, i)
-                if cp < 0x10000:
-                    g = bmp_table[cp]
-                    lanes += increments[cp]
-                else:
+                in_bmp = cp < 0x10000
+                row = cp if in_bmp else np.uint32(0xFFFF)  # past the BMP: put right below
+                g = bmp_table[row] if in_bmp else -1
+                lanes += increments[row]
+                glyphs[i] = g
+                unresolved += g < 0
+            for i in range(first, last if unresolved > 0 else first):  # code points past the BMP or without a glyph
+                if glyphs[i] >= 0:
+                    continue
+                cp = _code_point(text, i)
+                g = -1
+                if cp >= 0x10000:  # counted as U+FFFF: counted again as itself
                     g, increment = _astral(cp, atlas_codepoints, cell_widths, classes, nfc_suspects)
-                    lanes += increment
-                glyphs[i] = g if g >= 0 else NO_GLYPH - np.int64(cp)
-                if g < 0:
-                    if missing < missing_at.shape[0]:
-                        missing_at[missing] = i
-                    missing += 1
+                    _count_increment(counts, increment, 1)
+                    _count_increment(counts, increments[0xFFFF], -1)
+                if g >= 0:
+                    glyphs[i] = g
+                    continue
+                if missing < missing_at.shape[0]:
+                    missing_at[missing] = i
+                missing += 1
+                glyphs[i] = NO_GLYPH - np.int64(cp)
             if line_breaks:
                 for i in range(first, last):
                     if _code_point(text, i) == 0x0A:
@@ -240,6 +252,15 @@ def map_codepoints(
         counts[WIDE] += lanes >> np.uint64(8 * WIDE_LANE)
     counts[WRITTEN] = out
     counts[MISSING] = missing
+
+
+@jit(inline="always")
+def _count_increment(counts, increment, sign):
+    """Add one code point's ``increment`` (its byte lanes) to ``counts``, ``sign`` times."""
+    for k in range(CLASS_COUNT):
+        counts[COUNTS + k] += sign * np.int64((increment >> np.uint64(8 * k)) & np.uint64(0xFF))
+    counts[NFC_SUSPECTS] += sign * np.int64((increment >> np.uint64(8 * SUSPECT_LANE)) & np.uint64(0xFF))
+    counts[WIDE] += sign * np.int64(increment >> np.uint64(8 * WIDE_LANE))
 
 
 @jit(inline="always")
