@@ -363,7 +363,7 @@ def _draw_row(cells, offset, count, cols, blank, glyph_bits, step, pitch, scanli
     word = 0  # the next 32-bit word of every pixel row: bytes 1 + 4 * word on
     pending = np.uint64(0)  # bits shifted in and not yet stored, the same for every pixel row
     for c in range(cols):
-        bits = glyph_bits[cells[offset + c] if c < count else blank]
+        bits = glyph_bits[np.uint32(cells[offset + c]) if c < count else np.uint32(blank)]  # unsigned: no negative-index checks
         for y in range(glyph_height):
             rows_bits[y] = (rows_bits[y] << step) | bits[y]
         pending += step
@@ -454,8 +454,9 @@ def draw_page(
                 continue  # a row's last glyph: it ended the row
             column[c] = g
             chars += g != marker
-            if right_halves[g] >= 0:
-                column[c + 1] = right_halves[g]
+            right_half = right_halves[np.uint32(g)]  # unsigned: no negative-index check
+            if right_half >= 0:
+                column[c + 1] = right_half
                 c += 2
                 cells += 2
             else:
