@@ -311,3 +311,55 @@ def test_the_kernels_a_build_prebuilt_are_seeded_once_and_never_over_a_users_own
     (tmp_path / "blocked").write_text("a file where the folder would go")
     monkeypatch.setattr(prebuilt, "KERNELS", packaged)
     assert prebuilt.seed_kernel_cache(tmp_path / "blocked" / "numba") == 0  # never raises
+
+
+def test_render_threads_from_the_environment(monkeypatch):
+    import os
+
+    from glyphpack import UsageError
+    from glyphpack._render.render import RENDER_THREADS_VARIABLE, render_threads
+
+    monkeypatch.delenv(RENDER_THREADS_VARIABLE, raising=False)
+    assert render_threads() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv(RENDER_THREADS_VARIABLE, " 3 ")
+    assert render_threads() == 3
+    for bad in ("0", "-1", "two", "1.5"):
+        monkeypatch.setenv(RENDER_THREADS_VARIABLE, bad)
+        with pytest.raises(UsageError, match=f"GLYPHPACK_RENDER_THREADS must be a whole number of threads, 1 or more; it is '{bad}'"):
+            render_threads()
+
+
+@pytest.mark.parametrize(
+    ("total", "threads", "firsts"),
+    [
+        (0, 2, []),
+        (1, 2, [0]),
+        (4, 2, [0, 1, 2, 3]),  # no more pages than 2 x threads: one a task
+        (5, 2, [0, 2, 3, 4]),
+        (9, 2, [0, 2, 4, 6, 7, 8]),  # two a task until 4 are left
+        (9, 1, [0, 2, 4, 6, 8]),
+    ],
+)
+def test_pages_go_two_to_a_task_and_the_last_one_each(total, threads, firsts):
+    from glyphpack._render.render import task_firsts
+
+    assert task_firsts(total, threads) == firsts
+
+
+def test_a_render_on_one_thread_and_on_three_is_the_same(monkeypatch):
+    """The pool made with the threads the environment names (a fresh pool each time):
+    the same pages, in order, whatever the tasks' order of finishing."""
+    import glyphpack._render.render as render_module
+    from glyphpack._render.render import RENDER_THREADS_VARIABLE
+
+    text = "".join(f"line {i}: {'x' * (i % 70)}\n" for i in range(4000))
+    results = []
+    for threads in ("1", "3"):
+        monkeypatch.setenv(RENDER_THREADS_VARIABLE, threads)
+        monkeypatch.setattr(render_module, "_POOL", None)
+        pages = glyphpack.render(text, shape="5x8", model="claude-sonnet-4-5")
+        assert render_module._POOL_THREADS == int(threads) and len(pages) > 6
+        assert [page.index for page in pages] == list(range(pages.report.pages))
+        assert sum(page.chars for page in pages) == pages.report.chars == len(text.rstrip("\n"))
+        results.append([page.png for page in pages])
+    assert results[0] == results[1]

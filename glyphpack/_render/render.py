@@ -535,7 +535,8 @@ PAGES_PER_TASK = 2
 
 def task_firsts(total: int, threads: int) -> list[int]:
     """The first page of each task for ``total`` pages on ``threads`` threads:
-    ``PAGES_PER_TASK`` pages to a task, one to each of the last ``2 * threads``."""
+    ``PAGES_PER_TASK`` pages to a task until no more than ``2 * threads`` are left, then
+    one a task."""
     firsts, first = [], 0
     while first < total:
         firsts.append(first)
