@@ -4,6 +4,7 @@ layout, and the in-memory store's contract."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -248,13 +249,15 @@ def test_a_write_failure_names_the_transcript_and_its_reason(tmp_path, monkeypat
             raise OSError(errno.ENOSPC, "No space left on device")
 
         monkeypatch.setattr(store, "atomic_write", disk_full)
+        rewritten = [*copy.deepcopy(first), *history(1)[1:]]  # equal messages, not the stored objects: written whole
         with pytest.raises(StoreError) as raised:
-            ws.save("c", "a", [*first, *history(1)[1:]], revision=1)
+            ws.save("c", "a", rewritten, revision=1)
         assert str(raised.value) == f"could not write {path}: No space left on device; the previous file is intact"
         monkeypatch.setattr(store, "atomic_write", lambda *a: (_ for _ in ()).throw(OSError("bare")))
         with pytest.raises(StoreError) as raised:
-            ws.save("c", "a", [*first, *history(1)[1:]], revision=1)
+            ws.save("c", "a", rewritten, revision=1)
         assert str(raised.value) == f"could not write {path}: bare; the previous file is intact"
+        assert ws.load("c", "a").revision == 1
 
 
 def test_a_crashed_writers_temporaries_are_removed_by_the_next_save_and_only_this_transcripts(tmp_path):
@@ -267,7 +270,7 @@ def test_a_crashed_writers_temporaries_are_removed_by_the_next_save_and_only_thi
         theirs = path.parent / ".b.json.ab12cd34.tmp"
         mine.write_bytes(b"half")
         theirs.write_bytes(b"half")
-        ws.save("c", "a", [*first, *history(1)[1:]], revision=1)
+        ws.save("c", "a", [*copy.deepcopy(first), *history(1)[1:]], revision=1)  # not the stored objects: written whole
         assert not mine.exists() and theirs.exists()
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from .._errors import HistoryError, StoreError
 from .._files import atomic_write, read_stored, stale_temporaries
+from . import journal
 from .backend import StoreBackend, StoredTranscript
 from .codec import history_from_json, history_to_json, json_bytes
 from .ids import check_id
@@ -31,6 +32,10 @@ try:
 except ImportError:  # pragma: no cover - Windows: no advisory locks; revisions still checked
     _flock = None
 
+
+#: A journal may hold this many bytes whatever the size of its transcript file (a small
+#: transcript is cheap to write whole, but not at every turn).
+JOURNAL_FLOOR = 64 * 1024
 
 #: What a transcript file says it is, and the version of its layout.
 FORMAT = "glyphpack-transcript"
@@ -84,8 +89,15 @@ def _parse_json(path: Path, raw: bytes) -> object:
 
 
 def read_transcript(path: Path) -> StoredTranscript | None:
-    """The stored transcript at ``path`` (None: nothing stored), checked through:
-    a damaged file raises ``StoreError`` naming it and is never written over."""
+    """The stored transcript at ``path`` with the saves its journal holds (``journal``;
+    None: nothing stored), checked through: a damaged file raises ``StoreError`` naming
+    it and is never written over."""
+    base = _read_file(path)
+    return None if base is None else journal.read_journal(path, base)[0]
+
+
+def _read_file(path: Path) -> StoredTranscript | None:
+    """The transcript file at ``path`` alone (its journal not applied)."""
     raw = read_stored(path)
     if raw is None:
         return None
@@ -140,7 +152,11 @@ class FolderStore:
         # path -> (the file's identity when this workspace last read or wrote it, what it
         # holds): a save reads the stored transcript to check its revision, and a long
         # session's transcript is megabytes; re-parsed only when the file changed.
-        self._known: dict[Path, tuple[tuple[int, int, int, int], StoredTranscript]] = {}
+        self._known: dict[Path, tuple[tuple[Any, Any], StoredTranscript]] = {}
+        # path -> (what its file holds, the journal's bytes that count, the file's size):
+        # where the next save may append instead of writing the file whole (``journal``).
+        self._files: dict[Path, tuple[StoredTranscript, int, int]] = {}
+        self._journaled: set[tuple[str, str]] = set()
 
     @property
     def tree(self) -> SessionTree:
@@ -149,9 +165,26 @@ class FolderStore:
         return self._tree
 
     def close(self) -> None:
+        """Fold every journal this store appended to into its transcript file (so each
+        transcript is one file again), then close the tree."""
+        if not self.read_only:
+            for conversation, agent in sorted(self._journaled):
+                with contextlib.suppress(StoreError):  # a damaged journal stays as it is, to be reported when read
+                    self.fold(conversation, agent)
+        self._journaled.clear()
         if self._tree is not None:
             self._tree.close()
             self._tree = None
+
+    def fold(self, conversation: str, agent: str) -> None:
+        """Write the transcript file whole with its journal's saves, and drop the journal."""
+        path = self.transcript_path(conversation, agent)
+        if not journal.journal_path(path).exists():
+            return
+        with self.exclusive(conversation, agent):
+            stored = self.read(conversation, agent)
+            if stored is not None:
+                self._write(path, stored, conversation, agent)
 
     def transcript_path(self, conversation: str, agent: str) -> Path:
         return self.path / "transcripts" / check_id(conversation, "conversation") / f"{check_id(agent, 'agent')}.json"
@@ -168,6 +201,8 @@ class FolderStore:
             except OSError as exc:
                 raise StoreError(f"could not delete {folder}: {exc.strerror or exc}") from exc
         self._known = {path: known for path, known in self._known.items() if folder not in path.parents}
+        self._files = {path: file for path, file in self._files.items() if folder not in path.parents}
+        self._journaled = {(c, a) for c, a in self._journaled if c != conversation}
 
     def where(self, conversation: str, agent: str) -> str:
         return str(self.transcript_path(conversation, agent))
@@ -188,29 +223,57 @@ class FolderStore:
             return None
         return (stat.st_ino, stat.st_dev, stat.st_size, stat.st_mtime_ns)
 
+    def _identities(self, path: Path) -> tuple[Any, Any]:
+        """The identities of a transcript file and of its journal (None where absent)."""
+        return self._identity(path), self._identity(journal.journal_path(path))
+
     def read(self, conversation: str, agent: str) -> StoredTranscript | None:
         path = self.transcript_path(conversation, agent)
-        identity = self._identity(path)
+        identity = self._identities(path)
         known = self._known.get(path)
-        if identity is not None and known is not None and known[0] == identity:
-            return known[1]  # an atomic rename gives every new version a new inode
-        stored = read_transcript(path)
-        if stored is not None and identity is not None:
+        if identity[0] is not None and known is not None and known[0] == identity:
+            return known[1]  # an atomic rename gives every new file a new inode; an append a new size
+        base = _read_file(path)
+        if base is None:
+            return None  # a journal without its file is no transcript: a new one starts with the file
+        stored, journaled = journal.read_journal(path, base)
+        if identity[0] is not None:
             self._known[path] = (identity, stored)
+            self._files[path] = (base, journaled, identity[0][2])
         return stored
 
     def save(self, conversation: str, agent: str, prepare: Callable[[StoredTranscript | None], StoredTranscript]) -> StoredTranscript:
         _refuse_read_only(self)
         path = self.transcript_path(conversation, agent)
         with self.exclusive(conversation, agent):
-            stored = prepare(self.read(conversation, agent))
+            before = self.read(conversation, agent)
+            stored = prepare(before)
             self.tree.stored_prefix(conversation, stored.messages)  # what the tree would refuse, refused before writing
-            self._write(path, stored, conversation, agent)
+            if not self._appended(path, before, stored, conversation, agent):
+                self._write(path, stored, conversation, agent)
             # The transcript first, then the tree: a crash between the two leaves the tree
             # a turn behind, and ``reconcile`` (run when a session opens) brings it forward.
             # The transcript is what a run resumes from, so it is the one that wins.
             self.tree.record(conversation, agent, stored.messages)
         return stored
+
+    def _appended(self, path: Path, before: StoredTranscript | None, stored: StoredTranscript, conversation: str, agent: str) -> bool:
+        """Save ``stored`` by appending to the journal, when it only extends ``before`` and
+        the journal stays smaller than the file (or ``JOURNAL_FLOOR``); whether it did."""
+        file = self._files.get(path)
+        if before is None or file is None or not journal.extends(before, stored):
+            return False
+        base, journaled, size = file
+        entry = journal.line(stored, stored.messages[len(before.messages) :])
+        if journaled + len(entry) > max(size, JOURNAL_FLOOR):
+            return False
+        journaled = journal.append(path, base, journaled, entry)
+        self._journaled.add((conversation, agent))
+        identity = self._identities(path)
+        if identity[0] is not None:
+            self._known[path] = (identity, stored)
+            self._files[path] = (base, journaled, identity[0][2])
+        return True
 
     @contextlib.contextmanager
     def exclusive(self, conversation: str, agent: str) -> Iterator[None]:
@@ -236,9 +299,11 @@ class FolderStore:
             with contextlib.suppress(OSError):
                 stale.unlink()
         _write(path, json_bytes(document))
-        identity = self._identity(path)
-        if identity is not None:
+        journal.remove(path)  # the file holds it all now (a crash before this: the journal's header no longer matches)
+        identity = self._identities(path)
+        if identity[0] is not None:
             self._known[path] = (identity, stored)
+            self._files[path] = (stored, 0, identity[0][2])
 
     # ---------------------------------------------------------------- measured records
 
