@@ -30,14 +30,24 @@ from .._compaction.recovery import parse_overflow
 from .._compaction.summarize import Summarizer
 from .._errors import CompactionError, ConflictError, GlyphpackError, HistoryError
 from .._history.ids import unique_name
-from .._history.messages import Message
+from .._history.messages import Message, new_id
 from .._history.recall import RECALL_TOOL
 from .._history.store import Workspace
 from .._session.session import RequestReport, Session
 from .._types import Api
 from .._wire import provider_api, recall_tool
 from .._wire.gemini import to_rest
-from .histories import HistoryIndex, Key, _common, _read_request, digests, is_proxy_recall, recall_id_prefix, thinking_marks
+from .histories import (
+    HistoryIndex,
+    Key,
+    RequestReader,
+    _common,
+    _read_request,
+    digests,
+    is_proxy_recall,
+    recall_id_prefix,
+    thinking_marks,
+)
 from .identity import ANONYMOUS, BadRequest, Client, ClientKeys
 from .log import without_values
 from .rounds import marked
@@ -125,6 +135,7 @@ class Recorder:
         self._lock = threading.Lock()  # the session cache and the histories' locks, never held for long
         self._locks: dict[Key, threading.Lock] = {}
         self.histories = HistoryIndex(workspace, self._lock_of)
+        self.reader = RequestReader()
         self._sessions: collections.OrderedDict[Key, Session] = collections.OrderedDict()
 
     def index_workspace(self) -> int:
@@ -148,11 +159,12 @@ class Recorder:
         the provider's to judge) passes through as it came, with a note on stderr.
         ``summarizer`` (this request's: it carries the caller's key) is the session's
         last rung."""
-        request, history = _read_request(api, body)
+        request, history, chain = self.reader.read(api, body, client.secret)
         try:
             if isinstance(history, HistoryError):
                 raise history
-            return self._prepare(api, request, history, summarizer, client)
+            assert chain is not None  # a history read has its digests
+            return self._prepare(api, request, history, chain, summarizer, client)
         except BadRequest:
             raise
         except (GlyphpackError, RecursionError) as exc:
@@ -168,9 +180,10 @@ class Recorder:
             return client.scoped()
         return client
 
-    def _prepare(self, api: Api, body: Json, history: list[Message], summarizer: Summarizer | None, client: Client) -> Exchange:
+    def _prepare(
+        self, api: Api, body: Json, history: list[Message], chain: tuple[list[bytes], list[bytes | None]], summarizer: Summarizer | None, client: Client
+    ) -> Exchange:
         client = self._named(client)
-        chain = (digests(history), thinking_marks(history))
         try:
             return self._record(api, body, history, chain, summarizer, client)
         except ConflictError:  # another process saved the conversation since: read it again, once
@@ -402,7 +415,9 @@ class Recorder:
             kept = session.messages[: stored.ends[common - 1] if common else 0]
             self.workspace.save(*key, kept, revision=session.revision, replace=True)
             session = self._open(api, key, body, summarizer)
-        new = history[common:]
+        # Ids of their own: a message the reader reused from an earlier request (``RequestReader``)
+        # may already be stored, in the history this one branched from.
+        new = [dataclasses.replace(message, id=new_id()) for message in history[common:]]
         if new and any(is_proxy_recall(c) for c in session.pending_calls):
             # The answer before mixed a recall with the client's calls: the client sends
             # its own calls' results, the session adds the recall's (or, on a new user

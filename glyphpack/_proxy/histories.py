@@ -25,6 +25,7 @@ from .._history.recall import RECALL_TOOL
 from .._history.store import Workspace
 from .._types import Api
 from .._wire import provider_api
+from .._wire.anthropic import from_anthropic_message
 from .._wire.gemini import from_rest
 from .identity import ANONYMOUS, BadRequest, Client
 from .rounds import UNANSWERED
@@ -267,6 +268,98 @@ def _read_request(api: Api, body: object) -> tuple[Json, list[Message] | History
         return body, history_of(api, body)
     except HistoryError as exc:
         return body, exc
+
+
+#: A request as read: its body, its history (or why it cannot be recorded), and the
+#: history's (digests, thinking marks) when read.
+Read = tuple[Json, "list[Message] | HistoryError", "tuple[list[bytes], list[bytes | None]] | None"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Remembered:
+    """An Anthropic request read in full: what the next request of its client reuses
+    where its messages are the same."""
+
+    system: str | None
+    items: list[Json]
+    per_item: list[list[Message]]  # each wire message's neutral messages
+    depths: list[int]  # how deep each wire message nests
+    digests: list[bytes]  # per neutral message, the system message's first
+    marks: list[bytes | None]
+
+
+class RequestReader:
+    """Reads proxied requests, and for the Anthropic API each one in proportion to what
+    is new: a client resends its whole history every turn, so the messages a client's
+    recent request began with (compared as parsed JSON, in C) are not converted, nested,
+    digested or marked again; only the rest is. The same results as reading the request
+    whole (a property test says so). Thread-safe; a few requests kept per client."""
+
+    def __init__(self, per_client: int = 4):
+        self.per_client = per_client
+        self._lock = threading.Lock()
+        self._recent: dict[bytes, list[_Remembered]] = {}
+
+    def read(self, api: Api, body: object, owner: bytes = b"") -> Read:
+        """(the body, its history or the ``HistoryError`` that keeps it from being
+        recorded, its digests and marks); ``BadRequest`` as ``_read_request``."""
+        if api != "anthropic" or not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            request, history = _read_request(api, body)
+            return request, history, None if isinstance(history, HistoryError) else (digests(history), thinking_marks(history))
+        if not isinstance(body.get("model"), str) or not body["model"]:
+            raise BadRequest("model: a model id is required")
+        items = body["messages"]
+        if not all(isinstance(i, dict) for i in items):
+            raise BadRequest(f"messages: expected a list of objects, got {type(items).__name__}")
+        rest = nesting({k: v for k, v in body.items() if k != "messages"}) if len(body) > 1 else 1
+        system = _system_text(api, body)
+        before = self._best(owner, system, items)
+        reused = 0 if before is None else _same_prefix(before.items, items)
+        try:
+            fresh = (nesting(i, MAX_NESTING - 2) for i in items[reused:])  # each message is 2 levels down
+            depths = [*(before.depths[:reused] if before else ()), *fresh]
+            depth = max(rest, 2 + max(depths, default=-1))
+            if depth > MAX_NESTING:
+                return body, HistoryError(f"the body is nested {depth}+ levels deep; glyphpack records at most {MAX_NESTING}"), None
+            per_item = [*(before.per_item[:reused] if before else ()), *(
+                from_anthropic_message(item, index) for index, item in enumerate(items[reused:], start=reused)
+            )]
+        except HistoryError as exc:
+            return body, exc, None
+        head = [Message("system", (Text(system),))] if system else []
+        kept = len(head) + sum(len(m) for m in per_item[:reused])
+        messages = [*head, *(m for converted in per_item for m in converted)]
+        if before is not None and reused:
+            chain = (digests(messages[kept:], before.digests[:kept]), [*before.marks[:kept], *thinking_marks(messages[kept:])])
+        else:
+            chain = (digests(messages), thinking_marks(messages))
+        self._keep(owner, _Remembered(system, list(items), per_item, depths, chain[0], chain[1]))
+        return body, messages, chain
+
+    def _best(self, owner: bytes, system: str | None, items: list[Json]) -> _Remembered | None:
+        """The kept request of ``owner`` with ``system`` whose messages ``items`` begin
+        with longest (None: none shares the first)."""
+        with self._lock:
+            kept = list(self._recent.get(owner, ()))
+        candidates = [r for r in kept if r.system == system and r.items and items and r.items[0] == items[0]]
+        return max(candidates, key=lambda r: _same_prefix(r.items, items), default=None)
+
+    def _keep(self, owner: bytes, read: _Remembered) -> None:
+        with self._lock:
+            kept = [r for r in self._recent.get(owner, ()) if r.items[:1] != read.items[:1] or r.system != read.system]
+            self._recent[owner] = [read, *kept][: self.per_client]
+            while len(self._recent) > 64:  # clients seen: the oldest forgotten (as many as sessions kept open)
+                del self._recent[next(iter(self._recent))]
+
+
+def _same_prefix(before: list[Json], items: list[Json]) -> int:
+    """How many leading wire messages two requests share (compared as parsed JSON)."""
+    count = 0
+    for old, new in zip(before, items):
+        if old != new:
+            break
+        count += 1
+    return count
 
 
 class HistoryIndex:

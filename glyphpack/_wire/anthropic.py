@@ -190,20 +190,26 @@ def from_anthropic(messages: Sequence[Json], system: str | None = None) -> list[
     ``HistoryError`` naming its index."""
     out = [Message("system", (Text(system),))] if system else []
     for index, data in enumerate(messages):
-        try:
-            content = data["content"]
-            if isinstance(content, str):
-                content = [{"type": "text", "text": content}]
-            blocks = [_from_anthropic_block(b) for b in content]
-            if data["role"] == "user":
-                out.extend(split_user_turn(blocks))
-            elif data["role"] in ("assistant", "system"):  # system: a mid-conversation system message
-                out.append(Message(data["role"], tuple(blocks)))
-            else:
-                raise HistoryError(f"role must be user, assistant or system, not {data['role']!r}")
-        except MALFORMED as exc:
-            raise message_error(index, exc) from None
+        out.extend(from_anthropic_message(data, index))
     return out
+
+
+def from_anthropic_message(data: Json, index: int) -> list[Message]:
+    """The neutral messages of Anthropic message ``data``, number ``index`` of its
+    request (each message converts on its own: what the proxy reads again only where a
+    request's messages are new)."""
+    try:
+        content = data["content"]
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        blocks = [_from_anthropic_block(b) for b in content]
+        if data["role"] == "user":
+            return split_user_turn(blocks)
+        if data["role"] in ("assistant", "system"):  # system: a mid-conversation system message
+            return [Message(data["role"], tuple(blocks))]
+        raise HistoryError(f"role must be user, assistant or system, not {data['role']!r}")
+    except MALFORMED as exc:
+        raise message_error(index, exc) from None
 
 
 def with_result_content(blocks: Sequence[Json]) -> list[Json]:
