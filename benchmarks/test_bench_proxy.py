@@ -54,11 +54,25 @@ async def _client_loop(base: str, turns: int, ttfb: list[float], number: int) ->
             started = time.perf_counter()
             async with client.stream("POST", "/v1/messages", json=body, headers={"x-api-key": "bench"}) as response:
                 chunks = response.aiter_bytes()
-                await chunks.__anext__()
+                received = [await chunks.__anext__()]
                 ttfb.append(time.perf_counter() - started)
-                async for _ in chunks:
-                    pass
-            history += [{"role": "assistant", "content": f"answer {turn}"}, {"role": "user", "content": f"next {turn}: " + "x" * 400}]
+                async for chunk in chunks:
+                    received.append(chunk)
+            # The answer sent back as the client got it (as every harness does): a client
+            # that sent back something else would branch its conversation every turn.
+            answer = _streamed_text(b"".join(received))
+            history += [{"role": "assistant", "content": answer}, {"role": "user", "content": f"next {turn}: " + "x" * 400}]
+
+
+def _streamed_text(stream: bytes) -> str:
+    """The text of a streamed Messages answer (its ``text_delta`` events joined)."""
+    text = []
+    for line in stream.decode().splitlines():
+        if line.startswith("data:"):
+            event = json.loads(line[5:])
+            if event.get("type") == "content_block_delta" and event["delta"].get("type") == "text_delta":
+                text.append(event["delta"]["text"])
+    return "".join(text)
 
 
 def _latency(base: str, clients: int, turns: int) -> tuple[list[float], float, float]:
@@ -271,3 +285,50 @@ def test_proxy_billed_input(tmp_path: Path) -> None:
         )
     TABLES["proxy billed input (benchmarks/test_bench_proxy.py)"] = lines
     assert runs["proxy"][1] == "finished" and runs["proxy"][0] == calls + 1
+
+
+# ---------------------------------------------------------------------- a growing conversation
+
+
+def _growing(requests: int, own_recall_tool: bool) -> dict[int, float]:
+    """The recorder alone (no HTTP) on one conversation growing by a tool call and a
+    9 kB result per request, 10M-token window (no threshold reached): the median of
+    ``prepare`` plus ``finish`` over requests n..n+9, in ms, for n in 10, 100, 500, 990.
+    ``own_recall_tool``: the client defines a tool named ``glyphpack_recall`` itself, so
+    the proxy offers none and elides nothing (the pure pass-through path); otherwise old
+    results are elided once that pays (a compaction in force: each request built)."""
+    import statistics
+    import tempfile
+
+
+    tools = [{"name": "glyphpack_recall", "description": "the client's own", "input_schema": {"type": "object"}}] if own_recall_tool else []
+    messages: list[Json] = [{"role": "user", "content": "summarize the repository"}]
+    times: list[float] = []
+    with tempfile.TemporaryDirectory() as folder, Workspace(folder) as workspace:
+        recorder = Recorder(workspace, ProxySettings(context_window=10_000_000))
+        for n in range(requests):
+            body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": json.loads(json.dumps(messages)), **({"tools": tools} if tools else {})}
+            started = time.perf_counter()
+            exchange = recorder.prepare("anthropic", body)
+            call = {"type": "tool_use", "id": f"toolu_{n:04d}", "name": "read", "input": {"path": f"f{n}.py"}}
+            answer = {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": [call],
+                      "stop_reason": "tool_use", "usage": {"input_tokens": 10, "output_tokens": 5}}  # fmt: skip
+            recorder.finish(exchange, answer)
+            times.append(time.perf_counter() - started)
+            messages += [{"role": "assistant", "content": [call]},
+                         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": f"line of code {n}\n" * 600}]}]  # fmt: skip
+        recorder.close()
+    return {n: 1000 * statistics.median(times[n : n + 10]) for n in (10, 100, 500, 990) if n + 10 <= requests}
+
+
+def test_a_growing_conversation() -> None:
+    lines = [
+        "the recorder alone, one conversation growing by a 9 kB tool result a request (median of ten requests from each, ms)",
+        "",
+        "| path | request 10 | request 100 | request 500 | request 990 | 990 / 10 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, own in (("pass-through (nothing compacted)", True), ("old results elided (a compaction in force)", False)):
+        at = _growing(1000, own)
+        lines.append(f"| {label} | {at[10]:.1f} | {at[100]:.1f} | {at[500]:.1f} | {at[990]:.1f} | {at[990] / at[10]:.1f}x |")
+    TABLES["proxy: a growing conversation (benchmarks/test_bench_proxy.py)"] = lines

@@ -615,3 +615,38 @@ def test_each_store_refuses_a_bad_id_by_its_name_and_counts_its_views(workspace)
         workspace.backend.put_view("c", "a", json.dumps({"format": "glyphpack-view", "n": number}).encode())
     assert workspace.backend.count_views("c", "a") == 2 and workspace.backend.count_views("c", "other") == 0
     assert [json.loads(raw)["n"] for _, raw in workspace.backend.views("c", "a")] == [1, 2]
+
+
+
+def test_a_tree_switching_to_wal_while_others_hold_it_waits_for_them(tmp_path, monkeypatch):
+    """SQLite refuses the switch to WAL at once ('database is locked'), without its busy
+    timeout, while other processes open or write the tree (32 fleet agents opening one
+    new workspace met it, about one run in two): the open tries again until they are done."""
+    import sqlite3
+
+    import glyphpack._history.tree as tree_module
+
+    refusals = {"left": 3}
+    real_connect = sqlite3.connect
+
+    class Busy:
+        def __init__(self, connection):
+            self.connection = connection
+
+        def execute(self, sql, *args):
+            if sql.startswith("PRAGMA journal_mode") and refusals["left"]:
+                refusals["left"] -= 1
+                raise sqlite3.OperationalError("database is locked")
+            return self.connection.execute(sql, *args)
+
+        def __getattr__(self, name):
+            return getattr(self.connection, name)
+
+    monkeypatch.setattr(tree_module.sqlite3, "connect", lambda *a, **k: Busy(real_connect(*a, **k)))
+    with Workspace(tmp_path) as ws:
+        ws.save("c", "a", history(1), revision=0)
+    assert refusals["left"] == 0
+    refusals["left"] = 10**6  # held for good: after OPEN_WAIT, the busy error names the tree
+    monkeypatch.setattr(tree_module.SqliteDatabase, "OPEN_WAIT", 0.05)
+    with pytest.raises(StoreError, match=r"tree\.sqlite3 is busy: another process holds it \(database is locked\); try again"):
+        Workspace(tmp_path / "other").tree.conversations()

@@ -190,7 +190,7 @@ class SqliteDatabase:
                 self._db.execute("PRAGMA query_only=1")
                 self._check_read_only()
             else:
-                self._db.execute("PRAGMA journal_mode=WAL")
+                self._until_free(lambda: self._db.execute("PRAGMA journal_mode=WAL"))
                 self._db.execute("PRAGMA foreign_keys=ON")
                 self._migrate()
             tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -203,6 +203,26 @@ class SqliteDatabase:
         except StoreError:
             self._db.close()
             raise
+
+    #: How long opening waits for other processes opening the same new tree.
+    OPEN_WAIT = 30.0
+
+    def _until_free(self, step: Callable[[], object]) -> None:
+        """Run ``step``, again while SQLite says the database is locked, for up to
+        ``OPEN_WAIT`` seconds: switching to WAL takes a lock that SQLite may refuse at
+        once, without its busy timeout, while other processes open or write the tree (32
+        agents opening one new workspace met it, about one run in two)."""
+        deadline = time.monotonic() + self.OPEN_WAIT
+        pause = 0.005
+        while True:
+            try:
+                step()
+                return
+            except sqlite3.OperationalError as exc:
+                if not ("locked" in str(exc) or "busy" in str(exc)) or time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
 
     def close(self) -> None:
         self._db.close()
