@@ -185,3 +185,68 @@ def test_a_writer_killed_at_any_moment_loses_no_save_it_finished(tmp_path, delay
         ws.save("c", "a", more, revision=stored.revision)
     with Workspace(tmp_path) as ws:
         assert ws.load("c", "a").messages == tuple(more)
+
+
+def test_a_process_that_read_a_transcript_without_a_journal_starts_one_that_others_read(tmp_path):
+    """The saves of a process that read the transcript (no journal yet, or one an earlier
+    file left) begin a journal of their own, header first, that another process reads."""
+    with Workspace(tmp_path) as ws:
+        grow(ws, 2)
+        path = ws.transcript_path("c", "a")
+        stale = journal.journal_path(path).read_bytes()
+    for left_behind in (None, stale):  # no journal; the journal of an earlier file
+        if left_behind is not None:
+            journal.journal_path(path).write_bytes(left_behind)
+        reader = Workspace(tmp_path)
+        stored = reader.load("c", "a")
+        more = [*stored.messages, *turn(stored.revision)]
+        reader.save("c", "a", more, revision=stored.revision)
+        assert path.read_bytes().startswith(b"{") and journal.journal_path(path).read_bytes().startswith(b'{"format":"glyphpack-journal"')
+        with Workspace(tmp_path) as other:
+            assert other.load("c", "a").messages == tuple(more)
+        reader.close()
+
+
+def test_a_saves_error_and_checkpoints_come_back_from_the_journal(tmp_path):
+    ws = Workspace(tmp_path)
+    messages = grow(ws, 2)
+    ws.save("c", "a", [*messages, *turn(2)], revision=2, error="the provider refused it", checkpoints={"before": messages[-1].id})
+    path = ws.transcript_path("c", "a")
+    assert journal.journal_path(path).exists()
+    with Workspace(tmp_path) as other:
+        stored = other.load("c", "a")
+        assert (stored.error, stored.checkpoints, stored.revision) == ("the provider refused it", {"before": messages[-1].id}, 3)
+    ws.close()
+
+
+def test_a_journal_is_made_with_the_mode_of_its_transcript_file(tmp_path):
+    with Workspace(tmp_path) as ws:
+        grow(ws, 2)
+        path = ws.transcript_path("c", "a")
+        assert journal.journal_path(path).stat().st_mode & 0o777 == path.stat().st_mode & 0o777
+
+
+@pytest.mark.parametrize(
+    ("first_line", "second_line", "read"),
+    [
+        (b"[1, 2]", None, "ignored"),  # a first line that is no header
+        (b'{"format": "glyphpack-journal", "revision": "1", "messages": 2}', None, "ignored"),
+        (None, b'{"revision": 1, "error": null, "checkpoints": {}, "messages": []}', "revision or checkpoints out of place"),
+        (None, b'{"revision": 9, "error": null, "checkpoints": [], "messages": []}', "revision or checkpoints out of place"),
+        (None, b'{"revision": 9, "error": null, "checkpoints": {}}', "'messages'"),
+    ],
+)
+def test_a_journal_whose_lines_do_not_follow_is_ignored_or_refused(tmp_path, first_line, second_line, read):
+    ws = Workspace(tmp_path)
+    messages = grow(ws, 2)
+    path = ws.transcript_path("c", "a")
+    lines = journal.journal_path(path).read_bytes().splitlines(keepends=True)
+    header = lines[0] if first_line is None else first_line + b"\n"
+    journal.journal_path(path).write_bytes(header + (lines[1] if second_line is None else second_line + b"\n"))
+    with Workspace(tmp_path) as other:
+        if read == "ignored":
+            assert other.load("c", "a").messages == tuple(messages[:2])  # the file alone: its journal ignored
+        else:
+            with pytest.raises(StoreError, match=f"is damaged at line 2: .*{read}"):
+                other.load("c", "a")
+    ws.close()
