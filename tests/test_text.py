@@ -108,7 +108,7 @@ def test_unknown_layout():
 
 # CR, CRLF, tabs, controls, drops, folds, combining marks that compose and that do not,
 # Hangul jamo that compose, an ANSI sequence, wide and astral characters, a lone surrogate.
-_TRICKY_ALPHABET = "ab \n\r\t\x00\x0c\x85\u200b\u2014\u2026e\u0301\u0308A\u030a\u4e2d\U0001f600\x1b[1m\u1100\u1161\u11a8\uac00\ufe0f\u212b\ud800"
+_TRICKY_ALPHABET = "ab \n\r\t\x00\x0c\x85\u200b\u2014\u2026\ufe12e\u0301\u0308A\u030a\u4e2d\U0001f600\x1b[1m\u1100\u1161\u11a8\uac00\ufe0f\u212b\ud800"
 
 
 @pytest.mark.parametrize("font", ["5x8", "unifont"])
@@ -117,6 +117,8 @@ _TRICKY_ALPHABET = "ab \n\r\t\x00\x0c\x85\u200b\u2014\u2026e\u0301\u0308A\u030a\
 @example("a\r\n\tb\rc\t\r\nd\r")  # CRLF, lone CRs and tabs after each
 @example("e\u0301\tx\u0308\ty\n\u1100\u1161\u11a8\t|")  # tab stops counted after NFC composed
 @example("\x1b[1m\r\n\x1b[0m\t\r")
+@example("a\r\x1b[1m\nb")  # CR made LF before the sequence goes: two line breaks, not a CRLF
+@example("\ufe12")  # unifont lacks it; its fold is a wide glyph
 def test_normalize_matches_the_rules_applied_one_by_one(font, layout, text):
     """The one-pass normalization (CRs, tabs, lookup and class counts in one kernel; NFC
     only where the pass met a character it may change) gives exactly what the rules
@@ -134,6 +136,8 @@ def test_normalize_matches_the_rules_applied_one_by_one(font, layout, text):
     assert got.glyphs.tolist() == glyphs
     assert dataclasses.asdict(got.counts) == counts
     assert got.classes_counted.tolist() == classes
+    assert got.source_chars == len(text)
+    assert normalize(text, atlas, layout).classes_counted is None  # none asked for
     assert got.narrow == (not any(g >= 0 and atlas.cell_widths[g] == 2 for g in glyphs))
 
 
@@ -147,7 +151,7 @@ def test_nfc_suspects_hold_every_character_nfc_may_change():
 
     bits = nfc_suspects()
     marked = lambda c: bool((bits[ord(c) >> 3] >> (ord(c) & 7)) & 1)
-    for char in "\u0301\u0308\u030a\u1161\u11a8\u212b\u0f73\u0cd5\u0340":  # marks, jamo, Angstrom, a Maybe vowel sign
+    for char in "\u0300\u0301\u0308\u030a\u1161\u11a8\u212b\u0f73\u0cd5\u0340":  # marks, jamo, Angstrom, a Maybe vowel sign
         assert marked(char), hex(ord(char))
     for char in "a\u4e2d\uac00\u00e9\u0410\U0001f600":
         assert not marked(char), hex(ord(char))
@@ -163,7 +167,7 @@ def test_many_expansions_take_the_vectorized_path_with_the_same_result(monkeypat
     per-character offsets instead of splicing: the same glyphs either way."""
     import glyphpack._render.text as text_module
 
-    text = "".join(f"x{i % 10}\x0c\u200b\u27f6" for i in range(3000))  # 9,000 irregular characters
+    text = "".join(f"x{i % 10}\x0c\u200b\u27f6\x00" for i in range(3000))  # 12,000 irregular characters, NUL among them
     vectorized = normalize(text, ATLAS)
     monkeypatch.setattr(text_module, "_PIECE", 7)  # pieces cut between and beside them
     in_pieces = normalize(text, ATLAS)
@@ -173,7 +177,7 @@ def test_many_expansions_take_the_vectorized_path_with_the_same_result(monkeypat
     monkeypatch.setattr(text_module, "_SPLICE_LIMIT", 10**9)
     spliced = normalize(text, ATLAS)
     assert vectorized.glyphs.tolist() == spliced.glyphs.tolist() == in_pieces.glyphs.tolist()
-    assert glyphs_to_text(spliced.glyphs, ATLAS) == "".join(f"x{i % 10}^L-->" for i in range(3000))
+    assert glyphs_to_text(spliced.glyphs, ATLAS) == "".join(f"x{i % 10}^L-->^@" for i in range(3000))
 
 
 def test_nfc_suspects_are_cached_on_disk_and_rebuilt_when_damaged(tmp_path, monkeypatch):
