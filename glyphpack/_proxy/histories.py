@@ -172,6 +172,8 @@ class Chain:
     marks: tuple[bytes | None, ...]
     ends: tuple[int, ...]
     roles: tuple[str, ...]
+    #: the ids of the recall calls the proxy answered among the ``stored`` messages
+    recall_ids: frozenset[str] = frozenset()
 
 
 def thinking_marks(messages: Sequence[Message]) -> list[bytes | None]:
@@ -313,8 +315,7 @@ class RequestReader:
             raise BadRequest(f"messages: expected a list of objects, got {type(items).__name__}")
         rest = nesting({k: v for k, v in body.items() if k != "messages"}) if len(body) > 1 else 1
         system = _system_text(api, body)
-        before = self._best(owner, system, items)
-        reused = 0 if before is None else _same_prefix(before.items, items)
+        before, reused = self._best(owner, system, items)
         try:
             fresh = (nesting(i, MAX_NESTING - 2) for i in items[reused:])  # each message is 2 levels down
             depths = [*(before.depths[:reused] if before else ()), *fresh]
@@ -336,13 +337,16 @@ class RequestReader:
         self._keep(owner, _Remembered(system, list(items), per_item, depths, chain[0], chain[1]))
         return body, messages, chain
 
-    def _best(self, owner: bytes, system: str | None, items: list[Json]) -> _Remembered | None:
+    def _best(self, owner: bytes, system: str | None, items: list[Json]) -> tuple[_Remembered | None, int]:
         """The kept request of ``owner`` with ``system`` whose messages ``items`` begin
-        with longest (None: none shares the first)."""
+        with longest, and how many (None, 0: none shares the first)."""
         with self._lock:
             kept = list(self._recent.get(owner, ()))
-        candidates = [r for r in kept if r.system == system and r.items and items and r.items[0] == items[0]]
-        return max(candidates, key=lambda r: _same_prefix(r.items, items), default=None)
+        shared = [(_same_prefix(r.items, items), -n, r) for n, r in enumerate(kept) if r.system == system and r.items and items and r.items[0] == items[0]]
+        if not shared:
+            return None, 0
+        count, _, best = max(shared)
+        return best, count
 
     def _keep(self, owner: bytes, read: _Remembered) -> None:
         with self._lock:
@@ -432,7 +436,9 @@ class HistoryIndex:
         else:
             known = None
         start = known.ends[keep - 1] if known is not None and keep else 0
-        shown = client_view(messages, start, proxy_recall_ids(messages))
+        # The answered recalls: those of the messages read before, and of the new ones.
+        recall_ids = known.recall_ids | proxy_recall_ids(messages[known.stored :]) if known is not None else proxy_recall_ids(messages)
+        shown = client_view(messages, start, recall_ids)
         before = (known.digests[:keep], known.marks[:keep], known.ends[:keep], known.roles[:keep]) if known is not None else ((), (), (), ())
         return Chain(
             stored=len(messages),
@@ -441,6 +447,7 @@ class HistoryIndex:
             marks=(*before[1], *thinking_marks(shown.messages)),
             ends=(*before[2], *shown.ends),
             roles=(*before[3], *(m.role for m in shown.messages)),
+            recall_ids=recall_ids,
         )
 
     def remember(self, key: Key, messages: Sequence[Message], *, persist: bool = True) -> tuple[bytes, ...]:
