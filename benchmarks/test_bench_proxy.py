@@ -332,3 +332,43 @@ def test_a_growing_conversation() -> None:
         at = _growing(1000, own)
         lines.append(f"| {label} | {at[10]:.1f} | {at[100]:.1f} | {at[500]:.1f} | {at[990]:.1f} | {at[990] / at[10]:.1f}x |")
     TABLES["proxy: a growing conversation (benchmarks/test_bench_proxy.py)"] = lines
+
+
+# ---------------------------------------------------------------------- worker processes
+
+
+def test_proxy_worker_processes(tmp_path: Path) -> None:
+    """``glyphpack proxy --workers N`` as a user starts it (a subprocess), 32 clients at
+    once, against direct in the same run: what more processes give on this machine's
+    two cores, which the clients and the fake upstream (this process) share with them."""
+    import subprocess
+    import sys
+
+    model = FakeModel([Turn(text="ok")])
+    lines = [
+        "glyphpack proxy --workers N (a subprocess), 32 streaming clients at once, 12 requests each; direct measured in the same run",
+        "",
+        "| route | TTFB p50 / p99 | requests/s | against direct |",
+        "|---|---|---|---|",
+    ]
+    with FakeUpstream(model) as upstream:
+        direct, direct_rate, _ = _latency(upstream.url, 32, 12)
+        lines.append(f"| direct | {1000 * _percentile(direct, 0.5):.1f} / {1000 * _percentile(direct, 0.99):.1f} ms | {direct_rate:.0f} | 1.00x |")
+        for workers in (1, 2):
+            proxy = subprocess.Popen(
+                [sys.executable, "-m", "glyphpack", "proxy", "--upstream", upstream.url, "--workspace", str(tmp_path / f"ws-{workers}"),
+                 "--port", "0", "--workers", str(workers), "--quiet"], stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            try:
+                assert proxy.stderr is not None
+                url = proxy.stderr.readline().split()[3]
+                _latency(url, 4, 3)  # every worker's first requests (imports, sessions) out of the way
+                through, rate, _ = _latency(url, 32, 12)
+            finally:
+                proxy.terminate()
+                proxy.communicate(timeout=60)
+            lines.append(
+                f"| proxy, {workers} worker{'s' if workers > 1 else ''} | {1000 * _percentile(through, 0.5):.1f} / {1000 * _percentile(through, 0.99):.1f} ms "
+                f"| {rate:.0f} | {rate / direct_rate:.2f}x |"
+            )
+    TABLES["proxy: worker processes (benchmarks/test_bench_proxy.py)"] = lines

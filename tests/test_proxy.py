@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -948,6 +949,8 @@ def test_glyphpack_proxy_serves_until_sigterm_and_the_conversation_is_in_the_tre
         (["--upstream", "ftp://example.com"], "--upstream must be anthropic, openai, gemini or an http(s) URL, not 'ftp://example.com'"),
         (["--upstream", "anthropic", "--context-window", "1000", "--threshold", "2000"], "need 0 < target < threshold <= window"),
         (["--upstream", "anthropic", "--host", "203.0.113.7"], "cannot listen on 203.0.113.7:8787"),
+        (["--upstream", "anthropic", "--workers", "0"], "--workers must be 1 to 64 processes, not 0"),
+        (["--upstream", "anthropic", "--workers", "65"], "--workers must be 1 to 64 processes, not 65"),
         (["--upstream", "anthropic", "--log-json", "/nonexistent-dir/log.jsonl"], "--log-json /nonexistent-dir/log.jsonl: cannot write it (No such file or directory)"),
     ],
 )
@@ -1163,3 +1166,38 @@ def test_the_proxys_summary_continues_the_conversation_the_upstream_last_receive
         assert said.startswith(SUMMARY_REQUEST) and last["role"] == "user"
         assert body.get("tools") == previous.get("tools") and not body.get("stream")
         assert count_tokens(body) + 4_000 <= SETTINGS.context_window  # type: ignore[operator]
+
+
+@pytest.mark.slow  # starts glyphpack in a subprocess (about 3 s)
+def test_glyphpack_proxy_workers_share_the_port_and_every_conversation(tmp_path: Path) -> None:
+    """``--workers 3``: three processes on one port and one workspace. Clients whose
+    every request opens a new connection (so turns of one conversation land on any
+    worker) each end with their whole conversation in one transcript; every worker
+    served; SIGTERM stops them all."""
+    model = FakeModel([Turn(text="noted")])
+    with FakeUpstream(model) as upstream:
+        proxy = _glyphpack("proxy", "--upstream", upstream.url, "--workspace", str(tmp_path / "ws"), "--port", "0", "--workers", "3", "--quiet")
+        try:
+            assert proxy.stderr is not None
+            line = proxy.stderr.readline()
+            assert line.startswith("glyphpack proxy on http://127.0.0.1:") and "; 3 worker processes" in line, line
+            url = line.split()[3]
+            proxy.stderr.readline()
+            conversations = {n: [{"role": "user", "content": f"conversation {n}: read the logs"}] for n in range(4)}
+            for turn in range(6):
+                for history in conversations.values():
+                    with httpx.Client(base_url=url, timeout=30, limits=httpx.Limits(max_keepalive_connections=0)) as client:
+                        body = {"model": "claude-sonnet-4-5", "max_tokens": 50, "messages": history}
+                        answer = client.post("/v1/messages", json=body, headers={"x-api-key": API_KEY})
+                        assert answer.status_code == 200, answer.text
+                    history += [{"role": "assistant", "content": answer.json()["content"][0]["text"]}, {"role": "user", "content": f"turn {turn}"}]
+        finally:
+            proxy.send_signal(signal.SIGTERM)
+            _, err = proxy.communicate(timeout=60)
+    assert proxy.returncode == 0 and "Traceback" not in err and "stopped:" not in err, err
+    served = [int(m.group(1)) for m in re.finditer(r"glyphpack proxy: (\d+) requests", err)]
+    assert len(served) == 3 and sum(served) == 24 and sum(n > 0 for n in served) >= 2, err  # spread by the kernel: at least two served
+    with Workspace(tmp_path / "ws") as workspace:
+        stored = [workspace.load(*key).messages for key in workspace.transcripts()]
+    assert sorted(len(messages) for messages in stored) == [12] * 4  # each: six turns, whole, in one transcript
+    assert all(messages[0].text.startswith("conversation ") and messages[-1].text == "noted" for messages in stored)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -28,7 +31,7 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         from .._proxy.conversations import ProxySettings, Recorder
         from .._proxy.identity import ClientKeys
         from .._proxy.log import ProxyLog
-        from .._proxy.server import STATUS_PATH, Proxy, serve, upstream_url
+        from .._proxy.server import STATUS_PATH, Proxy, listen, serve, upstream_url
     except ImportError as exc:
         raise UsageError(f"glyphpack proxy needs its extra ({exc.name} is missing): pip install '.[proxy]' (the proxy extra)") from None
     from .._history.store import Workspace
@@ -52,18 +55,61 @@ def cmd_proxy(args: argparse.Namespace) -> int:
             json_log.open("a", encoding="utf-8").close()
         except OSError as exc:
             raise UsageError(f"--log-json {json_log}: cannot write it ({exc.strerror})") from None
-    log = ProxyLog(None if args.quiet else sys.stderr, json_log)
-    with Workspace(args.workspace) as workspace:
-        recorder = Recorder(workspace, settings)
-        known = recorder.index_workspace()
-
-        def announce(url: str) -> None:
-            print(f"glyphpack proxy on {url} -> {_shown(upstream)}; workspace {workspace.location} ({known} conversations known)", file=sys.stderr)
-            print(f"  Claude Code: ANTHROPIC_BASE_URL={url} claude    OpenAI SDKs: OPENAI_BASE_URL={url}/v1    totals: {url}{STATUS_PATH}", file=sys.stderr, flush=True)
-
-        serve(Proxy(recorder, upstream, summarizer=summarizer, log=log).app, args.host, args.port, announce=announce)
-        print(log.summary(), file=sys.stderr, flush=True)  # it returns once SIGINT or SIGTERM stopped it
+    if not 1 <= args.workers <= MAX_WORKERS:
+        raise UsageError(f"--workers must be 1 to {MAX_WORKERS} processes, not {args.workers}")
+    sock = listen(args.host, args.port)  # once, before the workers: they share it, the kernel spreads connections
+    url = f"http://{args.host}:{sock.getsockname()[1]}"
+    children = _fork_workers(args.workers - 1)  # None: this is a worker, which serves and exits
+    failed = True
+    try:
+        with Workspace(args.workspace) as workspace:
+            recorder = Recorder(workspace, settings)
+            known = recorder.index_workspace()
+            log = ProxyLog(None if args.quiet else sys.stderr, json_log)
+            if children is not None:  # the first process announces, for all of them
+                workers = f"; {args.workers} worker processes" if args.workers > 1 else ""
+                print(f"glyphpack proxy on {url} -> {_shown(upstream)}; workspace {workspace.location} ({known} conversations known){workers}", file=sys.stderr)
+                print(f"  Claude Code: ANTHROPIC_BASE_URL={url} claude    OpenAI SDKs: OPENAI_BASE_URL={url}/v1    totals: {url}{STATUS_PATH}", file=sys.stderr, flush=True)
+            serve(Proxy(recorder, upstream, summarizer=summarizer, log=log).app, args.host, args.port, sock=sock)
+            # It returns once SIGINT or SIGTERM stopped it; each worker's totals are its own.
+            print(log.summary() + (f" (worker {os.getpid()})" if args.workers > 1 else ""), file=sys.stderr, flush=True)
+        failed = False
+    except Exception as exc:
+        if children is not None:
+            raise
+        print(f"glyphpack proxy: worker {os.getpid()} stopped: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+    finally:
+        if children is None:
+            os._exit(1 if failed else 0)  # a worker leaves without the parent's atexit work
+        _stop_workers(children)
+        sock.close()
     return 0
+
+
+#: The most worker processes ``glyphpack proxy --workers`` starts.
+MAX_WORKERS = 64
+
+
+def _fork_workers(count: int) -> list[int] | None:
+    """Fork ``count`` worker processes (before any thread or workspace exists, so each
+    opens its own); their pids in the parent, None in a worker."""
+    children: list[int] = []
+    for _ in range(count):
+        pid = os.fork()
+        if pid == 0:
+            return None
+        children.append(pid)
+    return children
+
+
+def _stop_workers(children: list[int]) -> None:
+    """Stop the worker processes (each finishes the requests it is serving) and wait."""
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    for pid in children:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -103,6 +149,8 @@ def _proxy_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--client-keys", metavar="FILE",
                    help="the client keys issued with glyphpack proxy-key: a request with one (x-glyphpack-client-key) is its person's, whatever key goes upstream")
     p.add_argument("--require-client-key", action="store_true", help="refuse (401) a request without one of those keys")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="serve from N processes sharing the port and the workspace (default 1): many clients on many cores")
 
 
 def _serve_arguments(p: argparse.ArgumentParser) -> None:

@@ -693,16 +693,21 @@ class _Stopped(Exception):
     """SIGINT or SIGTERM, raised again by uvicorn after its graceful shutdown."""
 
 
-def serve(app: Any, host: str, port: int, *, announce: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> None:
+def serve(
+    app: Any, host: str, port: int, *, announce: Callable[[str], None] = lambda line: print(line, file=sys.stderr), sock: socket.socket | None = None
+) -> None:
     """Serve the ASGI ``app`` (a ``Proxy``'s, ``glyphpack serve``'s) until SIGINT or
     SIGTERM; requests in flight finish first, then it returns (uvicorn raises the signal
-    again once it has shut down: caught here, not a crash)."""
+    again once it has shut down: caught here, not a crash). ``sock``: a socket already
+    listening (several worker processes share one); else one is bound and announced."""
     import signal
 
     import uvicorn
 
-    sock = listen(host, port)
-    announce(f"http://{host}:{sock.getsockname()[1]}")
+    own = sock is None
+    if sock is None:
+        sock = listen(host, port)
+        announce(f"http://{host}:{sock.getsockname()[1]}")
 
     def stopped(number: int, frame: object) -> None:
         raise _Stopped
@@ -715,4 +720,5 @@ def serve(app: Any, host: str, port: int, *, announce: Callable[[str], None] = l
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
-        sock.close()
+        if own:
+            sock.close()
