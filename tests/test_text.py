@@ -157,8 +157,8 @@ def test_nfc_suspects_hold_every_character_nfc_may_change():
         assert not marked(char), hex(ord(char))
     clear = [chr(cp) for cp in range(0x300, 0x3400) if not marked(chr(cp)) and not 0xD800 <= cp <= 0xDFFF]
     rng = np.random.default_rng(5)
-    for _ in range(2000):
-        text = "".join(rng.choice(clear, 5))
+    for _ in range(300):
+        text = "".join(rng.choice(clear, 12))
         assert unicodedata.normalize("NFC", text) == text
 
 
