@@ -45,14 +45,15 @@ LOOKBACK_BLOCKS = 20
 # ---------------------------------------------------------------------- latency
 
 
-async def _client_loop(base: str, turns: int, ttfb: list[float], number: int) -> None:
+async def _client_loop(base: str, turns: int, ttfb: list[float], number: int, key: str = "bench") -> None:
     """One client: a conversation of ``turns`` streamed requests, each timed to its first byte."""
     history: list[Json] = [{"role": "user", "content": f"client {number}: summarize the logs"}]
     async with httpx.AsyncClient(base_url=base, timeout=60) as client:
         for turn in range(turns):
             body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "stream": True, "messages": history}
             started = time.perf_counter()
-            async with client.stream("POST", "/v1/messages", json=body, headers={"x-api-key": "bench"}) as response:
+            async with client.stream("POST", "/v1/messages", json=body, headers={"x-api-key": key}) as response:
+                assert response.status_code == 200, f"{base}: {response.status_code}"  # an error is no answer to time
                 chunks = response.aiter_bytes()
                 received = [await chunks.__anext__()]
                 ttfb.append(time.perf_counter() - started)
@@ -75,7 +76,7 @@ def _streamed_text(stream: bytes) -> str:
     return "".join(text)
 
 
-def _latency(base: str, clients: int, turns: int) -> tuple[list[float], float, float]:
+def _latency(base: str, clients: int, turns: int, key: str = "bench") -> tuple[list[float], float, float]:
     """Each request's time to first byte, requests per second, and the process's CPU
     seconds per request (client, proxy and fake upstream all run in this process: the
     difference between a run through the proxy and a direct one is the proxy's)."""
@@ -83,7 +84,7 @@ def _latency(base: str, clients: int, turns: int) -> tuple[list[float], float, f
     started, cpu = time.perf_counter(), time.process_time()
 
     async def run() -> None:
-        await asyncio.gather(*(_client_loop(base, turns, ttfb, n) for n in range(clients)))
+        await asyncio.gather(*(_client_loop(base, turns, ttfb, n, key) for n in range(clients)))
 
     asyncio.run(run())
     return ttfb, len(ttfb) / (time.perf_counter() - started), (time.process_time() - cpu) / len(ttfb)
@@ -372,3 +373,85 @@ def test_proxy_worker_processes(tmp_path: Path) -> None:
                 f"| {rate:.0f} | {rate / direct_rate:.2f}x |"
             )
     TABLES["proxy: worker processes (benchmarks/test_bench_proxy.py)"] = lines
+
+
+# ---------------------------------------------------------------------- against LiteLLM
+
+
+def _started(command: list[str], env: dict[str, str], ready: str, timeout: float = 120.0) -> Any:
+    """A server process, once ``ready`` (a URL) answers."""
+    import subprocess
+
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{command[0]} stopped: {process.stderr.read() if process.stderr else ''}")
+        try:
+            if httpx.get(ready, timeout=2).status_code < 500:
+                return process
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    process.kill()
+    raise RuntimeError(f"{command[0]} did not answer at {ready} in {timeout:.0f} s")
+
+
+MASTER_KEY = "sk-bench-master"
+
+
+def test_against_litellm(tmp_path: Path) -> None:
+    """The same clients, the same fake upstream, one run: direct, LiteLLM's proxy in
+    pass-through mode (``/anthropic``, what its docs give for sending the native API on
+    untranslated), and glyphpack's proxy, each a process of its own, at 1, 8 and 32
+    clients. LiteLLM from ``GLYPHPACK_LITELLM`` (its ``litellm`` command) or the PATH;
+    install it with ``pip install 'litellm[proxy]'`` (in a virtual environment of its
+    own: it pins its own httpx and openai)."""
+    import os
+    import shutil
+    import socket
+    import subprocess
+    import sys
+
+    litellm = os.environ.get("GLYPHPACK_LITELLM") or shutil.which("litellm")
+    if not litellm:
+        pytest.skip("LiteLLM is not installed: pip install 'litellm[proxy]' and set GLYPHPACK_LITELLM to its litellm command")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    model = FakeModel([Turn(text="ok")])
+    lines = [
+        "direct, LiteLLM's proxy (pass-through, /anthropic) and glyphpack's proxy, each a process of its own, the same fake upstream and clients, one run",
+        "",
+        "| clients at once | route | TTFB p50 / p99 | added p50 / p99 | requests/s | against direct |",
+        "|---|---|---|---|---|---|",
+    ]
+    with FakeUpstream(model) as upstream:
+        # LiteLLM refuses to start without a master key; the clients send it as their key.
+        env = dict(os.environ, ANTHROPIC_API_BASE=upstream.url, ANTHROPIC_API_KEY="bench", LITELLM_LOG="ERROR", LITELLM_MASTER_KEY=MASTER_KEY)
+        routes = {
+            "LiteLLM": (_started([litellm, "--host", "127.0.0.1", "--port", str(port), "--num_workers", "1"], env,
+                                 f"http://127.0.0.1:{port}/health/liveliness"), f"http://127.0.0.1:{port}/anthropic"),  # fmt: skip
+        }
+        glyphpack = subprocess.Popen(
+            [sys.executable, "-m", "glyphpack", "proxy", "--upstream", upstream.url, "--workspace", str(tmp_path / "ws"), "--port", "0", "--quiet"],
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert glyphpack.stderr is not None
+        routes["glyphpack"] = (glyphpack, glyphpack.stderr.readline().split()[3])
+        try:
+            for _, base in routes.values():
+                _latency(base, 4, 3, MASTER_KEY)  # first requests (imports, connections) out of the way
+            for clients, turns in ((1, 40), (8, 12), (32, 8)):
+                direct, direct_rate, _ = _latency(upstream.url, clients, turns, MASTER_KEY)
+                d50, d99 = 1000 * _percentile(direct, 0.5), 1000 * _percentile(direct, 0.99)
+                lines.append(f"| {clients} | direct | {d50:.1f} / {d99:.1f} ms | | {direct_rate:.0f} | 1.00x |")
+                for name, (_, base) in routes.items():
+                    through, rate, _ = _latency(base, clients, turns, MASTER_KEY)
+                    p50, p99 = 1000 * _percentile(through, 0.5), 1000 * _percentile(through, 0.99)
+                    lines.append(f"| {clients} | {name} | {p50:.1f} / {p99:.1f} ms | {p50 - d50:+.1f} / {p99 - d99:+.1f} ms | {rate:.0f} | {rate / direct_rate:.2f}x |")
+        finally:
+            for process, _ in routes.values():
+                process.terminate()
+                process.communicate(timeout=60)
+    TABLES["proxy against LiteLLM (benchmarks/test_bench_proxy.py)"] = lines
