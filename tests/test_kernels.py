@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from glyphpack._render.fonts import FontAtlas
-from glyphpack._render.kernels import COUNTS, NO_GLYPH, WIDE_LANE, draw_cells, draw_page, place_cells
+from glyphpack._render.kernels import COUNTS, NO_GLYPH, WIDE_LANE, draw_page, place_cells
 from glyphpack._render.raster import glyph_cell_bits, pad_glyph, scanline_words
 from glyphpack._render.shapes import SHAPES, Shape
 
@@ -142,20 +142,32 @@ def test_pages_drawn_from_the_laid_out_rows_match_the_reference(glyphs, cols, li
         assert stats[3] == (starts[page + 1] if page + 1 < len(starts) else len(glyphs))
 
 
-def kernel_pixels(shape, grid):
-    """Draw a grid (list of rows) with ``draw_cells`` and unpack its scanlines."""
+def kernel_pixels(shape, glyphs, cols):
+    """A glyph stream laid out ``cols`` to a row and drawn by ``draw_page`` (one page
+    holding every row), unpacked; the counts checked against the plain reference's
+    grid, which is returned with the pixels."""
     atlas = shape.atlas
-    cells = np.asarray(grid, dtype=np.int32)
-    rows, cols = cells.shape
+    glyphs = np.asarray(glyphs, dtype=np.int32)
+    pad = pad_glyph(atlas, -1)
+    grid = reference.place_cells(glyphs, atlas.cell_widths, cols, -1, pad)
+    rows = len(grid)
+    bits = glyph_cell_bits(shape)
+    row_starts = np.full(glyphs.size + 2, -7, np.int32)
+    stats = np.zeros(4, np.int64)
+    empty = np.zeros((0, 1), np.uint8)
+    draw_page(glyphs, 0, atlas.cell_widths, cols, -1, pad, False, row_starts, 0, *bits, shape.advance, shape.pitch, rows,
+              empty, scanline_words(empty), stats, False)  # fmt: skip
+    assert stats[0] == rows
     width = cols * shape.advance
     scanlines = np.full((rows * shape.pitch, 1 + -(-width // 8)), 7, np.uint8)  # garbage: every byte must be written
-    stats = np.zeros(3, np.int64)
-    draw_cells(cells, rows, atlas.wrap_index, *glyph_cell_bits(shape), shape.advance, shape.pitch, scanlines, scanline_words(scanlines), stats)
-    assert stats.tolist() == [rows, np.count_nonzero((cells >= 0) & (cells != atlas.wrap_index)), np.count_nonzero(cells != -1)]
+    draw_page(glyphs, 0, atlas.cell_widths, cols, -1, pad, False, row_starts[: rows + 1], 0, *bits, shape.advance, shape.pitch, rows,
+              scanlines, scanline_words(scanlines), stats, True)  # fmt: skip
+    cells = np.asarray(grid)
+    assert stats.tolist() == [rows, np.count_nonzero((cells >= 0) & (cells != pad)), np.count_nonzero(cells != -1), glyphs.size]
     assert (scanlines[:, 0] == 0).all()  # PNG filter byte
     padding = np.unpackbits(scanlines[:, 1:], axis=1)[:, width:]
     assert not padding.any()  # the bits past the page width
-    return np.unpackbits(scanlines[:, 1:], axis=1)[:, :width]
+    return np.unpackbits(scanlines[:, 1:], axis=1)[:, :width], grid
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
@@ -168,16 +180,15 @@ def test_rasterize_matches_reference_on_every_shape(name):
     glyphs = rng.choice(narrow, 60).astype(np.int32)
     if wide.size:
         glyphs[::5] = rng.choice(wide, glyphs[::5].size)
-    grid = reference.place_cells(glyphs, atlas.cell_widths, 13, -1, pad_glyph(atlas, -1))
-    expected = reference.rasterize(grid, atlas.bitmaps, atlas.cell_widths, atlas.glyph_width, shape.advance, shape.pitch)
-    assert np.array_equal(kernel_pixels(shape, grid), expected)
+    pixels, grid = kernel_pixels(shape, glyphs, 13)
+    assert np.array_equal(pixels, reference.rasterize(grid, atlas.bitmaps, atlas.cell_widths, atlas.glyph_width, shape.advance, shape.pitch))
 
 
 def test_rasterize_exact_small_glyphs():
     shape = SHAPES["5x8"]
     atlas = shape.atlas
-    a, bar = atlas.index_of(ord("A")), atlas.index_of(ord("|"))
-    pixels = kernel_pixels(shape, [[a, -1, bar, a]])
+    a, bar, space = atlas.index_of(ord("A")), atlas.index_of(ord("|")), atlas.index_of(ord(" "))
+    pixels, _ = kernel_pixels(shape, [a, space, bar, a], 4)
     assert pixels.shape == (8, 20)
     assert np.array_equal(pixels[:, 0:5], atlas.bitmaps[a])
     assert not pixels[:, 5:10].any()
@@ -189,7 +200,7 @@ def test_rasterize_zeroes_the_gap_rows_of_a_loose_shape():
     shape = SHAPES["8x13-loose"]  # 8x13 glyphs in 11x16 cells
     atlas = shape.atlas
     block = atlas.index_of(ord("#"))
-    pixels = kernel_pixels(shape, [[block] * 5, [block] * 5])
+    pixels, _ = kernel_pixels(shape, [block] * 10, 5)
     expected = reference.rasterize([[block] * 5] * 2, atlas.bitmaps, atlas.cell_widths, 8, 11, 16)
     assert np.array_equal(pixels, expected)
 
@@ -197,10 +208,8 @@ def test_rasterize_zeroes_the_gap_rows_of_a_loose_shape():
 def test_custom_shape_with_odd_advance():
     shape = Shape("odd", "5x8", 7, 9, max_width=7 * 9, max_height=9 * 3)
     atlas = shape.atlas
-    glyphs = np.arange(1, 20, dtype=np.int32)
-    grid = reference.place_cells(glyphs, atlas.cell_widths, shape.cols, -1, pad_glyph(atlas, -1))
-    expected = reference.rasterize(grid, atlas.bitmaps, atlas.cell_widths, 5, 7, 9)
-    assert np.array_equal(kernel_pixels(shape, grid), expected)
+    pixels, grid = kernel_pixels(shape, np.arange(1, 20, dtype=np.int32), shape.cols)
+    assert np.array_equal(pixels, reference.rasterize(grid, atlas.bitmaps, atlas.cell_widths, 5, 7, 9))
 
 
 def _bits(rows):
@@ -356,8 +365,7 @@ def test_wide_glyphs_on_a_wide_advance_are_drawn_exactly(advance):
     wide = np.flatnonzero(atlas.cell_widths == 2)[:4]
     narrow = np.flatnonzero(atlas.cell_widths == 1)[100:105]
     glyphs = np.array([narrow[0], wide[0], narrow[1], wide[1], wide[2], narrow[2], wide[3], narrow[3]], np.int32)
-    grid = reference.place_cells(glyphs, atlas.cell_widths, shape.cols, -1, pad_glyph(atlas, -1))
-    expected = reference.rasterize(grid, atlas.bitmaps, atlas.cell_widths, atlas.glyph_width, shape.advance, shape.pitch)
-    assert np.array_equal(kernel_pixels(shape, grid), expected)
+    pixels, grid = kernel_pixels(shape, glyphs, shape.cols)
+    assert np.array_equal(pixels, reference.rasterize(grid, atlas.bitmaps, atlas.cell_widths, atlas.glyph_width, shape.advance, shape.pitch))
     with pytest.raises(ShapeError, match="advance must be 1 to 32 px"):
         Shape("too-roomy", "unifont", 33, 16)

@@ -420,7 +420,20 @@ def draw_page(
         row_starts: int32[rows + 1], the glyph index each row of the stream begins at,
             then the stream's length: filled without ``draw``, read with it.
         first_row: the page's first row (``start`` is ``row_starts[first_row]``).
-        glyph_bits, right_halves, advance, pitch, scanlines, words: as for ``draw_cells``.
+        glyph_bits: uint64[N + 1 + W, gh] each glyph's pixel rows as bits, one cell
+            (``advance`` bits, at most 32) each, the leftmost pixel most significant: a
+            wide glyph's left cell in its own row, its right cell in row
+            ``right_halves[g]``; row N is 0, drawn for blank cells
+            (``raster.glyph_cell_bits``).
+        right_halves: int32[N], the glyph_bits row of each wide glyph's right cell
+            (-1 for a narrow glyph).
+        advance, pitch: cell step, px.
+        scanlines: uint8[>= rows * pitch, 1 + ceil(cols * advance / 8)], receives the
+            rows as PNG scanlines: filter byte 0, then 1-bit pixels, most significant
+            bit first, 1 = ink; the bits past the page width are 0.
+        words: uint32[same rows, (scanlines.shape[1] - 1) // 4], the same memory from
+            byte 1 of each scanline on, a word at a time (``raster.scanline_words``;
+            unaligned): where whole words are stored.
         rows_per_page: rows of a full page.
         stats: int64[4], receives (rows used, characters drawn, cells used, the next
             page's first glyph index); without ``draw``, ``stats[0]`` the stream's rows.
@@ -480,8 +493,8 @@ def draw_page(
 
 @jit(inline="always")
 def _draw_stream(glyphs, start, end, cols, marker, glyph_bits, right_halves, advance, pitch, scanlines, words, stats):
-    """Draw ``glyphs[start:end]`` (narrow glyphs only) ``cols`` to a row, as
-    ``draw_cells`` draws the grid they make; fills ``stats[:3]``."""
+    """Draw ``glyphs[start:end]`` (narrow glyphs only) ``cols`` to a row; fills
+    ``stats[:3]``."""
     blank = right_halves.shape[0]
     rows_bits = np.zeros(glyph_bits.shape[1], dtype=np.uint64)
     step = np.uint64(advance)
@@ -496,63 +509,6 @@ def _draw_stream(glyphs, start, end, cols, marker, glyph_bits, right_halves, adv
     stats[0] = rows
     stats[1] = end - start - markers
     stats[2] = end - start
-
-
-def _draw_cells(grid, rows, marker, glyph_bits, right_halves, advance, pitch, scanlines, words, stats):
-    """Draw the first ``rows`` rows of a cell grid as PNG scanlines.
-
-    Args:
-        grid: int32[R, C] cells: glyph indices, ``EMPTY`` or ``WIDE_TAIL``.
-        marker: the marker's index (the wrap marker, or in ``flow`` the pad), or -1:
-            drawn, but not counted as a character.
-        glyph_bits: uint64[N + 1 + W, gh] each glyph's pixel rows as bits, one cell
-            (``advance`` bits, at most 32) each, the leftmost pixel most significant: a
-            wide glyph's left cell in its own row, its right cell in row
-            ``right_halves[g]``; row N is 0, drawn for blank cells (see
-            ``glyph_cell_bits``).
-        right_halves: int32[N], the glyph_bits row of each wide glyph's right cell
-            (-1 for a narrow glyph).
-        advance, pitch: cell step, px.
-        scanlines: uint8[>= rows * pitch, 1 + ceil(C * advance / 8)], receives the
-            rows as PNG scanlines: filter byte 0, then 1-bit pixels, most significant
-            bit first, 1 = ink; the bits past the page width are 0.
-        words: uint32[same rows, (scanlines.shape[1] - 1) // 4], the same memory from
-            byte 1 of each scanline on, a word at a time (``scanline_words``;
-            unaligned): where whole words are stored.
-        stats: int64[>= 3], receives (rows, characters drawn, cells used): markers
-            are not characters; a wide glyph uses two cells.
-    """
-    cols = grid.shape[1]
-    blank = right_halves.shape[0]  # row N of glyph_bits
-    # The glyph_bits row of every cell of a row: a wide glyph is two ordinary cells,
-    # so every cell is ``advance`` bits and each pixel row is shifts and ors only.
-    column = np.empty(cols, dtype=np.uint32)  # unsigned: no negative-index checks
-    rows_bits = np.zeros(glyph_bits.shape[1], dtype=np.uint64)
-    step = np.uint64(advance)
-    chars = 0
-    cells = 0
-    for r in range(rows):
-        for c in range(cols):
-            g = grid[r, c]
-            if g >= 0:
-                column[c] = g
-                cells += 1
-                if g != marker:
-                    chars += 1
-                if right_halves[g] >= 0 and c + 1 < cols:
-                    column[c + 1] = right_halves[g]
-            elif g == WIDE_TAIL:
-                cells += 1  # its column was set by the glyph to its left
-            else:
-                column[c] = blank
-        _draw_row(column, 0, cols, cols, blank, glyph_bits, step, pitch, scanlines, words, r * pitch, rows_bits)
-    stats[0] = rows
-    stats[1] = chars
-    stats[2] = cells
-
-
-#: ``draw_cells``: a grid drawn (the tests and the page reader's legibility checks).
-draw_cells = jit(_draw_cells)
 
 
 @jit(inline="always")

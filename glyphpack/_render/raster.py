@@ -27,7 +27,7 @@ def glyph_cell_bits(shape: Shape) -> tuple[np.ndarray, np.ndarray]:
 
 @functools.lru_cache(maxsize=32)
 def _cell_bits(atlas: FontAtlas, advance: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each glyph's pixel rows as bits, a cell at a time, for ``draw_cells``.
+    """Each glyph's pixel rows as bits, a cell at a time, for ``draw_page``.
 
     Returns:
         uint64[N + 1 + W, gh]: row g holds glyph g's first cell (``advance`` bits per
