@@ -8,6 +8,9 @@ import copy
 import json
 
 import pytest
+from histories import histories
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from glyphpack import ConflictError, MemoryStore, Message, StoreError, Text, Workspace
 
@@ -650,3 +653,16 @@ def test_a_tree_switching_to_wal_while_others_hold_it_waits_for_them(tmp_path, m
     monkeypatch.setattr(tree_module.SqliteDatabase, "OPEN_WAIT", 0.05)
     with pytest.raises(StoreError, match=r"tree\.sqlite3 is busy: another process holds it \(database is locked\); try again"):
         Workspace(tmp_path / "other").tree.conversations()
+
+
+@settings(max_examples=200, deadline=None)
+@given(histories(max_turns=5), st.integers(0, 12))
+def test_the_last_answered_boundary_read_from_the_end_is_the_one_every_boundary_gives(messages, cut):
+    """A failed turn is retried from the last boundary that ends with an answer: read
+    from the end, it is the one the list of every boundary gives."""
+    from glyphpack._history.messages import last_answered_boundary, pending_calls, turn_boundaries
+
+    history = messages[: max(0, len(messages) - cut)]
+    assume(not pending_calls(history))  # a stored history: every call answered
+    expected = max((n for n in turn_boundaries(history) if n and history[n - 1].role == "assistant"), default=0)
+    assert last_answered_boundary(history) == expected

@@ -533,6 +533,24 @@ def turn_boundaries(messages: Sequence[Message]) -> list[int]:
     return out
 
 
+def last_answered_boundary(messages: Sequence[Message]) -> int:
+    """The largest n such that ``messages[:n]`` is at a turn boundary and ends with the
+    assistant's answer (0: none), for a stored history (every call answered after it).
+    Read from the end: a prefix is at a boundary when no result after it answers a call
+    in it, and the answer sought is nearly always among the last few messages."""
+    answered_after: set[str] = set()  # the calls the results after n answer
+    pending = 0  # of those, the calls made before n
+    for n in range(len(messages), 0, -1):
+        if pending == 0 and messages[n - 1].role == "assistant":
+            return n
+        message = messages[n - 1]  # moves after n
+        for call in message.tool_calls:
+            pending -= call.id in answered_after
+        for result in message.tool_results:
+            answered_after.add(result.call_id)
+            pending += 1
+    return 0
+
 @public
 def validate_history(messages: Sequence[Message], *, allow_pending: bool = True) -> None:
     """Raise ``HistoryError`` the way a provider would reject this history.

@@ -30,7 +30,7 @@ from .codec import json_bytes
 from .folder import FolderStore, _refuse_read_only
 from .ids import check_id, unique_name
 from .imported import ImportedAgent, ImportedSession
-from .messages import Message, Text, pending_calls, turn_boundaries, validate_history
+from .messages import Message, Text, last_answered_boundary, pending_calls, turn_boundaries, validate_history
 from .pricing import EstimatePricer, message_tokens
 from .tree import SessionTree, displayable
 from .view import harness_view, read_view, renamed_view, view_for, write_view
@@ -174,9 +174,8 @@ def _clean_prefix(stored: StoredTranscript) -> tuple[Message, ...]:
     (one that did not end with the assistant's answer) may be retried from its start."""
     if _state(stored.messages, stored.error) != "unanswered":
         return stored.messages
-    boundaries = set(turn_boundaries(stored.messages))
-    answered = [n for n in boundaries if n and stored.messages[n - 1].role == "assistant"]
-    return stored.messages[: max(answered, default=0)]
+    return stored.messages[: last_answered_boundary(stored.messages)]
+
 
 
 def _check_extends(path: Path | str, stored: Sequence[Message], messages: Sequence[Message]) -> None:

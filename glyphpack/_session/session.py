@@ -429,7 +429,8 @@ class Session:
         tools = extra.get("tools")
         self._sent_tools = tuple(tools) if isinstance(tools, list) and tools else None
         shared = 0
-        while previous is not None and shared < min(len(previous), len(view)) and previous[shared] == view[shared]:
+        # The very message objects, mostly: compared by identity first (a deep compare is O(size)).
+        while previous is not None and shared < min(len(previous), len(view)) and (previous[shared] is view[shared] or previous[shared] == view[shared]):
             shared += 1
         self.last_request = RequestReport(
             api=api,
