@@ -767,3 +767,28 @@ def test_a_keys_file_that_is_not_digests_is_refused_by_line(tmp_path: Path, caps
     err = capsys.readouterr().err
     assert "line 2: not 'PERSON sha256:<64 hex>'" in err and key not in err
     assert main(["proxy-key", "no/slash", "--keys", str(keys_file)]) == 2
+
+
+def test_a_request_body_is_parsed_off_the_event_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long history's JSON takes milliseconds to parse: on the event loop every other
+    client would wait it out, so the proxy parses it on a worker thread, where no loop runs."""
+    import asyncio
+
+    import glyphpack._proxy.server as server_module
+
+    real, threads = server_module._parsed, []
+
+    def parsed(raw: bytes) -> object:
+        try:
+            asyncio.get_running_loop()
+            threads.append("the event loop")
+        except RuntimeError:
+            threads.append("a worker")
+        return real(raw)
+
+    monkeypatch.setattr(server_module, "_parsed", parsed)
+    client, _, _ = _app(tmp_path, Upstream(_json_answer()))
+    with client:
+        assert client.post("/v1/messages", json=_body([{"role": "user", "content": OPENING}]), headers=KEY).status_code == 200
+        assert client.post("/v1/messages", content=b"{not json", headers=KEY).status_code == 400  # refused the same way
+    assert threads == ["a worker", "a worker"]

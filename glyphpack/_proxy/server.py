@@ -348,12 +348,18 @@ class Proxy:
         """``model``: the model a Gemini request names in its path (its body has none)."""
         started = time.perf_counter()
         raw = await request.body()
-        try:
+
+        def prepared() -> Exchange:
+            # On a worker thread, the parse included: a long history's JSON takes
+            # milliseconds, which on the event loop every other client would wait out.
             body = _parsed(raw)
             if model is not None and isinstance(body, dict):
                 body = {**body, "model": model}
+            return self.recorder.prepare(api, body, self._summarizer(api, body, request), client)
+
+        try:
             client = self._client_of(request)
-            exchange = await run_in_threadpool(self.recorder.prepare, api, body, self._summarizer(api, body, request), client)
+            exchange = await run_in_threadpool(prepared)
         except BadRequest as exc:
             self.log.record(RequestRecord(api, exc.status, (time.perf_counter() - started) * 1000, note="refused by the proxy"))
             return JSONResponse(error_body(api, exc.status, f"glyphpack proxy: {exc}"), status_code=exc.status)
