@@ -95,6 +95,25 @@ def _percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
+def _ms(values: list[float]) -> tuple[float, float]:
+    """p50 and p99 of ``values`` (seconds), in ms."""
+    return 1000 * _percentile(values, 0.5), 1000 * _percentile(values, 0.99)
+
+
+def _glyphpack_proxy(upstream: str, workspace: Path, *options: str) -> tuple[Any, str]:
+    """``glyphpack proxy`` as a user starts it (a process of its own, any free port): the
+    process and its URL, read from the line it announces itself with."""
+    import subprocess
+    import sys
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "glyphpack", "proxy", "--upstream", upstream, "--workspace", str(workspace), "--port", "0", "--quiet", *options],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stderr is not None
+    return process, process.stderr.readline().split()[3]
+
+
 def test_proxy_latency(tmp_path: Path) -> None:
     model = FakeModel([Turn(text="ok")])
     lines = [
@@ -107,7 +126,7 @@ def test_proxy_latency(tmp_path: Path) -> None:
         for clients, turns in ((1, 60), (32, 12)):
             direct, direct_rate, direct_cpu = _latency(upstream.url, clients, turns)
             through, proxy_rate, proxy_cpu = _latency(proxy.url, clients, turns)
-            d50, d99, p50, p99 = (1000 * _percentile(v, s) for v in (direct, through) for s in (0.5, 0.99))
+            (d50, d99), (p50, p99) = _ms(direct), _ms(through)
             lines.append(
                 f"| {clients} | {len(through)} | {d50:.1f} / {d99:.1f} ms | {p50:.1f} / {p99:.1f} ms | {p50 - d50:+.1f} / {p99 - d99:+.1f} ms "
                 f"| {direct_rate:.0f} | {proxy_rate:.0f} | {proxy_rate / direct_rate:.2f}x "
@@ -342,9 +361,6 @@ def test_proxy_worker_processes(tmp_path: Path) -> None:
     """``glyphpack proxy --workers N`` as a user starts it (a subprocess), 32 clients at
     once, against direct in the same run: what more processes give on this machine's
     two cores, which the clients and the fake upstream (this process) share with them."""
-    import subprocess
-    import sys
-
     model = FakeModel([Turn(text="ok")])
     lines = [
         "glyphpack proxy --workers N (a subprocess), 32 streaming clients at once, 12 requests each; direct measured in the same run",
@@ -354,24 +370,18 @@ def test_proxy_worker_processes(tmp_path: Path) -> None:
     ]
     with FakeUpstream(model) as upstream:
         direct, direct_rate, _ = _latency(upstream.url, 32, 12)
-        lines.append(f"| direct | {1000 * _percentile(direct, 0.5):.1f} / {1000 * _percentile(direct, 0.99):.1f} ms | {direct_rate:.0f} | 1.00x |")
+        d50, d99 = _ms(direct)
+        lines.append(f"| direct | {d50:.1f} / {d99:.1f} ms | {direct_rate:.0f} | 1.00x |")
         for workers in (1, 2):
-            proxy = subprocess.Popen(
-                [sys.executable, "-m", "glyphpack", "proxy", "--upstream", upstream.url, "--workspace", str(tmp_path / f"ws-{workers}"),
-                 "--port", "0", "--workers", str(workers), "--quiet"], stderr=subprocess.PIPE, text=True,
-            )  # fmt: skip
+            proxy, url = _glyphpack_proxy(upstream.url, tmp_path / f"ws-{workers}", "--workers", str(workers))
             try:
-                assert proxy.stderr is not None
-                url = proxy.stderr.readline().split()[3]
                 _latency(url, 4, 3)  # every worker's first requests (imports, sessions) out of the way
                 through, rate, _ = _latency(url, 32, 12)
             finally:
                 proxy.terminate()
                 proxy.communicate(timeout=60)
-            lines.append(
-                f"| proxy, {workers} worker{'s' if workers > 1 else ''} | {1000 * _percentile(through, 0.5):.1f} / {1000 * _percentile(through, 0.99):.1f} ms "
-                f"| {rate:.0f} | {rate / direct_rate:.2f}x |"
-            )
+            p50, p99 = _ms(through)
+            lines.append(f"| proxy, {workers} worker{'s' if workers > 1 else ''} | {p50:.1f} / {p99:.1f} ms | {rate:.0f} | {rate / direct_rate:.2f}x |")
     TABLES["proxy: worker processes (benchmarks/test_bench_proxy.py)"] = lines
 
 
@@ -410,8 +420,6 @@ def test_against_litellm(tmp_path: Path) -> None:
     import os
     import shutil
     import socket
-    import subprocess
-    import sys
 
     litellm = os.environ.get("GLYPHPACK_LITELLM") or shutil.which("litellm")
     if not litellm:
@@ -433,22 +441,17 @@ def test_against_litellm(tmp_path: Path) -> None:
             "LiteLLM": (_started([litellm, "--host", "127.0.0.1", "--port", str(port), "--num_workers", "1"], env,
                                  f"http://127.0.0.1:{port}/health/liveliness"), f"http://127.0.0.1:{port}/anthropic"),  # fmt: skip
         }
-        glyphpack = subprocess.Popen(
-            [sys.executable, "-m", "glyphpack", "proxy", "--upstream", upstream.url, "--workspace", str(tmp_path / "ws"), "--port", "0", "--quiet"],
-            stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        assert glyphpack.stderr is not None
-        routes["glyphpack"] = (glyphpack, glyphpack.stderr.readline().split()[3])
+        routes["glyphpack"] = _glyphpack_proxy(upstream.url, tmp_path / "ws")
         try:
             for _, base in routes.values():
                 _latency(base, 4, 3, MASTER_KEY)  # first requests (imports, connections) out of the way
             for clients, turns in ((1, 40), (8, 12), (32, 8)):
                 direct, direct_rate, _ = _latency(upstream.url, clients, turns, MASTER_KEY)
-                d50, d99 = 1000 * _percentile(direct, 0.5), 1000 * _percentile(direct, 0.99)
+                d50, d99 = _ms(direct)
                 lines.append(f"| {clients} | direct | {d50:.1f} / {d99:.1f} ms | | {direct_rate:.0f} | 1.00x |")
                 for name, (_, base) in routes.items():
                     through, rate, _ = _latency(base, clients, turns, MASTER_KEY)
-                    p50, p99 = 1000 * _percentile(through, 0.5), 1000 * _percentile(through, 0.99)
+                    p50, p99 = _ms(through)
                     lines.append(f"| {clients} | {name} | {p50:.1f} / {p99:.1f} ms | {p50 - d50:+.1f} / {p99 - d99:+.1f} ms | {rate:.0f} | {rate / direct_rate:.2f}x |")
         finally:
             for process, _ in routes.values():

@@ -9,6 +9,7 @@ or the PostgreSQL store (``postgres``) through the ``StoreBackend`` protocol.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -121,6 +122,25 @@ def _read_file(path: Path) -> StoredTranscript | None:
     return StoredTranscript(revision, tuple(messages), checkpoints, error)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Known:
+    """A transcript as a folder store last read or wrote it.
+
+    Attributes:
+        identity: its file's and its journal's (``FolderStore._identity``; None where absent).
+        stored: what it holds, the journal's saves applied.
+        file: what its file alone holds (the journal continues it).
+        journaled: the journal's bytes that count (0: none).
+        appended: this store appended to the journal (``close`` folds it in).
+    """
+
+    identity: tuple[Any, Any]
+    stored: StoredTranscript
+    file: StoredTranscript
+    journaled: int
+    appended: bool
+
+
 def _make_folder(folder: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -149,14 +169,10 @@ class FolderStore:
         except OSError as exc:
             raise StoreError(f"cannot use {self.path} as a workspace: {exc.strerror}") from None
         self._tree: SessionTree | None = None
-        # path -> (the file's identity when this workspace last read or wrote it, what it
-        # holds): a save reads the stored transcript to check its revision, and a long
-        # session's transcript is megabytes; re-parsed only when the file changed.
-        self._known: dict[Path, tuple[tuple[Any, Any], StoredTranscript]] = {}
-        # path -> (what its file holds, the journal's bytes that count, the file's size):
-        # where the next save may append instead of writing the file whole (``journal``).
-        self._files: dict[Path, tuple[StoredTranscript, int, int]] = {}
-        self._journaled: set[tuple[str, str]] = set()
+        # What each transcript held when this workspace last read or wrote it: a save reads
+        # the stored transcript to check its revision, and a long session's transcript is
+        # megabytes; re-parsed only when its file or journal changed.
+        self._known: dict[Path, _Known] = {}
 
     @property
     def tree(self) -> SessionTree:
@@ -168,10 +184,9 @@ class FolderStore:
         """Fold every journal this store appended to into its transcript file (so each
         transcript is one file again), then close the tree."""
         if not self.read_only:
-            for conversation, agent in sorted(self._journaled):
+            for path in sorted(path for path, known in self._known.items() if known.appended):
                 with contextlib.suppress(StoreError):  # a damaged journal stays as it is, to be reported when read
-                    self.fold(conversation, agent)
-        self._journaled.clear()
+                    self.fold(path.parent.name, path.name.removesuffix(".json"))
         if self._tree is not None:
             self._tree.close()
             self._tree = None
@@ -201,8 +216,6 @@ class FolderStore:
             except OSError as exc:
                 raise StoreError(f"could not delete {folder}: {exc.strerror or exc}") from exc
         self._known = {path: known for path, known in self._known.items() if folder not in path.parents}
-        self._files = {path: file for path, file in self._files.items() if folder not in path.parents}
-        self._journaled = {(c, a) for c, a in self._journaled if c != conversation}
 
     def where(self, conversation: str, agent: str) -> str:
         return str(self.transcript_path(conversation, agent))
@@ -229,18 +242,22 @@ class FolderStore:
 
     def read(self, conversation: str, agent: str) -> StoredTranscript | None:
         path = self.transcript_path(conversation, agent)
-        identity = self._identities(path)
         known = self._known.get(path)
-        if identity[0] is not None and known is not None and known[0] == identity:
-            return known[1]  # an atomic rename gives every new file a new inode; an append a new size
+        if known is not None and known.identity == self._identities(path):
+            return known.stored  # an atomic rename gives every new file a new inode; an append a new size
         base = _read_file(path)
         if base is None:
             return None  # a journal without its file is no transcript: a new one starts with the file
         stored, journaled = journal.read_journal(path, base)
-        if identity[0] is not None:
-            self._known[path] = (identity, stored)
-            self._files[path] = (base, journaled, identity[0][2])
+        self._remember(path, stored, base, journaled, appended=known is not None and known.appended)
         return stored
+
+    def _remember(self, path: Path, stored: StoredTranscript, file: StoredTranscript, journaled: int, *, appended: bool) -> None:
+        """What the transcript at ``path`` holds now (``file`` in its file, ``journaled``
+        bytes of journal), by the identities of its file and journal."""
+        identity = self._identities(path)
+        if identity[0] is not None:
+            self._known[path] = _Known(identity, stored, file, journaled, appended)
 
     def save(self, conversation: str, agent: str, prepare: Callable[[StoredTranscript | None], StoredTranscript]) -> StoredTranscript:
         _refuse_read_only(self)
@@ -249,7 +266,7 @@ class FolderStore:
             before = self.read(conversation, agent)
             stored = prepare(before)
             self.tree.stored_prefix(conversation, stored.messages)  # what the tree would refuse, refused before writing
-            if not self._appended(path, before, stored, conversation, agent):
+            if not self._appended(path, before, stored):
                 self._write(path, stored, conversation, agent)
             # The transcript first, then the tree: a crash between the two leaves the tree
             # a turn behind, and ``reconcile`` (run when a session opens) brings it forward.
@@ -257,22 +274,17 @@ class FolderStore:
             self.tree.record(conversation, agent, stored.messages)
         return stored
 
-    def _appended(self, path: Path, before: StoredTranscript | None, stored: StoredTranscript, conversation: str, agent: str) -> bool:
+    def _appended(self, path: Path, before: StoredTranscript | None, stored: StoredTranscript) -> bool:
         """Save ``stored`` by appending to the journal, when it only extends ``before`` and
         the journal stays smaller than the file (or ``JOURNAL_FLOOR``); whether it did."""
-        file = self._files.get(path)
-        if before is None or file is None or not journal.extends(before, stored):
+        known = self._known.get(path)
+        if before is None or known is None or not journal.extends(before, stored):
             return False
-        base, journaled, size = file
         entry = journal.line(stored, stored.messages[len(before.messages) :])
-        if journaled + len(entry) > max(size, JOURNAL_FLOOR):
+        if known.journaled + len(entry) > max(known.identity[0][2], JOURNAL_FLOOR):  # against the file's size
             return False
-        journaled = journal.append(path, base, journaled, entry)
-        self._journaled.add((conversation, agent))
-        identity = self._identities(path)
-        if identity[0] is not None:
-            self._known[path] = (identity, stored)
-            self._files[path] = (base, journaled, identity[0][2])
+        journaled = journal.append(path, known.file, known.journaled, entry)
+        self._remember(path, stored, known.file, journaled, appended=True)
         return True
 
     @contextlib.contextmanager
@@ -300,10 +312,7 @@ class FolderStore:
                 stale.unlink()
         _write(path, json_bytes(document))
         journal.remove(path)  # the file holds it all now (a crash before this: the journal's header no longer matches)
-        identity = self._identities(path)
-        if identity[0] is not None:
-            self._known[path] = (identity, stored)
-            self._files[path] = (stored, 0, identity[0][2])
+        self._remember(path, stored, stored, 0, appended=False)
 
     # ---------------------------------------------------------------- measured records
 

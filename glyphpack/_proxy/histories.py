@@ -283,6 +283,8 @@ class _Remembered:
     where its messages are the same."""
 
     system: str | None
+    others: Json  # the body's fields but its messages (the tools, the system prompt...)
+    others_depth: int  # how deep they nest
     items: list[Json]
     per_item: list[list[Message]]  # each wire message's neutral messages
     depths: list[int]  # how deep each wire message nests
@@ -313,9 +315,10 @@ class RequestReader:
         items = body["messages"]
         if not all(isinstance(i, dict) for i in items):
             raise BadRequest(f"messages: expected a list of objects, got {type(items).__name__}")
-        rest = nesting({k: v for k, v in body.items() if k != "messages"}) if len(body) > 1 else 1
         system = _system_text(api, body)
         before, reused = self._best(owner, system, items)
+        others = {k: v for k, v in body.items() if k != "messages"}
+        rest = before.others_depth if before is not None and before.others == others else nesting(others)  # a client's tools rarely change
         try:
             fresh = (nesting(i, MAX_NESTING - 2) for i in items[reused:])  # each message is 2 levels down
             depths = [*(before.depths[:reused] if before else ()), *fresh]
@@ -334,7 +337,7 @@ class RequestReader:
             chain = (digests(messages[kept:], before.digests[:kept]), [*before.marks[:kept], *thinking_marks(messages[kept:])])
         else:
             chain = (digests(messages), thinking_marks(messages))
-        self._keep(owner, _Remembered(system, list(items), per_item, depths, chain[0], chain[1]))
+        self._keep(owner, _Remembered(system, others, rest, list(items), per_item, depths, chain[0], chain[1]))
         return body, messages, chain
 
     def _best(self, owner: bytes, system: str | None, items: list[Json]) -> tuple[_Remembered | None, int]:

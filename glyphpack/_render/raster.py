@@ -126,16 +126,17 @@ class PageBreaks:
 _NO_ROWS = np.zeros(1, dtype=np.int32)
 
 
-def _kernel(glyphs: np.ndarray, shape: Shape, wrap_glyph: int, narrow: bool, row_starts: np.ndarray, start: int, first_row: int, pixels: bool) -> np.ndarray:
+def _kernel(glyphs: np.ndarray, shape: Shape, wrap_glyph: int, narrow_flow: bool, row_starts: np.ndarray, start: int, first_row: int, pixels: bool) -> np.ndarray:
     """int64[4] ``draw_page``'s stats: the page beginning at ``glyphs[start]`` (row
-    ``first_row``) drawn into this thread's scratch scanlines, or with ``pixels`` False
-    the whole stream laid out into ``row_starts``."""
+    ``first_row``; ``narrow_flow``: drawn straight from the stream) drawn into this
+    thread's scratch scanlines, or with ``pixels`` False the whole stream laid out into
+    ``row_starts``."""
     scanlines, words = _buffers(shape)
     cell_bits, right_halves = glyph_cell_bits(shape)
     stats = np.zeros(4, dtype=np.int64)
     draw_page(
         glyphs, start, shape.atlas.cell_widths, shape.cols, wrap_glyph, pad_glyph(shape.atlas, wrap_glyph),
-        wrap_glyph < 0 and narrow, row_starts, first_row, cell_bits, right_halves, shape.advance, shape.pitch,
+        narrow_flow, row_starts, first_row, cell_bits, right_halves, shape.advance, shape.pitch,
         shape.max_rows, scanlines, words, stats, pixels,
     )  # fmt: skip
     return stats
@@ -159,6 +160,6 @@ def page_starts(glyphs: np.ndarray, shape: Shape, wrap_glyph: int, narrow: bool)
     if wrap_glyph < 0 and narrow:
         return PageBreaks(np.arange(0, glyphs.size, shape.cols * shape.max_rows, dtype=np.int64), -(-glyphs.size // shape.cols))
     laid = np.empty(glyphs.size + 2, dtype=np.int32)  # rows <= glyphs + 1; the pages past the rows are never touched
-    rows = int(_kernel(glyphs, shape, wrap_glyph, narrow, laid, 0, 0, False)[0])
+    rows = int(_kernel(glyphs, shape, wrap_glyph, False, laid, 0, 0, False)[0])
     row_starts = laid[: rows + 1].copy()
     return PageBreaks(row_starts[:rows:shape.max_rows].astype(np.int64), rows, row_starts)

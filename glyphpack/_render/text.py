@@ -297,7 +297,7 @@ def normalize(text: str, atlas: FontAtlas, layout: Layout = "flow", classes: np.
     if "\x1b" in text:
         text, ansi, delta = _strip_ansi(text, classes)
     line_breaks = layout == "lines"
-    suspects = _NO_SUSPECTS if text.isascii() else nfc_suspects()
+    suspects = _NO_TABLE if text.isascii() else nfc_suspects()
     glyphs, counts, missing_at = _map(text, atlas, line_breaks, classes, suspects)
     classes_counted = None
     if classes is not None:  # the input's: the text mapped, and what stripping took
@@ -305,7 +305,7 @@ def normalize(text: str, atlas: FontAtlas, layout: Layout = "flow", classes: np.
     if counts[NFC_SUSPECTS]:
         composed = unicodedata.normalize("NFC", text)
         if composed != text:
-            glyphs, counts, missing_at = _map(composed, atlas, line_breaks, None, _NO_SUSPECTS)
+            glyphs, counts, missing_at = _map(composed, atlas, line_breaks, None, _NO_TABLE)
     missing = int(counts[MISSING])
     positions = missing_at[:missing] if missing <= missing_at.size else np.flatnonzero(glyphs <= NO_GLYPH)
     glyphs, changes, wide_resolved = _resolve(glyphs, positions, atlas)
@@ -314,7 +314,8 @@ def normalize(text: str, atlas: FontAtlas, layout: Layout = "flow", classes: np.
     return NormalizedText(glyphs, TextCounts(ansi_sequences=ansi, **changes), source_chars, classes_counted, narrow)
 
 
-_NO_SUSPECTS = np.zeros(0, dtype=np.uint8)
+#: A table not asked for (no classes to count, no NFC suspects to look for).
+_NO_TABLE = np.zeros(0, dtype=np.uint8)
 
 
 def _map(
@@ -328,7 +329,7 @@ def _map(
     glyphs = np.empty(len(text) + (TAB_SIZE - 1) * tabs, dtype=np.int32)
     missing_at = np.empty(_MISSING_KEPT, dtype=np.int64)
     counts = np.zeros(COUNTS + CLASS_COUNT, dtype=np.int64)
-    classes = _NO_CLASSES if classes is None else classes
+    classes = _NO_TABLE if classes is None else classes
     map_codepoints(
         text, atlas.bmp_lookup, code_point_increments(atlas, classes, suspects), atlas.codepoints,
         atlas.cell_widths, classes, suspects, line_breaks, TAB_SIZE if cleaning else 0, glyphs, missing_at, counts,
@@ -336,7 +337,6 @@ def _map(
     return glyphs[: counts[WRITTEN]], counts, missing_at
 
 
-_NO_CLASSES = np.zeros(0, dtype=np.uint8)
 def _codepoints(text: str) -> np.ndarray:
     """uint32[n], the code points of ``text``; surrogatepass keeps lone surrogates as
     code points so they can be counted and replaced."""
