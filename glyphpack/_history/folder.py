@@ -243,19 +243,23 @@ class FolderStore:
     def read(self, conversation: str, agent: str) -> StoredTranscript | None:
         path = self.transcript_path(conversation, agent)
         known = self._known.get(path)
-        if known is not None and known.identity == self._identities(path):
+        identity = self._identities(path)  # before reading: a writer after it changes it, and it is read again
+        if known is not None and known.identity == identity:
             return known.stored  # an atomic rename gives every new file a new inode; an append a new size
         base = _read_file(path)
         if base is None:
             return None  # a journal without its file is no transcript: a new one starts with the file
         stored, journaled = journal.read_journal(path, base)
-        self._remember(path, stored, base, journaled, appended=known is not None and known.appended)
+        self._remember(path, stored, base, journaled, appended=known is not None and known.appended, identity=identity)
         return stored
 
-    def _remember(self, path: Path, stored: StoredTranscript, file: StoredTranscript, journaled: int, *, appended: bool) -> None:
-        """What the transcript at ``path`` holds now (``file`` in its file, ``journaled``
-        bytes of journal), by the identities of its file and journal."""
-        identity = self._identities(path)
+    def _remember(
+        self, path: Path, stored: StoredTranscript, file: StoredTranscript, journaled: int, *, appended: bool, identity: tuple[Any, Any] | None = None
+    ) -> None:
+        """What the transcript at ``path`` holds (``file`` in its file, ``journaled`` bytes
+        of journal), under the identities of its file and journal as they were when it
+        was read (default: now, for what this store just wrote under the lock)."""
+        identity = identity or self._identities(path)
         if identity[0] is not None:
             self._known[path] = _Known(identity, stored, file, journaled, appended)
 
