@@ -212,7 +212,9 @@ def test_a_request_that_continues_a_stored_history_is_appended_to_it(tmp_path: P
         [*first, {"role": "assistant", "content": "which logs?"}, {"role": "user", "content": "never mind"}],
         [{"role": "user", "content": TASK + " "}],
     ):
-        assert recorder.prepare("anthropic", _anthropic_body(elsewhere)).session.conversation != conversation  # type: ignore[union-attr]
+        exchange = recorder.prepare("anthropic", _anthropic_body(elsewhere))
+        recorder.flush(exchange)  # no answer came: saved as the server saves it
+        assert exchange.session is not None and exchange.session.conversation != conversation
     stored = _stored(workspace)
     assert stored[conversation] == ["system: You are terse.", f"user: {TASK}", "assistant: which logs?", "user: those in /var/log", "assistant: auth failed first"]
     assert sorted(len(m) for m in stored.values()) == [2, 4, 5]
@@ -221,6 +223,7 @@ def test_a_request_that_continues_a_stored_history_is_appended_to_it(tmp_path: P
     assert restarted.index_workspace() == 3
     third = [*second, {"role": "assistant", "content": "auth failed first"}, {"role": "user", "content": "why?"}]
     exchange = restarted.prepare("anthropic", _anthropic_body(third))
+    restarted.flush(exchange)
     assert exchange.session is not None and exchange.session.conversation == conversation
     assert len(Workspace(tmp_path).load(conversation, AGENT).messages) == 6
 

@@ -82,6 +82,7 @@ def test_a_retry_after_too_long_carries_only_its_own_clients_words(tmp_path: Pat
     second = recorder.prepare("anthropic", _body(grown), client=ALPHA)
     recorder.finish(second, _answer("alpha-final-answer"))
     retry = recorder.recover(waiting, 400, _too_long(waiting.forwarded))
+    recorder.flush(waiting)  # no retry: the client gets the provider's error, its request recorded
     for sent in (waiting.forwarded, retry.forwarded if retry else {}):
         assert "alpha" not in json.dumps(sent)
     assert waiting.session is not None and first.session is not None
@@ -155,13 +156,14 @@ def test_histories_that_differ_only_in_thinking_are_not_one(tmp_path: Path) -> N
     conversation = a.session.conversation
     other = {"type": "thinking", "thinking": "someone else thinks", "signature": "sig-b"}
     follow = {"role": "user", "content": "go on"}
-    recorder.prepare("anthropic", _body([*opening, {"role": "assistant", "content": [other, {"type": "text", "text": "same words"}]}, follow]), client=ALPHA)
+    recorder.flush(recorder.prepare("anthropic", _body([*opening, {"role": "assistant", "content": [other, {"type": "text", "text": "same words"}]}, follow]), client=ALPHA))
     stored = json.dumps(history_to_json(workspace.load(conversation, AGENT).messages))
     assert "someone else thinks" in stored and "alpha thinks" not in stored
     in_tree = json.dumps([history_to_json([node.message]) for node in workspace.tree.nodes(conversation)])
     assert "alpha thinks" in in_tree and "someone else thinks" in in_tree
     # A client that drops thinking still continues its conversation.
     dropped = recorder.prepare("anthropic", _body([*opening, {"role": "assistant", "content": "same words"}, follow, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "more"}]), client=ALPHA)
+    recorder.flush(dropped)
     assert dropped.session is not None and dropped.session.conversation == conversation
     assert len(workspace.load(conversation, AGENT).messages) == 6
 

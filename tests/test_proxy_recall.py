@@ -298,7 +298,7 @@ def test_a_model_that_only_recalls_to_the_round_cap_gives_the_client_a_note_it_c
     said = (answer["output"] if api == "openai-responses" else [answer["choices"][0]["message"]] if api == "openai-chat"
             else [{"role": "assistant", "content": answer["content"]}])
     following = [*history, *said, {"role": "user", "content": "Go on."}]
-    recorder.prepare(api, {**body, build.request_key: following}, Summarizer(fake_summary))  # type: ignore[arg-type]
+    recorder.flush(recorder.prepare(api, {**body, build.request_key: following}, Summarizer(fake_summary)))  # type: ignore[arg-type]
     ((conversation, agent),) = workspace.transcripts()  # the same conversation, not a new one
     stored = workspace.load(conversation, agent).messages
     # ... continued where it stood: every recall round kept, then the user's words

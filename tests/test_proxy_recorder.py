@@ -475,6 +475,12 @@ def test_the_open_sessions_are_the_newest_and_the_oldest_is_closed(tmp_path: Pat
     recorder = Recorder(Workspace(tmp_path), SETTINGS)
     exchanges = [recorder.prepare("anthropic", _body([{"role": "user", "content": f"task {n}"}]), client=ALPHA) for n in range(3)]
     keys = [(e.session.conversation, "main") for e in exchanges if e.session is not None]
+    # Each request still unrecorded (upstream, no answer yet): none may go, or a session
+    # opened again would not hold it.
+    assert list(recorder._sessions) == keys
+    for exchange in exchanges:
+        recorder.flush(exchange)
+    recorder.prepare("anthropic", _body([{"role": "user", "content": "task 2"}, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "again"}]), client=ALPHA)
     assert list(recorder._sessions) == keys[1:]  # the first was the least recently used
     recorder.prepare("anthropic", _body([{"role": "user", "content": "task 1"}, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "more"}]), client=ALPHA)
     assert list(recorder._sessions) == [keys[2], keys[1]]  # used again: the newest
@@ -483,10 +489,13 @@ def test_the_open_sessions_are_the_newest_and_the_oldest_is_closed(tmp_path: Pat
 def test_in_a_named_conversation_each_other_task_is_an_agent_of_its_own(tmp_path: Path) -> None:
     workspace = Workspace(tmp_path)
     recorder = Recorder(workspace, SETTINGS)
+    in_flight = []  # none answered yet: each task's place is found from what the process holds
     for conversation, tasks in (("other", ["task A", "task B"]), ("shared", ["task A", "task C", "task A", "task D"])):
         named = Client.of({"x-api-key": "sk-alpha-key", CONVERSATION_HEADER: conversation})
         for task in tasks:
-            recorder.prepare("anthropic", _body([{"role": "user", "content": task}]), client=named)
+            in_flight.append(recorder.prepare("anthropic", _body([{"role": "user", "content": task}]), client=named))
+    for exchange in in_flight:
+        recorder.flush(exchange)
     other, shared = (Client.of({"x-api-key": "sk-alpha-key", CONVERSATION_HEADER: name}).scoped().conversation for name in ("other", "shared"))
     agents = sorted(workspace.transcripts())
     assert agents == sorted([(other, "agent"), (other, "main"), (shared, "agent"), (shared, "agent-2"), (shared, "main")])

@@ -134,7 +134,7 @@ class Recorder:
         self.settings = settings
         self._lock = threading.Lock()  # the session cache and the histories' locks, never held for long
         self._locks: dict[Key, threading.Lock] = {}
-        self.histories = HistoryIndex(workspace, self._lock_of)
+        self.histories = HistoryIndex(workspace, self._lock_of, moved=self._forget)
         self.reader = RequestReader()
         self._sessions: collections.OrderedDict[Key, Session] = collections.OrderedDict()
 
@@ -203,7 +203,9 @@ class Recorder:
             except ConflictError:
                 self._forget(key)  # the retry's match finds the history moved (``_moved``) and reads it again
                 raise
-            self.histories.remember(key, session.messages)
+            # The store's index (what other proxies on the workspace match against) gets
+            # this end once it is saved (``finish``, ``flush``).
+            self.histories.remember(key, session.messages, saved=not session.unsaved)
             return self._exchange(api, body, session)
 
     def _new_key(self, client: Client, history: Sequence[Message]) -> Key:
@@ -215,16 +217,25 @@ class Recorder:
             conversation = self._new_conversation()
             self.histories.claim(client, conversation)
             return conversation, AGENT
-        known = {c.id for c in self.workspace.tree.conversations()}
+        with self._lock:
+            held = set(self._sessions)  # with any request not saved yet
+        known = {c.id for c in self.workspace.tree.conversations()} | {conv for conv, _ in held}
         if conversation not in known and self.histories.claim(client, conversation):  # compared and set: a held name is not taken
             return conversation, AGENT
         if not self.histories.owns(client, conversation):
             raise BadRequest(f"conversation {conversation!r} is held by another client", status=403)
-        stored = self.workspace.load(conversation, AGENT).messages
+        stored = self._held((conversation, AGENT))
         if not stored or _first_task(stored) == _first_task(history):
             return conversation, AGENT
-        agents = {agent for conv, agent in self.workspace.transcripts() if conv == conversation}
+        agents = {agent for conv, agent in (*self.workspace.transcripts(), *held) if conv == conversation}
         return conversation, unique_name("agent", agents | {AGENT})
+
+    def _held(self, key: Key) -> tuple[Message, ...]:
+        """``key``'s history as this process holds it: its open session's (which may
+        hold a request not saved yet), else the stored one."""
+        with self._lock:
+            session = self._sessions.get(key)
+        return session.messages if session is not None else self.workspace.load(*key).messages
 
     def _exchange(self, api: Api, body: Json, session: Session) -> Exchange:
         try:
@@ -329,6 +340,7 @@ class Recorder:
             except (GlyphpackError, RecursionError) as exc:
                 # The answer still reaches the client whole; its next request records it.
                 print(f"glyphpack proxy: answer not recorded: {without_values(exc)}", file=sys.stderr)
+                self._flushed(key, session)  # the request's own messages, if they still may be
                 self._forget(key)
                 return None
             try:
@@ -343,6 +355,29 @@ class Recorder:
             if following.rounds + 1 == RECALL_ROUNDS:  # the last round: an answer, not another call
                 following.forwarded["tool_choice"] = {"type": "none"} if exchange.api == "anthropic" else "none"
             return following
+
+    def flush(self, exchange: Exchange) -> None:
+        """Save the request's history if no answer did (an error, a refusal, a stream
+        that ended without one): what the client sent is stored whatever came back.
+        Nothing to do once another request moved the session (it holds this one's
+        messages, and saves them with its own)."""
+        session = exchange.session
+        if session is None or not session.unsaved:
+            return
+        with self._lock_of(_key(session)):
+            if exchange.still_current():
+                self._flushed(_key(session), session)
+
+    def _flushed(self, key: Key, session: Session) -> None:
+        """``session.flush()`` under ``key``'s lock; on a failure the session is forgotten
+        (the next request reads the transcript again; the client sends what is missing)."""
+        try:
+            if session.unsaved:
+                session.flush()
+                self.histories.remember(key, session.messages)
+        except (GlyphpackError, RecursionError) as exc:
+            print(f"glyphpack proxy: request not recorded: {without_values(exc)}", file=sys.stderr)
+            self._forget(key)
 
     def counted_body(self, api: Api, body: object, client: Client = ANONYMOUS) -> Json:
         """A token-count request as it would be forwarded (nothing recorded)."""
@@ -427,11 +462,18 @@ class Recorder:
                 new = new[1:]
             elif all(c.name == RECALL_TOOL for c in session.pending_calls):
                 session.add_tool_results(())
-        session.extend(new)
+        # Recorded after the request is forwarded, with its answer (``finish``) or by
+        # ``flush``: until then the client holds these messages and sends them again.
+        session.extend(new, save=False)
         with self._lock:
             self._sessions[key] = session
+            # The least recently used go, but never one whose request is still unrecorded:
+            # a session opened again from the store would not hold its messages.
             while len(self._sessions) > OPEN_SESSIONS:
-                self._sessions.popitem(last=False)[1].close()
+                oldest = next((k for k, s in self._sessions.items() if not s.unsaved), None)
+                if oldest is None:
+                    break
+                self._sessions.pop(oldest).close()
         return session
 
     def _open(self, api: Api, key: Key, body: Json, summarizer: Summarizer | None) -> Session:
@@ -458,9 +500,12 @@ class Recorder:
             session.close()
 
     def close(self) -> None:
+        """Close every open session, saving what a request left unsaved first."""
         with self._lock:
             sessions, self._sessions = list(self._sessions.values()), collections.OrderedDict()
         for session in sessions:
+            with self._lock_of(_key(session)):
+                self._flushed(_key(session), session)
             session.close()
 
 

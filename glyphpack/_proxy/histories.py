@@ -375,15 +375,20 @@ class HistoryIndex:
     for long; ``lock_of`` gives a history's own lock, the recorder's, held while it is read
     from the store)."""
 
-    def __init__(self, workspace: Workspace, lock_of: Callable[[Key], threading.Lock]):
+    def __init__(self, workspace: Workspace, lock_of: Callable[[Key], threading.Lock], moved: Callable[[Key], None] = lambda key: None):
+        """``moved``: called with a history another proxy saved since this one read it
+        (under its lock): what this process holds of it is stale."""
         self.workspace = workspace
         self._lock_of = lock_of
+        self._on_moved = moved
         # The digest of each history's current end (and of that end before its last
         # answer) -> the histories that end so (several clients may begin alike); a
         # rolling digest names its length too. Only the current ends: a new client that
         # begins like an old conversation's past is a conversation of its own.
         self._index: dict[bytes, set[Key]] = {}
         self._ends: dict[Key, list[bytes]] = {}
+        # The ends as the store's index has them (a history held unsaved is ahead of it).
+        self._stored_ends: dict[Key, list[bytes]] = {}
         # history -> its client view digested (``Chain``): a long history is digested
         # once, then a message at a time.
         self._chains: dict[Key, Chain] = {}
@@ -453,17 +458,22 @@ class HistoryIndex:
             recall_ids=recall_ids,
         )
 
-    def remember(self, key: Key, messages: Sequence[Message], *, persist: bool = True) -> tuple[bytes, ...]:
+    def remember(self, key: Key, messages: Sequence[Message], *, persist: bool = True, saved: bool = True) -> tuple[bytes, ...]:
         """Index the end of ``messages`` (as the client holds them), and the end before a
         last answer (a client that retries the request, or sends the answer back changed,
-        continues from there); returns those ends. With ``persist``, the store's index
-        gets them too, so another proxy on the workspace finds the history."""
+        continues from there); returns those ends. ``saved``: ``messages`` are the stored
+        history (else held, not yet saved: only this process matches them); with
+        ``persist`` as well, the store's index gets them, so another proxy on the
+        workspace finds the history (without: they were read from the store)."""
         chain = self.chain(key, messages)
         ends = chain.digests[-2:] if len(chain.digests) > 1 and chain.roles[-1] == "assistant" else chain.digests[-1:]
-        with self._lock:
-            changed = self._ends.get(key) != list(ends)
-        if persist and changed:
-            self.workspace.tree.set_ends({key: ends})
+        if saved:
+            with self._lock:
+                changed = self._stored_ends.get(key) != list(ends)
+            if persist and changed:
+                self.workspace.tree.set_ends({key: ends})
+            with self._lock:
+                self._stored_ends[key] = list(ends)
         with self._lock:
             for stale in self._ends.get(key, ()):
                 holders = self._index.get(stale)
@@ -504,13 +514,14 @@ class HistoryIndex:
     def _moved(self, key: Key) -> bool:
         """Whether ``key``'s history ends elsewhere in the store than this proxy indexed it."""
         with self._lock:
-            known = set(self._ends.get(key, ()))
+            known = set(self._stored_ends.get(key, ()))
         stored = self.workspace.tree.ends_of(*key)
         return bool(stored) and stored != known
 
     def _refresh(self, key: Key) -> None:
         """Index ``key``'s history as it is stored now (another proxy saved it since)."""
         with self._lock_of(key):
+            self._on_moved(key)
             self.remember(key, self.workspace.load(*key).messages, persist=False)
 
     def _match(self, chain: Sequence[bytes], client: Client, marks: Sequence[bytes | None]) -> tuple[Key | None, int]:

@@ -11,6 +11,7 @@ a request is upstream, so clients and conversations run side by side.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import socket
@@ -371,6 +372,7 @@ class Proxy:
                 retry = await run_in_threadpool(self.recorder.recover, exchange, upstream.status_code, data) if data else None
                 if retry is None:  # the provider's answer, as it sent it
                     self._logged(client.secret, exchange, upstream.status_code, started, [])
+                    await self._flush(exchange)
                     return Response(content, upstream.status_code, self._headers(upstream))
                 exchange = retry
                 upstream = await self._send(request, exchange, raw)
@@ -387,14 +389,26 @@ class Proxy:
                     upstream = await self._send(request, exchange, raw)
         except httpx.HTTPError as exc:
             self._logged(client.secret, exchange, 502, started, [], note=f"the upstream failed: {type(exc).__name__}")
+            await self._flush(exchange)
             return JSONResponse(error_body(api, 502, self._failed(exc)), status_code=502)
         if upstream.status_code != 200 or exchange.session is None:
+            # Refused: the request is recorded before the client reads why (its retry may
+            # reach another worker process, which finds it in the workspace).
+            await self._flush(exchange)
             return self._streamed(upstream, logged=lambda results: self._logged(client.secret, exchange, upstream.status_code, started, results))
         if _streams(upstream):
             if exchange.recall:
                 return self._relayed(request, raw, upstream, exchange, started, opened, client.secret)
             recording = (ACCUMULATORS[api](), exchange)
             return self._streamed(upstream, recording, lambda results: self._logged(client.secret, exchange, 200, started, results), opened)
+        try:
+            return await self._answered(request, raw, upstream, exchange, started, client.secret)
+        finally:
+            await self._flush(exchange)
+
+    async def _answered(self, request: Request, raw: bytes, upstream: httpx.Response, exchange: Exchange, started: float, owner: bytes) -> Response:
+        """A whole (not streamed) answer, recorded, and the rounds that answer recalls."""
+        api = exchange.api
         content, data = await self._read(upstream)
         rounds = [] if data is None else [data]
         while data is not None:
@@ -404,11 +418,11 @@ class Proxy:
             try:
                 upstream = await self._send(request, following, raw)
             except httpx.HTTPError as exc:
-                self._logged(client.secret, following, 502, started, rounds, note=f"the upstream failed after a recall: {type(exc).__name__}")
+                self._logged(owner, following, 502, started, rounds, note=f"the upstream failed after a recall: {type(exc).__name__}")
                 return JSONResponse(error_body(api, 502, self._failed(exc)), status_code=502)
             content, data = await self._read(upstream)
             if upstream.status_code != 200 or data is None:  # the provider's answer, as it sent it
-                self._logged(client.secret, following, upstream.status_code, started, rounds)
+                self._logged(owner, following, upstream.status_code, started, rounds)
                 return Response(content, upstream.status_code, self._headers(upstream))
             exchange = following
             rounds.append(data)
@@ -416,8 +430,19 @@ class Proxy:
         # the answer is the rounds joined; each round but the last called the recall.
         if exchange.recall and rounds and recall_calls(api, rounds[0]):
             content = json_bytes(joined(api, rounds))
-        self._logged(client.secret, exchange, upstream.status_code, started, rounds)
+        self._logged(owner, exchange, upstream.status_code, started, rounds)
         return Response(content, upstream.status_code, self._headers(upstream))
+
+    async def _flush(self, exchange: Exchange) -> None:
+        """The request's history saved, when no answer saved it (``Recorder.flush``)."""
+        if exchange.session is not None and exchange.session.unsaved:
+            await run_in_threadpool(self.recorder.flush, exchange)
+
+    def _flush_soon(self, exchange: Exchange) -> None:
+        """``_flush`` from where nothing may be awaited (a stream's end, which a client
+        that went away cancels): on a worker thread, not waited for."""
+        if exchange.session is not None and exchange.session.unsaved:
+            asyncio.get_running_loop().run_in_executor(None, self.recorder.flush, exchange)
 
     def _summarizer(self, api: Api, body: object, request: Request) -> Summarizer | None:
         model = body.get("model") if isinstance(body, dict) else None
@@ -478,6 +503,8 @@ class Proxy:
                     yield chunk
             finally:
                 await upstream.aclose()
+                if recording is not None:
+                    self._flush_soon(recording[1])
                 if logged is not None:
                     logged(results)
 
@@ -534,6 +561,7 @@ class Proxy:
                         return
                     current = following
             finally:
+                self._flush_soon(current)
                 self._logged(owner, current, status, started, results, note)
 
         return StreamingResponse(chunks(), upstream.status_code, self._headers(upstream))

@@ -192,6 +192,8 @@ class CompactedSession(Protocol):
 
     def _no_pending(self, what: str) -> None: ...
 
+    def flush(self) -> None: ...
+
 
 class Compactor:
     """The policy of one session: when its next request is compacted (``threshold``), to
@@ -331,6 +333,7 @@ class Compactor:
             trigger="elision",
             report=f"{result.report.changed:,} tool results and arguments elided below the threshold, ~{freed:,} tokens freed; recall brings each back",
         )
+        self.session.flush()  # the view names stored messages: the transcript holds them first
         write_view(self.session.workspace, self.session.conversation, self.session.agent, view)
         self.session._view = view
         return result.report.changed
@@ -366,6 +369,7 @@ class Compactor:
             report=result.report.message,
             page_text=result.page_text,
         )
+        self.session.flush()  # the view names stored messages: the transcript holds them first
         write_view(self.session.workspace, self.session.conversation, self.session.agent, view)
         self.session._view = view
 

@@ -205,6 +205,7 @@ class Session:
         self.on_request: Callable[[RequestReport], None] | None = None
         self.messages: tuple[Message, ...] = ()
         self.revision = 0
+        self._unsaved = False  # messages appended with ``extend(save=False)``, not yet saved
         workspace.reconcile(conversation, agent)
         self.state: LoadState = self._load()
         if policy.estimator is None and policy.tokenizer is None:
@@ -255,6 +256,7 @@ class Session:
         transcript = self.workspace.load(self.conversation, self.agent)
         self.messages = transcript.messages
         self.revision = transcript.revision
+        self._unsaved = False
         self._view = view_for(self.workspace, self.conversation, self.agent, self.messages)
         start = self.workspace.harness_start(self.conversation, self.agent)
         ids = [m.id for m in self.messages]
@@ -337,12 +339,16 @@ class Session:
     # ----------------------------------------------------------------- the loop
 
     def _append(self, message: Message, *, save: bool) -> None:
-        """Add ``message``, saved or (calls pending) checked; on an error nothing changes."""
+        """Add ``message``, saved or (calls pending) checked; on an error nothing changes.
+        What ``extend(save=False)`` left unsaved is saved first when ``message`` itself
+        is not (its calls pending: the history before it is the turn boundary)."""
         messages = (*self.messages, message)
         if save:
             self.revision = self.workspace.save(self.conversation, self.agent, messages, revision=self.revision).revision
+            self._unsaved = False
         else:
             validate_history(messages, allow_pending=True)
+            self.flush()
         self.messages = messages
 
     def add_user(self, content: str | Sequence[Block]) -> Message:
@@ -352,16 +358,39 @@ class Session:
         self._append(message, save=True)
         return message
 
-    def extend(self, messages: Sequence[Message]) -> None:
+    def extend(self, messages: Sequence[Message], *, save: bool = True) -> None:
         """Append messages the harness already holds, saved once at the end (which must
         be a turn boundary): a client's history as a proxy receives it, the model's
-        answers and the tool results included. Nothing changes on an error."""
+        answers and the tool results included. Nothing changes on an error.
+
+        ``save=False``: checked as a save checks them, but written later, by ``flush``
+        or with the next message saved (the answer): a proxy forwards the request first
+        and records it after, in one save with its answer. Until then a crash loses
+        them from the store, and only a caller that still holds them (a client that
+        sends its whole history again) may defer; anything that stores state beside the
+        transcript (a compaction, a checkpoint, a branch) flushes first."""
         if not messages:
             return
         history = (*self.messages, *messages)
-        self.revision = self.workspace.save(self.conversation, self.agent, history, revision=self.revision).revision
+        if save:
+            self.revision = self.workspace.save(self.conversation, self.agent, history, revision=self.revision).revision
+        else:
+            validate_history(history, allow_pending=False)
         self.messages = history
+        self._unsaved = not save
         self._overflows = 0
+
+    @property
+    def unsaved(self) -> bool:
+        """Whether the session holds messages its transcript does not (``flush`` saves them)."""
+        return self._unsaved or (self.revision == 0 and bool(self.messages))
+
+    def flush(self) -> None:
+        """Save what the session holds and has not saved: what ``extend(save=False)``
+        appended, or a new session's system prompt (a turn boundary either way)."""
+        if self.unsaved:
+            self.revision = self.workspace.save(self.conversation, self.agent, self.messages, revision=self.revision).revision
+            self._unsaved = False
 
     def request(self, api: Api, **extra: Any) -> dict[str, Any]:
         """Keyword arguments for the SDK's create call of ``api`` (``"anthropic"``,
@@ -613,14 +642,14 @@ class Session:
     def checkpoint(self, name: str) -> None:
         """Mark the current end as checkpoint ``name``."""
         self._no_pending("set a checkpoint")
-        self._sync()
+        self.flush()
         self.revision = self.workspace.checkpoint(self.conversation, self.agent, name).revision
 
     def rewind(self, name: str, digest: str) -> None:
         """Back to checkpoint ``name`` with ``digest`` (what was learned) appended. The
         explored path stays in the tree (``/tree`` shows it; ``branch`` returns to it)."""
         self._no_pending("rewind")
-        self._sync()
+        self.flush()
         self.workspace.rewind(self.conversation, self.agent, name, digest)
         self._reload()
 
@@ -629,7 +658,7 @@ class Session:
         conversation's tree, at a turn boundary) this agent's history; the path left
         stays in the tree."""
         self._no_pending("branch")
-        self._sync()
+        self.flush()
         self.workspace.branch(self.conversation, self.agent, message_id, revision=self.revision)
         self._reload()
 
@@ -637,17 +666,12 @@ class Session:
         """Copy this agent's history into a new conversation (new ids) and continue
         there; returns the new conversation's id. The original is untouched."""
         self._no_pending("fork")
-        self._sync()
+        self.flush()
         # The workspace carries the compaction in force along (Workspace.fork): the fork's
         # next request is the one this conversation would have sent, under the new ids.
         self.conversation = self.workspace.fork(self.conversation, self.agent, new_conversation=new_conversation).conversation
         self._reload()
         return self.conversation
-
-    def _sync(self) -> None:
-        """Save what a boundary left unsaved (only a system prompt of a new session)."""
-        if self.revision == 0 and self.messages:
-            self.revision = self.workspace.save(self.conversation, self.agent, self.messages, revision=0).revision
 
     def _reload(self) -> None:
         self._load()
