@@ -713,3 +713,74 @@ def test_the_cli_fork_carries_the_compaction_in_force_too(tmp_path):
         assert json.dumps(copy.request("anthropic")) == renamed_ids(before, original, copy.messages)
     with glyphpack.Workspace(ws) as workspace:
         assert glyphpack._history.view.read_view(workspace, "early", "coder") is None
+
+
+# ---------------------------------------------------------------- held, then saved
+
+
+def _user(text: str) -> Message:
+    return Message("user", (Text(text),))
+
+
+def test_messages_held_unsaved_are_saved_with_the_answer_once(tmp_path, monkeypatch):
+    """``extend(save=False)`` (a proxy forwarding first): checked as a save checks them,
+    stored by nothing until the answer's save, which writes them with it, once."""
+    with open_session(tmp_path) as s:
+        s.add_user("list the files")
+        s.request("anthropic")
+        s.add_response(anthropic_reply("which folder?"))
+        saves: list[int] = []
+        real_save = s.workspace.save
+        monkeypatch.setattr(s.workspace, "save", lambda *a, **k: saves.append(len(a[2])) or real_save(*a, **k))
+        with pytest.raises(glyphpack.HistoryError):  # a boundary only, as a save would refuse it
+            s.extend([Message("assistant", (ToolCall("t9", "ls", {}),))], save=False)
+        assert not s.unsaved and len(s.messages) == 2
+        s.extend([_user("src")], save=False)
+        assert s.unsaved and len(s.messages) == 3 and saves == []
+        assert len(s.workspace.load("task", "coder").messages) == 2
+        s.request("anthropic")
+        s.add_response(anthropic_reply("a.py b.py"))
+        assert saves == [4] and not s.unsaved  # the request's message and its answer, in one save
+        assert s.workspace.load("task", "coder").messages == s.messages
+
+
+def test_an_answer_with_calls_saves_the_held_messages_before_it(tmp_path):
+    with open_session(tmp_path) as s:
+        s.extend([_user("list the files")], save=False)
+        s.request("anthropic")
+        s.add_response(anthropic_reply("looking", (("t1", "ls"),)))
+        stored = s.workspace.load("task", "coder")
+        assert [m.text for m in stored.messages] == ["list the files"] and stored.state == "unanswered"
+        assert not s.unsaved and len(s.messages) == 2
+
+
+def test_whatever_stores_state_beside_the_transcript_saves_the_held_messages_first(tmp_path):
+    """A compaction's view names stored messages; a checkpoint marks a stored end: each
+    saves what the session holds before it writes."""
+    with open_session(tmp_path, context_window=20_000, threshold=2_000, target=1_000) as s:
+        s.add_user("read the logs")
+        for n in range(12):
+            s.request("anthropic")
+            s.add_response(anthropic_reply("", ((f"t{n}", "cat"),)))
+            s.add_tool_results({f"t{n}": f"log line {n} " * 120})
+        s.add_response(anthropic_reply("read them all"))
+        s.extend([_user("which failed first?")], save=False)
+        s.request("anthropic")  # over the threshold: compacted, the view kept
+        assert s.view is not None and s.view.covers == s.messages[-1].id
+        assert s.workspace.load("task", "coder").messages == s.messages and not s.unsaved
+        s.add_response(anthropic_reply("auth"))
+        s.extend([_user("mark it")], save=False)
+        s.checkpoint("found")
+        assert s.workspace.load("task", "coder").messages[-1].text == "mark it"
+        assert s.workspace.load("task", "coder").checkpoints == {"found": s.messages[-1].id}
+
+
+def test_flush_saves_what_is_held_and_nothing_twice(tmp_path):
+    with open_session(tmp_path) as s:
+        s.flush()
+        assert s.revision == 0  # nothing held, nothing written
+        s.extend([_user("list the files")], save=False)
+        s.flush()
+        assert s.revision == 1 and not s.unsaved
+        s.flush()
+        assert s.revision == 1
