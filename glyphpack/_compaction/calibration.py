@@ -82,7 +82,7 @@ class Calibration:
         what it priced as text is divided by ``scale`` back to the base rates). The
         overhead makes ``history`` cost exactly ``measured_tokens`` at the new rates."""
         measured = measured_count(measured_tokens)
-        images = sum(cost.image(image) for message in history for image in message.images)
+        images = cost.images(history)
         text = (cost.history(history) - images) / self.scale
         counts = (*self.counts, (text, measured - images))[-COUNTS_KEPT:]
         learned = dataclasses.replace(self, scale=fit_scale(counts), counts=counts)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 
 from .._history.messages import CATEGORIES, Block, Category, Image, Message
+from .._history.prefixes import PrefixFolds
 from .._history.pricing import MESSAGE_OVERHEAD, message_tokens
 from .._providers.profile import Profile
 from .._providers.resolve import resolve, text_estimator
@@ -49,6 +50,10 @@ class CostModel:
     _memo: dict[int, tuple[Message, int]] = dataclasses.field(default_factory=dict, compare=False, repr=False)
     # (width, height) -> tokens: screenshots come in a few sizes.
     _image_memo: dict[tuple[int, int], int] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    # The sums of whole histories (tokens; images' tokens), resumed for a history that
+    # grew: a session prices its whole history several times a request.
+    _sums: PrefixFolds[int] = dataclasses.field(default_factory=PrefixFolds, compare=False, repr=False)
+    _image_sums: PrefixFolds[int] = dataclasses.field(default_factory=PrefixFolds, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.estimator is DEFAULT_ESTIMATOR:  # the default: the reader's provider family's rates
@@ -64,7 +69,10 @@ class CostModel:
         """This model with ``estimator``. The prices worked out carry over when only the
         overhead differs: no message's price depends on it."""
         same_rates = estimator.with_overhead(0) == self.estimator.with_overhead(0)
-        return CostModel(self.profile, estimator, self.tokenizer, self._memo if same_rates else {}, self._image_memo)
+        return CostModel(
+            self.profile, estimator, self.tokenizer, self._memo if same_rates else {}, self._image_memo, self._sums if same_rates else PrefixFolds(),
+            self._image_sums,
+        )
 
     def text(self, text: str) -> int:
         if not text:
@@ -94,7 +102,17 @@ class CostModel:
         return tokens
 
     def history(self, messages: Sequence[Message]) -> int:
-        return sum(self.message(m) for m in messages)
+        start, before = self._sums.resume(messages)
+        total = (before or 0) + sum(self.message(m) for m in messages[start:])
+        self._sums.keep(messages, total)
+        return total
+
+    def images(self, messages: Sequence[Message]) -> int:
+        """Tokens of the images ``messages`` carry (those in tool results included)."""
+        start, before = self._image_sums.resume(messages)
+        total = (before or 0) + sum(self.image(image) for message in messages[start:] for image in message.images)
+        self._image_sums.keep(messages, total)
+        return total
 
     def breakdown(self, messages: Sequence[Message]) -> dict[Category, int]:
         """Tokens per category: system, user, assistant, thinking, tool calls, tool

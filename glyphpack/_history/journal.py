@@ -29,6 +29,7 @@ from .._files import fsync_dir
 from .backend import StoredTranscript
 from .codec import history_from_json, history_to_json, json_bytes
 from .messages import Message
+from .prefixes import begins_with
 
 JOURNAL_FORMAT = "glyphpack-journal"
 
@@ -82,8 +83,7 @@ def _header(line: bytes) -> tuple[int, int] | None:
 def extends(before: StoredTranscript, after: StoredTranscript) -> bool:
     """Whether ``after`` is ``before`` with messages appended (the very message objects:
     a save from a session that read or wrote ``before`` in this process)."""
-    old, new = before.messages, after.messages
-    return len(new) >= len(old) and all(a is b for a, b in zip(old, new))
+    return begins_with(after.messages, before.messages)
 
 
 def line(after: StoredTranscript, appended: Sequence[Message]) -> bytes:

@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from .._errors import HistoryError
 from .._types import ROLES, Role, check_kind, public
 from .ids import new_id
+from .prefixes import PrefixFolds
 
 #: What a block counts as in a context breakdown (``CostModel.breakdown``).
 Category = Literal["system", "user", "assistant", "thinking", "tool calls", "tool results", "images"]
@@ -551,6 +552,18 @@ def last_answered_boundary(messages: Sequence[Message]) -> int:
             pending += 1
     return 0
 
+#: validate_history's state (the calls still open, every call id) at the end of the
+#: histories it checked: a history that extends one is checked from there on.
+_VALIDATED: PrefixFolds[tuple[dict[str, int], frozenset[str]]] = PrefixFolds()
+
+
+def call_ids(messages: Sequence[Message]) -> frozenset[str]:
+    """Every tool call id in ``messages`` (from where ``validate_history`` left off,
+    when it checked a history ``messages`` extends)."""
+    start, state = _VALIDATED.resume(messages)
+    return (state[1] if state else frozenset()).union(c.id for m in messages[start:] for c in m.tool_calls)
+
+
 @public
 def validate_history(messages: Sequence[Message], *, allow_pending: bool = True) -> None:
     """Raise ``HistoryError`` the way a provider would reject this history.
@@ -560,9 +573,11 @@ def validate_history(messages: Sequence[Message], *, allow_pending: bool = True)
     With ``allow_pending``, calls at the very end may still await their results
     (mid-turn), otherwise that is an error too.
     """
-    open_calls: dict[str, int] = {}
-    seen: set[str] = set()
-    for index, message in enumerate(messages):
+    start, state = _VALIDATED.resume(messages)
+    open_calls: dict[str, int] = dict(state[0]) if state else {}
+    seen: set[str] = set(state[1]) if state else set()
+    for index in range(start, len(messages)):
+        message = messages[index]
         for result in message.tool_results:
             if result.call_id not in open_calls:
                 where = "was already answered" if result.call_id in seen else "has no earlier tool call"
@@ -576,6 +591,8 @@ def validate_history(messages: Sequence[Message], *, allow_pending: bool = True)
                 raise HistoryError(f"message {index}: duplicate tool call id {call.id!r}")
             seen.add(call.id)
             open_calls[call.id] = index
+    if len(messages) > start:
+        _VALIDATED.keep(messages, (dict(open_calls), frozenset(seen)))
     if open_calls and not allow_pending:
         missing = ", ".join(sorted(open_calls))
         raise HistoryError(f"mid-turn: tool calls {missing} have no results yet")

@@ -31,6 +31,7 @@ from .folder import FolderStore, _refuse_read_only
 from .ids import check_id, unique_name
 from .imported import ImportedAgent, ImportedSession
 from .messages import Message, Text, last_answered_boundary, pending_calls, turn_boundaries, validate_history
+from .prefixes import begins_with
 from .pricing import EstimatePricer, message_tokens
 from .tree import SessionTree, displayable
 from .view import harness_view, read_view, renamed_view, view_for, write_view
@@ -150,7 +151,8 @@ def _compare_and_swap(
             f"{where} is at revision {stored_revision}, not {revision}: another writer saved first; "
             f"load it again and redo the change"
         )
-    if stored is not None and not replace:
+    # The very messages stored, then more (a session saving what it holds): nothing to compare.
+    if stored is not None and not replace and not begins_with(messages, stored.messages):
         _check_extends(where, _clean_prefix(stored), messages)
     return stored
 

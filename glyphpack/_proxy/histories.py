@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
+import operator
 import re
 import secrets
 import threading
@@ -248,6 +250,9 @@ def _marks_agree(mine: bytes | None, theirs: bytes | None) -> bool:
 def _common(stored: tuple[Sequence[bytes], Sequence[bytes | None]], history: tuple[Sequence[bytes], Sequence[bytes | None]]) -> int:
     """How many leading messages two histories share, by their (digests, thinking
     marks): a message whose thinking both carry and differ in is where they part."""
+    shared = min(len(stored[0]), len(history[0]))
+    if all(map(operator.eq, stored[0][:shared], history[0])) and all(map(operator.eq, stored[1][:shared], history[1])):
+        return shared  # the same digests and marks (compared in C): the common case, a history that grew
     common = 0
     for mine, my_mark, theirs, their_mark in zip(*stored, *history):
         if mine != theirs or not _marks_agree(my_mark, their_mark):
@@ -313,10 +318,11 @@ class RequestReader:
         if not isinstance(body.get("model"), str) or not body["model"]:
             raise BadRequest("model: a model id is required")
         items = body["messages"]
-        if not all(isinstance(i, dict) for i in items):
-            raise BadRequest(f"messages: expected a list of objects, got {type(items).__name__}")
         system = _system_text(api, body)
         before, reused = self._best(owner, system, items)
+        # Those equal to a kept request's were objects then.
+        if not all(isinstance(i, dict) for i in items[reused:]):
+            raise BadRequest(f"messages: expected a list of objects, got {type(items).__name__}")
         others = {k: v for k, v in body.items() if k != "messages"}
         rest = before.others_depth if before is not None and before.others == others else nesting(others)  # a client's tools rarely change
         try:
@@ -331,8 +337,8 @@ class RequestReader:
         except HistoryError as exc:
             return body, exc, None
         head = [Message("system", (Text(system),))] if system else []
-        kept = len(head) + sum(len(m) for m in per_item[:reused])
-        messages = [*head, *(m for converted in per_item for m in converted)]
+        kept = len(head) + sum(map(len, per_item[:reused]))
+        messages = [*head, *itertools.chain.from_iterable(per_item)]
         if before is not None and reused:
             chain = (digests(messages[kept:], before.digests[:kept]), [*before.marks[:kept], *thinking_marks(messages[kept:])])
         else:

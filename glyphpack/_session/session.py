@@ -38,7 +38,7 @@ from .._compaction.snapshot import head_end, page_density, serialize_messages
 from .._compaction.summarize import Summarizer, as_summarizer
 from .._errors import CompactionError, TextOnlyModelError, UsageError
 from .._history.ids import unique_name
-from .._history.messages import Block, Message, Text, ToolCall, ToolResult, validate_history
+from .._history.messages import Block, Message, Text, ToolCall, ToolResult, call_ids, validate_history
 from .._history.recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, RECALL_TOOL, Recalled
 from .._history.recall import recall as recall_from
 from .._history.store import Workspace
@@ -539,7 +539,7 @@ class Session:
         calls = message.tool_calls
         if not calls:  # (the renames are read only while calls are pending: none are now)
             return message
-        taken = {c.id for m in self.messages for c in m.tool_calls}
+        taken = set(call_ids(self.messages))
         renamed: dict[str, str] = {}
         for call in calls:
             fresh = unique_name(call.id, taken)
