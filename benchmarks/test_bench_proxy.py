@@ -328,11 +328,12 @@ def _growing(requests: int, own_recall_tool: bool) -> dict[int, float]:
         recorder = Recorder(workspace, ProxySettings(context_window=10_000_000))
         for n in range(requests):
             body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": json.loads(json.dumps(messages)), **({"tools": tools} if tools else {})}
+            counted = count_tokens(body)  # what the provider reports (as FakeUpstream does): the session calibrates on it
             started = time.perf_counter()
             exchange = recorder.prepare("anthropic", body)
             call = {"type": "tool_use", "id": f"toolu_{n:04d}", "name": "read", "input": {"path": f"f{n}.py"}}
             answer = {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": [call],
-                      "stop_reason": "tool_use", "usage": {"input_tokens": 10, "output_tokens": 5}}  # fmt: skip
+                      "stop_reason": "tool_use", "usage": {"input_tokens": counted, "output_tokens": 5}}  # fmt: skip
             recorder.finish(exchange, answer)
             times.append(time.perf_counter() - started)
             messages += [{"role": "assistant", "content": [call]},

@@ -104,3 +104,26 @@ def normalize(text, atlas, layout, classes=None):
             kept.pop()
         glyphs = kept
     return glyphs, counts | {"ansi_sequences": ansi, "replaced_scripts": by_script(replaced)}, input_classes
+
+
+def validate_history(messages, allow_pending=True):
+    """The history check from the start every time (``validate_history`` resumes where
+    it left off): the error's text, or None when the history is valid."""
+    open_calls = {}
+    seen = set()
+    for index, message in enumerate(messages):
+        for result in message.tool_results:
+            if result.call_id not in open_calls:
+                where = "was already answered" if result.call_id in seen else "has no earlier tool call"
+                return f"message {index}: the tool result for call {result.call_id!r} {where}"
+            del open_calls[result.call_id]
+        if message.role == "assistant" and open_calls:
+            return f"message {index}: tool calls {', '.join(sorted(open_calls))} have no results before the next assistant turn"
+        for call in message.tool_calls:
+            if call.id in seen:
+                return f"message {index}: duplicate tool call id {call.id!r}"
+            seen.add(call.id)
+            open_calls[call.id] = index
+    if open_calls and not allow_pending:
+        return f"mid-turn: tool calls {', '.join(sorted(open_calls))} have no results yet"
+    return None

@@ -162,6 +162,8 @@ def _kept_checkpoints(
 ) -> dict[str, str | None]:
     """The checkpoints to store: those given (each must point into ``messages``), or
     by default the stored ones whose target is still in ``messages``."""
+    if not checkpoints and not (stored and stored.checkpoints):
+        return {}  # the common case: no marks, and no need to list every message's id
     ids = {m.id for m in messages}
     if checkpoints is None:
         checkpoints = {n: t for n, t in (stored.checkpoints if stored else {}).items() if t is None or t in ids}

@@ -547,4 +547,6 @@ class HistoryIndex:
         with self._lock:
             known = self._chains.get(key)
         stored = known.marks if known is not None else ()
+        if all(map(operator.eq, stored[:length], marks[:length])):
+            return True  # the same marks (compared in C): nothing dropped, nothing changed
         return all(_marks_agree(mine, theirs) for mine, theirs in zip(stored[:length], marks[:length]))

@@ -1,0 +1,115 @@
+"""Work over a whole history resumed where it left off (``_history/prefixes.py``): the
+history check, the call ids, the cost model's sums, each equal to the same work done
+from the start, for histories that grow, branch, and are rebuilt from equal but other
+message objects; and the memo's own limits, both sides of each."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import reference
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from glyphpack import HistoryError, Message, Text, ToolCall, ToolResult
+from glyphpack._compaction.cost import CostModel
+from glyphpack._history import prefixes
+from glyphpack._history.messages import call_ids, validate_history
+from glyphpack._history.prefixes import KEPT, LOOKBACK, SHORTEST_KEPT, PrefixFolds
+
+
+def _message(kind: int, n: int, calls: int) -> Message:
+    """A message of one of four kinds: user words, an answer, an answer with a call
+    (ids drawn from a few, so some repeat), the result of a call (maybe one never made)."""
+    if kind == 0:
+        return Message("user", (Text(f"words {n}"),))
+    if kind == 1:
+        return Message("assistant", (Text(f"answer {n}"),))
+    if kind == 2:
+        return Message("assistant", (ToolCall(f"c{calls}", "read", {"n": n}),))
+    return Message("tool", (ToolResult(f"c{calls}", (Text(f"output {n}"),)),))
+
+
+STEPS = st.lists(st.tuples(st.integers(0, 4), st.integers(0, 3), st.integers(0, 6)), min_size=1, max_size=60)
+
+
+@settings(max_examples=150, deadline=None)
+@given(STEPS)
+def test_the_check_and_the_sums_resumed_equal_them_from_the_start(steps: list[tuple[int, int, int]]) -> None:
+    """Each step extends the history (the very objects), or goes back to a prefix and
+    goes on from there (a branch), or rebuilds it from equal copies (a process that read
+    it again): every check, call-id set and sum equals the one done from the start."""
+    cost = CostModel.for_model("claude-sonnet-4-5")
+    history: tuple[Message, ...] = ()
+    for n, (action, kind, calls) in enumerate(steps):
+        if action == 3 and history:
+            history = history[: len(history) // 2]
+        elif action == 4:
+            history = tuple(dataclasses.replace(m) for m in history)
+        history = (*history, *(_message(kind, n * 40 + i, calls + i % 2) for i in range(1 + (calls * 7) % 40)))
+        for allow_pending in (True, False):
+            expected = reference.validate_history(history, allow_pending)
+            try:
+                validate_history(history, allow_pending=allow_pending)
+                said = None
+            except HistoryError as exc:
+                said = str(exc)
+            assert said == expected
+        assert call_ids(history) == {c.id for m in history for c in m.tool_calls}
+        assert cost.history(history) == sum(cost.message(m) for m in history)
+        assert cost.images(history) == sum(cost.image(i) for m in history for i in m.images)
+
+
+def _history(length: int) -> tuple[Message, ...]:
+    return tuple(Message("user", (Text(f"m{n}"),)) for n in range(length))
+
+
+def test_a_fold_resumes_at_the_longest_kept_prefix_within_the_lookback() -> None:
+    folds: PrefixFolds[str] = PrefixFolds()
+    base = _history(SHORTEST_KEPT + LOOKBACK)
+    folds.keep(base[: SHORTEST_KEPT + 1], "shorter")
+    folds.keep(base[: SHORTEST_KEPT + 3], "longer")
+    assert folds.resume(base[: SHORTEST_KEPT + 5]) == (SHORTEST_KEPT + 3, "longer")
+    assert folds.resume(base[: SHORTEST_KEPT + 2]) == (SHORTEST_KEPT + 1, "shorter")
+    # The kept end LOOKBACK - 1 messages back is found; LOOKBACK back is not.
+    longer = (*base[: SHORTEST_KEPT + 3], *_history(LOOKBACK))
+    assert folds.resume(longer[: SHORTEST_KEPT + 3 + LOOKBACK - 1]) == (SHORTEST_KEPT + 3, "longer")
+    assert folds.resume(longer[: SHORTEST_KEPT + 3 + LOOKBACK]) == (0, None)
+
+
+def test_a_fold_is_resumed_for_the_very_messages_only() -> None:
+    folds: PrefixFolds[str] = PrefixFolds()
+    base = _history(SHORTEST_KEPT)
+    folds.keep(base, "state")
+    assert folds.resume((*base, *_history(2))) == (SHORTEST_KEPT, "state")
+    equal = tuple(dataclasses.replace(m) for m in base)  # equal, other objects: not the history folded
+    assert folds.resume((*equal, *_history(2))) == (0, None)
+    changed = (*base[:-2], Message("user", (Text("other"),)), base[-1])  # the same last message, another before it
+    assert folds.resume(changed) == (0, None)
+
+
+def test_only_histories_of_the_shortest_kept_length_are_kept_and_at_most_kept_many() -> None:
+    folds: PrefixFolds[int] = PrefixFolds()
+    short = _history(SHORTEST_KEPT - 1)
+    folds.keep(short, 1)
+    assert folds.resume(short) == (0, None)
+    long = _history(SHORTEST_KEPT)
+    folds.keep(long, 2)
+    assert folds.resume(long) == (SHORTEST_KEPT, 2)
+    histories = [_history(SHORTEST_KEPT) for _ in range(KEPT)]
+    for number, history in enumerate(histories):
+        folds.keep(history, number)
+    assert folds.resume(long) == (0, None)  # the oldest went when the KEPT-th more came
+    assert folds.resume(histories[0]) == (SHORTEST_KEPT, 0) and folds.resume(histories[-1]) == (SHORTEST_KEPT, KEPT - 1)
+
+
+def test_a_resumed_fold_is_the_most_recently_used_and_outlives_the_others() -> None:
+    folds: PrefixFolds[int] = PrefixFolds()
+    first = _history(SHORTEST_KEPT)
+    folds.keep(first, 0)
+    for number in range(1, KEPT):
+        folds.keep(_history(SHORTEST_KEPT), number)
+    assert folds.resume(first) == (SHORTEST_KEPT, 0)  # used: now the newest
+    folds.keep(_history(SHORTEST_KEPT), KEPT)
+    assert folds.resume(first) == (SHORTEST_KEPT, 0)
+    assert prefixes.begins_with(first, first[:3]) and not prefixes.begins_with(first[:3], first)
