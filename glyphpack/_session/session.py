@@ -39,6 +39,7 @@ from .._compaction.summarize import Summarizer, as_summarizer
 from .._errors import CompactionError, TextOnlyModelError, UsageError
 from .._history.ids import unique_name
 from .._history.messages import Block, Message, Text, ToolCall, ToolResult, call_ids, validate_history
+from .._history.prefixes import begins_with
 from .._history.recall import RECALL_DESCRIPTION, RECALL_PARAMETERS, RECALL_TOOL, Recalled
 from .._history.recall import recall as recall_from
 from .._history.store import Workspace
@@ -457,8 +458,9 @@ class Session:
         self._sent, self._api = view, api
         tools = extra.get("tools")
         self._sent_tools = tuple(tools) if isinstance(tools, list) and tools else None
-        shared = 0
-        # The very message objects, mostly: compared by identity first (a deep compare is O(size)).
+        # The very message objects, mostly: the whole previous view by identity (in C), else
+        # message by message, by identity first (a deep compare is O(size)).
+        shared = len(previous) if previous is not None and begins_with(view, previous) else 0
         while previous is not None and shared < min(len(previous), len(view)) and (previous[shared] is view[shared] or previous[shared] == view[shared]):
             shared += 1
         self.last_request = RequestReport(
