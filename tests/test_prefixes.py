@@ -113,3 +113,12 @@ def test_a_resumed_fold_is_the_most_recently_used_and_outlives_the_others() -> N
     folds.keep(_history(SHORTEST_KEPT), KEPT)
     assert folds.resume(first) == (SHORTEST_KEPT, 0)
     assert prefixes.begins_with(first, first[:3]) and not prefixes.begins_with(first[:3], first)
+
+
+def test_a_list_kept_is_copied_so_the_callers_later_changes_do_not_reach_the_fold() -> None:
+    folds: PrefixFolds[str] = PrefixFolds()
+    base = _history(SHORTEST_KEPT)
+    held = list(base)
+    folds.keep(held, "state")
+    held[3] = Message("user", (Text("changed"),))  # the caller's list, changed after
+    assert folds.resume(base) == (SHORTEST_KEPT, "state")
