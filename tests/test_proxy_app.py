@@ -792,3 +792,44 @@ def test_a_request_body_is_parsed_off_the_event_loop(tmp_path: Path, monkeypatch
         assert client.post("/v1/messages", json=_body([{"role": "user", "content": OPENING}]), headers=KEY).status_code == 200
         assert client.post("/v1/messages", content=b"{not json", headers=KEY).status_code == 400  # refused the same way
     assert threads == ["a worker", "a worker"]
+
+
+def test_a_long_upstream_answer_is_parsed_off_the_event_loop_and_a_short_one_on_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer of ``PARSED_ON_THE_LOOP`` bytes or more goes to a worker thread to be
+    parsed (the hop costs more than a short answer's parse); a byte less stays."""
+    import asyncio
+    import json as real_json
+    import types
+
+    import glyphpack._proxy.server as server_module
+
+    where: list[tuple[int, str]] = []
+
+    def loads(raw: bytes | str) -> Any:
+        try:
+            asyncio.get_running_loop()
+            where.append((len(raw), "the event loop"))
+        except RuntimeError:
+            where.append((len(raw), "a worker"))
+        return real_json.loads(raw)
+
+    monkeypatch.setattr(server_module, "json", types.SimpleNamespace(loads=loads, dumps=real_json.dumps))
+    sizes = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = _answer("", to=json.loads(request.content))
+        short = len(json.dumps({**body, "content": [{"type": "text", "text": ""}]}, separators=(",", ":")).encode())
+        # The answer's text padded so its bytes are one short of the limit, then exactly at it.
+        size = server_module.PARSED_ON_THE_LOOP - 1 + len(sizes)
+        sizes.append(size)
+        content = json.dumps({**body, "content": [{"type": "text", "text": "x" * (size - short)}]}, separators=(",", ":")).encode()
+        assert len(content) == size
+        return httpx.Response(200, content=content, headers={"content-type": "application/json"})
+
+    client, _, _ = _app(tmp_path, Upstream(answer))
+    with client:
+        for opening in (OPENING, "Another task."):  # two conversations: a long answer sent back would compact the next
+            response = client.post("/v1/messages", json=_body([{"role": "user", "content": opening}]), headers=KEY)
+            assert response.status_code == 200 and len(response.content) == sizes[-1]
+    answers = [(size, place) for size, place in where if size in sizes]
+    assert answers == [(sizes[0], "the event loop"), (sizes[1], "a worker")]

@@ -58,6 +58,9 @@ UPSTREAMS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.op
 GEMINI_METHODS = ("generateContent", "streamGenerateContent")
 #: Headers that describe one hop, not the request: never passed on.
 _HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "accept-encoding", "content-encoding", "upgrade", "te"}
+#: Bytes of an upstream answer parsed on the event loop; longer ones go to a worker
+#: thread (the hop costs more than parsing a short answer).
+PARSED_ON_THE_LOOP = 64 * 1024
 #: How long the upstream may take: a long answer streams for minutes.
 TIMEOUT = httpx.Timeout(600.0, connect=15.0)
 
@@ -468,7 +471,8 @@ class Proxy:
         content = await response.aread()
         await response.aclose()
         try:
-            data = json.loads(content)
+            # A long answer parsed on a worker thread: on the event loop every other client would wait it out.
+            data = json.loads(content) if len(content) < PARSED_ON_THE_LOOP else await run_in_threadpool(json.loads, content)
         except (ValueError, RecursionError):  # not JSON, or nested past what Python parses
             return content, None
         return content, data if isinstance(data, dict) else None
