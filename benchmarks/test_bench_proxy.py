@@ -45,12 +45,13 @@ LOOKBACK_BLOCKS = 20
 # ---------------------------------------------------------------------- latency
 
 
-async def _client_loop(base: str, turns: int, ttfb: list[float], number: int, key: str = "bench") -> None:
-    """One client: a conversation of ``turns`` streamed requests, each timed to its first byte."""
+async def _client_loop(base: str, turns: int, ttfb: list[float], number: int, key: str = "bench", stream: bool = True) -> None:
+    """One client: a conversation of ``turns`` requests, each timed to its first byte
+    (streamed; not streamed, the whole answer comes at once)."""
     history: list[Json] = [{"role": "user", "content": f"client {number}: summarize the logs"}]
-    async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+    async with httpx.AsyncClient(base_url=base, timeout=120) as client:
         for turn in range(turns):
-            body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "stream": True, "messages": history}
+            body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "stream": stream, "messages": history}
             started = time.perf_counter()
             async with client.stream("POST", "/v1/messages", json=body, headers={"x-api-key": key}) as response:
                 assert response.status_code == 200, f"{base}: {response.status_code}"  # an error is no answer to time
@@ -61,7 +62,8 @@ async def _client_loop(base: str, turns: int, ttfb: list[float], number: int, ke
                     received.append(chunk)
             # The answer sent back as the client got it (as every harness does): a client
             # that sent back something else would branch its conversation every turn.
-            answer = _streamed_text(b"".join(received))
+            content = b"".join(received)
+            answer = _streamed_text(content) if stream else "".join(b["text"] for b in json.loads(content)["content"] if b["type"] == "text")
             history += [{"role": "assistant", "content": answer}, {"role": "user", "content": f"next {turn}: " + "x" * 400}]
 
 
@@ -76,7 +78,7 @@ def _streamed_text(stream: bytes) -> str:
     return "".join(text)
 
 
-def _latency(base: str, clients: int, turns: int, key: str = "bench") -> tuple[list[float], float, float]:
+def _latency(base: str, clients: int, turns: int, key: str = "bench", stream: bool = True) -> tuple[list[float], float, float]:
     """Each request's time to first byte, requests per second, and the process's CPU
     seconds per request (client, proxy and fake upstream all run in this process: the
     difference between a run through the proxy and a direct one is the proxy's)."""
@@ -84,7 +86,7 @@ def _latency(base: str, clients: int, turns: int, key: str = "bench") -> tuple[l
     started, cpu = time.perf_counter(), time.process_time()
 
     async def run() -> None:
-        await asyncio.gather(*(_client_loop(base, turns, ttfb, n, key) for n in range(clients)))
+        await asyncio.gather(*(_client_loop(base, turns, ttfb, n, key, stream) for n in range(clients)))
 
     asyncio.run(run())
     return ttfb, len(ttfb) / (time.perf_counter() - started), (time.process_time() - cpu) / len(ttfb)
@@ -411,6 +413,34 @@ def _started(command: list[str], env: dict[str, str], ready: str, timeout: float
 MASTER_KEY = "sk-bench-master"
 
 
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds (user and system) used so far by process ``pid`` and every process
+    under it (a server's workers), from /proc."""
+    import os
+
+    def stat(number: int) -> list[str]:
+        with open(f"/proc/{number}/stat") as file:
+            return file.read().rsplit(")", 1)[1].split()  # the fields after the command's name
+
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                children.setdefault(int(stat(int(entry))[1]), []).append(int(entry))
+            except OSError:  # gone meanwhile
+                continue
+    ticks, todo = 0, [pid]
+    while todo:
+        number = todo.pop()
+        try:
+            fields = stat(number)
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        todo += children.get(number, [])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def test_against_litellm(tmp_path: Path) -> None:
     """The same clients, the same fake upstream, one run: direct, LiteLLM's proxy in
     pass-through mode (``/anthropic``, what its docs give for sending the native API on
@@ -432,8 +462,8 @@ def test_against_litellm(tmp_path: Path) -> None:
     lines = [
         "direct, LiteLLM's proxy (pass-through, /anthropic) and glyphpack's proxy, each a process of its own, the same fake upstream and clients, one run",
         "",
-        "| clients at once | route | TTFB p50 / p99 | added p50 / p99 | requests/s | against direct |",
-        "|---|---|---|---|---|---|",
+        "| clients at once | answers | route | TTFB p50 / p99 | added p50 / p99 | requests/s | against direct | proxy CPU per request |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     with FakeUpstream(model) as upstream:
         # LiteLLM refuses to start without a master key; the clients send it as their key.
@@ -446,14 +476,19 @@ def test_against_litellm(tmp_path: Path) -> None:
         try:
             for _, base in routes.values():
                 _latency(base, 4, 3, MASTER_KEY)  # first requests (imports, connections) out of the way
-            for clients, turns in ((1, 40), (8, 12), (32, 8)):
-                direct, direct_rate, _ = _latency(upstream.url, clients, turns, MASTER_KEY)
-                d50, d99 = _ms(direct)
-                lines.append(f"| {clients} | direct | {d50:.1f} / {d99:.1f} ms | | {direct_rate:.0f} | 1.00x |")
-                for name, (_, base) in routes.items():
-                    through, rate, _ = _latency(base, clients, turns, MASTER_KEY)
-                    p50, p99 = _ms(through)
-                    lines.append(f"| {clients} | {name} | {p50:.1f} / {p99:.1f} ms | {p50 - d50:+.1f} / {p99 - d99:+.1f} ms | {rate:.0f} | {rate / direct_rate:.2f}x |")
+            for stream in (True, False):
+                answers = "streamed" if stream else "whole"
+                for clients, turns in ((1, 40), (8, 12), (32, 8), (128, 4)):
+                    direct, direct_rate, _ = _latency(upstream.url, clients, turns, MASTER_KEY, stream)
+                    d50, d99 = _ms(direct)
+                    lines.append(f"| {clients} | {answers} | direct | {d50:.1f} / {d99:.1f} ms | | {direct_rate:.0f} | 1.00x | |")
+                    for name, (process, base) in routes.items():
+                        cpu = _cpu_seconds(process.pid)
+                        through, rate, _ = _latency(base, clients, turns, MASTER_KEY, stream)
+                        per_request = 1000 * (_cpu_seconds(process.pid) - cpu) / len(through)
+                        p50, p99 = _ms(through)
+                        lines.append(f"| {clients} | {answers} | {name} | {p50:.1f} / {p99:.1f} ms | {p50 - d50:+.1f} / {p99 - d99:+.1f} ms | {rate:.0f} "
+                                     f"| {rate / direct_rate:.2f}x | {per_request:.1f} ms |")  # fmt: skip
         finally:
             for process, _ in routes.values():
                 process.terminate()

@@ -116,5 +116,8 @@ def _run(location: str, keys_file: Any, steps: list[tuple[str, int, bool]]) -> N
 @given(steps=STEPS)
 # One key's two windows, each on its own proxy, turn for turn (the thrash a fleet made).
 @example(steps=[(f"window{1 + n % 2}", n % 2, False) for n in range(12)])
+# A window's turns on one proxy, the other window's first on the other: that proxy knew only
+# the other window's opening, and continued it with the first window's history.
+@example(steps=[("window2", 1, False), ("alpha", 0, False), ("alpha", 0, False), ("alpha", 0, False), ("window2", 1, False), ("window1", 0, False)])
 def test_clients_through_two_proxies_never_meet(workspace_location: str, tmp_path_factory: Any, steps: list[tuple[str, int, bool]]) -> None:
     _run(workspace_location, tmp_path_factory.mktemp("keys") / "keys", steps)

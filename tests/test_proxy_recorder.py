@@ -320,6 +320,48 @@ def test_a_turn_another_proxy_recorded_is_read_again_and_the_request_continues_i
     assert capsys.readouterr().err == ""
 
 
+def test_a_history_another_proxy_holds_longer_wins_over_an_opening_this_one_knows(tmp_path: Path) -> None:
+    """One key's two windows with one first prompt, through two proxies: the second
+    proxy knows only the other window's opening, which this window's history begins
+    with too. The longer history the first proxy stored is the one it continues."""
+    first, second = Recorder(Workspace(tmp_path), SETTINGS), Recorder(Workspace(tmp_path), SETTINGS)
+    window = [{"role": "user", "content": OPENING}]
+    for words in ("first answer", "second answer"):
+        first.finish(first.prepare("anthropic", _body(window), client=ALPHA), _answer(words))
+        window += [{"role": "assistant", "content": words}, {"role": "user", "content": f"after {words}"}]
+    other = second.prepare("anthropic", _body([{"role": "user", "content": OPENING}]), client=ALPHA)
+    second.finish(other, _answer("the other window's answer"))
+    went_on = second.prepare("anthropic", _body(window), client=ALPHA)
+    second.flush(went_on)
+    assert went_on.session is not None and other.session is not None
+    assert went_on.session.conversation != other.session.conversation
+    stored = Workspace(tmp_path).load(went_on.session.conversation, "main").messages
+    assert [m.text for m in stored] == ["You are terse.", *(m["content"] for m in window)]
+    assert [m.text for m in Workspace(tmp_path).load(other.session.conversation, "main").messages][-1] == "the other window's answer"
+
+
+def test_the_store_is_asked_only_when_a_match_here_leaves_more_than_a_turn_new(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from glyphpack._proxy.histories import TURN_MESSAGES
+
+    recorder = Recorder(Workspace(tmp_path), SETTINGS)
+    asked: list[int] = []
+    real = recorder.workspace.tree.ending_with
+    monkeypatch.setattr(recorder.workspace.tree, "ending_with", lambda digests: asked.append(len(digests)) or real(digests))
+    history = [{"role": "user", "content": OPENING}]
+    recorder.finish(recorder.prepare("anthropic", _body(history), client=ALPHA), _answer("first"))
+    assert asked == [2]  # a new history: nothing here, so the store was asked (system prompt and opening)
+    # The answer, then the user's words: a turn's messages, found here alone.
+    history += [{"role": "assistant", "content": "first"}, {"role": "user", "content": "go on"}]
+    assert TURN_MESSAGES == 2
+    recorder.prepare("anthropic", _body(history), client=ALPHA)  # not finished: its answer comes back with the next request
+    history += [{"role": "assistant", "content": "second"}, {"role": "user", "content": "and on"}]
+    recorder.prepare("anthropic", _body(history), client=ALPHA)  # two new since the last held: still a turn
+    assert asked == [2]
+    history += [{"role": "assistant", "content": "third"}, {"role": "user", "content": "more"}, {"role": "assistant", "content": "fourth"}, {"role": "user", "content": "last"}]
+    exchange = recorder.prepare("anthropic", _body(history), client=ALPHA)  # four new: the store asked too
+    assert len(asked) == 2 and exchange.session is not None and len(exchange.session.messages) == len(history) + 1
+
+
 def test_a_conflict_on_the_second_reading_too_leaves_the_request_unrecorded_and_sent_as_it_came(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from glyphpack import ConflictError
 

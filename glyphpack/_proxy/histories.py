@@ -220,6 +220,9 @@ def _system_text(api: Api, body: Json) -> str | None:
 Key = tuple[str, str]
 
 
+#: Messages one turn adds to the history it continues (the answer, then the results or
+#: the user's words): a match here that leaves more new asks the store's index too.
+TURN_MESSAGES = 2
 #: How many of a request's last messages may be new to the history it continues, for
 #: a lookup in the store's index (a turn adds the answer, its results and the user's words).
 STORE_LOOKUP = 64
@@ -498,9 +501,10 @@ class HistoryIndex:
         """(the stored history of ``client``'s that a history with the digests ``chain``
         (and thinking ``marks``) continues, how many of its messages are stored there),
         or (None, 0). With a conversation named, only that conversation's histories.
-        Nothing found here, the store's index is asked for the chain's last
-        ``STORE_LOOKUP`` digests (another proxy on the workspace may have recorded it),
-        and what it names is read and indexed here first."""
+        Nothing found here, or only a match that leaves more than a turn's messages new,
+        the store's index is asked for the chain's last ``STORE_LOOKUP`` digests (another
+        proxy on the workspace may have recorded a longer one), and what it names is read
+        and indexed here first."""
         found = self._match(chain, client, marks)
         if found[0] is not None and self._moved(found[0]):
             # Another proxy on the workspace moved that history since this one read it:
@@ -508,8 +512,10 @@ class HistoryIndex:
             # end made one window's request rewind another window's transcript).
             self._refresh(found[0])
             found = self._match(chain, client, marks)
-        if found[0] is not None or not chain:
+        if (found[0] is not None and found[1] >= len(chain) - TURN_MESSAGES) or not chain:
             return found
+        # Nothing here, or only a history this request left long ago (a retry goes back one
+        # answer, a turn adds a few messages): another proxy may hold a longer one.
         stored = [key for key in self.workspace.tree.ending_with(chain[-STORE_LOOKUP:])
                   if client.conversation is None or key[0] == client.conversation]
         for key in stored:
