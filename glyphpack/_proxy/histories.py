@@ -364,7 +364,7 @@ class RequestReader:
         with self._lock:
             kept = [r for r in self._recent.get(owner, ()) if r.items[:1] != read.items[:1] or r.system != read.system]
             self._recent[owner] = [read, *kept][: self.per_client]
-            while len(self._recent) > 64:  # clients seen: the oldest forgotten (as many as sessions kept open)
+            while len(self._recent) > 64:  # clients seen: the oldest forgotten (each keeps parsed requests: memory)
                 del self._recent[next(iter(self._recent))]
 
 
