@@ -310,3 +310,29 @@ def test_a_model_id_alone_speaks_its_providers_own_api():
     from glyphpack._wire import native_api
 
     assert [native_api(p).name for p in ("anthropic", "openai", "google")] == ["anthropic", "openai-chat", "gemini"]
+
+
+def test_a_message_converted_again_gives_blocks_of_its_own_and_the_same_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Messages convert once (a session sends its view again each request); each request
+    still gets block objects of its own: a cache breakpoint set on one request's block
+    is not on the next request's."""
+    from glyphpack._wire import anthropic
+
+    call = Message("assistant", (Text("Reading."), ToolCall("c1", "read", {"path": "a.log"})))
+    result = Message("tool", (ToolResult("c1", (Text("auth failed"),)),))
+    words = Message("user", (Text("Which failed first?"),))
+    history = [Message("user", (Text("Read the logs."),)), call, result, words]
+    _, first = anthropic.to_anthropic(history)
+    for message in first:
+        for block in message["content"]:
+            block["cache_control"] = {"type": "ephemeral"}
+    _, again = anthropic.to_anthropic(history)
+    _, fresh = anthropic.to_anthropic([dataclasses.replace(m) for m in history])  # equal messages, not the same objects
+    assert again == fresh and not any("cache_control" in b for m in again for b in m["content"])
+    # At the limit the memo starts again: it never holds more than it keeps.
+    monkeypatch.setattr(anthropic, "_CONVERTED_KEPT", 3)
+    anthropic._converted.clear()
+    anthropic.to_anthropic(history[:3])
+    assert len(anthropic._converted) == 3
+    anthropic.to_anthropic(history)
+    assert len(anthropic._converted) == 1 and anthropic.to_anthropic(history)[1] == fresh

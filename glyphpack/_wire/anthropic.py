@@ -122,6 +122,28 @@ def _anthropic_blocks(blocks: Sequence[Block]) -> list[Json]:
     return [converted for converted in map(anthropic_block, blocks) if converted is not None]
 
 
+#: Each message's blocks as converted before, by the message (frozen: the same object is
+#: the same message): a session sends its whole view again with each request, pages and
+#: all. At most this many kept; past it the memo starts again.
+_CONVERTED_KEPT = 8192
+_converted: dict[int, tuple[Message, list[Json]]] = {}
+
+
+def _message_blocks(message: Message, role: str) -> list[Json]:
+    """``message``'s content as Messages API blocks (a turn's tool results first: Anthropic
+    wants them before anything else in a user message). Each call gets blocks of its own
+    (a cache breakpoint is set on one); what is inside a block is shared, as a tool call's
+    input always was."""
+    hit = _converted.get(id(message))
+    if hit is None or hit[0] is not message:
+        ordered = sorted(message.content, key=lambda b: not isinstance(b, ToolResult)) if role == "user" else message.content
+        hit = (message, _anthropic_blocks(ordered))
+        if len(_converted) >= _CONVERTED_KEPT:
+            _converted.clear()
+        _converted[id(message)] = hit
+    return [dict(block) for block in hit[1]]
+
+
 @public
 def to_anthropic(messages: Sequence[Message], *, system_messages: bool = False) -> tuple[str | None, list[Json]]:
     """(system prompt, Messages API ``messages``): tool messages become user messages
@@ -141,9 +163,7 @@ def to_anthropic(messages: Sequence[Message], *, system_messages: bool = False) 
                 out.append({"role": "system", "content": blocks})
             continue
         role = "user" if message.role in ("user", "tool") else "assistant"
-        # Anthropic wants a turn's tool results before anything else in the user message.
-        ordered = sorted(message.content, key=lambda b: not isinstance(b, ToolResult)) if role == "user" else message.content
-        blocks = _anthropic_blocks(ordered)
+        blocks = _message_blocks(message, role)
         if not blocks:
             continue
         add_turn(out, role, "content", blocks)
