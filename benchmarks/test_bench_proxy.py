@@ -45,7 +45,7 @@ LOOKBACK_BLOCKS = 20
 # ---------------------------------------------------------------------- latency
 
 
-async def _client_loop(base: str, turns: int, ttfb: list[float], number: int, key: str = "bench", stream: bool = True) -> None:
+async def _client_loop(base: str, turns: int, ttfb: list[float], number: int, key: str = "bench", stream: bool = True, words: str = "x" * 400) -> None:
     """One client: a conversation of ``turns`` requests, each timed to its first byte
     (streamed; not streamed, the whole answer comes at once)."""
     history: list[Json] = [{"role": "user", "content": f"client {number}: summarize the logs"}]
@@ -64,7 +64,7 @@ async def _client_loop(base: str, turns: int, ttfb: list[float], number: int, ke
             # that sent back something else would branch its conversation every turn.
             content = b"".join(received)
             answer = _streamed_text(content) if stream else "".join(b["text"] for b in json.loads(content)["content"] if b["type"] == "text")
-            history += [{"role": "assistant", "content": answer}, {"role": "user", "content": f"next {turn}: " + "x" * 400}]
+            history += [{"role": "assistant", "content": answer}, {"role": "user", "content": f"next {turn}: " + words}]
 
 
 def _streamed_text(stream: bytes) -> str:
@@ -78,7 +78,7 @@ def _streamed_text(stream: bytes) -> str:
     return "".join(text)
 
 
-def _latency(base: str, clients: int, turns: int, key: str = "bench", stream: bool = True) -> tuple[list[float], float, float]:
+def _latency(base: str, clients: int, turns: int, key: str = "bench", stream: bool = True, words: str = "x" * 400) -> tuple[list[float], float, float]:
     """Each request's time to first byte, requests per second, and the process's CPU
     seconds per request (client, proxy and fake upstream all run in this process: the
     difference between a run through the proxy and a direct one is the proxy's)."""
@@ -86,7 +86,7 @@ def _latency(base: str, clients: int, turns: int, key: str = "bench", stream: bo
     started, cpu = time.perf_counter(), time.process_time()
 
     async def run() -> None:
-        await asyncio.gather(*(_client_loop(base, turns, ttfb, n, key, stream) for n in range(clients)))
+        await asyncio.gather(*(_client_loop(base, turns, ttfb, n, key, stream, words) for n in range(clients)))
 
     asyncio.run(run())
     return ttfb, len(ttfb) / (time.perf_counter() - started), (time.process_time() - cpu) / len(ttfb)
@@ -141,6 +141,38 @@ def test_proxy_latency(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------- billed input
+
+
+#: What a client says each turn in the compaction benchmark: words, which every tokenizer
+#: prices alike (one 400-character word of "x" is priced far apart by the estimator and
+#: the fake's count, and the calibration then puts the difference in the overhead).
+LOG_LINES = "the auth service logged a timeout at 10:00:03, then retried; " * 28
+
+
+def test_proxy_latency_with_a_compaction_in_force(tmp_path: Path) -> None:
+    """Added time to first byte below the threshold and above it, one client, one run:
+    the same conversation through a proxy that never compacts it and through one whose
+    window makes it compact (its first compactions excluded: what is timed is the
+    requests built from a compaction in force, not the compactions)."""
+    model = FakeModel([Turn(text="ok")])
+    lines = [
+        "glyphpack proxy, one streaming client, 1.7 kB a turn, below the threshold and with a compaction in force (requests 30-60 timed; one run)",
+        "",
+        "| proxy | requests timed | direct TTFB p50 / p99 | proxy TTFB p50 / p99 | added p50 / p99 | compacted requests |",
+        "|---|---|---|---|---|---|",
+    ]
+    with FakeUpstream(model) as upstream:
+        # Compacted at about request 21 (12,000 tokens), the view in force from then on.
+        for label, settings in (("below the threshold", ProxySettings()), ("a compaction in force", ProxySettings(context_window=60_000, threshold=12_000, target=8_000))):
+            with Workspace(tmp_path / label.replace(" ", "-")) as workspace, Running(Proxy(Recorder(workspace, settings), upstream.url, summarizer=None)) as proxy:
+                direct, _, _ = _latency(upstream.url, 1, 60, words=LOG_LINES)
+                through, _, _ = _latency(proxy.url, 1, 60, words=LOG_LINES)
+                # A compacted request carries fewer messages than the client sent (and the recall tool).
+                compacted = sum(1 for n, body in enumerate(model.requests[-60:]) if len(body["messages"]) < 2 * n + 1)
+            (d50, d99), (p50, p99) = _ms(direct[30:]), _ms(through[30:])
+            lines.append(f"| {label} | {len(through[30:])} | {d50:.1f} / {d99:.1f} ms | {p50:.1f} / {p99:.1f} ms | {p50 - d50:+.1f} / {p99 - d99:+.1f} ms | {compacted} of 60 |")
+    TABLES["proxy latency with a compaction in force (benchmarks/test_bench_proxy.py)"] = lines
+    assert set(model.statuses) == {200}
 
 
 def _blocks(body: Json) -> list[tuple[str, bool]]:
