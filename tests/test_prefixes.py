@@ -15,7 +15,7 @@ from glyphpack import HistoryError, Message, Text, ToolCall, ToolResult
 from glyphpack._compaction.cost import CostModel
 from glyphpack._history import prefixes
 from glyphpack._history.messages import call_ids, validate_history
-from glyphpack._history.prefixes import KEPT, LOOKBACK, SHORTEST_KEPT, PrefixFolds
+from glyphpack._history.prefixes import HELD_MESSAGES, KEPT, LOOKBACK, SHORTEST_KEPT, PrefixFolds
 
 
 def _message(kind: int, n: int, calls: int) -> Message:
@@ -67,10 +67,14 @@ def _history(length: int) -> tuple[Message, ...]:
 def test_a_fold_resumes_at_the_longest_kept_prefix_within_the_lookback() -> None:
     folds: PrefixFolds[str] = PrefixFolds()
     base = _history(SHORTEST_KEPT + LOOKBACK)
+    other = (*base[:SHORTEST_KEPT], *_history(1))  # a branch: not the longer one's prefix
     folds.keep(base[: SHORTEST_KEPT + 1], "shorter")
-    folds.keep(base[: SHORTEST_KEPT + 3], "longer")
-    assert folds.resume(base[: SHORTEST_KEPT + 5]) == (SHORTEST_KEPT + 3, "longer")
+    folds.keep(other, "branch")
     assert folds.resume(base[: SHORTEST_KEPT + 2]) == (SHORTEST_KEPT + 1, "shorter")
+    folds.keep(base[: SHORTEST_KEPT + 3], "longer")  # the history grew: its earlier end gives way
+    assert folds.resume(base[: SHORTEST_KEPT + 5]) == (SHORTEST_KEPT + 3, "longer")
+    assert folds.resume(base[: SHORTEST_KEPT + 2]) == (0, None)
+    assert folds.resume(other) == (SHORTEST_KEPT + 1, "branch")
     # The kept end LOOKBACK - 1 messages back is found; LOOKBACK back is not.
     longer = (*base[: SHORTEST_KEPT + 3], *_history(LOOKBACK))
     assert folds.resume(longer[: SHORTEST_KEPT + 3 + LOOKBACK - 1]) == (SHORTEST_KEPT + 3, "longer")
@@ -122,3 +126,27 @@ def test_a_list_kept_is_copied_so_the_callers_later_changes_do_not_reach_the_fol
     folds.keep(held, "state")
     held[3] = Message("user", (Text("changed"),))  # the caller's list, changed after
     assert folds.resume(base) == (SHORTEST_KEPT, "state")
+
+
+def test_the_kept_histories_hold_at_most_held_messages_together() -> None:
+    size = HELD_MESSAGES // 4
+    histories = [_history(size) for _ in range(4)]
+
+    def filled() -> PrefixFolds[int]:
+        folds: PrefixFolds[int] = PrefixFolds()
+        for number, history in enumerate(histories):
+            folds.keep(history, number)
+        return folds
+
+    assert filled().resume(histories[0]) == (size, 0)  # exactly at the bound: all four kept
+    over = filled()
+    over.keep(_history(SHORTEST_KEPT), 4)  # over it: the oldest goes, the next stays
+    assert over.resume(histories[0]) == (0, None) and over.resume(histories[1]) == (size, 1)
+
+
+def test_a_history_that_grows_counts_once_toward_the_bound() -> None:
+    folds: PrefixFolds[int] = PrefixFolds()
+    grown = _history(HELD_MESSAGES // 2 + 3)
+    for extra in range(4):  # four ends of one history, each the next one's prefix: held once
+        folds.keep(grown[: HELD_MESSAGES // 2 + extra], extra)
+    assert folds.resume(grown) == (HELD_MESSAGES // 2 + 3, 3)

@@ -21,6 +21,10 @@ State = TypeVar("State")
 
 #: Histories kept per fold (the sessions of a busy proxy each have their own).
 KEPT = 256
+#: Messages the kept histories may hold together (one in two histories counts twice): a
+#: history kept holds its messages alive, and an import of many long sessions would
+#: otherwise keep the last 256 of them in memory after each was done with.
+HELD_MESSAGES = 65_536
 #: Shorter histories are folded whole each time (cheaper than keeping them).
 SHORTEST_KEPT = 32
 #: How many of a history's last messages are tried as the end of one folded before: a
@@ -35,11 +39,13 @@ def begins_with(history: Sequence[Any], prefix: Sequence[Any]) -> bool:
 
 class PrefixFolds(Generic[State]):
     """The state a fold reached at the end of each history it ran over (the most recent
-    ``KEPT``; thread-safe). Holding the histories keeps their messages' ids from being
-    reused by other objects."""
+    ``KEPT``, holding ``HELD_MESSAGES`` at most; a history's own earlier ends give way to
+    it; thread-safe). Holding the histories keeps their messages' ids from being reused by
+    other objects."""
 
     def __init__(self) -> None:
         self._kept: collections.OrderedDict[tuple[int, int], tuple[tuple[Any, ...], State]] = collections.OrderedDict()
+        self._held = 0  # messages the kept histories hold, summed
         self._lock = threading.Lock()
 
     def resume(self, history: Sequence[Any]) -> tuple[int, State | None]:
@@ -61,7 +67,12 @@ class PrefixFolds(Generic[State]):
             return
         kept = history if isinstance(history, tuple) else tuple(history)
         with self._lock:
+            for n in range(len(kept), max(0, len(kept) - LOOKBACK), -1):  # its own earlier ends, and itself
+                earlier = self._kept.get((id(kept[n - 1]), n))
+                if earlier is not None and begins_with(kept, earlier[0]):
+                    del self._kept[(id(kept[n - 1]), n)]
+                    self._held -= n
             self._kept[(id(kept[-1]), len(kept))] = (kept, state)
-            self._kept.move_to_end((id(kept[-1]), len(kept)))
-            while len(self._kept) > KEPT:
-                self._kept.popitem(last=False)
+            self._held += len(kept)
+            while len(self._kept) > KEPT or self._held > HELD_MESSAGES:
+                self._held -= len(self._kept.popitem(last=False)[1][0])
