@@ -79,6 +79,8 @@ def test_a_fold_resumes_at_the_longest_kept_prefix_within_the_lookback() -> None
     longer = (*base[: SHORTEST_KEPT + 3], *_history(LOOKBACK))
     assert folds.resume(longer[: SHORTEST_KEPT + 3 + LOOKBACK - 1]) == (SHORTEST_KEPT + 3, "longer")
     assert folds.resume(longer[: SHORTEST_KEPT + 3 + LOOKBACK]) == (0, None)
+    folds.keep(base[: SHORTEST_KEPT + 4], "one more")  # an end one message back gives way too
+    assert folds.resume(base[: SHORTEST_KEPT + 3]) == (0, None)
 
 
 def test_a_fold_is_resumed_for_the_very_messages_only() -> None:
@@ -141,7 +143,9 @@ def test_the_kept_histories_hold_at_most_held_messages_together() -> None:
     assert filled().resume(histories[0]) == (size, 0)  # exactly at the bound: all four kept
     over = filled()
     over.keep(_history(SHORTEST_KEPT), 4)  # over it: the oldest goes, the next stays
-    assert over.resume(histories[0]) == (0, None) and over.resume(histories[1]) == (size, 1)
+    assert over.resume(histories[0]) == (0, None) and over.resume(histories[2]) == (size, 2)
+    over.keep(_history(size), 5)  # the count goes on from there: over again, the next oldest goes
+    assert over.resume(histories[1]) == (0, None) and over.resume(histories[2]) == (size, 2)
 
 
 def test_a_history_that_grows_counts_once_toward_the_bound() -> None:
