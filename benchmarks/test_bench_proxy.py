@@ -140,9 +140,6 @@ def test_proxy_latency(tmp_path: Path) -> None:
     assert set(model.statuses) == {200}
 
 
-# ---------------------------------------------------------------------- billed input
-
-
 #: What a client says each turn in the compaction benchmark: words, which every tokenizer
 #: prices alike (one 400-character word of "x" is priced far apart by the estimator and
 #: the fake's count, and the calibration then puts the difference in the overhead).
@@ -173,6 +170,9 @@ def test_proxy_latency_with_a_compaction_in_force(tmp_path: Path) -> None:
             lines.append(f"| {label} | {len(through[30:])} | {d50:.1f} / {d99:.1f} ms | {p50:.1f} / {p99:.1f} ms | {p50 - d50:+.1f} / {p99 - d99:+.1f} ms | {compacted} of 60 |")
     TABLES["proxy latency with a compaction in force (benchmarks/test_bench_proxy.py)"] = lines
     assert set(model.statuses) == {200}
+
+
+# ---------------------------------------------------------------------- billed input
 
 
 def _blocks(body: Json) -> list[tuple[str, bool]]:

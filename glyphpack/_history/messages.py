@@ -552,6 +552,7 @@ def last_answered_boundary(messages: Sequence[Message]) -> int:
             pending += 1
     return 0
 
+
 #: validate_history's state (the calls still open, every call id) at the end of the
 #: histories it checked: a history that extends one is checked from there on.
 _VALIDATED: PrefixFolds[tuple[dict[str, int], frozenset[str]]] = PrefixFolds()

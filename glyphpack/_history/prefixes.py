@@ -55,7 +55,8 @@ class PrefixFolds(Generic[State]):
             for n in range(len(history), max(0, len(history) - LOOKBACK), -1):
                 key = (id(history[n - 1]), n)
                 found = self._kept.get(key)
-                if found is not None and found[0][-1] is history[n - 1] and begins_with(history, found[0]):
+                # (A kept history holds its last message alive: a key found is that very message.)
+                if found is not None and begins_with(history, found[0]):
                     self._kept.move_to_end(key)
                     return n, found[1]
         return 0, None

@@ -181,7 +181,6 @@ def _clean_prefix(stored: StoredTranscript) -> tuple[Message, ...]:
     return stored.messages[: last_answered_boundary(stored.messages)]
 
 
-
 def _check_extends(path: Path | str, stored: Sequence[Message], messages: Sequence[Message]) -> None:
     """Refuse a save that does not begin with the stored history: it would drop messages."""
     stored_ids = [m.id for m in stored]

@@ -368,46 +368,48 @@ class Proxy:
             self.log.record(RequestRecord(api, exc.status, (time.perf_counter() - started) * 1000, note="refused by the proxy"))
             return JSONResponse(error_body(api, exc.status, f"glyphpack proxy: {exc}"), status_code=exc.status)
         opened: Opened | None = None  # a stream's first events, read to see if it reports a refusal
+        # The request's history is saved when no answer saved it (a refusal, a failed
+        # upstream, an answer not recorded), before the client reads the response: its
+        # retry may reach another worker process, which finds it in the workspace. A
+        # stream saves at its end instead (``_streamed``, ``_relayed``).
+        recorded_by_stream = False
         try:
-            upstream = await self._send(request, exchange, raw)
-            if upstream.status_code in (400, 413) and exchange.session is not None:
-                content, data = await self._read(upstream)
-                retry = await run_in_threadpool(self.recorder.recover, exchange, upstream.status_code, data) if data else None
-                if retry is None:  # the provider's answer, as it sent it
-                    self._logged(client.secret, exchange, upstream.status_code, started, [])
-                    await self._flush(exchange)
-                    return Response(content, upstream.status_code, self._headers(upstream))
-                exchange = retry
+            try:
                 upstream = await self._send(request, exchange, raw)
-            elif upstream.status_code == 200 and exchange.session is not None and _streams(upstream):
-                # "Too long" may come inside a 200 stream (Responses' response.failed): the
-                # first events are held until they show it or an answer, and a refusal is
-                # recovered as one by status is.
-                opened = await Opened.read(api, upstream)
-                failure = opened.failure
-                retry = await run_in_threadpool(self.recorder.recover, exchange, 400, failure) if failure else None
-                if retry is not None:
-                    await upstream.aclose()
-                    exchange, opened = retry, None
+                if upstream.status_code in (400, 413) and exchange.session is not None:
+                    content, data = await self._read(upstream)
+                    retry = await run_in_threadpool(self.recorder.recover, exchange, upstream.status_code, data) if data else None
+                    if retry is None:  # the provider's answer, as it sent it
+                        self._logged(client.secret, exchange, upstream.status_code, started, [])
+                        return Response(content, upstream.status_code, self._headers(upstream))
+                    exchange = retry
                     upstream = await self._send(request, exchange, raw)
-        except httpx.HTTPError as exc:
-            self._logged(client.secret, exchange, 502, started, [], note=f"the upstream failed: {type(exc).__name__}")
-            await self._flush(exchange)
-            return JSONResponse(error_body(api, 502, self._failed(exc)), status_code=502)
-        if upstream.status_code != 200 or exchange.session is None:
-            # Refused: the request is recorded before the client reads why (its retry may
-            # reach another worker process, which finds it in the workspace).
-            await self._flush(exchange)
-            return self._streamed(upstream, logged=lambda results: self._logged(client.secret, exchange, upstream.status_code, started, results))
-        if _streams(upstream):
-            if exchange.recall:
-                return self._relayed(request, raw, upstream, exchange, started, opened, client.secret)
-            recording = (ACCUMULATORS[api](), exchange)
-            return self._streamed(upstream, recording, lambda results: self._logged(client.secret, exchange, 200, started, results), opened)
-        try:
+                elif upstream.status_code == 200 and exchange.session is not None and _streams(upstream):
+                    # "Too long" may come inside a 200 stream (Responses' response.failed): the
+                    # first events are held until they show it or an answer, and a refusal is
+                    # recovered as one by status is.
+                    opened = await Opened.read(api, upstream)
+                    failure = opened.failure
+                    retry = await run_in_threadpool(self.recorder.recover, exchange, 400, failure) if failure else None
+                    if retry is not None:
+                        await upstream.aclose()
+                        exchange, opened = retry, None
+                        upstream = await self._send(request, exchange, raw)
+            except httpx.HTTPError as exc:
+                self._logged(client.secret, exchange, 502, started, [], note=f"the upstream failed: {type(exc).__name__}")
+                return JSONResponse(error_body(api, 502, self._failed(exc)), status_code=502)
+            if upstream.status_code != 200 or exchange.session is None:
+                return self._streamed(upstream, logged=lambda results: self._logged(client.secret, exchange, upstream.status_code, started, results))
+            if _streams(upstream):
+                recorded_by_stream = True
+                if exchange.recall:
+                    return self._relayed(request, raw, upstream, exchange, started, opened, client.secret)
+                recording = (ACCUMULATORS[api](), exchange)
+                return self._streamed(upstream, recording, lambda results: self._logged(client.secret, exchange, 200, started, results), opened)
             return await self._answered(request, raw, upstream, exchange, started, client.secret)
         finally:
-            await self._flush(exchange)
+            if not recorded_by_stream:
+                await self._flush(exchange)
 
     async def _answered(self, request: Request, raw: bytes, upstream: httpx.Response, exchange: Exchange, started: float, owner: bytes) -> Response:
         """A whole (not streamed) answer, recorded, and the rounds that answer recalls."""
