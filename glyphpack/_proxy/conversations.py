@@ -69,6 +69,10 @@ ANTHROPIC_CACHE_MARKS = 4
 #: ``glyphpack_recall``; the last asks for an answer without tool calls (a recall
 #: called anyway goes unanswered, and the client gets the answer without it).
 RECALL_ROUNDS = 8
+#: Seconds a request waits for its conversation's answer to be recorded (one the client
+#: got before it was: ``answer_due``); past it the request goes on, and the answer is
+#: stored as the client sent it back.
+ANSWER_WAIT = 10.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +143,7 @@ class Recorder:
         self.histories = HistoryIndex(workspace, self._lock_of, moved=self._forget)
         self.reader = RequestReader()
         self._sessions: collections.OrderedDict[Key, Session] = collections.OrderedDict()
+        self._answers_due: dict[Key, tuple[Exchange, threading.Event]] = {}
 
     def index_workspace(self) -> int:
         """Index every stored history; how many (``HistoryIndex.index_workspace``)."""
@@ -199,6 +204,7 @@ class Recorder:
         key, _ = self.histories.match(chain[0], client, chain[1])
         if key is None:
             key = self._subagent_of(history, client) or self._new_key(client, history)
+        self._await_answer(key)
         with self._lock_of(key):
             try:
                 session = self._session(api, key, body, history, chain, summarizer)
@@ -323,6 +329,12 @@ class Recorder:
         (fewer than ``RECALL_ROUNDS`` times in a row), the session answers the calls and
         the exchange that asks the upstream again is returned (else None). A recall
         called beside the client's own calls is answered with the client's results."""
+        try:
+            return self._finish(exchange, response)
+        finally:
+            self._answered(exchange)
+
+    def _finish(self, exchange: Exchange, response: Json) -> Exchange | None:
         session = exchange.session
         if session is None:
             return None
@@ -339,6 +351,12 @@ class Recorder:
                 if not (exchange.recall and pending and exchange.rounds + 1 < RECALL_ROUNDS and all(c.name == RECALL_TOOL for c in pending)):
                     self.histories.remember(key, session.messages)
                     return None
+            except ConflictError:
+                # Another proxy saved the conversation first: from the client's next
+                # request (which carries this answer) when the answer went out first.
+                print("glyphpack proxy: answer recorded with the next request: another proxy saved this conversation first", file=sys.stderr)
+                self._forget(key)
+                return None
             except (GlyphpackError, RecursionError) as exc:
                 # The answer still reaches the client whole; its next request records it.
                 print(f"glyphpack proxy: answer not recorded: {without_values(exc)}", file=sys.stderr)
@@ -357,6 +375,39 @@ class Recorder:
             if following.rounds + 1 == RECALL_ROUNDS:  # the last round: an answer, not another call
                 following.forwarded["tool_choice"] = {"type": "none"} if exchange.api == "anthropic" else "none"
             return following
+
+    def answer_due(self, exchange: Exchange) -> bool:
+        """Whether ``exchange``'s answer may go to the client before ``finish`` records it
+        (call ``finish`` then, whatever happens): when no recall round can follow and the
+        conversation is stored already, so that a proxy on the same workspace that gets
+        the client's next request first finds it there and stores the answer as the client
+        sends it back (a new conversation's first answer is recorded before it is sent:
+        the next request, anywhere, finds it). A request this proxy matches to the
+        conversation meanwhile waits for the record (``ANSWER_WAIT`` at most), so the
+        answer is stored as the upstream sent it (its usage, its ids)."""
+        session = exchange.session
+        if session is None or exchange.recall or session.revision == 0:
+            return False
+        with self._lock:
+            self._answers_due[_key(session)] = (exchange, threading.Event())
+        return True
+
+    def _await_answer(self, key: Key) -> None:
+        with self._lock:
+            due = self._answers_due.get(key)
+        if due is not None:
+            due[1].wait(ANSWER_WAIT)
+
+    def _answered(self, exchange: Exchange) -> None:
+        """``exchange``'s due answer (``answer_due``) recorded or given up on: the requests
+        waiting for it go on."""
+        if exchange.session is None:
+            return
+        with self._lock:
+            due = self._answers_due.get(_key(exchange.session))
+            if due is not None and due[0] is exchange:
+                del self._answers_due[_key(exchange.session)]
+                due[1].set()
 
     def flush(self, exchange: Exchange) -> None:
         """Save the request's history if no answer did (an error, a refusal, a stream

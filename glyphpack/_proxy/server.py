@@ -12,6 +12,7 @@ a request is upstream, so clients and conversations run side by side.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import socket
@@ -19,7 +20,7 @@ import sys
 import threading
 import time
 import urllib.parse
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -49,6 +50,8 @@ Json = dict[str, Any]
 
 #: ``--summarizer same``: summaries by the model the request is for.
 SAME_MODEL = "same"
+#: Threads recording whole answers already sent (``_RecordedAfter``).
+RECORDER_THREADS = 4
 #: The path of the proxy's own status: its totals, as JSON.
 STATUS_PATH = "/glyphpack/status"
 #: Where ``--upstream anthropic`` and ``--upstream openai`` go.
@@ -251,6 +254,7 @@ class Proxy:
         # a transport given for tests serves them too when it can (httpx.MockTransport does).
         self._side_transport = transport if isinstance(transport, httpx.BaseTransport) else None
         self._client: httpx.AsyncClient | None = None
+        self._recorder_threads: concurrent.futures.ThreadPoolExecutor | None = None
         routes = [
             Route("/v1/messages", self._endpoint("anthropic"), methods=["POST"]),
             Route("/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
@@ -265,10 +269,15 @@ class Proxy:
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        # Answers recorded after the client has them run on threads of their own, not
+        # among the worker threads: requests waiting there for such a record cannot hold it up.
+        self._recorder_threads = concurrent.futures.ThreadPoolExecutor(RECORDER_THREADS, thread_name_prefix="glyphpack-record")
         async with httpx.AsyncClient(timeout=TIMEOUT, transport=self._transport) as client:
             self._client = client
             yield
         self._client = None
+        self._recorder_threads.shutdown()
+        self._recorder_threads = None
         self.recorder.close()
 
     # ------------------------------------------------------------------ upstream
@@ -406,7 +415,9 @@ class Proxy:
                     return self._relayed(request, raw, upstream, exchange, started, opened, client.secret)
                 recording = (ACCUMULATORS[api](), exchange)
                 return self._streamed(upstream, recording, lambda results: self._logged(client.secret, exchange, 200, started, results), opened)
-            return await self._answered(request, raw, upstream, exchange, started, client.secret)
+            answered = await self._answered(request, raw, upstream, exchange, started, client.secret)
+            recorded_by_stream = isinstance(answered, _RecordedAfter)
+            return answered
         finally:
             if not recorded_by_stream:
                 await self._flush(exchange)
@@ -415,6 +426,10 @@ class Proxy:
         """A whole (not streamed) answer, recorded, and the rounds that answer recalls."""
         api = exchange.api
         content, data = await self._read(upstream)
+        if data is not None and self.recorder.answer_due(exchange):
+            # The client gets the answer first; it is recorded after (``answer_due``).
+            self._logged(owner, exchange, upstream.status_code, started, [data])
+            return _RecordedAfter(content, upstream.status_code, self._headers(upstream), self._recording(exchange, data))
         rounds = [] if data is None else [data]
         while data is not None:
             following = await run_in_threadpool(self.recorder.finish, exchange, data)
@@ -437,6 +452,12 @@ class Proxy:
             content = json_bytes(joined(api, rounds))
         self._logged(owner, exchange, upstream.status_code, started, rounds)
         return Response(content, upstream.status_code, self._headers(upstream))
+
+    def _recording(self, exchange: Exchange, answer: Json) -> Callable[[], Awaitable[None]]:
+        async def record() -> None:
+            await asyncio.get_running_loop().run_in_executor(self._recorder_threads, self.recorder.finish, exchange, answer)
+
+        return record
 
     async def _flush(self, exchange: Exchange) -> None:
         """The request's history saved, when no answer saved it (``Recorder.flush``)."""
@@ -622,6 +643,21 @@ class _NoDotSegments:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+class _RecordedAfter(Response):
+    """A whole answer that is recorded once its bytes are sent (or the client went away
+    before they were): ``record``, awaited after the body."""
+
+    def __init__(self, content: bytes, status: int, headers: Mapping[str, str], record: Callable[[], Awaitable[None]]):
+        super().__init__(content, status, headers)
+        self._record = record
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._record()
 
 
 def _streams(response: httpx.Response) -> bool:
