@@ -256,7 +256,7 @@ def test_a_write_failure_names_the_transcript_and_its_reason(tmp_path, monkeypat
         with pytest.raises(StoreError) as raised:
             ws.save("c", "a", rewritten, revision=1)
         assert str(raised.value) == f"could not write {path}: No space left on device; the previous file is intact"
-        monkeypatch.setattr(store, "atomic_write", lambda *a: (_ for _ in ()).throw(OSError("bare")))
+        monkeypatch.setattr(store, "atomic_write", lambda *a, **k: (_ for _ in ()).throw(OSError("bare")))
         with pytest.raises(StoreError) as raised:
             ws.save("c", "a", rewritten, revision=1)
         assert str(raised.value) == f"could not write {path}: bare; the previous file is intact"
@@ -666,3 +666,31 @@ def test_the_last_answered_boundary_read_from_the_end_is_the_one_every_boundary_
     assume(not pending_calls(history))  # a stored history: every call answered
     expected = max((n for n in turn_boundaries(history) if n and history[n - 1].role == "assistant"), default=0)
     assert last_answered_boundary(history) == expected
+
+
+def test_the_calibration_is_kept_without_a_sync_and_an_owner_with_one(workspace, monkeypatch):
+    """The calibration is written after every answer and only holds what is learned
+    again, so it is not synced; who holds a conversation is."""
+    from glyphpack._history.store import OWNER_AGENT
+
+    asked = []
+    real_put = workspace.backend.put_measured
+    monkeypatch.setattr(workspace.backend, "put_measured", lambda *a, durable=True: asked.append((a[1], durable)) or real_put(*a, durable=durable))
+    workspace.save("c", "a", history(1), revision=0)
+    workspace.save_calibration("c", "a", {"scale": 1.0, "overhead": 12, "counts": []}, {"model": "m"})
+    workspace.claim_owner("c", {"salt": "s", "digest": "d"})
+    assert asked == [("a", False), (OWNER_AGENT, True)]
+    assert workspace.calibration("c", "a") == {"scale": 1.0, "overhead": 12, "counts": []}
+
+
+def test_a_record_not_synced_is_written_whole_without_an_fsync(tmp_path, monkeypatch):
+    from glyphpack import _files
+
+    with Workspace(tmp_path / "ws") as ws:
+        synced = []
+        real_fsync = _files.os.fsync
+        monkeypatch.setattr(_files.os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+        ws.backend.put_measured("c", "a", b'{"format": 1}', durable=False)
+        assert synced == [] and ws.backend.measured("c", "a")[1] == b'{"format": 1}'
+        ws.backend.put_measured("c", "a", b'{"format": 2}')
+        assert len(synced) == 2 and ws.backend.measured("c", "a")[1] == b'{"format": 2}'  # the file, then its folder

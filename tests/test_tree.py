@@ -160,3 +160,51 @@ def test_a_version_1_tree_read_only_has_no_agent_tips_and_migrates_when_written(
     with SessionTree(path) as tree:
         tree.record("c", "agent", [Message("user", "hello", id="u1")])
         assert tree.agent_tips("c") == {"agent": "u1"}
+
+
+
+def test_only_what_the_transcripts_rebuild_is_committed_without_a_sync(workspace_location, monkeypatch):
+    """A save's tree record (folder: the transcript was synced before it; PostgreSQL: one
+    transaction with the transcript, durable as it is) and the proxy's index of ends ask
+    for a commit that is not synced; a label and a branch do not."""
+    with Workspace(workspace_location) as ws:
+        db = ws.tree._db
+        asked = []
+        real_write = db.write
+        monkeypatch.setattr(db, "write", lambda *conversations, durable=True: asked.append(durable) or real_write(*conversations, durable=durable))
+        first = ws.save("c", "main", [Message("user", "hi"), Message("assistant", "hello")], revision=0)
+        saved, asked[:] = asked.copy(), []
+        ws.tree.set_ends({("c", "main"): [b"\x01" * 16]})
+        ends, asked[:] = asked.copy(), []
+        ws.tree.label("c", "start", first.messages[-1].id)
+        ws.tree.branch("c", first.messages[0].id)
+        labelled = asked.copy()
+    is_folder = not workspace_location.startswith("postgresql")
+    assert saved == [False] if is_folder else saved and all(saved)
+    assert ends == [False]
+    assert labelled == [True, True]
+
+
+def test_a_commit_not_synced_is_so_on_sqlite_and_the_next_is_synced_again(tmp_path):
+    with Workspace(tmp_path / "ws") as ws:
+        db = ws.tree._db
+
+        def level(durable):
+            with db.write("c", durable=durable) as executor:
+                return executor.execute("PRAGMA synchronous").fetchone()[0]
+
+        assert [level(True), level(False), level(True)] == [2, 1, 2]  # FULL, NORMAL, FULL again
+
+
+def test_a_commit_not_synced_is_so_on_postgres(postgres_url, monkeypatch):
+    from glyphpack._history import postgres
+
+    executed = []
+    real_execute = postgres._Statements.execute
+    monkeypatch.setattr(postgres._Statements, "execute", lambda self, sql, parameters=(): executed.append(sql) or real_execute(self, sql, parameters))
+    with Workspace(postgres_url) as ws:
+        for durable in (True, False):
+            executed.clear()
+            with ws.tree._db.write("c", durable=durable):
+                pass
+            assert ("SET LOCAL synchronous_commit = off" in executed) is not durable

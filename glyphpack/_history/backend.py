@@ -57,7 +57,10 @@ class StoreBackend(Protocol):
         """An import's measured record and where it is kept (None: none)."""
         ...
 
-    def put_measured(self, conversation: str, agent: str, record: bytes) -> None: ...
+    def put_measured(self, conversation: str, agent: str, record: bytes, *, durable: bool = True) -> None:
+        """Keep ``record`` (replacing the one kept); ``durable=False``: atomically still,
+        but not synced (a power failure may undo it), for what can be learned again."""
+        ...
 
     def update_measured(self, conversation: str, agent: str, change: Callable[[bytes | None], bytes | None]) -> bytes | None:
         """Under a lock every process takes: the record ``change`` makes of the stored one

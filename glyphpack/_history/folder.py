@@ -60,10 +60,10 @@ def is_legacy_view(path: Path) -> bool:
         return False
 
 
-def _write(path: Path, data: bytes) -> None:
+def _write(path: Path, data: bytes, durable: bool = True) -> None:
     """``atomic_write``, with a failure reported as a ``StoreError`` naming the file."""
     try:
-        atomic_write(path, data)
+        atomic_write(path, data, durable=durable)
     except OSError as exc:
         raise StoreError(f"could not write {path}: {exc.strerror or exc}; the previous file is intact") from exc
 
@@ -274,8 +274,9 @@ class FolderStore:
                 self._write(path, stored, conversation, agent)
             # The transcript first, then the tree: a crash between the two leaves the tree
             # a turn behind, and ``reconcile`` (run when a session opens) brings it forward.
-            # The transcript is what a run resumes from, so it is the one that wins.
-            self.tree.record(conversation, agent, stored.messages)
+            # The transcript is what a run resumes from, so it is the one that wins; and
+            # the tree's commit need not be synced (a power failure, too, leaves it behind).
+            self.tree.record(conversation, agent, stored.messages, durable=False)
         return stored
 
     def _appended(self, path: Path, before: StoredTranscript | None, stored: StoredTranscript) -> bool:
@@ -329,11 +330,11 @@ class FolderStore:
         raw = read_stored(path)
         return None if raw is None else (str(path), raw)
 
-    def put_measured(self, conversation: str, agent: str, record: bytes) -> None:
+    def put_measured(self, conversation: str, agent: str, record: bytes, *, durable: bool = True) -> None:
         _refuse_read_only(self)
         path = self._measured_path(conversation, agent)
         _make_folder(path.parent)
-        _write(path, record)
+        _write(path, record, durable)
 
     def update_measured(self, conversation: str, agent: str, change: Callable[[bytes | None], bytes | None]) -> bytes | None:
         _refuse_read_only(self)

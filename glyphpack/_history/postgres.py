@@ -279,10 +279,11 @@ class PostgresDatabase:
             raise self.damaged(exc) from None
 
     @contextlib.contextmanager
-    def write(self, *conversations: str) -> Iterator[_Statements]:
+    def write(self, *conversations: str, durable: bool = True) -> Iterator[_Statements]:
         """A transaction holding the advisory lock of each of ``conversations``; a write
         already open in this thread is joined (a save records its tree in its own
-        transaction)."""
+        transaction), as it is. ``durable=False``: committed without waiting for the
+        server's WAL flush (``synchronous_commit``)."""
         if self.read_only:
             raise StoreError(f"{self.name} was opened read-only")
         current: _Statements | None = getattr(self._local, "statements", None)
@@ -292,6 +293,8 @@ class PostgresDatabase:
             return
         with self._errors(), self._pool.connection() as connection, connection.transaction():
             statements = _Statements(connection)
+            if not durable:
+                statements.execute("SET LOCAL synchronous_commit = off")
             self._lock(statements, conversations)
             self._local.statements = statements
             try:
@@ -481,8 +484,8 @@ class PostgresStore:
         rows = self.database.query("SELECT record FROM measured WHERE conversation = ? AND agent = ?", (conversation, agent))
         return (f"{self.location} measured record of {conversation}/{agent}", bytes(rows[0][0])) if rows else None
 
-    def put_measured(self, conversation: str, agent: str, record: bytes) -> None:
-        with self.database.write(conversation) as statements:
+    def put_measured(self, conversation: str, agent: str, record: bytes, *, durable: bool = True) -> None:
+        with self.database.write(conversation, durable=durable) as statements:
             statements.execute(
                 "INSERT INTO measured (conversation, agent, record) VALUES (?, ?, ?) "
                 "ON CONFLICT (conversation, agent) DO UPDATE SET record = excluded.record",

@@ -550,10 +550,11 @@ class Workspace:
     def save_calibration(self, conversation: str, agent: str, learned: Mapping[str, Any], settings: Mapping[str, Any] | None = None) -> None:
         """Keep ``learned`` (a JSON object: ``Calibration.to_record``) beside the
         transcript, with the import's record; and ``settings``, what the session ran
-        with (``settings``)."""
+        with (``settings``). Written after every answer, so not synced: all of it is
+        learned again (the next answer's count, the next "too long", an import)."""
         record = self._measured_record(conversation, agent)[1] or {"format": MEASURED_FORMAT}
         extra = {"settings": dict(settings)} if settings is not None else {}
-        self._store.put_measured(conversation, agent, json_bytes(record | {"calibration": dict(learned)} | extra))
+        self._store.put_measured(conversation, agent, json_bytes(record | {"calibration": dict(learned)} | extra), durable=False)
 
     def settings(self, conversation: str, agent: str) -> dict[str, Any]:
         """What the session that last called a model on this transcript ran with: its

@@ -143,7 +143,11 @@ class TreeDatabase(Protocol):
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
 
-    def write(self, *conversations: str) -> AbstractContextManager[Executor]: ...
+    def write(self, *conversations: str, durable: bool = True) -> AbstractContextManager[Executor]:
+        """A transaction; ``durable=False``: its commit may be lost to a power failure
+        (never to a crash of the process), for what the tree can be brought back to from
+        the transcripts (``Workspace.reconcile``, the proxy's index of ends)."""
+        ...
 
     def encode(self, message: Message) -> str: ...
 
@@ -192,6 +196,7 @@ class SqliteDatabase:
             else:
                 self._until_free(lambda: self._db.execute("PRAGMA journal_mode=WAL"))
                 self._db.execute("PRAGMA foreign_keys=ON")
+                self._db.execute("PRAGMA synchronous=FULL")  # what a write not asked to be durable lowers and restores
                 self._migrate()
             tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             # A tree of an older schema opened read-only is not migrated: what it lacks reads as empty.
@@ -260,10 +265,10 @@ class SqliteDatabase:
                         self._db.execute(statement)
                 self._db.execute(f"PRAGMA user_version={step + 1}")
 
-    def write(self, *conversations: str) -> _Transaction:
+    def write(self, *conversations: str, durable: bool = True) -> _Transaction:
         if self.read_only:
             raise StoreError(f"{self.db_path} was opened read-only")
-        return _Transaction(self._db, self._lock, self.damaged)
+        return _Transaction(self._db, self._lock, self.damaged, durable)
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._lock:
@@ -348,8 +353,8 @@ class SessionTree:
     def _message(self, body: str) -> Message:
         return self._db.decode(body)
 
-    def _write(self, *conversations: str) -> AbstractContextManager[Executor]:
-        return self._db.write(*conversations)
+    def _write(self, *conversations: str, durable: bool = True) -> AbstractContextManager[Executor]:
+        return self._db.write(*conversations, durable=durable)
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         return self._db.query(sql, params)
@@ -551,7 +556,7 @@ class SessionTree:
             end, window = start, min(window * 8, 512)
         return 0
 
-    def record(self, conversation: str, agent: str, history: Sequence[Message], *, title: str = "") -> int:
+    def record(self, conversation: str, agent: str, history: Sequence[Message], *, title: str = "", durable: bool = True) -> int:
         """Make the tree hold ``history`` (root first) as ``agent``'s path and move the
         agent's tip to its end, in one transaction; returns how many messages it added.
 
@@ -560,9 +565,11 @@ class SessionTree:
         back (a rewind, a branch) adds its new messages under the point it left from:
         the path left behind stays in the tree. The conversation is created if new; its
         first recorded agent is its main agent, whose tip is the conversation's tip.
+        ``durable=False``: for a history the transcript holds already, durably
+        (``Database.write``; ``Workspace.reconcile`` brings the tree back to it).
         """
         check_id(agent, "agent")
-        with self._write(conversation) as db:
+        with self._write(conversation, durable=durable) as db:
             db.execute(
                 "INSERT INTO conversations (id, title, tip, created) VALUES (?, ?, NULL, ?) ON CONFLICT (id) DO NOTHING",
                 (check_id(conversation, "conversation"), check_title(title), time.time()),
@@ -614,10 +621,12 @@ class SessionTree:
 
     def set_ends(self, ends: Mapping[tuple[str, str], Sequence[bytes]]) -> None:
         """Keep where each (conversation, agent) history ends, as digests (``ends``:
-        the new ends of each, replacing the old), in one transaction."""
+        the new ends of each, replacing the old), in one transaction, not a durable one
+        (``Database.write``): what a power failure undoes, ``remember`` and the proxy's
+        ``index_workspace`` write again from the transcripts."""
         if not ends:
             return
-        with self._write(*sorted({conversation for conversation, _ in ends})) as db:
+        with self._write(*sorted({conversation for conversation, _ in ends}), durable=False) as db:
             for (conversation, agent), digests in ends.items():
                 db.execute("DELETE FROM history_ends WHERE conversation = ? AND agent = ?", (conversation, agent))
                 db.executemany(
@@ -739,14 +748,19 @@ class _Transaction:
     """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error): one writer at a time, across
     processes (SQLite's lock) and threads (the tree's lock)."""
 
-    def __init__(self, db: sqlite3.Connection, lock: threading.RLock, damaged: Callable[[object], StoreError]):
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock, damaged: Callable[[object], StoreError], durable: bool = True):
         self.db = db
         self.lock = lock
         self.damaged = damaged
+        self.durable = durable
 
     def __enter__(self) -> sqlite3.Connection:
         self.lock.acquire()
         try:
+            if not self.durable:
+                # In WAL mode a NORMAL commit is not synced (the next FULL one or a
+                # checkpoint syncs it): a power failure may undo it, a crash cannot.
+                self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.execute("BEGIN IMMEDIATE")
         except BaseException as exc:
             self.lock.release()
@@ -761,6 +775,10 @@ class _Transaction:
         except sqlite3.DatabaseError as exc:
             raise self.damaged(exc) from None
         finally:
-            self.lock.release()
+            try:
+                if not self.durable:
+                    self.db.execute("PRAGMA synchronous=FULL")
+            finally:
+                self.lock.release()
         if isinstance(value, sqlite3.DatabaseError):
             raise self.damaged(value) from None
