@@ -257,3 +257,37 @@ def test_the_summarizer_is_the_requests_model_or_the_one_named_and_continues_onl
     assert off._summarizer("anthropic", body, _request()) is None
     assert Proxy(Recorder(Workspace(tmp_path / "f")), "anthropic")._summarizer("anthropic", ["not", "a", "body"], _request()) is None
     assert Proxy(Recorder(Workspace(tmp_path / "g")), "anthropic")._summarizer("anthropic", {"model": 5}, _request()) is None
+
+
+def test_the_upstream_connections_stay_open_for_more_clients_than_httpx_keeps(tmp_path: Any) -> None:
+    """24 clients at once, twice: the second time every request goes on a connection the
+    first opened (httpx keeps 20 open by default: 4 more handshakes, with a provider TLS ones)."""
+    import threading
+
+    import httpx
+
+    from glyphpack import Workspace
+    from glyphpack._proxy.conversations import Recorder
+    from glyphpack._proxy.server import Proxy, Running
+
+    clients = 24
+    model = FakeModel([Turn(text="a long answer " * 5)] * (2 * clients))
+    opened = 0
+    with FakeUpstream(model, event_delay=0.05) as upstream, Workspace(tmp_path) as workspace, Running(Proxy(Recorder(workspace), upstream.url, summarizer=None)) as proxy:
+        statuses: list[int] = []
+
+        def ask(number: int, round_: int) -> None:
+            body = {"model": "claude-sonnet-4-5", "max_tokens": 50, "stream": True, "messages": [{"role": "user", "content": f"client {number} round {round_}"}]}
+            with httpx.Client(base_url=proxy.url, headers={"x-api-key": "sk-many"}, timeout=30) as client:
+                statuses.append(client.post("/v1/messages", json=body).status_code)
+
+        for round_ in range(2):
+            threads = [threading.Thread(target=ask, args=(n, round_)) for n in range(clients)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert statuses == [200] * clients * (round_ + 1)
+            opened = opened if round_ else len(upstream.connections)
+        assert opened > 20  # more at once than httpx keeps open (one each, when all overlap)
+        assert len(upstream.connections) == opened  # none opened the second time

@@ -66,6 +66,10 @@ _HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive
 PARSED_ON_THE_LOOP = 64 * 1024
 #: How long the upstream may take: a long answer streams for minutes.
 TIMEOUT = httpx.Timeout(600.0, connect=15.0)
+#: Connections to the upstream kept open between requests: httpx keeps 20, and a proxy
+#: with more clients at once than that opened a connection (a TLS handshake, to a
+#: provider) for every request past the twentieth.
+UPSTREAM_CONNECTIONS = 512
 
 
 #: The caller's headers a summary call through the upstream carries (its credentials and
@@ -272,7 +276,8 @@ class Proxy:
         # Answers recorded after the client has them run on threads of their own, not
         # among the worker threads: requests waiting there for such a record cannot hold it up.
         self._recorder_threads = concurrent.futures.ThreadPoolExecutor(RECORDER_THREADS, thread_name_prefix="glyphpack-record")
-        async with httpx.AsyncClient(timeout=TIMEOUT, transport=self._transport) as client:
+        limits = httpx.Limits(max_connections=UPSTREAM_CONNECTIONS, max_keepalive_connections=UPSTREAM_CONNECTIONS)
+        async with httpx.AsyncClient(timeout=TIMEOUT, transport=self._transport, limits=limits) as client:
             self._client = client
             yield
         self._client = None

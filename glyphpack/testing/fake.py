@@ -647,6 +647,9 @@ class FakeUpstream:
         self.paths: list[str] = []
         #: Each POST's query string ("" for none): Gemini's clients may send their key there.
         self.queries: list[str] = []
+        #: Every connection a POST came on, as its client's (host, port): a client that
+        #: keeps its connections open sends many requests on one.
+        self.connections: set[tuple[str, int]] = set()
         upstream = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -683,6 +686,7 @@ class FakeUpstream:
 
     def _answer(self, handler: Any) -> None:
         path, _, query = handler.path.partition("?")
+        self.connections.add(handler.client_address[:2])
         self.paths.append(path)
         self.queries.append(query)
         self.headers.append({k.lower(): v for k, v in handler.headers.items()})
