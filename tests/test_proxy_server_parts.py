@@ -15,17 +15,8 @@ pytest.importorskip("starlette")
 from glyphpack import CompactionError, Message, Sent, Text, UsageError, recall_tool
 from glyphpack._compaction.sdk_summary import SUMMARY_OUTPUT_TOKENS
 from glyphpack._proxy.identity import BadRequest
-from glyphpack._proxy.server import (
-    UPSTREAMS,
-    UpstreamSummary,
-    _error_message,
-    _parsed,
-    continued_request,
-    error_body,
-    error_event,
-    upstream_url,
-    with_instruction,
-)
+from glyphpack._proxy.server import UPSTREAMS, _parsed, error_body, error_event, upstream_url
+from glyphpack._proxy.summaries import UpstreamSummary, continued_request, error_message, with_instruction
 from glyphpack.testing.fake import SUMMARY_REQUEST, FakeModel, FakeUpstream, Turn
 
 Json = dict[str, Any]
@@ -118,10 +109,10 @@ def test_errors_are_in_the_shape_each_apis_clients_parse() -> None:
 
 
 def test_an_upstream_errors_message_is_read_only_where_it_is_one() -> None:
-    assert _error_message({"error": {"message": "too long"}}) == "too long"
-    assert _error_message({"error": {"message": 5}}) is None
-    assert _error_message({"error": "too long"}) is None
-    assert _error_message({}) is None and _error_message(None) is None
+    assert error_message({"error": {"message": "too long"}}) == "too long"
+    assert error_message({"error": {"message": 5}}) is None
+    assert error_message({"error": "too long"}) is None
+    assert error_message({}) is None and error_message(None) is None
 
 
 def test_a_body_that_is_not_json_or_too_deep_is_a_bad_request() -> None:
