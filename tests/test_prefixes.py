@@ -71,16 +71,46 @@ def test_a_fold_resumes_at_the_longest_kept_prefix_within_the_lookback() -> None
     folds.keep(base[: SHORTEST_KEPT + 1], "shorter")
     folds.keep(other, "branch")
     assert folds.resume(base[: SHORTEST_KEPT + 2]) == (SHORTEST_KEPT + 1, "shorter")
-    folds.keep(base[: SHORTEST_KEPT + 3], "longer")  # the history grew: its earlier end gives way
+    folds.keep(base[: SHORTEST_KEPT + 3], "longer")  # the history grew: its earlier end is kept within it
     assert folds.resume(base[: SHORTEST_KEPT + 5]) == (SHORTEST_KEPT + 3, "longer")
-    assert folds.resume(base[: SHORTEST_KEPT + 2]) == (0, None)
+    assert folds.resume(base[: SHORTEST_KEPT + 2]) == (SHORTEST_KEPT + 1, "shorter")
     assert folds.resume(other) == (SHORTEST_KEPT + 1, "branch")
     # The kept end LOOKBACK - 1 messages back is found; LOOKBACK back is not.
     longer = (*base[: SHORTEST_KEPT + 3], *_history(LOOKBACK))
     assert folds.resume(longer[: SHORTEST_KEPT + 3 + LOOKBACK - 1]) == (SHORTEST_KEPT + 3, "longer")
     assert folds.resume(longer[: SHORTEST_KEPT + 3 + LOOKBACK]) == (0, None)
-    folds.keep(base[: SHORTEST_KEPT + 4], "one more")  # an end one message back gives way too
-    assert folds.resume(base[: SHORTEST_KEPT + 3]) == (0, None)
+    folds.keep(base[: SHORTEST_KEPT + 4], "one more")  # an end one message back is kept within it too
+    assert folds.resume(base[: SHORTEST_KEPT + 3]) == (SHORTEST_KEPT + 3, "longer")
+    assert folds.resume(base[: SHORTEST_KEPT + 4]) == (SHORTEST_KEPT + 4, "one more")
+
+
+def test_a_grown_history_holds_its_earlier_ends_within_the_lookback_once() -> None:
+    """The ends LOOKBACK - 1 messages back and nearer are kept within the grown history
+    (its messages held once); one LOOKBACK back keeps its own (held beside it)."""
+    grown = _history(SHORTEST_KEPT + LOOKBACK)
+    near: PrefixFolds[str] = PrefixFolds()
+    near.keep(grown[:SHORTEST_KEPT], "start")
+    near.keep(grown[: SHORTEST_KEPT + LOOKBACK - 1], "end")
+    assert near._held == SHORTEST_KEPT + LOOKBACK - 1
+    assert near.resume(grown[: SHORTEST_KEPT + 1]) == (SHORTEST_KEPT, "start")
+    far: PrefixFolds[str] = PrefixFolds()
+    far.keep(grown[:SHORTEST_KEPT], "start")
+    far.keep(grown, "end")
+    assert far._held == 2 * SHORTEST_KEPT + LOOKBACK
+    assert far.resume(grown[: SHORTEST_KEPT + 1]) == (SHORTEST_KEPT, "start")
+    far.keep(grown, "again")  # the same history kept again: held once still
+    assert far._held == 2 * SHORTEST_KEPT + LOOKBACK and far.resume(grown) == (len(grown), "again")
+
+
+def test_an_evicted_history_shared_by_its_earlier_ends_stops_counting_once() -> None:
+    folds: PrefixFolds[int] = PrefixFolds()
+    grown = _history(SHORTEST_KEPT + 2)
+    folds.keep(grown[:SHORTEST_KEPT], 0)
+    folds.keep(grown, 1)
+    for number in range(KEPT):  # the two ends go, oldest first: the shared one counts nothing
+        folds.keep(_history(SHORTEST_KEPT), 2 + number)
+    assert folds.resume(grown) == (0, None)
+    assert folds._held == KEPT * SHORTEST_KEPT
 
 
 def test_a_fold_is_resumed_for_the_very_messages_only() -> None:

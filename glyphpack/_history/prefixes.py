@@ -12,6 +12,7 @@ object is the same message), compared in C.
 from __future__ import annotations
 
 import collections
+import itertools
 import operator
 import threading
 from collections.abc import Sequence
@@ -39,12 +40,20 @@ def begins_with(history: Sequence[Any], prefix: Sequence[Any]) -> bool:
 
 class PrefixFolds(Generic[State]):
     """The state a fold reached at the end of each history it ran over (the most recent
-    ``KEPT``, holding ``HELD_MESSAGES`` at most; a history's own earlier ends give way to
-    it; thread-safe). Holding the histories keeps their messages' ids from being reused by
-    other objects."""
+    ``KEPT``, holding ``HELD_MESSAGES`` at most; thread-safe). Holding the histories keeps
+    their messages' ids from being reused by other objects.
+
+    A history that grows takes its earlier ends within ``LOOKBACK`` of its new end with
+    it, and its earlier self gives way (its messages are held once): a save of the
+    history before an answer with tool calls, checked after the history with it,
+    resumes there too."""
 
     def __init__(self) -> None:
-        self._kept: collections.OrderedDict[tuple[int, int], tuple[tuple[Any, ...], State]] = collections.OrderedDict()
+        # Each kept history, by (id of its last message, its length): the history and the
+        # states at its ends (its own, and earlier ones it took with it).
+        self._kept: collections.OrderedDict[tuple[int, int], tuple[tuple[Any, ...], dict[int, State]]] = collections.OrderedDict()
+        # Every end of a kept history, by (id of the message it ends at, its length): whose.
+        self._ends: dict[tuple[int, int], tuple[int, int]] = {}
         self._held = 0  # messages the kept histories hold, summed
         self._lock = threading.Lock()
 
@@ -53,13 +62,22 @@ class PrefixFolds(Generic[State]):
         among the last ``LOOKBACK`` ends; (0, None) when there is none."""
         with self._lock:
             for n in range(len(history), max(0, len(history) - LOOKBACK), -1):
-                key = (id(history[n - 1]), n)
-                found = self._kept.get(key)
-                # (A kept history holds its last message alive: a key found is that very message.)
-                if found is not None and begins_with(history, found[0]):
-                    self._kept.move_to_end(key)
+                found = self._found(history, n)
+                if found is not None:
+                    self._kept.move_to_end(found[0])
                     return n, found[1]
         return 0, None
+
+    def _found(self, history: Sequence[Any], n: int) -> tuple[tuple[int, int], State] | None:
+        """The kept history with an end at ``history[:n]`` (the very messages), and the state there."""
+        # (A kept history holds its messages alive: an id found is that very message.)
+        whose = self._ends.get((id(history[n - 1]), n))
+        if whose is None:
+            return None
+        kept, states = self._kept[whose]
+        if not _begins_with_first(history, kept, n):
+            return None
+        return whose, states[n]
 
     def keep(self, history: Sequence[Any], state: State) -> None:
         """Remember ``state`` as the fold's at the end of ``history`` (at least
@@ -67,13 +85,32 @@ class PrefixFolds(Generic[State]):
         if len(history) < SHORTEST_KEPT:
             return
         kept = history if isinstance(history, tuple) else tuple(history)
+        end = (id(kept[-1]), len(kept))
         with self._lock:
-            for n in range(len(kept), max(0, len(kept) - LOOKBACK), -1):  # its own earlier ends, and itself
-                earlier = self._kept.get((id(kept[n - 1]), n))
-                if earlier is not None and begins_with(kept, earlier[0]):
-                    del self._kept[(id(kept[n - 1]), n)]
-                    self._held -= n
-            self._kept[(id(kept[-1]), len(kept))] = (kept, state)
+            states = {len(kept): state}
+            for n in range(len(kept) - 1, max(0, len(kept) - LOOKBACK), -1):  # its own earlier ends, taken with it
+                found = self._found(kept, n)
+                if found is None:
+                    continue
+                states[n] = found[1]
+                if found[0] == (id(kept[n - 1]), n):  # its earlier self: gives way
+                    self._drop(found[0])
+            if end in self._kept:
+                self._drop(end)
+            self._kept[end] = (kept, states)
+            self._ends.update(((id(kept[n - 1]), n), end) for n in states)
             self._held += len(kept)
             while len(self._kept) > KEPT or self._held > HELD_MESSAGES:
-                self._held -= len(self._kept.popitem(last=False)[1][0])
+                self._drop(next(iter(self._kept)))
+
+    def _drop(self, whose: tuple[int, int]) -> None:
+        kept, states = self._kept.pop(whose)
+        self._held -= len(kept)
+        for n in states:
+            if self._ends.get((id(kept[n - 1]), n)) == whose:
+                del self._ends[(id(kept[n - 1]), n)]
+
+
+def _begins_with_first(history: Sequence[Any], other: tuple[Any, ...], count: int) -> bool:
+    """Whether ``history`` begins with the very first ``count`` message objects of ``other``."""
+    return len(history) >= count and all(map(operator.is_, itertools.islice(other, count), history))
