@@ -184,3 +184,23 @@ def test_a_history_that_grows_counts_once_toward_the_bound() -> None:
     for extra in range(4):  # four ends of one history, each the next one's prefix: held once
         folds.keep(grown[: HELD_MESSAGES // 2 + extra], extra)
     assert folds.resume(grown) == (HELD_MESSAGES // 2 + 3, 3)
+
+
+def test_a_branch_from_an_earlier_end_a_grown_history_took_resumes_there() -> None:
+    folds: PrefixFolds[str] = PrefixFolds()
+    base = _history(SHORTEST_KEPT + 8)
+    folds.keep(base[:SHORTEST_KEPT], "start")
+    folds.keep(base, "grown")  # takes the start's end with it
+    branch = (*base[:SHORTEST_KEPT], *_history(1))  # goes on from that end another way
+    assert folds.resume(branch) == (SHORTEST_KEPT, "start")
+    assert prefixes.begins_with(base, base) and not prefixes.begins_with(base[:-1], base)
+
+
+def test_each_earlier_end_within_the_lookback_gives_way_one_and_two_messages_back() -> None:
+    grown = _history(SHORTEST_KEPT + 2)
+    for back in (1, 2):
+        folds: PrefixFolds[str] = PrefixFolds()
+        folds.keep(grown[: SHORTEST_KEPT + 2 - back], "earlier")
+        folds.keep(grown, "grown")
+        assert folds._held == SHORTEST_KEPT + 2  # the earlier history is held within the grown one only
+        assert folds.resume(grown[: SHORTEST_KEPT + 2 - back]) == (SHORTEST_KEPT + 2 - back, "earlier")
