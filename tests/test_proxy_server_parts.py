@@ -251,8 +251,9 @@ def test_the_summarizer_is_the_requests_model_or_the_one_named_and_continues_onl
 
 
 def test_the_upstream_connections_stay_open_for_more_clients_than_httpx_keeps(tmp_path: Any) -> None:
-    """24 clients at once, twice: the second time every request goes on a connection the
-    first opened (httpx keeps 20 open by default: 4 more handshakes, with a provider TLS ones)."""
+    """24 clients at once, each asking twice in its conversation: the second time every
+    request goes on a connection the first opened (httpx keeps 20 open by default: 4 more
+    handshakes, with a provider TLS ones)."""
     import threading
 
     import httpx
@@ -268,7 +269,10 @@ def test_the_upstream_connections_stay_open_for_more_clients_than_httpx_keeps(tm
         statuses: list[int] = []
 
         def ask(number: int, round_: int) -> None:
-            body = {"model": "claude-sonnet-4-5", "max_tokens": 50, "stream": True, "messages": [{"role": "user", "content": f"client {number} round {round_}"}]}
+            history = [{"role": "user", "content": f"client {number}"}]
+            if round_:
+                history += [{"role": "assistant", "content": "a long answer " * 5}, {"role": "user", "content": "and then?"}]
+            body = {"model": "claude-sonnet-4-5", "max_tokens": 50, "stream": True, "messages": history}
             with httpx.Client(base_url=proxy.url, headers={"x-api-key": "sk-many"}, timeout=30) as client:
                 statuses.append(client.post("/v1/messages", json=body).status_code)
 

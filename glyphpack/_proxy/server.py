@@ -62,10 +62,14 @@ _HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive
 #: Bytes of an upstream answer parsed on the event loop; longer ones go to a worker
 #: thread (the hop costs more than parsing a short answer).
 PARSED_ON_THE_LOOP = 64 * 1024
-#: Connections to the upstream kept open between requests: httpx keeps 20, and a proxy
-#: with more clients at once than that opened a connection (a TLS handshake, to a
-#: provider) for every request past the twentieth.
-UPSTREAM_CONNECTIONS = 512
+#: Connections to the upstream are kept open between requests in ``UPSTREAM_POOLS``
+#: pools of at most ``UPSTREAM_POOL`` each, a conversation's requests always in its
+#: pool: one pool as httpx keeps it (20) had a proxy with more clients at once open a
+#: connection, a TLS handshake with a provider, for every request past the twentieth; and
+#: one large pool costs each request work in the square of its size (httpcore 1.0; 128
+#: connections kept open: about 9 ms a request here).
+UPSTREAM_POOLS = 16
+UPSTREAM_POOL = 32
 
 
 def upstream_url(name: str) -> str:
@@ -111,7 +115,7 @@ class Proxy:
         # The proxy's own side requests (summaries) are made from worker threads, synchronously:
         # a transport given for tests serves them too when it can (httpx.MockTransport does).
         self._side_transport = transport if isinstance(transport, httpx.BaseTransport) else None
-        self._client: httpx.AsyncClient | None = None
+        self._clients: list[httpx.AsyncClient] = []  # the upstream's connection pools (``UPSTREAM_POOLS``)
         self._recorder_threads: concurrent.futures.ThreadPoolExecutor | None = None
         routes = [
             Route("/v1/messages", self._endpoint("anthropic"), methods=["POST"]),
@@ -130,29 +134,31 @@ class Proxy:
         # Answers recorded after the client has them run on threads of their own, not
         # among the worker threads: requests waiting there for such a record cannot hold it up.
         self._recorder_threads = concurrent.futures.ThreadPoolExecutor(RECORDER_THREADS, thread_name_prefix="glyphpack-record")
-        limits = httpx.Limits(max_connections=UPSTREAM_CONNECTIONS, max_keepalive_connections=UPSTREAM_CONNECTIONS)
-        async with httpx.AsyncClient(timeout=TIMEOUT, transport=self._transport, limits=limits) as client:
-            self._client = client
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=UPSTREAM_POOL)
+        pools = UPSTREAM_POOLS if self._transport is None else 1  # a transport given (tests) is its own pool
+        async with contextlib.AsyncExitStack() as stack:
+            self._clients = [await stack.enter_async_context(httpx.AsyncClient(timeout=TIMEOUT, transport=self._transport, limits=limits)) for _ in range(pools)]
             yield
-        self._client = None
+        self._clients = []
         self._recorder_threads.shutdown()
         self._recorder_threads = None
         self.recorder.close()
 
     # ------------------------------------------------------------------ upstream
 
-    @property
-    def client(self) -> httpx.AsyncClient:
-        if self._client is None:
+    def client(self, key: object = None) -> httpx.AsyncClient:
+        """The upstream connection pool for requests of ``key`` (a conversation, or a
+        client's connection): the same pool for the same key."""
+        if not self._clients:
             raise RuntimeError("the proxy's upstream client is open only while the app runs")
-        return self._client
+        return self._clients[hash(key) % len(self._clients)]
 
     def _upstream_request(self, request: Request, content: bytes) -> httpx.Request:
         # What is addressed to the proxy (a client key, a conversation's name) stays here.
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP and not k.lower().startswith("x-glyphpack-")]
         headers.append(("accept-encoding", "identity"))
         url = self.upstream + request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        return self.client.build_request(request.method, url, headers=headers, content=content)
+        return self.client().build_request(request.method, url, headers=headers, content=content)
 
     def _failed(self, exc: Exception) -> str:
         """Why the upstream failed, as a client may read it: the upstream's URL and the
@@ -168,7 +174,8 @@ class Proxy:
         if exchange.api == "gemini":  # the model goes in the path, never in the body
             forwarded = {k: v for k, v in forwarded.items() if k != "model"}
         content = raw if exchange.forwarded is exchange.body else json_bytes(forwarded)
-        return await self.client.send(self._upstream_request(request, content), stream=True)
+        pool = self.client(exchange.session.conversation if exchange.session is not None else request.client)
+        return await pool.send(self._upstream_request(request, content), stream=True)
 
     # ------------------------------------------------------------------ endpoints
 
@@ -460,7 +467,7 @@ class Proxy:
         except BadRequest as exc:
             return JSONResponse(error_body("anthropic", exc.status, f"glyphpack proxy: {exc}"), status_code=exc.status)
         try:
-            upstream = await self.client.send(self._upstream_request(request, json_bytes(body)), stream=True)
+            upstream = await self.client(request.client).send(self._upstream_request(request, json_bytes(body)), stream=True)
         except httpx.HTTPError as exc:
             return JSONResponse(error_body("anthropic", 502, self._failed(exc)), status_code=502)
         return self._streamed(upstream)
@@ -473,7 +480,7 @@ class Proxy:
         except BadRequest as exc:
             return _refused(exc)
         try:
-            upstream = await self.client.send(self._upstream_request(request, await request.body()), stream=True)
+            upstream = await self.client(request.client).send(self._upstream_request(request, await request.body()), stream=True)
         except httpx.HTTPError as exc:
             return JSONResponse({"error": {"message": self._failed(exc)}}, status_code=502)
         return self._streamed(upstream)
