@@ -152,7 +152,10 @@ def test_a_request_waits_for_an_answer_record_no_longer_than_answer_wait(tmp_pat
         started = time.monotonic()
         third = recorder.prepare("anthropic", _body(_turns(2)))  # the record never comes: it goes on
         assert 0.2 <= time.monotonic() - started < 5
-        recorder.flush(third)
+        started = time.monotonic()
+        again = recorder.prepare("anthropic", _body(_turns(2)))  # sent again (a retry): not waited for again
+        assert time.monotonic() - started < 0.2 and not third.still_current()
+        recorder.flush(again)
         assert recorder.finish(second, _answer("answer 1")) is None  # too late: the client's copy is stored
         assert _stored(workspace) == [m["content"] for m in _turns(2)]
         assert "answer recorded with the next request" in capsys.readouterr().err

@@ -395,8 +395,10 @@ class Recorder:
     def _await_answer(self, key: Key) -> None:
         with self._lock:
             due = self._answers_due.get(key)
-        if due is not None:
-            due[1].wait(ANSWER_WAIT)
+        if due is not None and not due[1].wait(ANSWER_WAIT):
+            with self._lock:  # given up on: no later request waits for it again
+                if self._answers_due.get(key) is due:
+                    del self._answers_due[key]
 
     def _answered(self, exchange: Exchange) -> None:
         """``exchange``'s due answer (``answer_due``) recorded or given up on: the requests
