@@ -208,3 +208,28 @@ def test_a_commit_not_synced_is_so_on_postgres(postgres_url, monkeypatch):
             with ws.tree._db.write("c", durable=durable):
                 pass
             assert ("SET LOCAL synchronous_commit = off" in executed) is not durable
+
+
+def test_a_write_that_raises_is_rolled_back_at_either_level_and_the_level_restored(tmp_path):
+    with Workspace(tmp_path / "ws") as ws:
+        db = ws.tree._db
+        for durable in (True, False):
+            with pytest.raises(ValueError), db.write("c", durable=durable) as executor:
+                executor.execute("INSERT INTO conversations (id, title, tip, created) VALUES ('gone', '', NULL, 0)")
+                raise ValueError("mid-way")
+            assert ws.tree.conversations() == []
+        with db.write("c", durable=False) as executor:
+            executor.execute("INSERT INTO conversations (id, title, tip, created) VALUES ('kept', '', NULL, 0)")
+        assert [c.id for c in ws.tree.conversations()] == ["kept"]
+        with db.write("c") as executor:
+            assert executor.execute("PRAGMA synchronous").fetchone()[0] == 2
+
+
+def test_a_write_to_a_tree_opened_read_only_is_refused_naming_it(tmp_path):
+    path = tmp_path / "t.sqlite3"
+    SessionTree(path).close()
+    reader = SessionTree(path, read_only=True)
+    for durable in (True, False):
+        with pytest.raises(StoreError, match=f"^{path} was opened read-only$"):
+            reader._db.write("c", durable=durable)
+    reader.close()

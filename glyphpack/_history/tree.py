@@ -748,7 +748,7 @@ class _Transaction:
     """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error): one writer at a time, across
     processes (SQLite's lock) and threads (the tree's lock)."""
 
-    def __init__(self, db: sqlite3.Connection, lock: threading.RLock, damaged: Callable[[object], StoreError], durable: bool = True):
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock, damaged: Callable[[object], StoreError], durable: bool):
         self.db = db
         self.lock = lock
         self.damaged = damaged
