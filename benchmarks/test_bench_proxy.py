@@ -92,6 +92,12 @@ def _latency(base: str, clients: int, turns: int, key: str = "bench", stream: bo
     return ttfb, len(ttfb) / (time.perf_counter() - started), (time.process_time() - cpu) / len(ttfb)
 
 
+def _table(title: str, header: str) -> list[str]:
+    """A results table's first lines: its title, a blank line, ``header`` (a Markdown
+    row) and the separator row for its columns."""
+    return [title, "", header, "|" + "---|" * (header.count("|") - 1)]
+
+
 def _percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
@@ -118,12 +124,10 @@ def _glyphpack_proxy(upstream: str, workspace: Path, *options: str) -> tuple[Any
 
 def test_proxy_latency(tmp_path: Path) -> None:
     model = FakeModel([Turn(text="ok")])
-    lines = [
+    lines = _table(
         "glyphpack proxy against direct, same process, FakeUpstream on 127.0.0.1 (streamed Messages requests, each client its own conversation)",
-        "",
         "| clients at once | requests | direct TTFB p50 / p99 | proxy TTFB p50 / p99 | added p50 / p99 | direct req/s | proxy req/s | proxy / direct throughput | CPU per request, direct / proxy (added) |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    )
     with FakeUpstream(model) as upstream, Workspace(tmp_path / "ws") as workspace, Running(Proxy(Recorder(workspace), upstream.url, summarizer=None)) as proxy:
         for clients, turns in ((1, 60), (32, 12)):
             direct, direct_rate, direct_cpu = _latency(upstream.url, clients, turns)
@@ -152,12 +156,10 @@ def test_proxy_latency_with_a_compaction_in_force(tmp_path: Path) -> None:
     window makes it compact (its first compactions excluded: what is timed is the
     requests built from a compaction in force, not the compactions)."""
     model = FakeModel([Turn(text="ok")])
-    lines = [
+    lines = _table(
         "glyphpack proxy, one streaming client, 1.7 kB a turn, below the threshold and with a compaction in force (requests 30-60 timed; one run)",
-        "",
         "| proxy | requests timed | direct TTFB p50 / p99 | proxy TTFB p50 / p99 | added p50 / p99 | compacted requests |",
-        "|---|---|---|---|---|---|",
-    ]
+    )
     with FakeUpstream(model) as upstream:
         # Compacted at about request 21 (12,000 tokens), the view in force from then on.
         for label, settings in (("below the threshold", ProxySettings()), ("a compaction in force", ProxySettings(context_window=60_000, threshold=12_000, target=8_000))):
@@ -321,13 +323,11 @@ def test_proxy_billed_input(tmp_path: Path) -> None:
         return _bill(accepted[: accepted.index(agent[both - 1]) + 1])
 
     direct_common = upto("direct").total
-    lines = [
+    lines = _table(
         f"a scripted {calls}-call agent session (4 kB tool outputs, a 10 kB system prompt), {WINDOW // 1000}k window, Session's default "
         "thresholds; billed input-token equivalents on the bodies the upstream received (write 1.25x, read 0.1x, summary output 5x)",
-        "",
         f"| route | calls answered | how it ended | compactions | summary calls | billed, first {both} calls | against direct | billed, whole run | against claude code | per call | seconds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    )
     claude_code = _bill(runs["claude code"][2]).total
     for route, (answered, ending, accepted, agent, compactions, seconds) in runs.items():
         whole, common = _bill(accepted), upto(route).total
@@ -377,12 +377,10 @@ def _growing(requests: int, own_recall_tool: bool) -> dict[int, float]:
 
 
 def test_a_growing_conversation() -> None:
-    lines = [
+    lines = _table(
         "the recorder alone, one conversation growing by a 9 kB tool result a request (median of ten requests from each, ms)",
-        "",
         "| path | request 10 | request 100 | request 500 | request 990 | 990 / 10 |",
-        "|---|---|---|---|---|---|",
-    ]
+    )
     for label, own in (("pass-through (nothing compacted)", True), ("old results elided (a compaction in force)", False)):
         at = _growing(1000, own)
         lines.append(f"| {label} | {at[10]:.1f} | {at[100]:.1f} | {at[500]:.1f} | {at[990]:.1f} | {at[990] / at[10]:.1f}x |")
@@ -397,12 +395,10 @@ def test_proxy_worker_processes(tmp_path: Path) -> None:
     once, against direct in the same run: what more processes give on this machine's
     two cores, which the clients and the fake upstream (this process) share with them."""
     model = FakeModel([Turn(text="ok")])
-    lines = [
+    lines = _table(
         "glyphpack proxy --workers N (a subprocess), 32 streaming clients at once, 12 requests each; direct measured in the same run",
-        "",
         "| route | TTFB p50 / p99 | requests/s | against direct |",
-        "|---|---|---|---|",
-    ]
+    )
     with FakeUpstream(model) as upstream:
         direct, direct_rate, _ = _latency(upstream.url, 32, 12)
         d50, d99 = _ms(direct)
@@ -491,12 +487,10 @@ def test_against_litellm(tmp_path: Path) -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     model = FakeModel([Turn(text="ok")])
-    lines = [
+    lines = _table(
         "direct, LiteLLM's proxy (pass-through, /anthropic) and glyphpack's proxy, each a process of its own, the same fake upstream and clients, one run",
-        "",
         "| clients at once | answers | route | TTFB p50 / p99 | added p50 / p99 | requests/s | against direct | proxy CPU per request |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    )
     with FakeUpstream(model) as upstream:
         # LiteLLM refuses to start without a master key; the clients send it as their key.
         env = dict(os.environ, ANTHROPIC_API_BASE=upstream.url, ANTHROPIC_API_KEY="bench", LITELLM_LOG="ERROR", LITELLM_MASTER_KEY=MASTER_KEY)

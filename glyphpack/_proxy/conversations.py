@@ -405,10 +405,11 @@ class Recorder:
         waiting for it go on."""
         if exchange.session is None:
             return
+        key = _key(exchange.session)
         with self._lock:
-            due = self._answers_due.get(_key(exchange.session))
+            due = self._answers_due.get(key)
             if due is not None and due[0] is exchange:
-                del self._answers_due[_key(exchange.session)]
+                del self._answers_due[key]
                 due[1].set()
 
     def flush(self, exchange: Exchange) -> None:

@@ -246,8 +246,9 @@ class Proxy:
         # The request's history is saved when no answer saved it (a refusal, a failed
         # upstream, an answer not recorded), before the client reads the response: its
         # retry may reach another worker process, which finds it in the workspace. A
-        # stream saves at its end instead (``_streamed``, ``_relayed``).
-        recorded_by_stream = False
+        # stream saves at its end instead (``_streamed``, ``_relayed``), a whole answer
+        # sent first after it (``_RecordedAfter``).
+        recorded_later = False
         try:
             try:
                 upstream = await self._send(request, exchange, raw)
@@ -276,16 +277,16 @@ class Proxy:
             if upstream.status_code != 200 or exchange.session is None:
                 return self._streamed(upstream, logged=lambda results: self._logged(client.secret, exchange, upstream.status_code, started, results))
             if _streams(upstream):
-                recorded_by_stream = True
+                recorded_later = True
                 if exchange.recall:
                     return self._relayed(request, raw, upstream, exchange, started, opened, client.secret)
                 recording = (ACCUMULATORS[api](), exchange)
                 return self._streamed(upstream, recording, lambda results: self._logged(client.secret, exchange, 200, started, results), opened)
             answered = await self._answered(request, raw, upstream, exchange, started, client.secret)
-            recorded_by_stream = isinstance(answered, _RecordedAfter)
+            recorded_later = isinstance(answered, _RecordedAfter)
             return answered
         finally:
-            if not recorded_by_stream:
+            if not recorded_later:
                 await self._flush(exchange)
 
     async def _answered(self, request: Request, raw: bytes, upstream: httpx.Response, exchange: Exchange, started: float, owner: bytes) -> Response:
