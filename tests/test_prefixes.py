@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 import reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -204,3 +205,29 @@ def test_each_earlier_end_within_the_lookback_gives_way_one_and_two_messages_bac
         folds.keep(grown, "grown")
         assert folds._held == SHORTEST_KEPT + 2  # the earlier history is held within the grown one only
         assert folds.resume(grown[: SHORTEST_KEPT + 2 - back]) == (SHORTEST_KEPT + 2 - back, "earlier")
+
+
+def test_a_tuple_found_to_begin_with_a_kept_history_is_compared_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each fold of a session checks the same history against the same kept one: the
+    first check compares the messages, the next ones (as long or shorter) do not; a
+    longer one, another history, or a list (which may change) is compared again."""
+    import operator
+
+    compared: list[int] = []
+
+    class Counting:
+        @staticmethod
+        def is_(a: object, b: object) -> bool:
+            compared.append(1)
+            return a is b
+
+    monkeypatch.setattr(prefixes, "operator", Counting)
+    kept = _history(40)
+    history = (*kept[:30], *_history(1))
+    assert prefixes._begins_with_first(history, kept, 30) and len(compared) == 30
+    assert prefixes._begins_with_first(history, kept, 30) and prefixes._begins_with_first(history, kept, 20) and len(compared) == 30
+    assert not prefixes._begins_with_first(history, kept, 31) and len(compared) == 61  # longer: compared, and not so
+    as_list = list(history)
+    assert prefixes._begins_with_first(as_list, kept, 30) and prefixes._begins_with_first(as_list, kept, 30) and len(compared) == 121
+    assert prefixes._begins_with_first(kept, kept, 40) and len(compared) == 121  # itself
+    assert operator.is_ is not Counting.is_

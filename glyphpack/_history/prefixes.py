@@ -112,5 +112,31 @@ class PrefixFolds(Generic[State]):
 
 
 def _begins_with_first(history: Sequence[Any], other: tuple[Any, ...], count: int) -> bool:
-    """Whether ``history`` begins with the very first ``count`` message objects of ``other``."""
-    return len(history) >= count and all(map(operator.is_, itertools.islice(other, count), history))
+    """Whether ``history`` begins with the very first ``count`` message objects of ``other``.
+    A tuple found so is remembered (``_VERIFIED``): each fold of a session checks the same
+    history against the same kept one, and only the first pays for it."""
+    if len(history) < count:
+        return False
+    if history is other:
+        return True
+    pair = (id(history), id(other))
+    if type(history) is tuple:  # immutable: what was found stays true while both are alive (the entry holds them)
+        with _VERIFIED_LOCK:
+            known = _VERIFIED.get(pair)
+        if known is not None and known[0] is history and known[1] is other and known[2] >= count:
+            return True
+    same = all(map(operator.is_, itertools.islice(other, count), history))
+    if same and type(history) is tuple:
+        with _VERIFIED_LOCK:
+            _VERIFIED[pair] = (history, other, count)
+            _VERIFIED.move_to_end(pair)
+            while len(_VERIFIED) > VERIFIED_KEPT:
+                _VERIFIED.popitem(last=False)
+    return same
+
+
+#: (history, kept history, how many of their first messages are the same objects), by
+#: their ids: the checks ``_begins_with_first`` found true, the most recent ones.
+VERIFIED_KEPT = 64
+_VERIFIED: collections.OrderedDict[tuple[int, int], tuple[tuple[Any, ...], tuple[Any, ...], int]] = collections.OrderedDict()
+_VERIFIED_LOCK = threading.Lock()

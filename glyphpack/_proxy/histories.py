@@ -369,9 +369,10 @@ class RequestReader:
 
 
 def _same_prefix(before: list[Json], items: list[Json]) -> int:
-    """How many leading wire messages two requests share (compared as parsed JSON)."""
-    count = 0
-    for old, new in zip(before, items):
+    """How many leading wire messages two requests share (compared as parsed JSON): the
+    same objects, as ``BodyParser`` reuses them, counted in C, then any equal ones."""
+    count = len(list(itertools.takewhile(bool, map(operator.is_, before, items))))
+    for old, new in zip(before[count:], items[count:]):
         if old != new:
             break
         count += 1

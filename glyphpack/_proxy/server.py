@@ -37,6 +37,7 @@ from .._history.codec import json_bytes
 from .._providers.resolve import context_window
 from .._secrets import redacted, scrubbed
 from .._types import Api
+from .bodies import BodyParser
 from .conversations import Exchange, Recorder
 from .identity import BadRequest, Client
 from .log import ProxyLog, RequestRecord, provider_usage
@@ -112,6 +113,7 @@ class Proxy:
         self.upstream = upstream_url(upstream)
         self.summarizer = summarizer
         self._transport = transport
+        self.bodies = BodyParser()  # each client's bodies parsed from where they differ from its last ones
         # The proxy's own side requests (summaries) are made from worker threads, synchronously:
         # a transport given for tests serves them too when it can (httpx.MockTransport does).
         self._side_transport = transport if isinstance(transport, httpx.BaseTransport) else None
@@ -231,7 +233,7 @@ class Proxy:
         def prepared() -> Exchange:
             # On a worker thread, the parse included: a long history's JSON takes
             # milliseconds, which on the event loop every other client would wait out.
-            body = _parsed(raw)
+            body = _parsed(raw, self.bodies, client.secret)
             if model is not None and isinstance(body, dict):
                 body = {**body, "model": model}
             return self.recorder.prepare(api, body, self._summarizer(api, body, request), client)
@@ -572,9 +574,11 @@ def error_event(api: Api, message: str) -> bytes:
     return b"data: " + json_bytes(error_body(api, 502, message)) + b"\n\n"
 
 
-def _parsed(raw: bytes) -> object:
+def _parsed(raw: bytes, bodies: BodyParser | None = None, owner: bytes = b"") -> object:
+    """``raw`` as JSON (through ``bodies``, which keeps ``owner``'s recent bodies, where
+    given), or the ``BadRequest`` that says why not."""
     try:
-        return json.loads(raw)
+        return bodies.parse(raw, owner) if bodies is not None else json.loads(raw)
     except ValueError as exc:
         raise BadRequest(f"the request body is not JSON: {exc}") from None
     except RecursionError:
