@@ -10,15 +10,19 @@ next one) and the newest message, which the next turn reads from the cache.
 from __future__ import annotations
 
 import base64
+import collections
+import dataclasses
 import functools
 import hashlib
 import json
 import re
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 from .._errors import HistoryError
 from .._history.messages import Block, Image, Message, Opaque, RedactedThinking, ResultBlock, Text, Thinking, ToolCall, ToolResult
+from .._history.prefixes import begins_with
 from .._providers.profile import Profile
 from .._providers.resolve import takes_system_messages
 from .._types import public
@@ -246,10 +250,21 @@ def check_anthropic(messages: Sequence[Json], *, max_images: int | None = None) 
     ``WEB_IMAGE_TYPES`` type; at most ``max_images`` images. A ``system`` message (a
     mid-conversation system message) may come after the first, of text only, where
     no tool call waits for its result; it does not count in the alternation."""
-    images = 0
-    open_calls: set[str] = set()
-    turns = 0
-    for index, message in enumerate(messages):
+    _checked_to_end(messages, _checked(messages, 0, _UNCHECKED), max_images)
+
+
+#: What ``check_anthropic`` carries from one message to the next: (images so far, the
+#: calls waiting for their results, turns so far).
+_CheckState = tuple[int, frozenset[str], int]
+_UNCHECKED: _CheckState = (0, frozenset(), 0)
+
+
+def _checked(messages: Sequence[Json], start: int, state: _CheckState) -> _CheckState:
+    """``check_anthropic``'s rules for ``messages[start:]``, from ``state`` (what the
+    messages before ``start`` left); the state after them."""
+    images, open_calls, turns = state
+    for index in range(start, len(messages)):
+        message = messages[index]
         role, content = message.get("role"), message.get("content")
         blocks: list[Json] = content if isinstance(content, list) else [{"type": "text", "text": content}]
         if role == "system" and index > 0:
@@ -274,11 +289,11 @@ def check_anthropic(messages: Sequence[Json], *, max_images: int | None = None) 
             kinds = [b.get("type") for b in blocks]
             if results and kinds[: len(results)] != ["tool_result"] * len(results):
                 raise HistoryError(f"message {index}: tool results must come before the other blocks")
-            open_calls = set()
+            open_calls = frozenset()
         else:
             if results:
                 raise HistoryError(f"message {index}: an assistant message holds tool results")
-            open_calls = {str(b.get("id")) for b in blocks if b.get("type") == "tool_use"}
+            open_calls = frozenset(str(b.get("id")) for b in blocks if b.get("type") == "tool_use")
             malformed = sorted(c for c in open_calls if not TOOL_ID_PATTERN.fullmatch(c))
             if malformed:
                 raise HistoryError(f"message {index}: tool_use ids {malformed} do not match ^{TOOL_ID_PATTERN.pattern}$")
@@ -293,6 +308,12 @@ def check_anthropic(messages: Sequence[Json], *, max_images: int | None = None) 
                 source = block.get("source")
                 if isinstance(source, dict) and source.get("type") == "base64":
                     check_image_type(f"message {index}", source.get("media_type"))
+    return images, open_calls, turns
+
+
+def _checked_to_end(messages: Sequence[Json], state: _CheckState, max_images: int | None) -> None:
+    """What ``check_anthropic`` checks of the whole once every message was (``state``)."""
+    images, open_calls, _ = state
     if open_calls:
         raise HistoryError(f"tool calls {sorted(open_calls)} at the end have no results")
     check_image_count(images, max_images)
@@ -344,10 +365,21 @@ class AnthropicMessages(ProviderApi):
         return 1 if plain and isinstance(document, dict) and "system" in document else 0
 
     def build(self, model: str, view: Sequence[Message], prefix: int, profile: Profile) -> Json:
-        request = super().build(model, view, prefix, profile)
-        messages = request["messages"]
+        """As every API's, with cache breakpoints: on the stable prefix's last block and on
+        the last message. The prefix's own conversion is remembered (``_PrefixConversion``):
+        the messages it shares with the request are compared, not checked again."""
+        system, messages = self.to_wire(view, profile, model)
+        start, state = 0, _UNCHECKED
         if 0 < prefix < len(view):
-            _mark_prefix(messages, view[:prefix])
+            alone = _prefix_conversion(tuple(view[:prefix]))
+            if alone is not None and alone.begins(messages):
+                _mark(messages[alone.last], alone.own)
+                if alone.state is not None:
+                    start, state = alone.last, alone.state
+        _checked_to_end(messages, _checked(messages, start, state), profile.max_images)
+        request: Json = {"model": model, self.request_key: messages}
+        if system:
+            self.put_system(request, system)
         if messages:
             _mark(messages[-1])
         return request
@@ -382,16 +414,53 @@ def _mark(message: Json, end: int | None = None) -> bool:
     return False
 
 
-def _mark_prefix(messages: list[Json], prefix: Sequence[Message]) -> None:
-    # The prefix converts alone to the same messages, the last of which the rest may
-    # extend (a role's consecutive messages merge): mark its own last block.
+@dataclasses.dataclass(frozen=True, eq=False)
+class _PrefixConversion:
+    """A stable prefix converted alone: its wire messages (never handed out), the last of
+    which the rest of a request may extend (``last``; its own ``own`` blocks), and the
+    check's state after the ones before it (None: they do not pass it)."""
+
+    prefix: tuple[Message, ...]
+    messages: list[Json]
+    last: int
+    own: int
+    state: _CheckState | None
+
+    def begins(self, messages: list[Json]) -> bool:
+        """Whether a request's ``messages`` begin as the prefix alone converts: the same
+        messages, the last extended at most (its own blocks first)."""
+        last = self.last
+        return len(messages) > last and messages[:last] == self.messages[:last] and messages[last]["content"][: self.own] == self.messages[last]["content"]
+
+
+#: The stable prefixes converted lately, by (the id of their last message, their length):
+#: a compaction's prefix stays the same objects from one request to the next.
+_PREFIXES_KEPT = 64
+_prefixes: collections.OrderedDict[tuple[int, int], _PrefixConversion] = collections.OrderedDict()
+_prefixes_lock = threading.Lock()
+
+
+def _prefix_conversion(prefix: tuple[Message, ...]) -> _PrefixConversion | None:
+    """``prefix`` converted alone (None: to nothing), remembered for its very messages."""
+    key = (id(prefix[-1]), len(prefix))
+    with _prefixes_lock:
+        known = _prefixes.get(key)
+    if known is not None and begins_with(prefix, known.prefix):
+        return known
     _, alone = to_anthropic(prefix)
     if not alone:
-        return
+        return None
     last = len(alone) - 1
-    own = len(alone[-1]["content"])
-    if messages[:last] == alone[:last] and messages[last]["content"][:own] == alone[-1]["content"]:
-        _mark(messages[last], own)
+    try:
+        state: _CheckState | None = _checked(alone[:last], 0, _UNCHECKED)
+    except HistoryError:  # the request's check says so, from the start
+        state = None
+    known = _PrefixConversion(prefix, alone, last, len(alone[-1]["content"]), state)
+    with _prefixes_lock:
+        _prefixes[key] = known
+        while len(_prefixes) > _PREFIXES_KEPT:
+            _prefixes.popitem(last=False)
+    return known
 
 
 API = AnthropicMessages()
