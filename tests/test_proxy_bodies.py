@@ -6,7 +6,9 @@ will reuse."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from glyphpack._proxy import bodies
 from glyphpack._proxy.bodies import BodyParser, _common_prefix
 
 Json = dict[str, Any]
@@ -24,6 +27,23 @@ _scalars = st.one_of(
 _values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=8)
 _formats = st.fixed_dictionaries({"indent": st.none() | st.integers(0, 2), "ensure_ascii": st.booleans(),
                                   "separators": st.sampled_from([None, (",", ":"), (" , ", " : ")])})  # fmt: skip
+
+
+@contextlib.contextmanager
+def _parsed_whole() -> Iterator[list[bytes]]:
+    """The bodies the parser hands to ``json.loads`` whole while in the block."""
+    whole: list[bytes] = []
+    real = bodies._parsed_whole
+
+    def counted(raw: bytes) -> object:
+        whole.append(raw)
+        return real(raw)
+
+    bodies._parsed_whole = counted
+    try:
+        yield whole
+    finally:
+        bodies._parsed_whole = real
 
 
 def _outcome(parse: Any, raw: bytes) -> tuple[str, str]:
@@ -54,8 +74,11 @@ def test_a_body_parses_as_json_loads_parses_it_after_any_earlier_one(
         at %= len(second) + 1
         second = second[:at] + (byte if how != "delete" else b"") + second[at + (how != "insert") :]
     parser = BodyParser()
-    assert _outcome(parser.parse, first) == _outcome(json.loads, first)
-    assert _outcome(parser.parse, second) == _outcome(json.loads, second)
+    with _parsed_whole() as whole:
+        assert _outcome(parser.parse, first) == _outcome(json.loads, first)
+        assert _outcome(parser.parse, second) == _outcome(json.loads, second)
+    # A well-formed body is parsed by members, never handed to json.loads whole.
+    assert first not in whole and (edit is not None or second not in whole)
 
 
 def test_the_shared_history_items_are_the_earlier_bodys_own_objects() -> None:
@@ -74,20 +97,41 @@ def test_the_shared_history_items_are_the_earlier_bodys_own_objects() -> None:
     assert second == {"model": "m", "messages": [*history, unmarked, {"role": "user", "content": "more"}], "system": "s"}
 
 
+@pytest.mark.parametrize("form", [{"ensure_ascii": False}, {"ensure_ascii": True}, {"indent": 2, "ensure_ascii": False}])
+def test_items_after_text_in_other_scripts_are_reused_too(form: Json) -> None:
+    """Byte offsets are counted in bytes where the text is not ASCII (é is two, 日 three,
+    an emoji four): every item but the last of the body before is reused, the history
+    begun empty included, and nothing is parsed whole."""
+    parser = BodyParser()
+    with _parsed_whole() as whole:
+        history: list[Json] = []
+        previous: list[Any] = []
+        for text in ("é à", "日本語のテキスト", "emoji \U0001f600 ok", "plain", "\ud800 alone"):
+            parsed = parser.parse(json.dumps({"model": "m", "messages": history, "system": "ß"}, **form).encode("utf-8", "surrogatepass"))
+            assert isinstance(parsed, dict) and parsed["messages"] == history
+            assert all(a is b for a, b in zip(parsed["messages"][:-1], previous[:-1]))
+            previous = parsed["messages"]
+            history = [*history, {"role": "user", "content": text}]
+    assert whole == []
+
+
 def test_a_number_that_goes_on_is_read_whole() -> None:
     """An item's end is only known by what follows it: ``12`` then ``123`` is 123, not the
     12 parsed before, and only that item is parsed again."""
     parser = BodyParser()
-    first = parser.parse(b'{"messages":[{"a":1},12]}')
-    again = parser.parse(b'{"messages":[{"a":1},123]}')
-    assert isinstance(first, dict) and isinstance(again, dict) and again == {"messages": [{"a": 1}, 123]}
-    assert again["messages"][0] is first["messages"][0]
-    assert parser.parse(b'{"messages":[12]}') == {"messages": [12]}
-    assert parser.parse(b'{"messages":[123]}') == {"messages": [123]}
-    assert parser.parse(b'{"messages":[123,4]}') == {"messages": [123, 4]}
-    assert parser.parse(b'{"messages":[123,45]}') == {"messages": [123, 45]}
-    assert parser.parse(b'{"messages":[123,45 ]}') == {"messages": [123, 45]}
-    assert parser.parse(b'{"messages":[123,456]}') == {"messages": [123, 456]}
+    first = parser.parse(b'{"messages":[{"a":1},{"b":2},12]}')
+    again = parser.parse(b'{"messages":[{"a":1},{"b":2},123]}')
+    assert isinstance(first, dict) and isinstance(again, dict) and again == {"messages": [{"a": 1}, {"b": 2}, 123]}
+    assert again["messages"][0] is first["messages"][0] and again["messages"][1] is first["messages"][1]
+    with _parsed_whole() as whole:
+        parser = BodyParser()
+        assert parser.parse(b'{"messages":[12]}') == {"messages": [12]}
+        assert parser.parse(b'{"messages":[123]}') == {"messages": [123]}
+        assert parser.parse(b'{"messages":[123,4]}') == {"messages": [123, 4]}
+        assert parser.parse(b'{"messages":[123,45]}') == {"messages": [123, 45]}
+        assert parser.parse(b'{"messages":[123,45 ]}') == {"messages": [123, 45]}
+        assert parser.parse(b'{"messages":[123,456]}') == {"messages": [123, 456]}
+    assert whole == []  # each one parsed from where it changed, none whole
 
 
 @pytest.mark.parametrize(
@@ -106,6 +150,7 @@ def test_a_number_that_goes_on_is_read_whole() -> None:
         b'{"messages":[1] "model":"m"}',
         b'{"messages":["\xff"]}',  # not UTF-8
         b'{"messages":[NaN, -Infinity]}',
+        b'{"mo\x01del":"m","messages":[1]}',  # a control character in a name: json refuses it
     ],
 )
 def test_bodies_json_reads_its_own_way_are_read_as_json_loads_reads_them(raw: bytes) -> None:

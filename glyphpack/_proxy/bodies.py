@@ -72,11 +72,11 @@ class BodyParser:
             if count > shared:
                 best, shared = earlier, count
         try:
-            parsed = _parse(raw, best, shared) if best is not None else _parse(raw, None, 0)
+            parsed = _parse(raw, best, shared)
         except (ValueError, IndexError, RecursionError):
             parsed = None
         if parsed is None:
-            return json.loads(raw)  # the same value, or the error json gives
+            return _parsed_whole(raw)  # the same value, or the error json gives
         self._keep(owner, parsed)
         return parsed.value
 
@@ -90,6 +90,11 @@ class BodyParser:
             while self._kept_bytes > self.memory:
                 _, gone = self._recent.popitem(last=False)
                 self._kept_bytes -= sum(len(p.raw) for p in gone)
+
+
+def _parsed_whole(raw: bytes) -> object:
+    """``raw`` by ``json.loads``: what the parser falls back to."""
+    return json.loads(raw)
 
 
 def _shared_items(earlier: _Parsed, raw: bytes) -> int:
@@ -151,7 +156,7 @@ class _Offsets:
 
 def _parse(raw: bytes, earlier: _Parsed | None, shared: int) -> _Parsed | None:
     """``raw`` parsed, from just after ``earlier``'s item ``shared - 1`` (its array's
-    opening for 0) when given, else whole; None where it is not an object with a history
+    opening for 0) when given, else whole (``shared`` unread); None where it is not an object with a history
     array (``json.loads`` then reads it). Malformed JSON raises (the same ``json.loads``
     then raises its own error)."""
     if earlier is None and json.detect_encoding(raw) != "utf-8":
