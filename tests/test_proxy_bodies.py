@@ -188,6 +188,16 @@ def test_the_bytes_kept_stay_within_the_memory_given() -> None:
     assert list(parser._recent) == [b"d", b"c"] and parser._kept_bytes == 2 * len(raw) + 5
 
 
+def test_at_most_clients_many_clients_bodies_are_kept() -> None:
+    raw = json.dumps({"messages": ["x"]}).encode()
+    parser = BodyParser(clients=3)
+    for owner in (b"a", b"b", b"c"):
+        parser.parse(raw, owner)
+    assert list(parser._recent) == [b"a", b"b", b"c"]
+    parser.parse(raw, b"d")
+    assert list(parser._recent) == [b"b", b"c", b"d"] and parser._kept_bytes == 3 * len(raw)
+
+
 def test_a_client_keeps_a_few_bodies_the_closest_one_used() -> None:
     """A main agent and its subagents interleave: each one's next body continues its own
     last one, up to ``per_client`` kept."""

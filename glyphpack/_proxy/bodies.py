@@ -25,9 +25,12 @@ import threading
 #: The top-level members that hold a history, per API (Messages and Chat Completions,
 #: Responses, Gemini): the first one met whose value is an array is parsed item by item.
 HISTORY_KEYS = frozenset({"messages", "input", "contents"})
-#: Raw bytes kept for comparing the next request, across all clients; past it the least
-#: recently seen client's bodies are let go (its next request is parsed whole).
-MEMORY = 512 << 20
+#: Raw bytes kept for comparing the next request, across all clients (their parsed
+#: objects are the recorder's too: ``RequestReader`` keeps the same ones); past it, or
+#: past ``CLIENTS`` clients, the least recently seen client's bodies are let go (its next
+#: request is parsed whole).
+MEMORY = 256 << 20
+CLIENTS = 256
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")  # JSON's, as ``json.decoder`` skips it
 _ENDS_AN_ITEM = (b",", b"]", b" ", b"\t", b"\n", b"\r")  # what may follow an item in the array
@@ -53,9 +56,10 @@ class BodyParser:
     """``parse`` keeps each client's last few bodies (``per_client``) and parses a new one
     from where it stops sharing bytes with the closest of them. Thread-safe."""
 
-    def __init__(self, per_client: int = 4, memory: int = MEMORY):
+    def __init__(self, per_client: int = 4, memory: int = MEMORY, clients: int = CLIENTS):
         self.per_client = per_client
         self.memory = memory
+        self.clients = clients
         self._lock = threading.Lock()
         self._recent: collections.OrderedDict[bytes, list[_Parsed]] = collections.OrderedDict()
         self._kept_bytes = 0
@@ -87,7 +91,7 @@ class BodyParser:
             kept = [parsed, *(p for p in earlier if p.items[:1] != parsed.items[:1])][: self.per_client]
             self._recent[owner] = kept
             self._kept_bytes += sum(len(p.raw) for p in kept) - sum(len(p.raw) for p in earlier)
-            while self._kept_bytes > self.memory:
+            while self._kept_bytes > self.memory or len(self._recent) > self.clients:
                 _, gone = self._recent.popitem(last=False)
                 self._kept_bytes -= sum(len(p.raw) for p in gone)
 
