@@ -569,55 +569,6 @@ def test_a_restart_prices_and_sends_the_next_request_as_the_old_process_would(tm
         assert json.dumps(again.request("anthropic")) == expected
 
 
-def test_what_a_session_learns_is_written_at_once_then_at_most_every_second_and_at_close(tmp_path, monkeypatch):
-    """The calibration changes with every answer: the first is written at once, the next
-    ones within ``CALIBRATION_SAVED_EVERY`` of a write wait for the next write or for
-    ``close`` (which a failing store does not make raise), and past it each is written."""
-    from glyphpack._session import session as session_module
-
-    clock = [1000.0]
-    monkeypatch.setattr(session_module.time, "monotonic", lambda: clock[0])
-    written: list[dict] = []
-
-    def turn(s: glyphpack.Session, n: int) -> None:
-        s.add_user(f"question {n} " + "with some detail " * 20)
-        s.request("anthropic")
-        s.add_response(anthropic_reply(f"answer {n}", input_tokens=s.cost().history(s.messages) + 500 * (n + 1)))
-
-    s = open_session(tmp_path)
-    real = s.workspace.save_calibration
-    monkeypatch.setattr(s.workspace, "save_calibration", lambda *a, **k: (written.append(a[2]), real(*a, **k)))
-    turn(s, 0)
-    assert len(written) == 1 and written[0] == s._calibration.to_record()
-    first = s.workspace.calibration("task", "coder")
-    clock[0] += session_module.CALIBRATION_SAVED_EVERY - 0.001
-    turn(s, 1)
-    assert len(written) == 1 and s.workspace.calibration("task", "coder") == first  # within the second: not yet
-    clock[0] += 0.001
-    turn(s, 2)
-    assert len(written) == 2 and s.workspace.calibration("task", "coder") != first  # a second after the last write
-    clock[0] += 0.5
-    turn(s, 3)
-    assert len(written) == 2
-    s.close()
-    assert len(written) == 3 and s.workspace.calibration("task", "coder") == s._calibration.to_record()
-    s.close()
-    assert len(written) == 3  # nothing new learned: nothing written
-
-    again = open_session(tmp_path)
-    assert again._calibration.to_record() == written[-1]
-    clock[0] += 5
-    turn(again, 4)
-    clock[0] += 0.1
-    turn(again, 5)
-
-    def refuse(*args, **kwargs):
-        raise StoreError("the disk is full")
-
-    monkeypatch.setattr(again.workspace, "save_calibration", refuse)
-    again.close()  # learned state only: a failing write is not the caller's error
-
-
 def test_a_harness_sees_what_each_request_did(tmp_path):
     """A harness could tell that a compaction happened inside ``request()`` only by
     comparing ``s.view`` before and after."""

@@ -22,11 +22,9 @@ prefix stays byte-identical until the next compaction, restarts included.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -38,7 +36,7 @@ from .._compaction.results import Compaction, CompactionPolicy
 from .._compaction.sdk_summary import sdk_summarizer
 from .._compaction.snapshot import head_end, page_density, serialize_messages
 from .._compaction.summarize import Summarizer, as_summarizer
-from .._errors import CompactionError, StoreError, TextOnlyModelError, UsageError
+from .._errors import CompactionError, TextOnlyModelError, UsageError
 from .._history.ids import unique_name
 from .._history.messages import Block, Message, Text, ToolCall, ToolResult, call_ids, validate_history
 from .._history.prefixes import begins_with
@@ -63,10 +61,6 @@ from .tool_outputs import tool_result
 #: ladder kept a quarter, for slightly less. Where the reader's legible pages cost about
 #: what the text does, the whole ladder (elision first) bills less.
 SESSION_RUNGS: tuple[Rung, ...] = tuple(step.rung for step in LADDER if step.rung != "elision")
-
-#: Seconds between writes of a session's calibration (it changes with every answer; the
-#: next answers teach it again, so a crash loses only how soon the estimates settle).
-CALIBRATION_SAVED_EVERY = 1.0
 
 
 #: What a harness may give as a tool's output (see ``tool_result``).
@@ -197,9 +191,6 @@ class Session:
         self._grown_from: tuple[int, int] | None = None  # (calls, estimate) growth is measured from
         self._owns_workspace = owns_workspace
         self._calibration = Calibration(base=policy.estimator or text_estimator(self.profile))
-        # When the calibration was last written (monotonic; None: not yet), and whether it learned since.
-        self._calibration_saved: float | None = None
-        self._calibration_unsaved = False
         self._cost_model: CostModel | None = None
         self._overflows = 0  # "too long" rejections since the last answer
         # The pending calls' ids as the model gave them -> as stored: a server that
@@ -257,7 +248,7 @@ class Session:
         given = self._settings
         self.thresholds = self._thresholds(window, given["threshold"], given["target"])
         self._settings = {**given, "context_window": window, "learned_window": window}
-        self._save_calibration(self._calibration)
+        self.workspace.save_calibration(self.conversation, self.agent, self._calibration.to_record(), self._settings)
 
     # ----------------------------------------------------------------- state
 
@@ -284,11 +275,6 @@ class Session:
         return tuple(m for m in self.messages[:start] if m.role == "system") + self.messages[start:]
 
     def close(self) -> None:
-        """Write what the session learned since its calibration was last written, then
-        close the workspace if the session opened it."""
-        if self._calibration_unsaved and not self.workspace.backend.read_only:
-            with contextlib.suppress(StoreError):  # learned state only: the next answers teach it again
-                self._save_calibration(self._calibration)
         if self._owns_workspace:
             self.workspace.close()
 
@@ -615,19 +601,10 @@ class Session:
 
     def _learn(self, sent: Sequence[Message], measured_tokens: int) -> None:
         """Learn from the provider's count for a request carrying ``sent``, and keep what
-        was learned for the next process: written at once the first time, then at most
-        every ``CALIBRATION_SAVED_EVERY`` seconds and when the session closes."""
+        was learned for the next process."""
         calibration = self._calibration.learn(self.cost(), sent, measured_tokens)
-        saved = self._calibration_saved
-        if saved is None or time.monotonic() - saved >= CALIBRATION_SAVED_EVERY:
-            self._save_calibration(calibration)
-        else:
-            self._calibration_unsaved = True
-        self._calibration = calibration
-
-    def _save_calibration(self, calibration: Calibration) -> None:
         self.workspace.save_calibration(self.conversation, self.agent, calibration.to_record(), self._settings)
-        self._calibration_saved, self._calibration_unsaved = time.monotonic(), False
+        self._calibration = calibration
 
     def _no_pending(self, what: str) -> None:
         if self.pending_calls:
