@@ -569,6 +569,21 @@ def test_a_restart_prices_and_sends_the_next_request_as_the_old_process_would(tm
         assert json.dumps(again.request("anthropic")) == expected
 
 
+def test_a_process_that_never_closed_its_session_leaves_what_it_learned_for_the_next(tmp_path):
+    """A harness killed mid-run (or an adapter that never closes its sessions) leaves
+    the calibration of its last answer: the next process prices the conversation as
+    the old one did (spacing the calibration's writes out broke pydantic-ai's restart)."""
+    s = open_session(tmp_path, context_window=6_000, policy=DENSE_SESSION)
+    for n in range(4):
+        s.add_user(f"question {n} " + "with some detail " * 20)
+        s.request("anthropic")
+        s.add_response(anthropic_reply(f"answer {n}", input_tokens=s.cost().history(s.messages) + 700 * (n + 1)))
+    again = open_session(tmp_path, context_window=6_000, policy=DENSE_SESSION)  # the first never closed
+    assert again.estimator == s.estimator and again.estimate() == s.estimate()
+    s.close()
+    again.close()
+
+
 def test_a_harness_sees_what_each_request_did(tmp_path):
     """A harness could tell that a compaction happened inside ``request()`` only by
     comparing ``s.view`` before and after."""
