@@ -160,8 +160,8 @@ class _Offsets:
 
 def _parse(raw: bytes, earlier: _Parsed | None, shared: int) -> _Parsed | None:
     """``raw`` parsed, from just after ``earlier``'s item ``shared - 1`` (its array's
-    opening for 0) when given, else whole (``shared`` unread); None where it is not an object with a history
-    array (``json.loads`` then reads it). Malformed JSON raises (the same ``json.loads``
+    opening for 0) when given, else whole (``shared`` unread); None where it is not an
+    object with a history array (``json.loads`` then reads it). Malformed JSON raises (the same ``json.loads``
     then raises its own error)."""
     if earlier is None and json.detect_encoding(raw) != "utf-8":
         return None
@@ -172,6 +172,7 @@ def _parse(raw: bytes, earlier: _Parsed | None, shared: int) -> _Parsed | None:
     head: tuple[tuple[str, object], ...] = ()
     items: list[object] = []
     ends: list[int] = []
+    members: list[tuple[str, object]] = []
     if earlier is not None:
         key, head = earlier.key, earlier.head
         items, ends = earlier.items[:shared], earlier.ends[: shared + 1]
@@ -185,7 +186,7 @@ def _parse(raw: bytes, earlier: _Parsed | None, shared: int) -> _Parsed | None:
         at = _skip(text, at + 1)
         if text[at] == "}":
             return None
-        members, after_value = [], False
+        after_value = False
     while True:
         if after_value:
             at = _skip(text, at)
@@ -194,13 +195,16 @@ def _parse(raw: bytes, earlier: _Parsed | None, shared: int) -> _Parsed | None:
             if text[at] != ",":
                 raise ValueError("expected , or }")
             at = _skip(text, at + 1)
-        at = _member(text, at, members, offsets if key is None else None)
+        name, at = _name(text, at)
         after_value = True
-        name, member = members[-1]
-        if isinstance(member, _Array):
-            key, head = name, tuple(members[:-1])
-            items, ends = member.items, member.ends
-            members[-1] = (name, items)
+        if key is None and name in HISTORY_KEYS and text[at] == "[":  # the history: item by item
+            key, head = name, tuple(members)
+            items, ends = [], [offsets.of(at + 1)]
+            at = _array(text, at + 1, items, ends, offsets)
+            members.append((name, items))
+        else:
+            value, at = _DECODER.raw_decode(text, at)
+            members.append((name, value))
     if _skip(text, at + 1) != len(text):
         raise ValueError("extra data")
     if key is None:
@@ -208,32 +212,15 @@ def _parse(raw: bytes, earlier: _Parsed | None, shared: int) -> _Parsed | None:
     return _Parsed(raw, head, key, items, ends, dict(members))
 
 
-class _Array:
-    """A history array as ``_member`` parsed it: its items and their ends."""
-
-    def __init__(self, items: list[object], ends: list[int]):
-        self.items, self.ends = items, ends
-
-
-def _member(text: str, at: int, members: list[tuple[str, object]], offsets: _Offsets | None = None) -> int:
-    """One ``"name": value`` from ``at`` appended to ``members`` (a history array, where
-    ``offsets`` is given and none was met yet, as an ``_Array``); the position after it."""
+def _name(text: str, at: int) -> tuple[str, int]:
+    """A member's ``"name":`` from ``at``; the name and where its value starts."""
     if text[at] != '"':
         raise ValueError("expected a member's name")
     name, at = _scanstring(text, at + 1, True)
     at = _skip(text, at)
     if text[at] != ":":
         raise ValueError("expected :")
-    at = _skip(text, at + 1)
-    if offsets is not None and name in HISTORY_KEYS and text[at] == "[":
-        items: list[object] = []
-        ends = [offsets.of(at + 1)]
-        at = _array(text, at + 1, items, ends, offsets)
-        members.append((name, _Array(items, ends)))
-        return at
-    value, at = _DECODER.raw_decode(text, at)
-    members.append((name, value))
-    return at
+    return name, _skip(text, at + 1)
 
 
 def _array(text: str, at: int, items: list[object], ends: list[int], offsets: _Offsets) -> int:

@@ -377,12 +377,9 @@ class AnthropicMessages(ProviderApi):
                 if alone.state is not None:
                     start, state = alone.last, alone.state
         _checked_to_end(messages, _checked(messages, start, state), profile.max_images)
-        request: Json = {"model": model, self.request_key: messages}
-        if system:
-            self.put_system(request, system)
         if messages:
             _mark(messages[-1])
-        return request
+        return self.create_arguments(model, system, messages)
 
     def put_system(self, request: Json, system: str) -> None:
         request["system"] = [{"type": "text", "text": system, "cache_control": dict(_EPHEMERAL)}]

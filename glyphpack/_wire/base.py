@@ -119,6 +119,10 @@ class ProviderApi(abc.ABC):
         server enforces."""
         system, items = self.to_wire(view, profile, model)
         self.check(items, max_images=profile.max_images)
+        return self.create_arguments(model, system, items)
+
+    def create_arguments(self, model: str, system: str | None, items: list[Json]) -> Json:
+        """The create call's keyword arguments for items converted and checked."""
         request: Json = {"model": model, self.request_key: items}
         if system:
             self.put_system(request, system)
