@@ -151,6 +151,8 @@ def test_a_number_that_goes_on_is_read_whole() -> None:
         b'{"messages":["\xff"]}',  # not UTF-8
         b'{"messages":[NaN, -Infinity]}',
         b'{"mo\x01del":"m","messages":[1]}',  # a control character in a name: json refuses it
+        b'{"messages"x[1]}',  # no colon after a name
+        b'{"model" "m","messages":[1]}',
     ],
 )
 def test_bodies_json_reads_its_own_way_are_read_as_json_loads_reads_them(raw: bytes) -> None:
