@@ -653,6 +653,26 @@ def test_two_clients_that_differ_only_in_one_credential_never_share_a_conversati
     assert len(transcripts) == 4 and len({conversation for conversation, _ in transcripts}) == 4, transcripts
 
 
+def test_a_cookie_the_upstream_sets_reaches_its_client_and_no_other_clients_request(tmp_path: Path) -> None:
+    """A provider's edge sets cookies (Cloudflare's ``__cf_bm`` on its answers): the
+    client that got the answer gets the ``set-cookie`` and sends the cookie back itself;
+    the proxy's shared connection pool keeps none, so another client's request never
+    carries it (httpx's client would add what it kept to every later request)."""
+    upstream = Upstream(lambda request: httpx.Response(
+        200, json=_answer("ok", to=json.loads(request.content)),
+        headers={"set-cookie": f"__cf_bm=edge-{len(upstream.requests)}; Path=/; Domain=provider.example; Secure"},
+    ))  # fmt: skip
+    client, _, _ = _app(tmp_path, upstream)
+    with client:
+        first = client.post("/v1/messages", json=_body([{"role": "user", "content": "alpha"}]), headers={"x-api-key": "sk-a"})
+        assert first.headers["set-cookie"].startswith("__cf_bm=edge-1;")
+        client.cookies.clear()  # the test client is both clients: it keeps nothing between them
+        assert client.post("/v1/messages", json=_body([{"role": "user", "content": "beta"}]), headers={"x-api-key": "sk-b"}).status_code == 200
+        again = [{"role": "user", "content": "alpha"}, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "and?"}]
+        assert client.post("/v1/messages", json=_body(again), headers={"x-api-key": "sk-a", "cookie": "__cf_bm=edge-1"}).status_code == 200
+    assert [r.headers.get("cookie") for r in upstream.requests] == [None, None, "__cf_bm=edge-1"]
+
+
 @pytest.mark.parametrize("path", ["/../x", "/v1/../../x", "/%2e%2e/x", "/v1/%2E%2E/%2e%2E/admin", "/./x", "/v1beta/models/..%2F..%2Fx"])
 def test_a_path_that_would_climb_out_of_the_upstreams_base_is_refused_before_anything_is_sent(tmp_path: Path, path: str) -> None:
     """``--upstream https://gateway/team-a`` joined with ``/../x`` is the gateway's

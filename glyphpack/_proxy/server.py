@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import http.cookiejar
 import json
 import socket
 import sys
@@ -139,7 +140,10 @@ class Proxy:
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=UPSTREAM_POOL)
         pools = UPSTREAM_POOLS if self._transport is None else 1  # a transport given (tests) is its own pool
         async with contextlib.AsyncExitStack() as stack:
-            self._clients = [await stack.enter_async_context(httpx.AsyncClient(timeout=TIMEOUT, transport=self._transport, limits=limits)) for _ in range(pools)]
+            self._clients = [
+                await stack.enter_async_context(httpx.AsyncClient(timeout=TIMEOUT, transport=self._transport, limits=limits, cookies=_NoCookies()))
+                for _ in range(pools)
+            ]
             yield
         self._clients = []
         self._recorder_threads.shutdown()
@@ -487,6 +491,19 @@ class Proxy:
         except httpx.HTTPError as exc:
             return JSONResponse({"error": {"message": self._failed(exc)}}, status_code=502)
         return self._streamed(upstream)
+
+
+class _NoCookies(http.cookiejar.CookieJar):
+    """The upstream clients' cookie jar, which keeps nothing: a cookie the upstream sets
+    (a provider's edge sets its bot-management ones) is the client's, relayed to it with
+    the answer and sent back by it; kept in the shared pool, httpx would add one
+    client's cookies to every other client's requests."""
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        return None
+
+    def add_cookie_header(self, request: Any) -> None:
+        return None
 
 
 def _refused(exc: BadRequest) -> JSONResponse:
