@@ -909,6 +909,25 @@ def test_conversations_run_side_by_side(any_workspace: Workspace) -> None:
     assert all(len(messages) == 1 + 1 + 2 * 4 + 1 for messages in stored.values())
 
 
+def test_a_cookie_the_upstreams_edge_sets_goes_back_with_its_own_clients_requests_only(workspace: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK keeps the cookie each answer sets (``FakeUpstream`` sets one, as a
+    provider's edge does) and sends it back; the proxy's pool keeps none: a second
+    client's first request, on the same pool, carries no cookie of the first's."""
+    import anthropic
+
+    from glyphpack._proxy import server
+
+    monkeypatch.setattr(server, "UPSTREAM_POOLS", 1)
+    with FakeUpstream(FakeModel([Turn(text=f"answer {n}") for n in range(3)])) as upstream, _serve(workspace, upstream) as proxy:
+        first, second = (anthropic.Anthropic(base_url=proxy.url, api_key=key, max_retries=0) for key in ("sk-first-client", "sk-second-client"))
+        asked = [{"role": "user", "content": "Which service failed first?"}]
+        first.messages.create(model="claude-sonnet-4-5", max_tokens=100, messages=asked)
+        second.messages.create(model="claude-sonnet-4-5", max_tokens=100, messages=[{"role": "user", "content": "Which disk is full?"}])
+        first.messages.create(model="claude-sonnet-4-5", max_tokens=100, messages=[*asked, {"role": "assistant", "content": "answer 0"}, {"role": "user", "content": "Why?"}])
+    (set_first, _, _), (_, carried_second, _), (_, carried_first, _) = upstream.cookies
+    assert (carried_second, carried_first) == ("", set_first)
+
+
 # ---------------------------------------------------------------------- the command
 
 

@@ -624,6 +624,11 @@ class FakeUpstream:
 
     ``route`` (optional) picks the model for a request body: a harness like Claude Code
     sends side requests (titles, summaries) that must not take the script's turns.
+
+    Every answer to a POST sets a cookie of its own, as a provider's edge does
+    (Cloudflare's ``__cf_bm``; not ``Secure`` here, so that clients send it back over
+    plain HTTP as they would over HTTPS); ``cookies`` records each with the request it
+    answered.
     """
 
     def __init__(
@@ -650,6 +655,9 @@ class FakeUpstream:
         #: Every connection a POST came on, as its client's (host, port): a client that
         #: keeps its connections open sends many requests on one.
         self.connections: set[tuple[str, int]] = set()
+        #: Each answer to a POST: (the cookie it set, ``name=value``; the cookie header
+        #: its request carried, "" for none; the request's body, None if not JSON).
+        self.cookies: list[tuple[str, str, Json | None]] = []
         upstream = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -669,6 +677,7 @@ class FakeUpstream:
 
             def _reply(self, status: int, body: bytes, content_type: str = "application/json") -> None:
                 self.send_response(status)
+                upstream._set_cookie(self)
                 self.send_header("content-type", content_type)
                 self.send_header("content-length", str(len(body)))
                 self.end_headers()
@@ -694,7 +703,7 @@ class FakeUpstream:
         length = int(handler.headers.get("content-length") or 0)
         raw = handler.rfile.read(length)
         try:
-            body = json.loads(raw)
+            body = handler.body = json.loads(raw)
         except ValueError:
             handler._reply(400, b'{"error":{"message":"body is not JSON"}}')
             return
@@ -723,8 +732,16 @@ class FakeUpstream:
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
         self._stream(handler, sse_events(api, response.json(), usage=usage))
 
+    def _set_cookie(self, handler: Any) -> None:
+        """An answer to a POST sets a cookie of its own, as a provider's edge does."""
+        if handler.command == "POST":
+            cookie = f"__cf_bm=edge-{uuid.uuid4().hex[:12]}"
+            self.cookies.append((cookie, handler.headers.get("cookie") or "", getattr(handler, "body", None)))
+            handler.send_header("set-cookie", f"{cookie}; path=/; HttpOnly; SameSite=None")
+
     def _stream(self, handler: Any, events: list[bytes]) -> None:
         handler.send_response(200)
+        self._set_cookie(handler)
         handler.send_header("content-type", "text/event-stream")
         handler.send_header("transfer-encoding", "chunked")
         handler.end_headers()
