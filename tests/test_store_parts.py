@@ -627,7 +627,7 @@ def test_a_tree_switching_to_wal_while_others_hold_it_waits_for_them(tmp_path, m
     new workspace met it, about one run in two): the open tries again until they are done."""
     import sqlite3
 
-    import glyphpack._history.tree as tree_module
+    import glyphpack._history.sqlite as sqlite_module
 
     refusals = {"left": 3}
     real_connect = sqlite3.connect
@@ -645,12 +645,12 @@ def test_a_tree_switching_to_wal_while_others_hold_it_waits_for_them(tmp_path, m
         def __getattr__(self, name):
             return getattr(self.connection, name)
 
-    monkeypatch.setattr(tree_module.sqlite3, "connect", lambda *a, **k: Busy(real_connect(*a, **k)))
+    monkeypatch.setattr(sqlite_module.sqlite3, "connect", lambda *a, **k: Busy(real_connect(*a, **k)))
     with Workspace(tmp_path) as ws:
         ws.save("c", "a", history(1), revision=0)
     assert refusals["left"] == 0
     refusals["left"] = 10**6  # held for good: after OPEN_WAIT, the busy error names the tree
-    monkeypatch.setattr(tree_module.SqliteDatabase, "OPEN_WAIT", 0.05)
+    monkeypatch.setattr(sqlite_module.SqliteDatabase, "OPEN_WAIT", 0.05)
     with pytest.raises(StoreError, match=r"tree\.sqlite3 is busy: another process holds it \(database is locked\); try again"):
         Workspace(tmp_path / "other").tree.conversations()
 

@@ -5,7 +5,8 @@ import pytest
 
 from glyphpack import ConflictError, Message, StoreError, Workspace, export_json, export_markdown
 from glyphpack._cli import main
-from glyphpack._history.tree import SCHEMA_VERSION, SessionTree
+from glyphpack._history.sqlite import SCHEMA_VERSION
+from glyphpack._history.tree import SessionTree
 
 
 @pytest.fixture
@@ -233,3 +234,66 @@ def test_a_write_to_a_tree_opened_read_only_is_refused_naming_it(tmp_path):
         with pytest.raises(StoreError, match=f"^{path} was opened read-only$"):
             reader._db.write("c", durable=durable)
     reader.close()
+
+
+# ---------------------------------------------------------------------- reads beside writes
+
+
+def test_a_read_does_not_wait_for_another_threads_write_transaction(tmp_path) -> None:
+    """A proxy's lookups (which conversation a request continues) read the tree while
+    other threads save: reads take connections of their own (WAL), never the writer's
+    lock, and see what is committed."""
+    import threading
+
+    tree = SessionTree(tmp_path / "tree.db")
+    conversation = tree.create("c1")
+    tree.set_ends({(conversation, "main"): [b"end-1"]})
+    inside, release = threading.Event(), threading.Event()
+
+    def hold_a_write() -> None:
+        with tree._write(conversation) as db:
+            db.execute("UPDATE conversations SET title = ? WHERE id = ?", ("held", conversation))
+            inside.set()
+            release.wait(10)
+
+    writer = threading.Thread(target=hold_a_write)
+    writer.start()
+    try:
+        assert inside.wait(10)
+        read: list[object] = []
+        reader = threading.Thread(target=lambda: read.append((tree.ends_of(conversation, "main"), tree.conversation(conversation).title)))
+        reader.start()
+        reader.join(2)
+        assert not reader.is_alive() and read == [({b"end-1"}, "")]  # at once, and without the uncommitted title
+    finally:
+        release.set()
+        writer.join(10)
+    assert tree.conversation(conversation).title == "held"
+    tree.close()
+
+
+def test_a_read_inside_a_write_transaction_sees_that_transactions_own_writes(tmp_path) -> None:
+    tree = SessionTree(tmp_path / "tree.db")
+    conversation = tree.create("c1")
+    with tree._write(conversation) as db:
+        db.execute("UPDATE conversations SET title = ? WHERE id = ?", ("mine", conversation))
+        assert tree.conversation(conversation).title == "mine"
+    tree.close()
+
+
+def test_read_connections_are_reused_and_closed_with_the_tree(tmp_path) -> None:
+    import threading
+
+    tree = SessionTree(tmp_path / "tree.db")
+    conversation = tree.create("c1")
+    for _ in range(20):  # one thread after another: one connection serves them all
+        thread = threading.Thread(target=lambda: tree.conversation(conversation))
+        thread.start()
+        thread.join()
+    readers = list(tree._db._readers)  # type: ignore[attr-defined]
+    assert len(readers) == 1
+    tree.close()
+    with pytest.raises(sqlite3.ProgrammingError):
+        readers[0].execute("SELECT 1")
+    with pytest.raises(StoreError):  # as before: a closed tree reads nothing
+        tree.conversation(conversation)

@@ -35,12 +35,13 @@ from .._errors import HistoryError, StoreError
 from .._secrets import redacted, scrubbed
 from .backend import StoredTranscript
 from .codec import json_text, message_from_json, message_to_json
+from .database import check_schema_version
 from .ids import check_id
 from .messages import Message, validate_history
-from .tree import SessionTree, check_schema_version
+from .tree import SessionTree
 
 # Each entry moves the schema from version i to i + 1 (``glyphpack_schema.version``).
-# The tree's four tables are SQLite's (``tree.MIGRATIONS``, reached there in three
+# The tree's four tables are SQLite's (``sqlite.MIGRATIONS``, reached there in three
 # versions) with PostgreSQL's types and a ``seq`` column for insertion order;
 # tests/test_postgres.py checks both schemas have the same columns.
 MIGRATIONS: tuple[str, ...] = (
@@ -116,7 +117,7 @@ MIGRATIONS: tuple[str, ...] = (
     )
     """,
 )
-# Version 2: where each stored history ends (``tree.MIGRATIONS``' version 4).
+# Version 2: where each stored history ends (``sqlite.MIGRATIONS``' version 4).
 MIGRATIONS += (
     """
     CREATE TABLE history_ends (
