@@ -673,6 +673,29 @@ def test_a_cookie_the_upstream_sets_reaches_its_client_and_no_other_clients_requ
     assert [r.headers.get("cookie") for r in upstream.requests] == [None, None, "__cf_bm=edge-1"]
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_headers_the_upstream_repeats_reach_the_client_each_as_sent(tmp_path: Path, stream: bool) -> None:
+    """OpenAI's edge sets two cookies (``__cf_bm`` and ``_cfuvid``), two ``set-cookie``
+    headers: joined into one (as a mapping of headers joins them), a client's cookie
+    jar reads one garbled cookie."""
+    cookies = ["__cf_bm=edge; path=/; expires=Mon, 07-Dec-26 02:30:00 GMT; HttpOnly", "_cfuvid=visitor; path=/; HttpOnly"]
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        headers = [("set-cookie", cookie) for cookie in cookies] + [("x-request-id", "req_1")]
+        if body.get("stream"):
+            return httpx.Response(200, content=b"".join(sse_events("anthropic", _answer("ok", to=body))), headers=[*headers, ("content-type", "text/event-stream")])
+        return httpx.Response(200, json=_answer("ok", to=body), headers=headers)
+
+    client, _, _ = _app(tmp_path, Upstream(answer))
+    with client:
+        body = {**_body([{"role": "user", "content": "alpha"}]), "stream": stream}
+        response = client.post("/v1/messages", json=body, headers={"x-api-key": "sk-a"})
+    assert response.status_code == 200
+    assert response.headers.get_list("set-cookie") == cookies
+    assert response.headers["x-request-id"] == "req_1" and response.headers["content-type"].startswith("text/event-stream" if stream else "application/json")
+
+
 @pytest.mark.parametrize("path", ["/../x", "/v1/../../x", "/%2e%2e/x", "/v1/%2E%2E/%2e%2E/admin", "/./x", "/v1beta/models/..%2F..%2Fx"])
 def test_a_path_that_would_climb_out_of_the_upstreams_base_is_refused_before_anything_is_sent(tmp_path: Path, path: str) -> None:
     """``--upstream https://gateway/team-a`` joined with ``/../x`` is the gateway's

@@ -21,8 +21,8 @@ import sys
 import threading
 import time
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import httpx
 from starlette.applications import Starlette
@@ -171,10 +171,6 @@ class Proxy:
         error's text without any credential the URL holds."""
         return f"glyphpack proxy: the upstream {redacted(self.upstream)} failed: {scrubbed(str(exc) or type(exc).__name__, self.upstream)}"
 
-    @staticmethod
-    def _headers(response: httpx.Response) -> dict[str, str]:
-        return {k: v for k, v in response.headers.items() if k.lower() not in _HOP}
-
     async def _send(self, request: Request, exchange: Exchange, raw: bytes) -> httpx.Response:
         forwarded = exchange.forwarded
         if exchange.api == "gemini":  # the model goes in the path, never in the body
@@ -263,7 +259,7 @@ class Proxy:
                     retry = await run_in_threadpool(self.recorder.recover, exchange, upstream.status_code, data) if data else None
                     if retry is None:  # the provider's answer, as it sent it
                         self._logged(client.secret, exchange, upstream.status_code, started, [])
-                        return Response(content, upstream.status_code, self._headers(upstream))
+                        return _with_headers_of(upstream, Response(content, upstream.status_code))
                     exchange = retry
                     upstream = await self._send(request, exchange, raw)
                 elif upstream.status_code == 200 and exchange.session is not None and _streams(upstream):
@@ -302,7 +298,7 @@ class Proxy:
         if data is not None and self.recorder.answer_due(exchange):
             # The client gets the answer first; it is recorded after (``answer_due``).
             self._logged(owner, exchange, upstream.status_code, started, [data])
-            return _RecordedAfter(content, upstream.status_code, self._headers(upstream), self._recording(exchange, data))
+            return _with_headers_of(upstream, _RecordedAfter(content, upstream.status_code, self._recording(exchange, data)))
         rounds = [] if data is None else [data]
         while data is not None:
             following = await run_in_threadpool(self.recorder.finish, exchange, data)
@@ -316,7 +312,7 @@ class Proxy:
             content, data = await self._read(upstream)
             if upstream.status_code != 200 or data is None:  # the provider's answer, as it sent it
                 self._logged(owner, following, upstream.status_code, started, rounds)
-                return Response(content, upstream.status_code, self._headers(upstream))
+                return _with_headers_of(upstream, Response(content, upstream.status_code))
             exchange = following
             rounds.append(data)
         # A recall answered (a round after the first), or one beside the client's calls:
@@ -324,7 +320,7 @@ class Proxy:
         if exchange.recall and rounds and recall_calls(api, rounds[0]):
             content = json_bytes(joined(api, rounds))
         self._logged(owner, exchange, upstream.status_code, started, rounds)
-        return Response(content, upstream.status_code, self._headers(upstream))
+        return _with_headers_of(upstream, Response(content, upstream.status_code))
 
     def _recording(self, exchange: Exchange, answer: Json) -> Callable[[], Awaitable[None]]:
         async def record() -> None:
@@ -408,7 +404,7 @@ class Proxy:
                 if logged is not None:
                     logged(results)
 
-        return StreamingResponse(chunks(), upstream.status_code, self._headers(upstream))
+        return _with_headers_of(upstream, StreamingResponse(chunks(), upstream.status_code))
 
     def _relayed(
         self, request: Request, raw: bytes, upstream: httpx.Response, exchange: Exchange, started: float, opened: Opened | None = None,
@@ -464,7 +460,7 @@ class Proxy:
                 self._flush_soon(current)
                 self._logged(owner, current, status, started, results, note)
 
-        return StreamingResponse(chunks(), upstream.status_code, self._headers(upstream))
+        return _with_headers_of(upstream, StreamingResponse(chunks(), upstream.status_code))
 
     async def _count_tokens(self, request: Request) -> Response:
         raw = await request.body()
@@ -531,12 +527,25 @@ class _NoDotSegments:
         await self.app(scope, receive, send)
 
 
+_Relayed = TypeVar("_Relayed", bound=Response)
+
+
+def _with_headers_of(upstream: httpx.Response, response: _Relayed) -> _Relayed:
+    """``response`` with ``upstream``'s headers but the hop-by-hop ones, each as sent: a
+    header the upstream repeats stays repeated (two ``set-cookie``s joined into one, as a
+    mapping of headers joins them, are one garbled cookie to the client's jar)."""
+    for name, value in upstream.headers.multi_items():
+        if name.lower() not in _HOP:
+            response.headers.append(name, value)
+    return response
+
+
 class _RecordedAfter(Response):
     """A whole answer that is recorded once its bytes are sent (or the client went away
     before they were): ``record``, awaited after the body."""
 
-    def __init__(self, content: bytes, status: int, headers: Mapping[str, str], record: Callable[[], Awaitable[None]]):
-        super().__init__(content, status, headers)
+    def __init__(self, content: bytes, status: int, record: Callable[[], Awaitable[None]]):
+        super().__init__(content, status)
         self._record = record
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:

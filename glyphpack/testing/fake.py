@@ -625,10 +625,10 @@ class FakeUpstream:
     ``route`` (optional) picks the model for a request body: a harness like Claude Code
     sends side requests (titles, summaries) that must not take the script's turns.
 
-    Every answer to a POST sets a cookie of its own, as a provider's edge does
-    (Cloudflare's ``__cf_bm``; not ``Secure`` here, so that clients send it back over
-    plain HTTP as they would over HTTPS); ``cookies`` records each with the request it
-    answered.
+    Every answer to a POST sets two cookies of its own in two ``set-cookie`` headers, as
+    OpenAI's edge does (Cloudflare's ``__cf_bm`` and ``_cfuvid``; not ``Secure`` here, so
+    that clients send them back over plain HTTP as they would over HTTPS); ``cookies``
+    records them with the request they answered.
     """
 
     def __init__(
@@ -655,9 +655,9 @@ class FakeUpstream:
         #: Every connection a POST came on, as its client's (host, port): a client that
         #: keeps its connections open sends many requests on one.
         self.connections: set[tuple[str, int]] = set()
-        #: Each answer to a POST: (the cookie it set, ``name=value``; the cookie header
-        #: its request carried, "" for none; the request's body, None if not JSON).
-        self.cookies: list[tuple[str, str, Json | None]] = []
+        #: Each answer to a POST: (the cookies it set, ``name=value`` each; the cookie
+        #: header its request carried, "" for none; the request's body, None if not JSON).
+        self.cookies: list[tuple[tuple[str, ...], str, Json | None]] = []
         upstream = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -733,11 +733,12 @@ class FakeUpstream:
         self._stream(handler, sse_events(api, response.json(), usage=usage))
 
     def _set_cookie(self, handler: Any) -> None:
-        """An answer to a POST sets a cookie of its own, as a provider's edge does."""
+        """An answer to a POST sets two cookies of its own, as a provider's edge does."""
         if handler.command == "POST":
-            cookie = f"__cf_bm=edge-{uuid.uuid4().hex[:12]}"
-            self.cookies.append((cookie, handler.headers.get("cookie") or "", getattr(handler, "body", None)))
-            handler.send_header("set-cookie", f"{cookie}; path=/; HttpOnly; SameSite=None")
+            cookies = (f"__cf_bm=edge-{uuid.uuid4().hex[:12]}", f"_cfuvid=visitor-{uuid.uuid4().hex[:12]}")
+            self.cookies.append((cookies, handler.headers.get("cookie") or "", getattr(handler, "body", None)))
+            handler.send_header("set-cookie", f"{cookies[0]}; path=/; expires=Thu, 01-Jan-2099 00:00:00 GMT; HttpOnly; SameSite=None")
+            handler.send_header("set-cookie", f"{cookies[1]}; path=/; HttpOnly; SameSite=None")
 
     def _stream(self, handler: Any, events: list[bytes]) -> None:
         handler.send_response(200)
