@@ -40,6 +40,7 @@ from .._secrets import redacted, scrubbed
 from .._types import Api
 from .bodies import BodyParser
 from .conversations import Exchange, Recorder
+from .encodings import decoded
 from .identity import BadRequest, Client
 from .log import ProxyLog, RequestRecord, provider_usage
 from .rounds import RELAYS, joined, recall_calls
@@ -159,9 +160,13 @@ class Proxy:
             raise RuntimeError("the proxy's upstream client is open only while the app runs")
         return self._clients[hash(key) % len(self._clients)]
 
-    def _upstream_request(self, request: Request, content: bytes) -> httpx.Request:
+    def _upstream_request(self, request: Request, content: bytes, *, as_sent: bool = False) -> httpx.Request:
+        """The request upstream with ``content``; ``as_sent``: the client's own bytes,
+        compressed as its ``content-encoding`` says (else the JSON the proxy wrote)."""
         # What is addressed to the proxy (a client key, a conversation's name) stays here.
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP and not k.lower().startswith("x-glyphpack-")]
+        if as_sent:
+            headers += [("content-encoding", coding) for coding in request.headers.getlist("content-encoding")]
         headers.append(("accept-encoding", "identity"))
         url = self.upstream + request.url.path + (f"?{request.url.query}" if request.url.query else "")
         return self.client().build_request(request.method, url, headers=headers, content=content)
@@ -175,9 +180,10 @@ class Proxy:
         forwarded = exchange.forwarded
         if exchange.api == "gemini":  # the model goes in the path, never in the body
             forwarded = {k: v for k, v in forwarded.items() if k != "model"}
-        content = raw if exchange.forwarded is exchange.body else json_bytes(forwarded)
+        as_sent = exchange.forwarded is exchange.body
+        content = raw if as_sent else json_bytes(forwarded)
         pool = self.client(exchange.session.conversation if exchange.session is not None else request.client)
-        return await pool.send(self._upstream_request(request, content), stream=True)
+        return await pool.send(self._upstream_request(request, content, as_sent=as_sent), stream=True)
 
     # ------------------------------------------------------------------ endpoints
 
@@ -233,7 +239,7 @@ class Proxy:
         def prepared() -> Exchange:
             # On a worker thread, the parse included: a long history's JSON takes
             # milliseconds, which on the event loop every other client would wait out.
-            body = _parsed(raw, self.bodies, client.secret)
+            body = _parsed(decoded(raw, request.headers.get("content-encoding")), self.bodies, client.secret)
             if model is not None and isinstance(body, dict):
                 body = {**body, "model": model}
             return self.recorder.prepare(api, body, self._summarizer(api, body, request), client)
@@ -466,7 +472,9 @@ class Proxy:
         raw = await request.body()
         try:
             client = self._client_of(request)
-            body = await run_in_threadpool(self.recorder.counted_body, "anthropic", _parsed(raw), client)
+            encoding = request.headers.get("content-encoding")
+            # On a worker thread: decoding and parsing may take milliseconds.
+            body = await run_in_threadpool(lambda: self.recorder.counted_body("anthropic", _parsed(decoded(raw, encoding)), client))
         except BadRequest as exc:
             return JSONResponse(error_body("anthropic", exc.status, f"glyphpack proxy: {exc}"), status_code=exc.status)
         try:
@@ -483,7 +491,7 @@ class Proxy:
         except BadRequest as exc:
             return _refused(exc)
         try:
-            upstream = await self.client(request.client).send(self._upstream_request(request, await request.body()), stream=True)
+            upstream = await self.client(request.client).send(self._upstream_request(request, await request.body(), as_sent=True), stream=True)
         except httpx.HTTPError as exc:
             return JSONResponse({"error": {"message": self._failed(exc)}}, status_code=502)
         return self._streamed(upstream)

@@ -650,6 +650,8 @@ class FakeUpstream:
         #: Each POST's headers as sent, repeats included (``headers`` keeps the last of a name).
         self.raw_headers: list[list[tuple[str, str]]] = []
         self.paths: list[str] = []
+        #: Each POST's content-encoding ("" for none): a body may come compressed.
+        self.encodings: list[str] = []
         #: Each POST's query string ("" for none): Gemini's clients may send their key there.
         self.queries: list[str] = []
         #: Every connection a POST came on, as its client's (host, port): a client that
@@ -702,6 +704,20 @@ class FakeUpstream:
         self.raw_headers.append([(k.lower(), v) for k, v in handler.headers.items()])
         length = int(handler.headers.get("content-length") or 0)
         raw = handler.rfile.read(length)
+        # A compressed body is read as the providers read it (Codex signed in with ChatGPT sends zstd).
+        encoding = (handler.headers.get("content-encoding") or "").strip().lower()
+        self.encodings.append(encoding)
+        if encoding not in ("", "identity", "zstd", "gzip"):
+            handler._reply(415, b'{"error":{"message":"unsupported content-encoding"}}')
+            return
+        if encoding == "zstd":
+            import zstandard
+
+            raw = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True).read()
+        elif encoding == "gzip":
+            import gzip
+
+            raw = gzip.decompress(raw)
         try:
             body = handler.body = json.loads(raw)
         except ValueError:
