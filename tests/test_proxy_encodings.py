@@ -95,7 +95,7 @@ def test_codex_zstd_request_is_recorded_and_goes_upstream_compressed_as_it_came(
         with Running(Proxy(Recorder(workspace, ProxySettings(context_window=200_000)), upstream.url, summarizer=None)) as proxy:
             response = httpx.post(proxy.url + "/v1/responses", content=raw, headers={"authorization": "Bearer sk-codex", "content-type": "application/json", "content-encoding": "zstd"})
         assert response.status_code == 200, response.text
-        assert upstream.encodings == ["zstd"] and upstream.model.requests == [json.loads(zstandard.ZstdDecompressor().decompress(raw))]
+        assert upstream.encodings == [("/v1/responses", "zstd")] and upstream.model.requests == [json.loads(zstandard.ZstdDecompressor().decompress(raw))]
         ((conversation, agent),) = workspace.transcripts()
         assert [m.text for m in workspace.load(conversation, agent).messages] == ["Which service failed first?", "auth"]
 

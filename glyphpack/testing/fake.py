@@ -650,8 +650,8 @@ class FakeUpstream:
         #: Each POST's headers as sent, repeats included (``headers`` keeps the last of a name).
         self.raw_headers: list[list[tuple[str, str]]] = []
         self.paths: list[str] = []
-        #: Each POST's content-encoding ("" for none): a body may come compressed.
-        self.encodings: list[str] = []
+        #: Each POST's path and content-encoding ("" for none): a body may come compressed.
+        self.encodings: list[tuple[str, str]] = []
         #: Each POST's query string ("" for none): Gemini's clients may send their key there.
         self.queries: list[str] = []
         #: Every connection a POST came on, as its client's (host, port): a client that
@@ -706,7 +706,7 @@ class FakeUpstream:
         raw = handler.rfile.read(length)
         # A compressed body is read as the providers read it (Codex signed in with ChatGPT sends zstd).
         encoding = (handler.headers.get("content-encoding") or "").strip().lower()
-        self.encodings.append(encoding)
+        self.encodings.append((path, encoding))
         if encoding not in ("", "identity", "zstd", "gzip"):
             handler._reply(415, b'{"error":{"message":"unsupported content-encoding"}}')
             return
