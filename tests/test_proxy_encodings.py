@@ -50,12 +50,12 @@ def test_codings_are_undone_last_first_and_identity_or_none_leaves_the_body_as_i
 
 
 def test_gzip_members_one_after_another_and_zstd_frames_one_after_another_are_one_body() -> None:
-    assert decoded(gzip.compress(b"abc") + gzip.compress(b"def"), "gzip") == b"abcdef"
+    assert decoded(gzip.compress(b"abc") + gzip.compress(b"def"), "gzip") == decoded(gzip.compress(b"abcdef"), "x-gzip") == b"abcdef"
     assert decoded(_zstd(b"abc") + _zstd(b"def"), "zstd") == b"abcdef"
 
 
 @pytest.mark.parametrize(("raw", "coding", "status", "words"), [
-    (b"{}", "br", 415, "'br' is not one the proxy reads"),
+    (b"{}", "br", 415, "'br' is not one the proxy reads (zstd, gzip, x-gzip, deflate)"),
     (b"{}", "zstd, compress", 415, "'compress'"),
     (b"not compressed at all", "zstd", 400, "does not decode as zstd"),
     (b"not compressed at all", "gzip", 400, "does not decode as gzip"),
@@ -63,7 +63,8 @@ def test_gzip_members_one_after_another_and_zstd_frames_one_after_another_are_on
     (gzip.compress(b"x" * 1000)[:-12], "gzip", 400, "ends inside its gzip stream"),
     (zlib.compress(b"x" * 1000) + b"tail", "deflate", 400, "bytes after its deflate stream"),
     (gzip.compress(b"x") + b"not a member", "gzip", 400, "does not decode as gzip"),
-], ids=["br", "compress", "not-zstd", "not-gzip", "not-deflate", "cut-gzip", "deflate-then-bytes", "gzip-then-bytes"])  # fmt: skip
+    (zlib.compress(b"x"), "gzip", 400, "does not decode as gzip"),  # zlib's wrapping is deflate's, not gzip's
+], ids=["br", "compress", "not-zstd", "not-gzip", "not-deflate", "cut-gzip", "deflate-then-bytes", "gzip-then-bytes", "zlib-as-gzip"])  # fmt: skip
 def test_a_body_that_does_not_decode_is_refused_saying_why(raw: bytes, coding: str, status: int, words: str) -> None:
     with pytest.raises(BadRequest) as refused:
         decoded(raw, coding)
@@ -77,6 +78,54 @@ def test_a_body_may_decode_to_the_limit_and_not_a_byte_past_it(coding: str) -> N
     with pytest.raises(BadRequest) as refused:
         decoded(ENCODERS[coding](b"\0" * (limit + 1)), coding, limit)
     assert refused.value.status == 413 and "more than 3,145,733 bytes" in str(refused.value)
+
+
+@pytest.mark.parametrize("coding", sorted(ENCODERS))
+def test_a_bomb_is_never_decoded_past_the_limit(coding: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each step asks the decoder for no more than the limit leaves: a few kilobytes
+    that stand for 64 MB stop at the limit, whatever the members or frames."""
+    from glyphpack._proxy import encodings
+
+    limit, asked = 1 << 20, []
+    real_zlib, real_zstd = encodings.zlib.decompressobj, encodings.zstandard.ZstdDecompressor
+
+    class Counted:
+        def __init__(self, inner: Any):
+            self.inner = inner
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+        def decompress(self, data: bytes, max_length: int = 0) -> bytes:
+            asked.append(max_length)
+            return self.inner.decompress(data, max_length)
+
+        def stream_reader(self, *args: Any, **kwargs: Any) -> Any:
+            reader = self.inner.stream_reader(*args, **kwargs)
+            real_read = reader.read
+
+            class Reader:
+                def __enter__(self) -> Reader:
+                    return self
+
+                def __exit__(self, *exc: object) -> None:
+                    reader.close()
+
+                def read(self, size: int) -> bytes:
+                    asked.append(size)
+                    return real_read(size)
+
+            return Reader()
+
+    monkeypatch.setattr(encodings.zlib, "decompressobj", lambda wbits: Counted(real_zlib(wbits)))
+    monkeypatch.setattr(encodings.zstandard, "ZstdDecompressor", lambda: Counted(real_zstd()))
+    bomb = ENCODERS[coding](b"\0" * (64 << 20))
+    with pytest.raises(BadRequest) as refused:
+        decoded(bomb, coding, limit)
+    half = b"\0" * (limit // 2 + 1)  # two gzip members that pass the limit only together
+    with pytest.raises(BadRequest, match="more than"):
+        decoded(gzip.compress(half) + gzip.compress(half), "gzip", limit)
+    assert refused.value.status == 413 and asked and all(0 < size <= limit + 1 for size in asked), asked
 
 
 def _responses_body(text: str) -> Json:

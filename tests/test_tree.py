@@ -297,3 +297,13 @@ def test_read_connections_are_reused_and_closed_with_the_tree(tmp_path) -> None:
         readers[0].execute("SELECT 1")
     with pytest.raises(StoreError):  # as before: a closed tree reads nothing
         tree.conversation(conversation)
+
+
+def test_a_read_that_sqlite_refuses_says_why_on_either_connection(tmp_path) -> None:
+    tree = SessionTree(tmp_path / "tree.db")
+    conversation = tree.create("c1")
+    with pytest.raises(StoreError, match="no such table: nowhere"):
+        tree._db.query("SELECT * FROM nowhere")  # a reader's
+    with tree._write(conversation), pytest.raises(StoreError, match="no such table: nowhere"):
+        tree._db.query("SELECT * FROM nowhere")  # the writer's, inside its transaction
+    tree.close()

@@ -63,22 +63,20 @@ def _zstd(data: bytes, limit: int) -> bytes:
 
 
 def _zlib(data: bytes, coding: str, wbits: int, limit: int) -> bytes:
-    """gzip (members one after another, as gzip writes them) or zlib-wrapped deflate."""
+    """gzip (members one after another, as gzip writes them) or zlib-wrapped deflate,
+    never asked for more than the limit leaves (a bomb stops at ``limit + 1`` bytes)."""
     chunks: list[bytes] = []
     size = 0
     rest = data
     try:
         while True:
             decoder = zlib.decompressobj(wbits)
-            pending = rest
-            while pending:
-                chunk = decoder.decompress(pending, limit + 1 - size)
-                chunks.append(chunk)
-                size += len(chunk)
-                if size > limit:
-                    raise _too_large(limit)
-                pending = decoder.unconsumed_tail
-            if not decoder.eof:
+            chunk = decoder.decompress(rest, limit + 1 - size)
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(limit)
+            if not decoder.eof:  # (output left undecoded would have passed the limit above)
                 raise BadRequest(f"the request body ends inside its {coding} stream")
             rest = decoder.unused_data
             if not rest or coding != "gzip":
