@@ -6,6 +6,10 @@ turn boundary: the request ends on the user's message or the tool results). A re
 that continues nothing starts a new conversation; one whose first user message carries
 a subagent call's prompt is that subagent, an agent of the caller's conversation.
 
+A Responses request that names the answer it continues (``previous_response_id``: the
+provider holds the conversation) is read as that answer's recorded history followed by
+its input.
+
 What goes upstream is the client's own body, untouched, until a compaction is in force;
 from then on its history is the session's view (the persisted compaction, then the
 messages after it), with the client's system prompt, tools and every other field as the
@@ -73,6 +77,9 @@ RECALL_ROUNDS = 8
 #: got before it was: ``answer_due``); past it the request goes on, and the answer is
 #: stored as the client sent it back.
 ANSWER_WAIT = 10.0
+#: Responses' response ids remembered (the most recent), each the answer a request with
+#: ``previous_response_id`` continues: past it, one that old passes through unrecorded.
+RESPONSES_KEPT = 100_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,6 +151,8 @@ class Recorder:
         self.reader = RequestReader()
         self._sessions: collections.OrderedDict[Key, Session] = collections.OrderedDict()
         self._answers_due: dict[Key, tuple[Exchange, threading.Event]] = {}
+        # Responses' response ids -> the answer each stands for (``_with_history``).
+        self._responses: collections.OrderedDict[str, tuple[Key, str]] = collections.OrderedDict()
 
     def index_workspace(self) -> int:
         """Index every stored history; how many (``HistoryIndex.index_workspace``)."""
@@ -166,7 +175,15 @@ class Recorder:
         the provider's to judge) passes through as it came, with a note on stderr.
         ``summarizer`` (this request's: it carries the caller's key) is the session's
         last rung."""
-        request, history, chain = self.reader.read(api, body, client.secret)
+        whole = self._with_history(api, body, client)
+        if whole is None:
+            note = "not recorded: it continues a response this proxy did not record (previous_response_id): its history is the provider's"
+            print(f"glyphpack proxy: {note}", file=sys.stderr)
+            return Exchange(api, body, body, note=note)  # type: ignore[arg-type]  # (an object: _with_history says so)
+        request, history, chain = self.reader.read(api, whole, client.secret)
+        # The client's own body is what goes upstream below the threshold, continuing the
+        # provider's stored response; the whole history is what is recorded.
+        request = body if whole is not body else request  # type: ignore[assignment]
         try:
             if isinstance(history, HistoryError):
                 raise history
@@ -178,6 +195,42 @@ class Recorder:
             note = f"not recorded: {without_values(exc)}" if isinstance(exc, GlyphpackError) else "not recorded: nested too deep to record"
             print(f"glyphpack proxy: {note}", file=sys.stderr)
             return Exchange(api, request, request, note=note)
+
+    def _with_history(self, api: Api, body: object, client: Client) -> object | None:
+        """``body`` as the history reader takes it. A Responses request that continues a
+        stored response (``previous_response_id``: the provider holds the conversation,
+        the client sends only what is new) gets the history that response ended, as this
+        proxy recorded it, before its input. None when this proxy recorded no such answer
+        for this client (another proxy's, one from before a restart, another client's)."""
+        if api != "openai-responses" or not isinstance(body, dict) or "previous_response_id" not in body:
+            return body
+        previous = body["previous_response_id"]
+        with self._lock:
+            found = self._responses.get(previous) if isinstance(previous, str) else None
+        if found is None or not self.histories.owns(client, found[0][0]):
+            return None
+        if not found[1]:  # an answer the client got before it was recorded (``answer_due``)
+            self._await_answer(found[0])
+            with self._lock:
+                found = self._responses.get(previous, found)
+        key, answer = found
+        held = self._held(key)
+        ends = [n for n, message in enumerate(held) if message.id == answer]
+        if not ends:  # the conversation went back past that answer since
+            return None
+        _, items = provider_api(api).to_wire([m for m in held[: ends[0] + 1] if m.role != "system"])
+        new = body.get("input")
+        return {**body, "input": [*items, *([{"role": "user", "content": new}] if isinstance(new, str) else new if isinstance(new, list) else [])]}
+
+    def _answered_by(self, api: Api, response: Json, key: Key, session: Session) -> None:
+        """Remember which answer a Responses response id stands for (the last message of
+        ``session``, just added), for a request that continues it (``_with_history``)."""
+        if api == "openai-responses" and isinstance(response.get("id"), str):
+            with self._lock:
+                self._responses[response["id"]] = (key, session.messages[-1].id)
+                self._responses.move_to_end(response["id"])
+                while len(self._responses) > RESPONSES_KEPT:
+                    self._responses.popitem(last=False)
 
     def _named(self, client: Client) -> Client:
         """``client`` with the conversation it names as the workspace keeps it: the plain
@@ -285,6 +338,9 @@ class Recorder:
                 extra = built_text[len(own) + 2 :] if own and built_text.startswith(own + "\n\n") else built_text
                 developer = {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": extra}]}
                 forwarded["input"] = [developer, *forwarded["input"]]
+        if api == "openai-responses":
+            # The whole view goes, so the provider's stored conversation must not go first too.
+            forwarded.pop("previous_response_id", None)
         if offers_recall(api, body):
             forwarded["tools"] = [*(body.get("tools") or ()), recall_tool(api)]
         if api == "anthropic":
@@ -347,6 +403,7 @@ class Recorder:
                 if exchange.recall:
                     response = marked(exchange.api, response, recall_id_prefix())
                 session.add_response(response, exchange.api)
+                self._answered_by(exchange.api, response, key, session)
                 pending = session.pending_calls
                 if not (exchange.recall and pending and exchange.rounds + 1 < RECALL_ROUNDS and all(c.name == RECALL_TOOL for c in pending)):
                     self.histories.remember(key, session.messages)
@@ -376,7 +433,7 @@ class Recorder:
                 following.forwarded["tool_choice"] = {"type": "none"} if exchange.api == "anthropic" else "none"
             return following
 
-    def answer_due(self, exchange: Exchange) -> bool:
+    def answer_due(self, exchange: Exchange, response: Json | None = None) -> bool:
         """Whether ``exchange``'s answer may go to the client before ``finish`` records it
         (call ``finish`` then, whatever happens): when no recall round can follow and the
         conversation is stored already, so that a proxy on the same workspace that gets
@@ -384,12 +441,16 @@ class Recorder:
         sends it back (a new conversation's first answer is recorded before it is sent:
         the next request, anywhere, finds it). A request this proxy matches to the
         conversation meanwhile waits for the record (``ANSWER_WAIT`` at most), so the
-        answer is stored as the upstream sent it (its usage, its ids)."""
+        answer is stored as the upstream sent it (its usage, its ids); so does one that
+        names ``response``'s Responses id (``previous_response_id``)."""
         session = exchange.session
         if session is None or exchange.recall or session.revision == 0:
             return False
         with self._lock:
             self._answers_due[_key(session)] = (exchange, threading.Event())
+            if exchange.api == "openai-responses" and isinstance((response or {}).get("id"), str):
+                # A request that continues it by its id waits for the record too (no answer yet: "").
+                self._responses[response["id"]] = (_key(session), "")  # type: ignore[index]
         return True
 
     def _await_answer(self, key: Key) -> None:

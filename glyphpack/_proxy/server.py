@@ -301,7 +301,7 @@ class Proxy:
         """A whole (not streamed) answer, recorded, and the rounds that answer recalls."""
         api = exchange.api
         content, data = await self._read(upstream)
-        if data is not None and self.recorder.answer_due(exchange):
+        if data is not None and self.recorder.answer_due(exchange, data):
             # The client gets the answer first; it is recorded after (``answer_due``).
             self._logged(owner, exchange, upstream.status_code, started, [data])
             return _with_headers_of(upstream, _RecordedAfter(content, upstream.status_code, self._recording(exchange, data)))

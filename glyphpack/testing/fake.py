@@ -181,6 +181,9 @@ class FakeModel:
     paths: list[str] = dataclasses.field(default_factory=list)
     signed: dict[str, str] = dataclasses.field(default_factory=dict)  # Gemini call id -> the signature it issued
     encrypted: dict[str, str] = dataclasses.field(default_factory=dict)  # Responses reasoning id -> its encrypted content
+    #: Responses stored by id (``store`` not false, as the API's default keeps them): the
+    #: input they answered and their output, which ``previous_response_id`` continues.
+    stored: dict[str, list[Json]] = dataclasses.field(default_factory=dict)
     answered: int = 0
     on_request: Callable[[int], None] | None = None
     #: Characters of each Responses reasoning item's encrypted content (a real one runs
@@ -229,6 +232,14 @@ class FakeModel:
             return error_response(api, int(fault), "overloaded" if fault == "529" else "key")
         if fault == "413":
             return error_response(api, 413, "bytes")
+        if api == "openai-responses" and isinstance(body.get("input"), str):  # a string is one user message
+            body = {**body, "input": [{"role": "user", "content": body["input"]}]}
+        if api == "openai-responses" and "previous_response_id" in body:
+            # The conversation the API holds goes first, as the model sees it.
+            previous = body["previous_response_id"]
+            if previous not in self.stored:
+                return error_response(api, 400, "invalid", message=f"Previous response with id '{previous}' not found.")
+            body = {**body, "input": [*self.stored[previous], *(body.get("input") or [])]}
         check = {"anthropic": _check_anthropic, "openai-chat": _check_chat, "openai-responses": _check_responses, "gemini": _check_gemini}
         problem = check[api](body) or (_check_gemini_3(body, self.signed) if api == "gemini" and GEMINI_3.search(path) else None)
         problem = problem or (_check_reasoning(body, self.encrypted) if api == "openai-responses" else None)
@@ -251,6 +262,8 @@ class FakeModel:
             reasoning = answer["output"][0]
             sealed = "gAAAA" + "".join(uuid.uuid4().hex for _ in range(max(1, -(-(self.reasoning_chars - 5) // 32))))
             reasoning["encrypted_content"] = self.encrypted[reasoning["id"]] = sealed[: max(37, self.reasoning_chars)]
+        if api == "openai-responses" and body.get("store") is not False:
+            self.stored[answer["id"]] = [*(body.get("input") or []), *answer["output"]]
         if api == "gemini":  # what it signed must come back signed, as it was
             for part in answer["candidates"][0]["content"]["parts"]:
                 if "thoughtSignature" in part:

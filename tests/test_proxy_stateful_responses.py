@@ -1,0 +1,95 @@
+"""A Responses client that lets the provider hold the conversation: each request sends
+only what is new, with ``previous_response_id`` naming the answer it continues (the
+OpenAI SDK's documented way to keep state). The proxy records the whole conversation
+(the history that answer ended, as it recorded it, then the new input), passes the
+client's own body on below the threshold, and once a compaction is in force sends its
+view instead, without ``previous_response_id``. ``FakeUpstream`` holds stored responses
+as the API does (and refuses an id it never issued)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("starlette")
+import openai
+
+from glyphpack import Workspace
+from glyphpack._proxy.conversations import ProxySettings, Recorder
+from glyphpack._proxy.server import Proxy, Running
+from glyphpack.testing.fake import FakeModel, FakeUpstream, Turn, count_tokens
+from tests.test_proxy import _tool_output
+
+MODEL = "gpt-5.4"
+
+
+def _client(url: str, key: str = "sk-stateful") -> Any:
+    return openai.OpenAI(base_url=url + "/v1", api_key=key, max_retries=0)
+
+
+def _turns(client: Any, calls: int, first: str = "Which service failed first? Read every log.") -> list[Any]:
+    """A loop that sends only what is new: the task, then each call's output, each
+    request naming the response before it."""
+    responses = [client.responses.create(model=MODEL, input=first)]
+    for _ in range(calls):
+        (call,) = [item for item in responses[-1].output if item.type == "function_call"]
+        output = {"type": "function_call_output", "call_id": call.call_id, "output": _tool_output(call.arguments)}
+        responses.append(client.responses.create(model=MODEL, previous_response_id=responses[-1].id, input=[output]))
+    return responses
+
+
+def _script(calls: int) -> list[Turn]:
+    return [Turn(text=f"Reading log {i}.", calls=(("read", {"path": f"svc{i}.log"}),)) for i in range(calls)] + [Turn(text="auth failed first.")]
+
+
+def test_a_conversation_the_provider_holds_is_recorded_whole_and_forwarded_as_the_client_sent_it(tmp_path: Path) -> None:
+    model = FakeModel(_script(3))
+    with FakeUpstream(model) as upstream, Workspace(tmp_path) as workspace:
+        with Running(Proxy(Recorder(workspace, ProxySettings(context_window=200_000)), upstream.url, summarizer=None)) as proxy:
+            responses = _turns(_client(proxy.url), 3)
+            follow = _client(proxy.url).responses.create(model=MODEL, previous_response_id=responses[-1].id, input="And which one after it?")
+        ((conversation, agent),) = workspace.transcripts()
+        stored = workspace.load(conversation, agent).messages
+    assert responses[-1].output_text == "auth failed first." and follow.output_text == "auth failed first."
+    assert set(model.statuses) == {200}
+    # Upstream, each request as the client sent it: only what is new, after the response it names.
+    assert [len(body["input"]) if isinstance(body["input"], list) else 1 for body in model.requests] == [1, 1, 1, 1, 1]
+    assert [body.get("previous_response_id") for body in model.requests] == [None, *(r.id for r in responses)]
+    # Recorded: one conversation, every message in order, each call with its real output.
+    assert [m.role for m in stored] == ["user", *["assistant", "tool"] * 3, "assistant", "user", "assistant"]
+    assert [r.text for m in stored for r in m.tool_results] == [_tool_output(f'{{"path": "svc{i}.log"}}') for i in range(3)]
+    assert stored[-2].text == "And which one after it?"
+
+
+def test_with_a_compaction_in_force_the_view_goes_instead_of_the_providers_conversation(tmp_path: Path) -> None:
+    calls = 14
+    model = FakeModel(_script(calls))
+    settings = ProxySettings(context_window=40_000, threshold=12_000)
+    with FakeUpstream(model) as upstream, Workspace(tmp_path) as workspace:
+        with Running(Proxy(Recorder(workspace, settings), upstream.url, summarizer=None)) as proxy:
+            responses = _turns(_client(proxy.url), calls)
+        ((conversation, agent),) = workspace.transcripts()
+        stored = workspace.load(conversation, agent).messages
+    assert responses[-1].output_text == "auth failed first." and set(model.statuses) == {200}
+    built = [n for n, body in enumerate(model.requests) if "previous_response_id" not in body][1:]  # the first has none to name
+    assert built and built == list(range(built[0], calls + 1))  # from the first compaction on, every request
+    # What went then is the view with the new output: its calls answered, less than the whole.
+    whole = count_tokens({"model": MODEL, "input": model.stored[responses[built[0] - 1].id]})
+    assert all(count_tokens(model.requests[n]) < whole for n in built)
+    assert sum(len(m.tool_calls) for m in stored) == calls and len([m for m in stored if m.role == "tool"]) == calls
+
+
+def test_a_response_this_proxy_did_not_record_or_another_clients_passes_unrecorded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = FakeModel([Turn(text="first."), Turn(text="second.")])
+    with FakeUpstream(model) as upstream, Workspace(tmp_path) as workspace:
+        with Running(Proxy(Recorder(workspace, ProxySettings(context_window=200_000)), upstream.url, summarizer=None)) as proxy:
+            mine = _client(proxy.url).responses.create(model=MODEL, input="A task of mine.")
+            with pytest.raises(openai.BadRequestError, match="not found"):  # the provider's answer, as it sent it
+                _client(proxy.url).responses.create(model=MODEL, previous_response_id="resp_unknown", input="Go on.")
+            theirs = _client(proxy.url, "sk-someone-else").responses.create(model=MODEL, previous_response_id=mine.id, input="Injected words.")
+        stored = [m.text for key in workspace.transcripts() for m in workspace.load(*key).messages]
+    assert theirs.output_text == "second."  # the provider's to allow; the proxy keeps it out of the first client's conversation
+    assert stored == ["A task of mine.", "first."]
+    assert capsys.readouterr().err.count("continues a response this proxy did not record") == 2
