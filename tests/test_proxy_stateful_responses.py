@@ -81,15 +81,21 @@ def test_with_a_compaction_in_force_the_view_goes_instead_of_the_providers_conve
     assert sum(len(m.tool_calls) for m in stored) == calls and len([m for m in stored if m.role == "tool"]) == calls
 
 
-def test_a_response_this_proxy_did_not_record_or_another_clients_passes_unrecorded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    model = FakeModel([Turn(text="first."), Turn(text="second.")])
+def test_a_response_this_proxy_did_not_record_or_another_clients_is_not_joined(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Its new input is recorded on its own (every word kept, as before ids were read),
+    the request goes as the client sent it, and no later request joins its answer: the
+    proxy never holds that conversation, so it must never send a view of it."""
+    model = FakeModel([Turn(text="first."), Turn(text="second."), Turn(text="third.")])
     with FakeUpstream(model) as upstream, Workspace(tmp_path) as workspace:
         with Running(Proxy(Recorder(workspace, ProxySettings(context_window=200_000)), upstream.url, summarizer=None)) as proxy:
             mine = _client(proxy.url).responses.create(model=MODEL, input="A task of mine.")
             with pytest.raises(openai.BadRequestError, match="not found"):  # the provider's answer, as it sent it
                 _client(proxy.url).responses.create(model=MODEL, previous_response_id="resp_unknown", input="Go on.")
-            theirs = _client(proxy.url, "sk-someone-else").responses.create(model=MODEL, previous_response_id=mine.id, input="Injected words.")
-        stored = [m.text for key in workspace.transcripts() for m in workspace.load(*key).messages]
+            other = _client(proxy.url, "sk-someone-else")
+            theirs = other.responses.create(model=MODEL, previous_response_id=mine.id, input="Injected words.")
+            other.responses.create(model=MODEL, previous_response_id=theirs.id, input="More of them.")
+        stored = sorted([m.text for m in workspace.load(*key).messages] for key in workspace.transcripts())
     assert theirs.output_text == "second."  # the provider's to allow; the proxy keeps it out of the first client's conversation
-    assert stored == ["A task of mine.", "first."]
-    assert capsys.readouterr().err.count("continues a response this proxy did not record") == 2
+    assert stored == [["A task of mine.", "first."], ["Go on."], ["Injected words.", "second."], ["More of them.", "third."]]
+    assert [body.get("previous_response_id") for body in model.requests] == [None, "resp_unknown", mine.id, theirs.id]
+    assert capsys.readouterr().err.count("continues a response this proxy did not record") == 3

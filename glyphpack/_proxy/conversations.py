@@ -115,6 +115,8 @@ class Exchange:
     report: RequestReport | None = None
     #: Whether ``forwarded`` offers the model ``glyphpack_recall`` (the proxy answers it).
     recall: bool = False
+    #: Whether a later request may continue its answer by the answer's Responses id.
+    joined: bool = True
     #: Upstream rounds this client request took before this one (each after a recall).
     rounds: int = 0
     #: Estimated tokens of the client's whole history and of what is forwarded (None:
@@ -176,11 +178,11 @@ class Recorder:
         ``summarizer`` (this request's: it carries the caller's key) is the session's
         last rung."""
         whole = self._with_history(api, body, client)
-        if whole is None:
-            note = "not recorded: it continues a response this proxy did not record (previous_response_id): its history is the provider's"
-            print(f"glyphpack proxy: {note}", file=sys.stderr)
-            return Exchange(api, body, body, note=note)  # type: ignore[arg-type]  # (an object: _with_history says so)
-        request, history, chain = self.reader.read(api, whole, client.secret)
+        joined = whole is not None or not isinstance(body, dict) or "previous_response_id" not in body
+        if not joined:
+            print("glyphpack proxy: it continues a response this proxy did not record (previous_response_id): "
+                  "its new input recorded on its own, the request passed on as it came", file=sys.stderr)  # fmt: skip
+        request, history, chain = self.reader.read(api, body if whole is None else whole, client.secret)
         # The client's own body is what goes upstream below the threshold, continuing the
         # provider's stored response; the whole history is what is recorded.
         request = body if whole is not body else request  # type: ignore[assignment]
@@ -188,7 +190,12 @@ class Recorder:
             if isinstance(history, HistoryError):
                 raise history
             assert chain is not None  # a history read has its digests
-            return self._prepare(api, request, history, chain, summarizer, client)
+            exchange = self._prepare(api, request, history, chain, summarizer, client)
+            if not joined:
+                # The provider holds its history: whatever the session built, the client's
+                # body goes as it came, and no later request joins its answer.
+                exchange.forwarded, exchange.recall, exchange.joined = exchange.body, False, False
+            return exchange
         except BadRequest:
             raise
         except (GlyphpackError, RecursionError) as exc:
@@ -201,7 +208,8 @@ class Recorder:
         stored response (``previous_response_id``: the provider holds the conversation,
         the client sends only what is new) gets the history that response ended, as this
         proxy recorded it, before its input. None when this proxy recorded no such answer
-        for this client (another proxy's, one from before a restart, another client's)."""
+        for this client (another proxy's, one from before a restart, another client's):
+        its input is then recorded on its own and the request passes on as it came."""
         if api != "openai-responses" or not isinstance(body, dict) or "previous_response_id" not in body:
             return body
         previous = body["previous_response_id"]
@@ -403,7 +411,8 @@ class Recorder:
                 if exchange.recall:
                     response = marked(exchange.api, response, recall_id_prefix())
                 session.add_response(response, exchange.api)
-                self._answered_by(exchange.api, response, key, session)
+                if exchange.joined:
+                    self._answered_by(exchange.api, response, key, session)
                 pending = session.pending_calls
                 if not (exchange.recall and pending and exchange.rounds + 1 < RECALL_ROUNDS and all(c.name == RECALL_TOOL for c in pending)):
                     self.histories.remember(key, session.messages)
@@ -448,7 +457,7 @@ class Recorder:
             return False
         with self._lock:
             self._answers_due[_key(session)] = (exchange, threading.Event())
-            if exchange.api == "openai-responses" and isinstance((response or {}).get("id"), str):
+            if exchange.api == "openai-responses" and exchange.joined and isinstance((response or {}).get("id"), str):
                 # A request that continues it by its id waits for the record too (no answer yet: "").
                 self._responses[response["id"]] = (_key(session), "")  # type: ignore[index]
         return True
