@@ -47,9 +47,11 @@ def _script(calls: int) -> list[Turn]:
 def test_a_conversation_the_provider_holds_is_recorded_whole_and_forwarded_as_the_client_sent_it(tmp_path: Path) -> None:
     model = FakeModel(_script(3))
     with FakeUpstream(model) as upstream, Workspace(tmp_path) as workspace:
-        with Running(Proxy(Recorder(workspace, ProxySettings(context_window=200_000)), upstream.url, summarizer=None)) as proxy:
+        recorder = Recorder(workspace, ProxySettings(context_window=200_000))
+        with Running(Proxy(recorder, upstream.url, summarizer=None)) as proxy:
             responses = _turns(_client(proxy.url), 3)
             follow = _client(proxy.url).responses.create(model=MODEL, previous_response_id=responses[-1].id, input="And which one after it?")
+        assert recorder._responses_due == {}  # each answer sent first, then recorded, is forgotten there
         ((conversation, agent),) = workspace.transcripts()
         stored = workspace.load(conversation, agent).messages
     assert responses[-1].output_text == "auth failed first." and follow.output_text == "auth failed first."
@@ -99,3 +101,33 @@ def test_a_response_this_proxy_did_not_record_or_another_clients_is_not_joined(t
     assert stored == [["A task of mine.", "first."], ["Go on."], ["Injected words.", "second."], ["More of them.", "third."]]
     assert [body.get("previous_response_id") for body in model.requests] == [None, "resp_unknown", mine.id, theirs.id]
     assert capsys.readouterr().err.count("continues a response this proxy did not record") == 3
+
+
+def test_a_restarted_proxy_joins_a_response_the_one_before_it_recorded(tmp_path: Path) -> None:
+    """The answer is stored under its response's id, so a proxy started anew on the
+    workspace (or another proxy on it) finds it in the tree."""
+    model = FakeModel([Turn(text="first."), Turn(text="second."), Turn(text="third.")])
+    settings = ProxySettings(context_window=200_000)
+    with FakeUpstream(model) as upstream:
+        with Workspace(tmp_path) as workspace, Running(Proxy(Recorder(workspace, settings), upstream.url, summarizer=None)) as proxy:
+            first = _client(proxy.url).responses.create(model=MODEL, input="A task.")
+            second = _client(proxy.url).responses.create(model=MODEL, previous_response_id=first.id, input="More.")
+        with Workspace(tmp_path) as workspace, Running(Proxy(Recorder(workspace, settings), upstream.url, summarizer=None)) as proxy:
+            _client(proxy.url).responses.create(model=MODEL, previous_response_id=second.id, input="Last.")
+    with Workspace(tmp_path) as workspace:  # once the proxy has stopped (an answer is recorded after the client has it)
+        stored = [[m.text for m in workspace.load(*key).messages] for key in workspace.transcripts()]
+    assert stored == [["A task.", "first.", "More.", "second.", "Last.", "third."]]
+    assert [body.get("previous_response_id") for body in model.requests] == [None, first.id, second.id]  # as the client sent them
+
+
+def test_a_response_id_the_workspace_holds_already_is_not_taken_again(tmp_path: Path) -> None:
+    """A server that numbers its responses anew (a restarted local one, another
+    deployment) reuses an id: the second answer is stored under an id of its own."""
+    settings = ProxySettings(context_window=200_000)
+    for task, answer in (("A task.", "first."), ("Another task.", "second.")):
+        with FakeUpstream(FakeModel([Turn(text=answer)])) as upstream, Workspace(tmp_path) as workspace:
+            with Running(Proxy(Recorder(workspace, settings), upstream.url, summarizer=None)) as proxy:
+                assert _client(proxy.url).responses.create(model=MODEL, input=task).id == "resp_1"
+    with Workspace(tmp_path) as workspace:
+        stored = sorted([m.text for m in workspace.load(*key).messages] for key in workspace.transcripts())
+    assert stored == [["A task.", "first."], ["Another task.", "second."]]

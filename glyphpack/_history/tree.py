@@ -139,6 +139,11 @@ class SessionTree:
     def tip(self, conversation: str) -> str | None:
         return self.conversation(conversation).tip
 
+    def conversation_of(self, message_id: str) -> str | None:
+        """The conversation that holds message ``message_id``, None when none does."""
+        found = self._query("SELECT conversation FROM messages WHERE id = ?", (message_id,))
+        return found[0][0] if found else None
+
     def node(self, message_id: str) -> Node:
         found = self._query("SELECT body, parent, conversation FROM messages WHERE id = ?", (message_id,))
         row = found[0] if found else None

@@ -77,8 +77,8 @@ RECALL_ROUNDS = 8
 #: got before it was: ``answer_due``); past it the request goes on, and the answer is
 #: stored as the client sent it back.
 ANSWER_WAIT = 10.0
-#: Responses' response ids remembered (the most recent), each the answer a request with
-#: ``previous_response_id`` continues: past it, one that old passes through unrecorded.
+#: Responses answers this process remembers by their response's id (the most recent); an
+#: older one is found in the tree once saved.
 RESPONSES_KEPT = 100_000
 
 
@@ -153,8 +153,10 @@ class Recorder:
         self.reader = RequestReader()
         self._sessions: collections.OrderedDict[Key, Session] = collections.OrderedDict()
         self._answers_due: dict[Key, tuple[Exchange, threading.Event]] = {}
-        # Responses' response ids -> the answer each stands for (``_with_history``).
-        self._responses: collections.OrderedDict[str, tuple[Key, str]] = collections.OrderedDict()
+        # The Responses ids of answers sent before they are recorded (``answer_due``), and
+        # of those this process recorded (the most recent: the tree has the saved ones).
+        self._responses_due: dict[str, Key] = {}
+        self._responses: dict[str, Key] = {}
 
     def index_workspace(self) -> int:
         """Index every stored history; how many (``HistoryIndex.index_workspace``)."""
@@ -213,32 +215,41 @@ class Recorder:
         if api != "openai-responses" or not isinstance(body, dict) or "previous_response_id" not in body:
             return body
         previous = body["previous_response_id"]
-        with self._lock:
-            found = self._responses.get(previous) if isinstance(previous, str) else None
-        if found is None or not self.histories.owns(client, found[0][0]):
+        if not isinstance(previous, str):
             return None
-        if not found[1]:  # an answer the client got before it was recorded (``answer_due``)
-            self._await_answer(found[0])
-            with self._lock:
-                found = self._responses.get(previous, found)
-        key, answer = found
-        held = self._held(key)
-        ends = [n for n, message in enumerate(held) if message.id == answer]
-        if not ends:  # the conversation went back past that answer since
+        with self._lock:
+            due = self._responses_due.get(previous)
+        if due is not None:  # an answer the client got before it was recorded (``answer_due``)
+            self._await_answer(due)
+        with self._lock:
+            known = self._responses.get(previous)
+        # The answer is stored under the response's id (``_finish``): found in the tree
+        # whichever proxy recorded it, before a restart too, once saved (an answer whose
+        # calls wait for their results is saved with them).
+        conversation = known[0] if known is not None else self.workspace.tree.conversation_of(previous)
+        if conversation is None or not self.histories.owns(client, conversation):
+            return None
+        for key in [known] if known is not None else [k for k in self.workspace.transcripts() if k[0] == conversation]:
+            held = self._held(key)
+            ends = [n for n, message in enumerate(held) if message.id == previous]
+            if ends:
+                break
+        else:  # the conversation went back past that answer since
             return None
         _, items = provider_api(api).to_wire([m for m in held[: ends[0] + 1] if m.role != "system"])
         new = body.get("input")
         return {**body, "input": [*items, *([{"role": "user", "content": new}] if isinstance(new, str) else new if isinstance(new, list) else [])]}
 
-    def _answered_by(self, api: Api, response: Json, key: Key, session: Session) -> None:
-        """Remember which answer a Responses response id stands for (the last message of
-        ``session``, just added), for a request that continues it (``_with_history``)."""
-        if api == "openai-responses" and isinstance(response.get("id"), str):
-            with self._lock:
-                self._responses[response["id"]] = (key, session.messages[-1].id)
-                self._responses.move_to_end(response["id"])
-                while len(self._responses) > RESPONSES_KEPT:
-                    self._responses.popitem(last=False)
+    def _answer_id(self, exchange: Exchange, response: Json, session: Session) -> str | None:
+        """The id a Responses answer is stored under: its response's, so that a request
+        continuing it by that id finds it (``_with_history``), unless the tree or the
+        session holds that id already (a server that numbers its responses anew)."""
+        found = response.get("id")
+        if exchange.api != "openai-responses" or not exchange.joined or not isinstance(found, str) or not found:
+            return None
+        if any(m.id == found for m in session.messages) or self.workspace.tree.conversation_of(found) is not None:
+            return None
+        return found
 
     def _named(self, client: Client) -> Client:
         """``client`` with the conversation it names as the workspace keeps it: the plain
@@ -397,6 +408,8 @@ class Recorder:
             return self._finish(exchange, response)
         finally:
             self._answered(exchange)
+            with self._lock:
+                self._responses_due.pop(response.get("id"), None)  # type: ignore[arg-type]
 
     def _finish(self, exchange: Exchange, response: Json) -> Exchange | None:
         session = exchange.session
@@ -410,9 +423,13 @@ class Recorder:
             try:
                 if exchange.recall:
                     response = marked(exchange.api, response, recall_id_prefix())
-                session.add_response(response, exchange.api)
-                if exchange.joined:
-                    self._answered_by(exchange.api, response, key, session)
+                answer_id = self._answer_id(exchange, response, session)
+                session.add_response(response, exchange.api, id=answer_id)
+                if answer_id is not None:
+                    with self._lock:
+                        self._responses[answer_id] = key
+                        while len(self._responses) > RESPONSES_KEPT:
+                            del self._responses[next(iter(self._responses))]
                 pending = session.pending_calls
                 if not (exchange.recall and pending and exchange.rounds + 1 < RECALL_ROUNDS and all(c.name == RECALL_TOOL for c in pending)):
                     self.histories.remember(key, session.messages)
@@ -458,8 +475,8 @@ class Recorder:
         with self._lock:
             self._answers_due[_key(session)] = (exchange, threading.Event())
             if exchange.api == "openai-responses" and exchange.joined and isinstance((response or {}).get("id"), str):
-                # A request that continues it by its id waits for the record too (no answer yet: "").
-                self._responses[response["id"]] = (_key(session), "")  # type: ignore[index]
+                # A request that continues it by its id waits for the record too.
+                self._responses_due[response["id"]] = _key(session)  # type: ignore[index]
         return True
 
     def _await_answer(self, key: Key) -> None:

@@ -514,10 +514,11 @@ class Session:
         is an error answer, not an exception (a model's call must be answered)."""
         return recall_from(self.messages, ref, page, range_text=serialize_messages)
 
-    def add_response(self, response: object, api: Api | None = None) -> Message:
+    def add_response(self, response: object, api: Api | None = None, *, id: str | None = None) -> Message:
         """Add the model's answer (an SDK response, its ``model_dump()``, or an assistant
         ``Message``); saved when it has no tool calls. The input tokens the provider
-        counted calibrate the estimate."""
+        counted calibrate the estimate. ``id``: the id it is stored under (default: a
+        new one; the proxy gives a Responses answer its response's id)."""
         self._no_pending("add another response")
         if isinstance(response, Message):
             if response.role != "assistant":
@@ -531,7 +532,7 @@ class Session:
         if reply.input_tokens and self._sent is not None and self.policy.tokenizer is None:
             self._learn(self._sent, reply.input_tokens)
         self._overflows = 0
-        message = self._fresh_call_ids(reply.message)
+        message = self._fresh_call_ids(reply.message if id is None else dataclasses.replace(reply.message, id=id))
         self._append(message, save=not message.tool_calls)
         return message
 
