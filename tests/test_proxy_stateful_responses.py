@@ -131,3 +131,17 @@ def test_a_response_id_the_workspace_holds_already_is_not_taken_again(tmp_path: 
     with Workspace(tmp_path) as workspace:
         stored = sorted([m.text for m in workspace.load(*key).messages] for key in workspace.transcripts())
     assert stored == [["A task.", "first."], ["Another task.", "second."]]
+
+
+def test_continuing_an_earlier_response_goes_back_to_it_and_the_tree_keeps_the_path_left(tmp_path: Path) -> None:
+    model = FakeModel([Turn(text="first."), Turn(text="second."), Turn(text="another second.")])
+    with FakeUpstream(model) as upstream, Workspace(tmp_path) as workspace:
+        with Running(Proxy(Recorder(workspace, ProxySettings(context_window=200_000)), upstream.url, summarizer=None)) as proxy:
+            first = _client(proxy.url).responses.create(model=MODEL, input="A task.")
+            _client(proxy.url).responses.create(model=MODEL, previous_response_id=first.id, input="One way on.")
+            _client(proxy.url).responses.create(model=MODEL, previous_response_id=first.id, input="Another way on.")
+        ((conversation, agent),) = workspace.transcripts()
+        stored = [m.text for m in workspace.load(conversation, agent).messages]
+        kept = {m.text for node in workspace.tree.nodes(conversation) for m in [node.message]}
+    assert stored == ["A task.", "first.", "Another way on.", "another second."]
+    assert {"One way on.", "second."} <= kept  # the path left stays in the tree

@@ -179,7 +179,8 @@ class Recorder:
         the provider's to judge) passes through as it came, with a note on stderr.
         ``summarizer`` (this request's: it carries the caller's key) is the session's
         last rung."""
-        whole = self._with_history(api, body, client)
+        found = self._with_history(api, body, client)
+        whole, continues = found if found is not None else (None, None)
         joined = whole is not None or not isinstance(body, dict) or "previous_response_id" not in body
         if not joined:
             print("glyphpack proxy: it continues a response this proxy did not record (previous_response_id): "
@@ -192,7 +193,7 @@ class Recorder:
             if isinstance(history, HistoryError):
                 raise history
             assert chain is not None  # a history read has its digests
-            exchange = self._prepare(api, request, history, chain, summarizer, client)
+            exchange = self._prepare(api, request, history, chain, summarizer, client, continues)
             if not joined:
                 # The provider holds its history: whatever the session built, the client's
                 # body goes as it came, and no later request joins its answer.
@@ -205,15 +206,18 @@ class Recorder:
             print(f"glyphpack proxy: {note}", file=sys.stderr)
             return Exchange(api, request, request, note=note)
 
-    def _with_history(self, api: Api, body: object, client: Client) -> object | None:
-        """``body`` as the history reader takes it. A Responses request that continues a
-        stored response (``previous_response_id``: the provider holds the conversation,
-        the client sends only what is new) gets the history that response ended, as this
-        proxy recorded it, before its input. None when this proxy recorded no such answer
-        for this client (another proxy's, one from before a restart, another client's):
-        its input is then recorded on its own and the request passes on as it came."""
+    def _with_history(self, api: Api, body: object, client: Client) -> tuple[object, Key | None] | None:
+        """``body`` as the history reader takes it, and the history it continues where the
+        request names it (else None: matched by content). A Responses request that
+        continues a stored response (``previous_response_id``: the provider holds the
+        conversation, the client sends only what is new) gets the history that response
+        ended, as this proxy recorded it, before its input: an earlier response than the
+        last takes the conversation back there. None when this proxy recorded no such
+        answer for this client (another proxy's, one from before a restart, another
+        client's): its input is then recorded on its own and the request passes on as it
+        came."""
         if api != "openai-responses" or not isinstance(body, dict) or "previous_response_id" not in body:
-            return body
+            return body, None
         previous = body["previous_response_id"]
         if not isinstance(previous, str):
             return None
@@ -238,7 +242,7 @@ class Recorder:
             return None
         _, items = provider_api(api).to_wire([m for m in held[: ends[0] + 1] if m.role != "system"])
         new = body.get("input")
-        return {**body, "input": [*items, *([{"role": "user", "content": new}] if isinstance(new, str) else new if isinstance(new, list) else [])]}
+        return {**body, "input": [*items, *([{"role": "user", "content": new}] if isinstance(new, str) else new if isinstance(new, list) else [])]}, key
 
     def _answer_id(self, exchange: Exchange, response: Json, session: Session) -> str | None:
         """The id a Responses answer is stored under: its response's, so that a request
@@ -260,20 +264,23 @@ class Recorder:
         return client
 
     def _prepare(
-        self, api: Api, body: Json, history: list[Message], chain: tuple[list[bytes], list[bytes | None]], summarizer: Summarizer | None, client: Client
+        self, api: Api, body: Json, history: list[Message], chain: tuple[list[bytes], list[bytes | None]], summarizer: Summarizer | None, client: Client,
+        continues: Key | None = None,
     ) -> Exchange:
         client = self._named(client)
         try:
-            return self._record(api, body, history, chain, summarizer, client)
+            return self._record(api, body, history, chain, summarizer, client, continues)
         except ConflictError:  # another process saved the conversation since: read it again, once
-            return self._record(api, body, history, chain, summarizer, client)
+            return self._record(api, body, history, chain, summarizer, client, continues)
 
     def _record(
-        self, api: Api, body: Json, history: list[Message], chain: tuple[list[bytes], list[bytes | None]], summarizer: Summarizer | None, client: Client
+        self, api: Api, body: Json, history: list[Message], chain: tuple[list[bytes], list[bytes | None]], summarizer: Summarizer | None, client: Client,
+        continues: Key | None = None,
     ) -> Exchange:
-        """``history`` recorded where it belongs and the exchange that forwards it; on a
+        """``history`` recorded where it belongs (``continues``, the history the request
+        names, else the one it is matched to) and the exchange that forwards it; on a
         ``ConflictError`` what this process held of that conversation is forgotten."""
-        key, _ = self.histories.match(chain[0], client, chain[1])
+        key = continues if continues is not None else self.histories.match(chain[0], client, chain[1])[0]
         if key is None:
             key = self._subagent_of(history, client) or self._new_key(client, history)
         self._await_answer(key)
