@@ -145,3 +145,24 @@ def test_continuing_an_earlier_response_goes_back_to_it_and_the_tree_keeps_the_p
         kept = {m.text for node in workspace.tree.nodes(conversation) for m in [node.message]}
     assert stored == ["A task.", "first.", "Another way on.", "another second."]
     assert {"One way on.", "second."} <= kept  # the path left stays in the tree
+
+
+def test_an_answer_whose_id_is_not_text_is_recorded_under_an_id_of_its_own(tmp_path: Path) -> None:
+    """An upstream that sends an id of another type (a compatible server's bug) never
+    breaks the record."""
+    from glyphpack._proxy.conversations import Recorder as RecorderType
+
+    with Workspace(tmp_path) as workspace:
+        recorder: RecorderType = Recorder(workspace, ProxySettings(context_window=200_000))
+        body = {"model": MODEL, "input": "A task."}
+        recorder.finish(recorder.prepare("openai-responses", body), {"id": "resp_a", "output": [
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "first."}]}]})  # fmt: skip
+        other = {"model": MODEL, "input": "Another task."}  # another conversation's answer, due meanwhile
+        recorder.finish(recorder.prepare("openai-responses", other), {"id": "resp_b", "output": [
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "other."}]}]})  # fmt: skip
+        assert recorder.answer_due(recorder.prepare("openai-responses", {**other, "previous_response_id": "resp_b", "input": "Go on."}), {"id": "resp_c"})
+        following = recorder.prepare("openai-responses", {**body, "previous_response_id": "resp_a", "input": "More."})
+        assert recorder.answer_due(following, {"id": {"odd": 1}})
+        recorder.finish(following, {"id": {"odd": 1}, "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "second."}]}]})
+        stored = sorted([m.text for m in workspace.load(*key).messages] for key in workspace.transcripts())
+        assert stored == [["A task.", "first.", "More.", "second."], ["Another task.", "other."]]

@@ -415,8 +415,10 @@ class Recorder:
             return self._finish(exchange, response)
         finally:
             self._answered(exchange)
-            with self._lock:
-                self._responses_due.pop(response.get("id"), None)  # type: ignore[arg-type]
+            answered = response.get("id") if isinstance(response, dict) else None
+            if isinstance(answered, str):  # (an id of another type is no key: never kept)
+                with self._lock:
+                    self._responses_due.pop(answered, None)
 
     def _finish(self, exchange: Exchange, response: Json) -> Exchange | None:
         session = exchange.session
