@@ -876,3 +876,22 @@ def test_a_long_upstream_answer_is_parsed_off_the_event_loop_and_a_short_one_on_
             assert response.status_code == 200 and len(response.content) == sizes[-1]
     answers = [(size, place) for size, place in where if size in sizes]
     assert answers == [(sizes[0], "the event loop"), (sizes[1], "a worker")]
+
+
+def test_a_websocket_is_refused_with_426_so_codex_goes_on_over_http_at_once(tmp_path: Path) -> None:
+    """Codex signed in with ChatGPT tries the Responses API over a WebSocket first; only a
+    426 has it go on over HTTP at once (another refusal, retries with backoff). Refused
+    both as a WebSocket and as the plain request a server without a WebSocket library
+    passes on; nothing goes upstream."""
+    from starlette.testclient import WebSocketDenialResponse
+
+    upstream = Upstream(lambda request: httpx.Response(200, json={}))
+    client, _, _ = _app(tmp_path, upstream)
+    with client:
+        with pytest.raises(WebSocketDenialResponse) as refused:
+            with client.websocket_connect("/v1/responses", headers=KEY):
+                pass
+        plain = client.get("/v1/responses", headers={**KEY, "upgrade": "websocket", "connection": "Upgrade"})
+    assert refused.value.status_code == 426 and "use HTTP" in refused.value.json()["error"]["message"]
+    assert plain.status_code == 426 and "use HTTP" in plain.json()["error"]["message"]
+    assert upstream.requests == []

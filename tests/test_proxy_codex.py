@@ -53,6 +53,8 @@ def _run_codex(tmp_path: Path, base_url: str, prompt: str, *, signed_in: bool = 
                "--output-last-message", str(last), prompt]
     run = subprocess.run(command, cwd=tmp_path / "project", env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert run.returncode == 0, run.stderr[-2000:] + run.stdout[-2000:]
+    if signed_in:  # its WebSocket refused with 426: over HTTP at once, no reconnects first
+        assert "Reconnecting" not in run.stderr + run.stdout, run.stderr[-2000:]
     return last.read_text()
 
 

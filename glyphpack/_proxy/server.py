@@ -29,7 +29,8 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
 
 from .._compaction.sdk_summary import SUMMARY_OUTPUT_TOKENS
 from .._compaction.summarize import Summarizer
@@ -49,6 +50,8 @@ from .summaries import TIMEOUT, UpstreamSummary, error_message
 
 Json = dict[str, Any]
 
+#: Why a WebSocket is refused (426): what the client should use instead.
+WEBSOCKET_REFUSAL = "glyphpack proxy: WebSockets are not served here (requests are recorded over HTTP); use HTTP"
 #: ``--summarizer same``: summaries by the model the request is for.
 SAME_MODEL = "same"
 #: Threads recording whole answers already sent (``_RecordedAfter``).
@@ -129,6 +132,7 @@ class Proxy:
             Route("/{version:str}/models/{target:str}", self._gemini, methods=["POST"]),
             Route(STATUS_PATH, self._status, methods=["GET"]),
             Route("/{path:path}", self._pass, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]),
+            WebSocketRoute("/{path:path}", _no_websocket),
         ]
         self.app = Starlette(routes=routes, lifespan=self._lifespan)
         self.app.add_middleware(_NoDotSegments)
@@ -485,7 +489,10 @@ class Proxy:
 
     async def _pass(self, request: Request) -> Response:
         """Any other path, to the same upstream as it came (from a client the proxy knows,
-        where it requires client keys)."""
+        where it requires client keys); a WebSocket upgrade the server passed on as a plain
+        request (no WebSocket library installed) is refused as ``_no_websocket`` does."""
+        if request.headers.get("upgrade", "").lower() == "websocket":
+            return _websocket_refusal()
         try:
             self._client_of(request)
         except BadRequest as exc:
@@ -508,6 +515,20 @@ class _NoCookies(http.cookiejar.CookieJar):
 
     def add_cookie_header(self, request: Any) -> None:
         return None
+
+
+def _websocket_refusal() -> JSONResponse:
+    return JSONResponse({"error": {"type": "invalid_request_error", "message": WEBSOCKET_REFUSAL}}, status_code=426)
+
+
+async def _no_websocket(websocket: WebSocket) -> None:
+    """A WebSocket (Codex signed in with ChatGPT tries the Responses API over one first)
+    is refused with 426 Upgrade Required, on which Codex goes on over HTTP at once (any
+    other refusal has it retry with backoff first): the proxy records HTTP requests."""
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(_websocket_refusal())
+    else:  # a server without the ASGI extension for it: a close before the handshake is a 403
+        await websocket.close(code=1008)
 
 
 def _refused(exc: BadRequest) -> JSONResponse:
