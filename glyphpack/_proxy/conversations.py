@@ -180,15 +180,16 @@ class Recorder:
         ``summarizer`` (this request's: it carries the caller's key) is the session's
         last rung."""
         found = self._with_history(api, body, client)
-        whole, continues = found if found is not None else (None, None)
-        joined = whole is not None or not isinstance(body, dict) or "previous_response_id" not in body
+        joined = found is not None
+        whole, continues = found if found is not None else (body, None)
         if not joined:
             print("glyphpack proxy: it continues a response this proxy did not record (previous_response_id): "
                   "its new input recorded on its own, the request passed on as it came", file=sys.stderr)  # fmt: skip
-        request, history, chain = self.reader.read(api, body if whole is None else whole, client.secret)
-        # The client's own body is what goes upstream below the threshold, continuing the
-        # provider's stored response; the whole history is what is recorded.
-        request = body if whole is not body else request  # type: ignore[assignment]
+        request, history, chain = self.reader.read(api, whole, client.secret)
+        if whole is not body:
+            # The client's own body is what goes upstream below the threshold, continuing
+            # the provider's stored response; the whole history is what is recorded.
+            request = body  # type: ignore[assignment]
         try:
             if isinstance(history, HistoryError):
                 raise history

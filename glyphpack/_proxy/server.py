@@ -243,7 +243,7 @@ class Proxy:
         def prepared() -> Exchange:
             # On a worker thread, the parse included: a long history's JSON takes
             # milliseconds, which on the event loop every other client would wait out.
-            body = _parsed(decoded(raw, request.headers.get("content-encoding")), self.bodies, client.secret)
+            body = _parsed(raw, request.headers.get("content-encoding"), self.bodies, client.secret)
             if model is not None and isinstance(body, dict):
                 body = {**body, "model": model}
             return self.recorder.prepare(api, body, self._summarizer(api, body, request), client)
@@ -478,7 +478,7 @@ class Proxy:
             client = self._client_of(request)
             encoding = request.headers.get("content-encoding")
             # On a worker thread: decoding and parsing may take milliseconds.
-            body = await run_in_threadpool(lambda: self.recorder.counted_body("anthropic", _parsed(decoded(raw, encoding)), client))
+            body = await run_in_threadpool(lambda: self.recorder.counted_body("anthropic", _parsed(raw, encoding), client))
         except BadRequest as exc:
             return JSONResponse(error_body("anthropic", exc.status, f"glyphpack proxy: {exc}"), status_code=exc.status)
         try:
@@ -629,9 +629,11 @@ def error_event(api: Api, message: str) -> bytes:
     return b"data: " + json_bytes(error_body(api, 502, message)) + b"\n\n"
 
 
-def _parsed(raw: bytes, bodies: BodyParser | None = None, owner: bytes = b"") -> object:
-    """``raw`` as JSON (through ``bodies``, which keeps ``owner``'s recent bodies, where
-    given), or the ``BadRequest`` that says why not."""
+def _parsed(raw: bytes, encoding: str | None = None, bodies: BodyParser | None = None, owner: bytes = b"") -> object:
+    """``raw`` decoded as its ``content-encoding`` says (``encoding``), as JSON (through
+    ``bodies``, which keeps ``owner``'s recent bodies, where given), or the
+    ``BadRequest`` that says why not."""
+    raw = decoded(raw, encoding)
     try:
         return bodies.parse(raw, owner) if bodies is not None else json.loads(raw)
     except ValueError as exc:
