@@ -251,9 +251,11 @@ def test_the_summarizer_is_the_requests_model_or_the_one_named_and_continues_onl
 
 
 def test_the_upstream_connections_stay_open_for_more_clients_than_httpx_keeps(tmp_path: Any) -> None:
-    """24 clients at once, each asking twice in its conversation: the second time every
-    request goes on a connection the first opened (httpx keeps 20 open by default: 4 more
-    handshakes, with a provider TLS ones)."""
+    """24 clients at once, each asking twice in its conversation on its own connection (as
+    an SDK's client keeps one): the second time every request goes on a connection the
+    first opened (httpx keeps 20 open by default: 4 more handshakes, with a provider TLS
+    ones). The second requests go before they are read (the forecast clears them), in
+    their client connection's pool."""
     import threading
 
     import httpx
@@ -267,14 +269,14 @@ def test_the_upstream_connections_stay_open_for_more_clients_than_httpx_keeps(tm
     opened = 0
     with FakeUpstream(model, event_delay=0.05) as upstream, Workspace(tmp_path) as workspace, Running(Proxy(Recorder(workspace), upstream.url, summarizer=None)) as proxy:
         statuses: list[int] = []
+        connections = [httpx.Client(base_url=proxy.url, headers={"x-api-key": "sk-many"}, timeout=30) for _ in range(clients)]
 
         def ask(number: int, round_: int) -> None:
             history = [{"role": "user", "content": f"client {number}"}]
             if round_:
                 history += [{"role": "assistant", "content": "a long answer " * 5}, {"role": "user", "content": "and then?"}]
             body = {"model": "claude-sonnet-4-5", "max_tokens": 50, "stream": True, "messages": history}
-            with httpx.Client(base_url=proxy.url, headers={"x-api-key": "sk-many"}, timeout=30) as client:
-                statuses.append(client.post("/v1/messages", json=body).status_code)
+            statuses.append(connections[number].post("/v1/messages", json=body).status_code)
 
         for round_ in range(2):
             threads = [threading.Thread(target=ask, args=(n, round_)) for n in range(clients)]
@@ -284,5 +286,7 @@ def test_the_upstream_connections_stay_open_for_more_clients_than_httpx_keeps(tm
                 thread.join()
             assert statuses == [200] * clients * (round_ + 1)
             opened = opened if round_ else len(upstream.connections)
+        for connection in connections:
+            connection.close()
         assert opened > 20  # more at once than httpx keeps open (one each, when all overlap)
         assert len(upstream.connections) == opened  # none opened the second time

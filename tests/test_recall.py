@@ -345,6 +345,33 @@ def test_with_recall_old_results_are_elided_below_the_threshold_in_batches(tmp_p
         assert again.request_view() == s.request_view()
 
 
+@pytest.mark.parametrize("recall_on", [True, False])
+def test_below_whole_below_the_next_request_goes_whole(tmp_path, recall_on):
+    """``Session.whole_below``, which the proxy's forecast relies on to send a request
+    before reading it: wherever the estimate is below it, the next request is not built
+    (no compaction, no elision batch); a batch below the threshold does come (with
+    recall), so the bound is the batch's, not the threshold's; with a view in force it is 0."""
+    window = {"context_window": 800_000, "threshold": 600_000}
+    built_below_threshold = 0
+    with glyphpack.open_session(tmp_path, "c", "a", model=MODEL, recall=recall_on, **window) as s:
+        s.add_user("read every file")
+        _tool_rounds(s, 40, 500, start=1000)
+        for n in range(60):
+            below, estimate = s.whole_below(), s.estimate()
+            built = s.request_if_compacted("anthropic")
+            assert built is None or estimate >= below, (n, estimate, below)
+            if built is not None:
+                assert s.view is not None and s.whole_below() == 0
+                built_below_threshold += estimate < s.thresholds.threshold
+                break
+            call = {"type": "tool_use", "id": f"toolu_{n:03d}", "name": "read", "input": {"path": f"f{n}.py"}}
+            s.add_response({"role": "assistant", "content": [call]}, "anthropic")
+            s.add_tool_results({f"toolu_{n:03d}": _file_text(n, 10_000)})
+        if not recall_on:
+            assert s.view is None and s.whole_below() == s.threshold  # no batches: the threshold alone
+    assert built_below_threshold == recall_on  # a batch came, under the threshold
+
+
 @pytest.mark.parametrize("calls_before", [0, 50])
 def test_a_batch_waits_until_the_session_is_long_enough_to_pay_it_back(tmp_path, calls_before):
     """A batch rewrites the cache from its first stub on, so it waits until it would pay

@@ -123,6 +123,8 @@ class Exchange:
     #: not recorded), for the proxy's log.
     client_tokens: int | None = None
     sent_tokens: int | None = None
+    #: The session's ``whole_below`` after this request (None: not recorded).
+    whole_below: int | None = None
 
     @property
     def compacted(self) -> bool:
@@ -673,7 +675,7 @@ def _estimates(session: Session, whole: bool = False) -> dict[str, Any]:
     Call under the session's lock."""
     everything = session.cost().history(session.messages) + session.estimator.overhead
     sent = everything if whole or session.last_request is None else session.last_request.tokens
-    return {"client_tokens": everything, "sent_tokens": sent}
+    return {"client_tokens": everything, "sent_tokens": sent, "whole_below": session.whole_below()}
 
 
 def _key(session: Session) -> Key:

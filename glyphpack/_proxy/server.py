@@ -42,6 +42,7 @@ from .._types import Api
 from .bodies import BodyParser
 from .conversations import Exchange, Recorder
 from .encodings import decoded
+from .forecast import Forecast
 from .identity import BadRequest, Client
 from .log import ProxyLog, RequestRecord, provider_usage
 from .rounds import RELAYS, joined, recall_calls
@@ -69,8 +70,8 @@ _HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive
 #: thread (the hop costs more than parsing a short answer).
 PARSED_ON_THE_LOOP = 64 * 1024
 #: Connections to the upstream are kept open between requests in ``UPSTREAM_POOLS``
-#: pools of at most ``UPSTREAM_POOL`` each, a conversation's requests always in its
-#: pool: one pool as httpx keeps it (20) had a proxy with more clients at once open a
+#: pools of at most ``UPSTREAM_POOL`` each, the requests of a client's connection always
+#: in its pool (a request may go before the proxy knows its conversation): one pool as httpx keeps it (20) had a proxy with more clients at once open a
 #: connection, a TLS handshake with a provider, for every request past the twentieth; and
 #: one large pool costs each request work in the square of its size (httpcore 1.0; 128
 #: connections kept open: about 9 ms a request here).
@@ -119,6 +120,7 @@ class Proxy:
         self.summarizer = summarizer
         self._transport = transport
         self.bodies = BodyParser()  # each client's bodies parsed from where they differ from its last ones
+        self.forecast = Forecast()  # which requests go upstream before they are read
         # The proxy's own side requests (summaries) are made from worker threads, synchronously:
         # a transport given for tests serves them too when it can (httpx.MockTransport does).
         self._side_transport = transport if isinstance(transport, httpx.BaseTransport) else None
@@ -158,8 +160,8 @@ class Proxy:
     # ------------------------------------------------------------------ upstream
 
     def client(self, key: object = None) -> httpx.AsyncClient:
-        """The upstream connection pool for requests of ``key`` (a conversation, or a
-        client's connection): the same pool for the same key."""
+        """The upstream connection pool for requests of ``key`` (a client's connection,
+        ``request.client``): the same pool for the same key."""
         if not self._clients:
             raise RuntimeError("the proxy's upstream client is open only while the app runs")
         return self._clients[hash(key) % len(self._clients)]
@@ -175,6 +177,14 @@ class Proxy:
         url = self.upstream + request.url.path + (f"?{request.url.query}" if request.url.query else "")
         return self.client().build_request(request.method, url, headers=headers, content=content)
 
+    def _goes_as_sent(self, request: Request, api: Api, raw: bytes, client: Client) -> bool:
+        """Whether ``raw`` goes upstream before it is read (``Forecast``): never a
+        compressed body (its size says little of what it holds) nor a Responses request
+        that continues a stored response (its size says nothing of the history)."""
+        if "content-encoding" in request.headers or (api == "openai-responses" and b'"previous_response_id"' in raw):
+            return False
+        return self.forecast.as_sent(client, len(raw))
+
     def _failed(self, exc: Exception) -> str:
         """Why the upstream failed, as a client may read it: the upstream's URL and the
         error's text without any credential the URL holds."""
@@ -186,8 +196,7 @@ class Proxy:
             forwarded = {k: v for k, v in forwarded.items() if k != "model"}
         as_sent = exchange.forwarded is exchange.body
         content = raw if as_sent else json_bytes(forwarded)
-        pool = self.client(exchange.session.conversation if exchange.session is not None else request.client)
-        return await pool.send(self._upstream_request(request, content, as_sent=as_sent), stream=True)
+        return await self.client(request.client).send(self._upstream_request(request, content, as_sent=as_sent), stream=True)
 
     # ------------------------------------------------------------------ endpoints
 
@@ -246,14 +255,29 @@ class Proxy:
             body = _parsed(raw, request.headers.get("content-encoding"), self.bodies, client.secret)
             if model is not None and isinstance(body, dict):
                 body = {**body, "model": model}
-            return self.recorder.prepare(api, body, self._summarizer(api, body, request), client)
+            exchange = self.recorder.prepare(api, body, self._summarizer(api, body, request), client)
+            self.forecast.learn(client, len(raw), exchange)
+            return exchange
 
+        early: asyncio.Task[httpx.Response] | None = None  # the client's bytes, sent before they are read
         try:
             client = self._client_of(request)
+            if self._goes_as_sent(request, api, raw, client):
+                early = asyncio.ensure_future(self.client(request.client).send(self._upstream_request(request, raw, as_sent=True), stream=True))
             exchange = await run_in_threadpool(prepared)
-        except BadRequest as exc:
+        except BaseException as exc:
+            if early is not None:
+                _closed_when_done(early)  # refused once read: nothing of the upstream's answer is used
+            if not isinstance(exc, BadRequest):
+                raise
             self.log.record(RequestRecord(api, exc.status, (time.perf_counter() - started) * 1000, note="refused by the proxy"))
             return JSONResponse(error_body(api, exc.status, f"glyphpack proxy: {exc}"), status_code=exc.status)
+        if early is not None and exchange.forwarded is not exchange.body:
+            # The forecast cleared a request its session built (a compaction another
+            # process made, a request far denser than its client's last): it went as the
+            # client sent it, and is recorded as that.
+            print("glyphpack proxy: a request went upstream as it came, before its session built it (the next is read first)", file=sys.stderr)
+            exchange.forwarded, exchange.recall, exchange.sent_tokens = exchange.body, False, exchange.client_tokens
         opened: Opened | None = None  # a stream's first events, read to see if it reports a refusal
         # The request's history is saved when no answer saved it (a refusal, a failed
         # upstream, an answer not recorded), before the client reads the response: its
@@ -263,7 +287,7 @@ class Proxy:
         recorded_later = False
         try:
             try:
-                upstream = await self._send(request, exchange, raw)
+                upstream = await early if early is not None else await self._send(request, exchange, raw)
                 if upstream.status_code in (400, 413) and exchange.session is not None:
                     content, data = await self._read(upstream)
                     retry = await run_in_threadpool(self.recorder.recover, exchange, upstream.status_code, data) if data else None
@@ -582,6 +606,16 @@ class _RecordedAfter(Response):
             await super().__call__(scope, receive, send)
         finally:
             await self._record()
+
+
+def _closed_when_done(task: asyncio.Task[httpx.Response]) -> None:
+    """The upstream response ``task`` opens, closed once it has (nobody reads it)."""
+
+    def close(done: asyncio.Task[httpx.Response]) -> None:
+        if not done.cancelled() and done.exception() is None:
+            asyncio.ensure_future(done.result().aclose())
+
+    task.add_done_callback(close)
 
 
 def _streams(response: httpx.Response) -> bool:

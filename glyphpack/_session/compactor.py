@@ -284,6 +284,28 @@ class Compactor:
             policy = self.policy_for(self.session._fallback)
         return compact(messages, self.session.profile, budget, summarizer=self.session.summarizer, policy=policy, cost=cost, sent=sent, limit=limit)
 
+    def _batch(self) -> float | None:
+        """The tokens an elision batch must free (``ELISION_BATCH_SHARE`` of the room the
+        threshold leaves), or None where batches do not run."""
+        # The default rungs for a reader with cheap pages skip elision at the threshold
+        # (pages hold old results whole there); below it pages play no part, so batches
+        # run unless the caller's own policy leaves elision out.
+        # Where the session compacts where it bills least, that compaction elides too, and
+        # sooner: a batch below it would only rewrite the cache once more.
+        session = self.session
+        if not session.recall_enabled or session._economic or "elision" not in (session._fallback or self.policy_for()).rungs:
+            return None
+        return ELISION_BATCH_SHARE * max(1, session.thresholds.threshold - session.estimator.overhead)
+
+    def whole_below(self) -> int:
+        """Estimated tokens below which the next request goes whole, nothing built: no
+        view in force (0 with one), under the threshold, and too little history for an
+        elision batch (a batch frees at most the history it elides)."""
+        if self.session._view is not None:
+            return 0
+        batch = self._batch()
+        return self.threshold if batch is None else min(self.threshold, int(batch))
+
     def elide_batch(self) -> int:
         """With recall on (and elision among the rungs): the tool results that left the
         protected newest rounds since the view in force, elided once together they free
@@ -294,12 +316,8 @@ class Compactor:
         and the protected rounds are elided by a later batch. Returns how many results
         and arguments it elided (0: no batch yet)."""
         policy = self.policy_for()
-        # The default rungs for a reader with cheap pages skip elision at the threshold
-        # (pages hold old results whole there); below it pages play no part, so batches
-        # run unless the caller's own policy leaves elision out.
-        # Where the session compacts where it bills least, that compaction elides too, and
-        # sooner: a batch below it would only rewrite the cache once more.
-        if not self.session.recall_enabled or self.session._economic or "elision" not in (self.session._fallback or policy).rungs:
+        batch = self._batch()
+        if batch is None:
             return 0
         tail = self.session.messages[self.session._after_view() :]
         # Never the newest round: the model has not read its results yet (a recall's answer
@@ -307,13 +325,12 @@ class Compactor:
         newest = max((i for i, m in enumerate(tail) if m.role == "assistant"), default=0)
         unprotected = min(protected_from(tail, policy.protect_turns), newest)
         cost = self.session.cost()
-        room = max(1, self.session.thresholds.threshold - self.session.estimator.overhead)
-        if cost.history(tail[:unprotected]) < ELISION_BATCH_SHARE * room:
+        if cost.history(tail[:unprotected]) < batch:
             return 0  # eliding all of it could not free a batch: not worth building the stubs (prices are cached)
         # The view ends before an assistant round, so each result's call is in the tail.
         result = elide(tail[:unprotected], cost, dataclasses.replace(policy, protect_turns=0))
         freed = result.report.tokens_before - result.report.tokens_after
-        if freed < ELISION_BATCH_SHARE * room:
+        if freed < batch:
             return 0
         first = next(i for i, (old, new) in enumerate(zip(tail, result.view)) if old != new)
         rewritten = cost.history(result.view[first:]) + cost.history(tail[unprotected:])

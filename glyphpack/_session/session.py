@@ -624,6 +624,13 @@ class Session:
         """Where the next request is compacted first (``Compactor.threshold``)."""
         return self.compactor.threshold
 
+    def whole_below(self) -> int:
+        """Estimated tokens (as ``estimate`` counts them) below which the next request
+        goes whole, as the caller holds it, with nothing compacted or elided: a caller
+        that forwards its client's own request (the proxy) may send one that is surely
+        smaller before reading it (``Compactor.whole_below``)."""
+        return self.compactor.whole_below()
+
     def compact(self, budget: int | None = None) -> Compaction:
         """Compact now, to ``budget`` (default: the target), and keep it when it fits and
         is no larger than the request in force (``Compactor.compact``)."""

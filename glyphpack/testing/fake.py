@@ -317,6 +317,9 @@ CACHE_MARKS = 4
 def _check_anthropic(body: Json) -> str | None:
     if not isinstance(body.get("max_tokens"), int):
         return "max_tokens: Field required"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        return "messages: Input should be a valid list of objects"  # as the API words a field of the wrong type
     marks = json.dumps([body.get("system"), body.get("tools"), body.get("messages")]).count('"cache_control"')
     if marks > CACHE_MARKS:
         return f"A maximum of {CACHE_MARKS} blocks with cache_control may be provided. Found {marks}."
