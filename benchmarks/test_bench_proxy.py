@@ -394,6 +394,78 @@ def test_a_growing_conversation() -> None:
     TABLES["proxy: a growing conversation (benchmarks/test_bench_proxy.py)"] = lines
 
 
+def _bare_proxy(upstream: str) -> tuple[Any, str]:
+    """``bare_proxy.py`` (the floor: the same stack, nothing read or recorded) as a
+    process of its own: the process and its URL."""
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, str(Path(__file__).with_name("bare_proxy.py")), upstream], stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    return process, process.stderr.readline().strip()
+
+
+#: A request number's neighbours whose median is reported (``test_a_growing_conversation_end_to_end``).
+AROUND = 10
+
+
+def test_a_growing_conversation_end_to_end(tmp_path: Path) -> None:
+    """One conversation growing by a tool call and a 9 kB result a request, 1,000
+    requests, sent directly, through the floor (``bare_proxy.py``) and through
+    ``glyphpack proxy`` (10M-token window: below the threshold throughout), each request
+    number to the three in turn (the order rotating), each route continuing its own
+    conversation with its own answers: the added time to the answer's first byte at
+    requests 10, 100, 500 and 990 (the median of ten from each), against direct."""
+    import statistics
+
+    requests = 1000
+    model = FakeModel([Turn(calls=(("read", {"path": "f.py"}),))])
+    tools = [{"name": "read", "description": "Read a file.", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}]
+    with FakeUpstream(model) as upstream:
+        proxies = {"floor (bare_proxy.py)": _bare_proxy(upstream.url), "glyphpack proxy": _glyphpack_proxy(upstream.url, tmp_path / "ws", "--context-window", "10000000")}
+        bases = {"direct": upstream.url, **{name: url for name, (_, url) in proxies.items()}}
+        histories: dict[str, list[Json]] = {name: [{"role": "user", "content": "summarize the repository"}] for name in bases}
+        ttfb: dict[str, list[float]] = {name: [] for name in bases}
+        try:
+            clients = {name: httpx.Client(base_url=base, timeout=120, headers={"x-api-key": "bench"}) for name, base in bases.items()}
+            names = list(bases)
+            for n in range(requests):
+                for name in names[n % 3 :] + names[: n % 3]:
+                    body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "tools": tools, "messages": histories[name]}
+                    raw = json.dumps(body).encode()
+                    started = time.perf_counter()
+                    with clients[name].stream("POST", "/v1/messages", content=raw, headers={"content-type": "application/json"}) as response:
+                        assert response.status_code == 200, f"{name}: {response.status_code}"
+                        chunks = response.iter_bytes()
+                        received = [next(chunks)]
+                        ttfb[name].append(time.perf_counter() - started)
+                        received += list(chunks)
+                    call = json.loads(b"".join(received))["content"][0]
+                    histories[name] += [{"role": "assistant", "content": [call]},
+                                        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": f"line of code {n}\n" * 600}]}]  # fmt: skip
+            for client in clients.values():
+                client.close()
+        finally:
+            for process, _ in proxies.values():
+                process.terminate()
+                process.communicate(timeout=60)
+    at = (10, 100, 500, 990)
+
+    def median(name: str, n: int) -> float:
+        return 1000 * statistics.median(ttfb[name][n : n + AROUND])
+
+    lines = _table(
+        "one conversation growing by a 9 kB tool result a request (about 9 MB at request 990), whole answers, each route its own conversation, "
+        "the request numbers interleaved: time to the answer's first byte (median of ten from each), ms",
+        "| route | " + " | ".join(f"request {n}" for n in at) + " | added at 990 / added at 10 |",
+    )
+    lines.append("| direct | " + " | ".join(f"{median('direct', n):.1f}" for n in at) + " | |")
+    for name in proxies:
+        added = {n: median(name, n) - median("direct", n) for n in at}
+        lines.append(f"| {name} | " + " | ".join(f"{median(name, n):.1f} ({added[n]:+.1f})" for n in at) + f" | {added[990] / added[10]:.1f}x |")
+    TABLES["proxy: a growing conversation end to end (benchmarks/test_bench_proxy.py)"] = lines
+
+
 # ---------------------------------------------------------------------- worker processes
 
 

@@ -2,8 +2,11 @@
 process for ``test_proxy_kill.py``. Run: ``python proxy_killed.py POINT N -- ARGS...``
 (ARGS: ``glyphpack proxy``'s). The points, in the order a request meets them:
 
-- ``received``: the body read, nothing done with it;
-- ``held``: matched and held by its session, not yet sent upstream;
+- ``received``: the body read, nothing done with it (a request the forecast cleared is
+  on its way upstream already);
+- ``held``: about to go upstream: matched and held by its session, or, cleared by the
+  forecast, not read yet;
+- ``read``: read, matched and held by its session (cleared: while the upstream answers);
 - ``forwarded``: upstream, its answer's headers back;
 - ``streaming``: the answer's first event passed on to the client;
 - ``answered``: the whole answer read, not yet recorded;
@@ -73,7 +76,8 @@ def _killed_at(owner: Any, name: str, times: int, after: bool = False) -> None:
 
 POINTS: dict[str, tuple[Any, str, bool]] = {
     "received": (Recorder, "prepare", False),
-    "held": (Proxy, "_send", False),
+    "held": (Proxy, "_send_bytes", False),
+    "read": (Recorder, "prepare", True),
     "forwarded": (httpx.AsyncClient, "send", True),
     "answered": (Session, "add_response", False),
     "transcript": (SessionTree, "record", False),

@@ -22,7 +22,7 @@ from glyphpack.testing.fake import FakeModel, FakeUpstream, Turn
 
 Json = dict[str, Any]
 TESTS = Path(__file__).resolve().parent
-POINTS = ("received", "held", "forwarded", "streaming", "answered", "transcript", "recorded")
+POINTS = ("received", "held", "read", "forwarded", "streaming", "answered", "transcript", "recorded")
 #: The request the proxy dies in: the third, with two turns stored before it.
 KILLED_REQUEST = 3
 SCRIPT = [

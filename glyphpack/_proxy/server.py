@@ -195,7 +195,11 @@ class Proxy:
         if exchange.api == "gemini":  # the model goes in the path, never in the body
             forwarded = {k: v for k, v in forwarded.items() if k != "model"}
         as_sent = exchange.forwarded is exchange.body
-        content = raw if as_sent else json_bytes(forwarded)
+        return await self._send_bytes(request, raw if as_sent else json_bytes(forwarded), as_sent)
+
+    async def _send_bytes(self, request: Request, content: bytes, as_sent: bool) -> httpx.Response:
+        """``content`` upstream for ``request`` (``_upstream_request``), on its client
+        connection's pool; the answer's headers read, its body not yet."""
         return await self.client(request.client).send(self._upstream_request(request, content, as_sent=as_sent), stream=True)
 
     # ------------------------------------------------------------------ endpoints
@@ -263,7 +267,7 @@ class Proxy:
         try:
             client = self._client_of(request)
             if self._goes_as_sent(request, api, raw, client):
-                early = asyncio.ensure_future(self.client(request.client).send(self._upstream_request(request, raw, as_sent=True), stream=True))
+                early = asyncio.ensure_future(self._send_bytes(request, raw, as_sent=True))
             exchange = await run_in_threadpool(prepared)
         except BaseException as exc:
             if early is not None:
