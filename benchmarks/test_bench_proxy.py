@@ -412,26 +412,38 @@ AROUND = 10
 def test_a_growing_conversation_end_to_end(tmp_path: Path) -> None:
     """One conversation growing by a tool call and a 9 kB result a request, 1,000
     requests, sent directly, through the floor (``bare_proxy.py``) and through
-    ``glyphpack proxy`` (10M-token window: below the threshold throughout), each request
-    number to the three in turn (the order rotating), each route continuing its own
-    conversation with its own answers: the added time to the answer's first byte at
-    requests 10, 100, 500 and 990 (the median of ten from each), against direct."""
+    ``glyphpack proxy`` (10M-token window: below the threshold throughout) twice: with
+    the client defining a tool named ``glyphpack_recall`` itself (so the proxy offers
+    none and elides nothing: every request passes as it came) and as it comes (old
+    results elided in batches once that pays: a compaction in force, each request
+    built). Each request number goes to every route in turn (the order rotating), each
+    route continuing its own conversation with its own answers: the time to the answer's
+    first byte at requests 10, 100, 500 and 990 (the median of ten from each), and what
+    each route adds to direct."""
     import statistics
 
     requests = 1000
-    model = FakeModel([Turn(calls=(("read", {"path": "f.py"}),))])
-    tools = [{"name": "read", "description": "Read a file.", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}]
+    model = FakeModel([Turn(calls=(("read", {"path": "f.py"}),))], limit=10**9)
+    read = {"name": "read", "description": "Read a file.", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}
+    own_recall = {"name": "glyphpack_recall", "description": "the client's own", "input_schema": {"type": "object"}}
+    passes = "glyphpack proxy, passing every request (the client's own glyphpack_recall)"
+    window = ("--context-window", "10000000")
     with FakeUpstream(model) as upstream:
-        proxies = {"floor (bare_proxy.py)": _bare_proxy(upstream.url), "glyphpack proxy": _glyphpack_proxy(upstream.url, tmp_path / "ws", "--context-window", "10000000")}
+        proxies = {
+            "floor (bare_proxy.py)": _bare_proxy(upstream.url),
+            passes: _glyphpack_proxy(upstream.url, tmp_path / "passes", *window),
+            "glyphpack proxy, old results elided in batches": _glyphpack_proxy(upstream.url, tmp_path / "elides", *window),
+        }
         bases = {"direct": upstream.url, **{name: url for name, (_, url) in proxies.items()}}
+        tools = {name: [read, own_recall] if name == passes else [read] for name in bases}
         histories: dict[str, list[Json]] = {name: [{"role": "user", "content": "summarize the repository"}] for name in bases}
         ttfb: dict[str, list[float]] = {name: [] for name in bases}
         try:
             clients = {name: httpx.Client(base_url=base, timeout=120, headers={"x-api-key": "bench"}) for name, base in bases.items()}
             names = list(bases)
             for n in range(requests):
-                for name in names[n % 3 :] + names[: n % 3]:
-                    body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "tools": tools, "messages": histories[name]}
+                for name in names[n % len(names) :] + names[: n % len(names)]:
+                    body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "tools": tools[name], "messages": histories[name]}
                     raw = json.dumps(body).encode()
                     started = time.perf_counter()
                     with clients[name].stream("POST", "/v1/messages", content=raw, headers={"content-type": "application/json"}) as response:

@@ -71,8 +71,9 @@ _HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive
 PARSED_ON_THE_LOOP = 64 * 1024
 #: Connections to the upstream are kept open between requests in ``UPSTREAM_POOLS``
 #: pools of at most ``UPSTREAM_POOL`` each, the requests of a client's connection always
-#: in its pool (a request may go before the proxy knows its conversation): one pool as httpx keeps it (20) had a proxy with more clients at once open a
-#: connection, a TLS handshake with a provider, for every request past the twentieth; and
+#: in its pool (a request may go before the proxy knows its conversation): one pool as
+#: httpx keeps it (20) had a proxy with more clients at once open a connection, a TLS
+#: handshake with a provider, for every request past the twentieth; and
 #: one large pool costs each request work in the square of its size (httpcore 1.0; 128
 #: connections kept open: about 9 ms a request here).
 UPSTREAM_POOLS = 16
