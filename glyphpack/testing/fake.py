@@ -674,8 +674,9 @@ class FakeUpstream:
         #: keeps its connections open sends many requests on one.
         self.connections: set[tuple[str, int]] = set()
         #: Each answer to a POST: (the cookies it set, ``name=value`` each; the cookie
-        #: header its request carried, "" for none; the request's body, None if not JSON).
-        self.cookies: list[tuple[tuple[str, ...], str, Json | None]] = []
+        #: header its request carried, "" for none). Not the body: ``model.requests``
+        #: has it, and a benchmark may clear that.
+        self.cookies: list[tuple[tuple[str, ...], str]] = []
         upstream = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -735,7 +736,7 @@ class FakeUpstream:
 
             raw = gzip.decompress(raw)
         try:
-            body = handler.body = json.loads(raw)
+            body = json.loads(raw)
         except ValueError:
             handler._reply(400, b'{"error":{"message":"body is not JSON"}}')
             return
@@ -768,7 +769,7 @@ class FakeUpstream:
         """An answer to a POST sets two cookies of its own, as a provider's edge does."""
         if handler.command == "POST":
             cookies = (f"__cf_bm=edge-{uuid.uuid4().hex[:12]}", f"_cfuvid=visitor-{uuid.uuid4().hex[:12]}")
-            self.cookies.append((cookies, handler.headers.get("cookie") or "", getattr(handler, "body", None)))
+            self.cookies.append((cookies, handler.headers.get("cookie") or ""))
             handler.send_header("set-cookie", f"{cookies[0]}; path=/; expires=Thu, 01-Jan-2099 00:00:00 GMT; HttpOnly; SameSite=None")
             handler.send_header("set-cookie", f"{cookies[1]}; path=/; HttpOnly; SameSite=None")
 
