@@ -88,6 +88,10 @@ def test_the_history_with_the_least_room_counts_and_a_compaction_in_force_clears
         assert exchange.compacted and exchange.session.whole_below() == 0
         assert roomy > 100 and not clear.as_sent(CLIENT, 100)  # the short conversation alone would clear it
         assert not clear.as_sent(CLIENT, 1)
+        # The short conversation goes on, and a third starts: the compacted one still counts.
+        _learned(recorder, clear, _body([{"role": "user", "content": "a short task"}, {"role": "assistant", "content": "answer"}, {"role": "user", "content": "more"}]))
+        _learned(recorder, clear, _body([{"role": "user", "content": "a third task"}]))
+        assert not clear.as_sent(CLIENT, 1)
 
 
 def test_a_request_not_recorded_teaches_nothing(tmp_path: Path) -> None:
@@ -181,8 +185,13 @@ def test_a_compressed_body_or_a_stateful_responses_request_is_read_first(tmp_pat
         reading.next(0.3)  # long enough for a request sent before it is read to reach the upstream
         sent = client.post(api, content=gzip.compress(_raw(second)), headers={"content-encoding": "gzip"}) if kind == "gzip" else client.post(api, json=second)
         assert sent.status_code == 200
-    assert reading.upstream_had == [False, False]
-    assert model.requests[-1] == second
+        if kind != "gzip":  # a Responses request that sends its whole input is cleared as any other
+            reading.next(5.0)
+            whole = {"model": "gpt-5", "input": [{"role": "user", "content": "question 0"}, {"role": "user", "content": "question 1"}]}
+            assert client.post(api, json=whole).status_code == 200
+            assert reading.upstream_had[-1]
+    assert reading.upstream_had[:2] == [False, False]
+    assert model.requests[1] == second
 
 
 def test_a_request_cleared_wrongly_goes_as_it_came_and_the_compaction_stays_in_force(
@@ -239,3 +248,41 @@ def test_a_request_refused_once_read_is_refused_though_it_went_upstream(tmp_path
             time.sleep(0.01)
     assert len(model.statuses) == 2  # it did go (the forecast cleared it), and the upstream's answer went nowhere
     assert "my secret plan" not in json.dumps([[m.text for m in workspace.load(*key).messages] for key in workspace.transcripts()])
+
+
+def test_an_upstream_answer_nobody_reads_is_closed_once_it_comes() -> None:
+    import asyncio
+
+    from glyphpack._proxy.server import _closed_when_done
+
+    class Answer:
+        closed = False
+
+        async def aclose(self) -> None:
+            Answer.closed = True
+
+    problems: list[Any] = []
+
+    async def run() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: problems.append(context))
+
+        async def answered() -> Any:
+            return Answer()
+
+        async def failed() -> Any:
+            raise httpx.ConnectError("the upstream is down")
+
+        async def never() -> Any:
+            await asyncio.sleep(10)
+
+        tasks = [asyncio.ensure_future(coroutine()) for coroutine in (answered, failed, never)]
+        for task in tasks:
+            _closed_when_done(task)
+        tasks[2].cancel()
+        await asyncio.sleep(0.05)
+
+    asyncio.run(run())
+    import gc
+
+    gc.collect()  # a failed task whose exception nobody retrieved is reported when collected
+    assert Answer.closed and problems == []
