@@ -18,6 +18,7 @@ import pytest
 
 pytest.importorskip("starlette")
 import httpx
+from test_proxy_forward_first import _body, _turns
 
 from glyphpack import Workspace
 from glyphpack._compaction.summarize import Summarizer
@@ -31,17 +32,6 @@ from glyphpack.testing.fake import FakeModel, FakeUpstream, Turn, answer_body, c
 Json = dict[str, Any]
 KEY = {"x-api-key": "sk-forecast"}
 CLIENT = Client.of(KEY)
-
-
-def _body(history: list[Json], stream: bool = False) -> Json:
-    return {"model": "claude-sonnet-4-5", "max_tokens": 100, "stream": stream, "messages": history}
-
-
-def _turns(count: int) -> list[Json]:
-    history: list[Json] = [{"role": "user", "content": "question 0"}]
-    for turn in range(count):
-        history += [{"role": "assistant", "content": f"answer {turn}"}, {"role": "user", "content": f"question {turn + 1}"}]
-    return history
 
 
 def _raw(body: Json) -> bytes:
