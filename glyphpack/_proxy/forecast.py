@@ -23,7 +23,7 @@ from __future__ import annotations
 import collections
 import threading
 
-from .conversations import Exchange
+from .conversations import OPEN_SESSIONS, Exchange
 from .histories import Key
 from .identity import Client
 
@@ -33,9 +33,11 @@ from .identity import Client
 SHARE = 0.5
 #: Clients (with their conversation names) remembered, the most recent; a client beyond
 #: them is read before it is sent until its next request teaches the forecast again.
-CLIENTS_KEPT = 4096
-#: Histories remembered per client; a client with more is forgotten whole (and learned again).
-HISTORIES_KEPT = 1024
+CLIENTS_KEPT = 1024
+#: Histories remembered per client (as many as the sessions the recorder keeps open); a
+#: client with more is forgotten whole, and learned again. At most a quarter of a
+#: million limits in all, a few tens of megabytes.
+HISTORIES_KEPT = OPEN_SESSIONS
 
 
 class Forecast:
