@@ -181,10 +181,11 @@ class Proxy:
     def _goes_as_sent(self, request: Request, api: Api, raw: bytes, client: Client) -> bool:
         """Whether ``raw`` goes upstream before it is read (``Forecast``): never a
         compressed body (its size says little of what it holds) nor a Responses request
-        that continues a stored response (its size says nothing of the history)."""
-        if "content-encoding" in request.headers or (api == "openai-responses" and b'"previous_response_id"' in raw):
+        that continues a stored response (its size says nothing of the history). The
+        body is searched (on the event loop) only once the forecast would clear it."""
+        if "content-encoding" in request.headers or not self.forecast.as_sent(client, len(raw)):
             return False
-        return self.forecast.as_sent(client, len(raw))
+        return not (api == "openai-responses" and b'"previous_response_id"' in raw)
 
     def _failed(self, exc: Exception) -> str:
         """Why the upstream failed, as a client may read it: the upstream's URL and the

@@ -293,7 +293,7 @@ class Compactor:
         # Where the session compacts where it bills least, that compaction elides too, and
         # sooner: a batch below it would only rewrite the cache once more.
         session = self.session
-        if not session.recall_enabled or session._economic or "elision" not in (session._fallback or self.policy_for()).rungs:
+        if not session.recall_enabled or session._economic or "elision" not in (session._fallback or session.policy).rungs:
             return None
         return ELISION_BATCH_SHARE * max(1, session.thresholds.threshold - session.estimator.overhead)
 
