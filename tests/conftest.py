@@ -1,4 +1,5 @@
 import os
+import ssl
 import tempfile
 from pathlib import Path
 
@@ -9,6 +10,17 @@ import pytest
 os.environ.setdefault("GLYPHPACK_CACHE_DIR", os.path.join(tempfile.gettempdir(), "glyphpack-test-cache"))
 
 from hypothesis import settings
+
+# No test opens a TLS connection (none reaches the network), yet every httpx client a
+# test or an SDK makes reads a CA bundle when it is built (certifi's, or SSL_CERT_FILE's:
+# 20-40 ms each, hundreds of times a run). A CA directory is read only when a
+# certificate is checked, so with one named instead (httpx takes SSL_CERT_DIR when no
+# SSL_CERT_FILE is set) clients start at once, here and in the proxies and CLIs the
+# tests start.
+_capath = ssl.get_default_verify_paths().openssl_capath
+if os.path.isdir(_capath):
+    os.environ.pop("SSL_CERT_FILE", None)
+    os.environ["SSL_CERT_DIR"] = _capath
 
 settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True)
 settings.register_profile("dev", max_examples=60, deadline=None)

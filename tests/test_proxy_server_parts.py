@@ -250,6 +250,38 @@ def test_the_summarizer_is_the_requests_model_or_the_one_named_and_continues_onl
     assert Proxy(Recorder(Workspace(tmp_path / "g")), "anthropic")._summarizer("anthropic", {"model": 5}, _request()) is None
 
 
+def test_every_upstream_pool_and_summary_request_shares_one_tls_context(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A TLS context reads its CA bundle when it is built (20-40 ms): built for each of
+    the proxy's sixteen pools, it made every start 0.7 s, and each summary request paid
+    it again. The proxy reads it once, as it starts."""
+    import ssl
+
+    from starlette.requests import Request
+
+    from glyphpack import Workspace
+    from glyphpack._proxy.conversations import Recorder
+    from glyphpack._proxy.server import UPSTREAM_POOLS, Proxy, Running
+
+    loads: list[ssl.SSLContext] = []
+    read = ssl.SSLContext.load_verify_locations
+
+    def counted(context: ssl.SSLContext, *args: Any, **kwargs: Any) -> None:
+        loads.append(context)
+        read(context, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counted)
+    proxy = Proxy(Recorder(Workspace(tmp_path)), "http://127.0.0.1:9")
+    assert UPSTREAM_POOLS > 1
+    with FakeUpstream(FakeModel([Turn(text="unused")])) as upstream, Running(proxy):
+        assert len(loads) == 1
+        scope = {"type": "http", "method": "POST", "path": "/v1/messages", "headers": [(b"x-api-key", b"sk-ant-caller")], "query_string": b""}
+        summarizer = proxy._summarizer("anthropic", {"model": MODELS["anthropic"]}, Request(scope))
+        assert summarizer is not None and isinstance(summarizer.fn, UpstreamSummary)
+        summarizer.fn.upstream = upstream.url
+        assert summarizer.fn(SUMMARY_REQUEST + " please.\n\n[user] fix the test") == "Summary: fix the test."
+        assert len(loads) == 1
+
+
 def test_the_upstream_connections_stay_open_for_more_clients_than_httpx_keeps(tmp_path: Any) -> None:
     """24 clients at once, each asking twice in its conversation on its own connection (as
     an SDK's client keeps one): the second time every request goes on a connection the

@@ -5,6 +5,7 @@ prompt or by continuing the client's conversation as the upstream last received 
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,14 +50,15 @@ class UpstreamSummary:
 
     def __init__(
         self, upstream: str, api: Api, model: str, headers: Mapping[str, str], body: Json | None = None, path: str = "",
-        query: Mapping[str, str] | None = None, transport: httpx.BaseTransport | None = None,
+        query: Mapping[str, str] | None = None, transport: httpx.BaseTransport | None = None, tls: ssl.SSLContext | None = None,
     ):
+        """``tls``: the TLS context its connections take (None: httpx's default, made anew)."""
         self.upstream, self.api, self.model = upstream, api, model
         self.headers = {k: v for k, v in headers.items() if k.lower() in _SUMMARY_HEADERS}
         # The caller's credential in the query (Gemini's ``?key=``) goes where it came.
         self.query = {k: v for k, v in (query or {}).items() if k.lower() in _SUMMARY_QUERY}
         self.body, self.path = body, path
-        self.transport = transport
+        self.transport, self.tls = transport, tls
         self.calls = 0
         self.billed_input = 0
         self.billed_output = 0
@@ -96,7 +98,7 @@ class UpstreamSummary:
         raised with the status and the provider's words (no credential among them), but
         a 400 answered with ``malformed`` when it is given."""
         try:
-            with httpx.Client(timeout=TIMEOUT, transport=self.transport) as client:
+            with httpx.Client(timeout=TIMEOUT, transport=self.transport, verify=self.tls or True) as client:
                 response = client.post(self.upstream + path, json=request, params=self.query, headers={**self.headers, "accept-encoding": "identity"})
         except httpx.HTTPError as exc:
             raise CompactionError(f"the upstream failed: {type(exc).__name__}") from None
