@@ -13,6 +13,12 @@ RESULTS: dict[str, tuple[float, str]] = {}
 TABLES: dict[str, list[str]] = {}
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Benchmarks run one at a time, in one process (pyproject's ``-n auto`` is for the
+    tests): two at once would time each other."""
+    return 0
+
+
 @pytest.fixture(scope="session")
 def corpus() -> str:
     return stdlib_corpus()

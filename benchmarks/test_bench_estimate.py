@@ -37,13 +37,14 @@ ROWS: list[str] = []
 def errors(agent, model: str = "claude-sonnet-4-5") -> dict[str, np.ndarray]:
     cost = CostModel.for_model(model)
     prefix = np.cumsum([0] + [cost.message(m) for m in agent.messages])
-    estimate = np.array([prefix[end] - prefix[start] for start, end, _ in agent.usage], dtype=float)
-    measured = np.array([tokens for *_, tokens in agent.usage], dtype=float)
-    first = calibrate(agent.messages[agent.usage[0][0] : agent.usage[0][1]], model, int(measured[0])).overhead
+    estimate = np.array([prefix[u.end] - prefix[u.start] for u in agent.usage], dtype=float)
+    measured = np.array([u.tokens for u in agent.usage], dtype=float)
+    first = calibrate(agent.messages[agent.usage[0].start : agent.usage[0].end], model, int(measured[0])).overhead
     learned, calibration, priced = [], Calibration(base=cost.estimator), cost
-    for k, (start, end, tokens) in enumerate(agent.usage):
+    for k, usage in enumerate(agent.usage):
+        tokens = usage.tokens
         priced = priced.with_estimator(calibration.estimator)
-        view = agent.messages[start:end]
+        view = agent.messages[usage.start : usage.end]
         if k:
             learned.append(abs(priced.history(view) + calibration.overhead - tokens) / tokens)
         calibration = calibration.learn(priced, view, tokens)
@@ -112,8 +113,7 @@ def pairs(model: str, files: tuple[str, ...], estimator) -> list[tuple[np.ndarra
         for agent in import_file(SHARED / name).agents:
             if len(agent.usage) >= 5:
                 prefix = np.cumsum([0] + [cost.message(m) for m in agent.messages])
-                out.append((np.array([prefix[end] - prefix[start] for start, end, _ in agent.usage], float),
-                            np.array([tokens for *_, tokens in agent.usage], float)))
+                out.append((np.array([prefix[u.end] - prefix[u.start] for u in agent.usage], float), np.array([u.tokens for u in agent.usage], float)))
     return out
 
 

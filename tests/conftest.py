@@ -38,6 +38,22 @@ def run_slow(config: pytest.Config) -> bool:
     return bool(config.getoption("--run-slow") or os.environ.get("CI"))
 
 
+#: At most this many processes share a default run (each collects every test first,
+#: about 10 s of work).
+TEST_WORKERS = 4
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """How many processes ``-n auto`` (pyproject's addopts) runs the tests in: the
+    default run over the machine's cores, up to ``TEST_WORKERS`` (two cores: 54 s against
+    85-107 s in one process). A run with the slow tests stays in one process: their
+    crash, concurrency and real-client tests are proven there, in CI."""
+    if run_slow(config):
+        return 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(TEST_WORKERS, cores) if cores > 1 else 0
+
+
 #: Test modules that drive an agent framework (each imports its package, seconds apiece):
 #: all slow, so the default run does not even import them.
 FRAMEWORK_MODULES = ("test_adapter_", "test_docs_frameworks")

@@ -282,6 +282,21 @@ def test_every_upstream_pool_and_summary_request_shares_one_tls_context(tmp_path
         assert len(loads) == 1
 
 
+def test_a_running_proxy_stops_without_waiting_for_its_next_tick(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """uvicorn looks for an exit between ticks 0.1 s apart: every stop waited it out (10 s
+    of the default test run). With ticks 60 s apart, a stop that waits for the next one
+    leaves the server's thread running past ``stop``'s 30 s."""
+    from glyphpack import Workspace
+    from glyphpack._proxy import server
+    from glyphpack._proxy.conversations import Recorder
+
+    monkeypatch.setattr(server, "TICK", 60.0)
+    running = server.Running(server.Proxy(Recorder(Workspace(tmp_path)), "http://127.0.0.1:9"))
+    assert running.thread.is_alive()
+    running.stop()
+    assert not running.thread.is_alive()
+
+
 def test_the_upstream_connections_stay_open_for_more_clients_than_httpx_keeps(tmp_path: Any) -> None:
     """24 clients at once, each asking twice in its conversation on its own connection (as
     an SDK's client keeps one): the second time every request goes on a connection the
