@@ -82,13 +82,13 @@ class Calibration:
         what it priced as text is divided by ``scale`` back to the base rates). The
         overhead makes ``history`` cost exactly ``measured_tokens`` at the new rates."""
         measured = measured_count(measured_tokens)
-        images = cost.images(history)
-        text = (cost.history(history) - images) / self.scale
+        images, priced = cost.images(history), cost.history(history)
+        text = (priced - images) / self.scale
         counts = (*self.counts, (text, measured - images))[-COUNTS_KEPT:]
         learned = dataclasses.replace(self, scale=fit_scale(counts), counts=counts)
         if learned.scale != self.scale:  # priced again at the new rates: the last count is matched exactly
-            cost = cost.with_estimator(learned.estimator)
-        return dataclasses.replace(learned, overhead=measured - cost.history(history))
+            priced = cost.with_estimator(learned.estimator).history(history)
+        return dataclasses.replace(learned, overhead=measured - priced)
 
     def to_record(self) -> dict[str, Any]:
         """What ``Workspace.save_calibration`` keeps (JSON), rates excepted."""
