@@ -570,8 +570,8 @@ def _cpu_seconds(pid: int) -> float:
 def test_against_litellm(tmp_path: Path) -> None:
     """The same clients, the same fake upstream, one run: direct, LiteLLM's proxy in
     pass-through mode (``/anthropic``, what its docs give for sending the native API on
-    untranslated), and glyphpack's proxy, each a process of its own, at 1, 8 and 32
-    clients. LiteLLM from ``GLYPHPACK_LITELLM`` (its ``litellm`` command) or the PATH;
+    untranslated), and glyphpack's proxy, each a process of its own, with one worker
+    process and with two, at 1, 8, 32 and 128 clients. LiteLLM from ``GLYPHPACK_LITELLM`` (its ``litellm`` command) or the PATH;
     install it with ``pip install 'litellm[proxy]'`` (in a virtual environment of its
     own: it pins its own httpx and openai)."""
     import os
@@ -581,25 +581,29 @@ def test_against_litellm(tmp_path: Path) -> None:
     litellm = os.environ.get("GLYPHPACK_LITELLM") or shutil.which("litellm")
     if not litellm:
         pytest.skip("LiteLLM is not installed: pip install 'litellm[proxy]' and set GLYPHPACK_LITELLM to its litellm command")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    def free_port() -> int:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return int(probe.getsockname()[1])
+
     model = FakeModel([Turn(text="ok")])
     lines = _table(
-        "direct, LiteLLM's proxy (pass-through, /anthropic) and glyphpack's proxy, each a process of its own, the same fake upstream and clients, one run",
+        "direct, LiteLLM's proxy (pass-through, /anthropic) and glyphpack's proxy, each with one worker process and with two, "
+        "the same fake upstream and clients, one run",
         "| clients at once | answers | route | TTFB p50 / p99 | added p50 / p99 | requests/s | against direct | proxy CPU per request |",
     )
     with FakeUpstream(model) as upstream:
         # LiteLLM refuses to start without a master key; the clients send it as their key.
         env = dict(os.environ, ANTHROPIC_API_BASE=upstream.url, ANTHROPIC_API_KEY="bench", LITELLM_LOG="ERROR", LITELLM_MASTER_KEY=MASTER_KEY)
-        routes = {
-            "LiteLLM": (_started([litellm, "--host", "127.0.0.1", "--port", str(port), "--num_workers", "1"], env,
-                                 f"http://127.0.0.1:{port}/health/liveliness"), f"http://127.0.0.1:{port}/anthropic"),  # fmt: skip
-        }
-        routes["glyphpack"] = _glyphpack_proxy(upstream.url, tmp_path / "ws")
+        routes: dict[str, tuple[Any, str]] = {}
+        for workers in (1, 2):
+            port, named = free_port(), "" if workers == 1 else f", {workers} workers"
+            command = [litellm, "--host", "127.0.0.1", "--port", str(port), "--num_workers", str(workers)]
+            routes["LiteLLM" + named] = (_started(command, env, f"http://127.0.0.1:{port}/health/liveliness"), f"http://127.0.0.1:{port}/anthropic")
+            routes["glyphpack" + named] = _glyphpack_proxy(upstream.url, tmp_path / f"ws-{workers}", "--workers", str(workers))
         try:
             for _, base in routes.values():
-                _latency(base, 4, 3, MASTER_KEY)  # first requests (imports, connections) out of the way
+                _latency(base, 8, 3, MASTER_KEY)  # first requests (imports, connections, each worker's) out of the way
             for stream in (True, False):
                 answers = "streamed" if stream else "whole"
                 for clients, turns in ((1, 40), (8, 12), (32, 8), (128, 4)):
