@@ -297,6 +297,58 @@ def test_a_running_proxy_stops_without_waiting_for_its_next_tick(tmp_path: Any, 
     assert not running.thread.is_alive()
 
 
+def test_a_running_proxys_ticks_are_counted_as_uvicorn_counts_them(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Running`` waits between uvicorn's ticks itself (so that ``stop`` can cut the wait
+    short): uvicorn renews the date header and does its other periodic work from the
+    tick's count, which must go 0, 1, 2, ... as in uvicorn's own loop."""
+    import threading
+
+    import uvicorn
+
+    from glyphpack import Workspace
+    from glyphpack._proxy import server
+    from glyphpack._proxy.conversations import Recorder
+
+    counted: list[int] = []
+    enough = threading.Event()
+    tick = uvicorn.Server.on_tick
+
+    async def on_tick(self: uvicorn.Server, counter: int) -> bool:
+        counted.append(counter)
+        if len(counted) >= 12:
+            enough.set()
+        return await tick(self, counter)
+
+    monkeypatch.setattr(uvicorn.Server, "on_tick", on_tick)
+    monkeypatch.setattr(server, "TICK", 0.002)
+    with server.Running(server.Proxy(Recorder(Workspace(tmp_path)), "http://127.0.0.1:9")):
+        assert enough.wait(30)
+    assert counted[:12] == list(range(12))
+
+
+def test_a_summary_without_the_proxys_tls_context_checks_certificates_as_httpx_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Given no context (outside a running proxy), a summary request's client verifies
+    the upstream's certificate: never ``verify=False``."""
+    import ssl
+
+    import httpx
+
+    seen: list[object] = []
+    client = httpx.Client
+
+    def spied(*args: Any, **kwargs: Any) -> httpx.Client:
+        seen.append(kwargs.get("verify", True))
+        return client(*args, **kwargs)
+
+    monkeypatch.setattr(httpx, "Client", spied)
+    context = ssl.create_default_context()
+    with FakeUpstream(FakeModel([Turn(text="unused")] * 2)) as upstream:
+        for tls in (None, context):
+            summary = UpstreamSummary(upstream.url, "anthropic", MODELS["anthropic"], {"x-api-key": "sk-ant-caller"}, tls=tls)
+            assert summary(SUMMARY_REQUEST + " please.\n\n[user] fix the test") == "Summary: fix the test."
+    assert seen == [True, context]
+
+
 def test_the_upstream_connections_stay_open_for_more_clients_than_httpx_keeps(tmp_path: Any) -> None:
     """24 clients at once, each asking twice in its conversation on its own connection (as
     an SDK's client keeps one): the second time every request goes on a connection the
