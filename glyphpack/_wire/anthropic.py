@@ -31,6 +31,7 @@ from .common import (
     CONTINUES,
     MALFORMED,
     add_turn,
+    calls_open,
     check_image_count,
     check_image_type,
     decode_base64,
@@ -160,20 +161,26 @@ def to_anthropic(messages: Sequence[Message], *, system_messages: bool = False) 
         leading += 1
     hoisted = [m for i, m in enumerate(messages) if m.role == "system" and (i < leading or not system_messages)]
     system = "\n\n".join(m.text for m in hoisted) or None
-    out: list[Json] = []
-    for message in results_first(messages[leading:]):
+    out = _turns(results_first(messages[leading:]), system_messages, [])
+    if out and out[0]["role"] != "user":  # the API wants the user first
+        out.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUES}]})
+    return system, out
+
+
+def _turns(ordered: Sequence[Message], system_messages: bool, out: list[Json]) -> list[Json]:
+    """``ordered`` (``results_first``'s order, leading system messages taken out) as
+    Messages API turns, appended to ``out``: a turn of the role ``out`` ends with goes
+    into that last turn."""
+    for message in ordered:
         if message.role == "system":
             if system_messages and (blocks := _anthropic_blocks(message.content)):
                 out.append({"role": "system", "content": blocks})
             continue
         role = "user" if message.role in ("user", "tool") else "assistant"
         blocks = _message_blocks(message, role)
-        if not blocks:
-            continue
-        add_turn(out, role, "content", blocks)
-    if out and out[0]["role"] != "user":  # the API wants the user first
-        out.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUES}]})
-    return system, out
+        if blocks:
+            add_turn(out, role, "content", blocks)
+    return out
 
 
 def _from_anthropic_block(data: object) -> Block:
@@ -367,15 +374,24 @@ class AnthropicMessages(ProviderApi):
     def build(self, model: str, view: Sequence[Message], prefix: int, profile: Profile) -> Json:
         """As every API's, with cache breakpoints: on the stable prefix's last block and on
         the last message. The prefix's own conversion is remembered (``_PrefixConversion``):
-        the messages it shares with the request are compared, not checked again."""
-        system, messages = self.to_wire(view, profile, model)
+        where the rest converts on its own (``joins``), only the rest is converted, after
+        a copy of the prefix's messages; else the whole is, and the messages it shares with
+        the prefix are compared, not checked again."""
+        alone = _prefix_conversion(tuple(view[:prefix])) if 0 < prefix < len(view) else None
+        rest = view[prefix:]
+        if alone is not None and alone.joins and all(m.role != "system" for m in rest):
+            # Each message and block copied: marks go on them, and a caller may change them.
+            system, messages = alone.system, [{**m, "content": [dict(b) for b in m["content"]]} for m in alone.messages]
+            _turns(results_first(rest), False, messages)
+            extends = True
+        else:
+            system, messages = self.to_wire(view, profile, model)
+            extends = alone is not None and alone.begins(messages)
         start, state = 0, _UNCHECKED
-        if 0 < prefix < len(view):
-            alone = _prefix_conversion(tuple(view[:prefix]))
-            if alone is not None and alone.begins(messages):
-                _mark(messages[alone.last], alone.own)
-                if alone.state is not None:
-                    start, state = alone.last, alone.state
+        if alone is not None and extends:
+            _mark(messages[alone.last], alone.own)
+            if alone.state is not None:
+                start, state = alone.last, alone.state
         _checked_to_end(messages, _checked(messages, start, state), profile.max_images)
         if messages:
             _mark(messages[-1])
@@ -413,15 +429,21 @@ def _mark(message: Json, end: int | None = None) -> bool:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class _PrefixConversion:
-    """A stable prefix converted alone: its wire messages (never handed out), the last of
-    which the rest of a request may extend (``last``; its own ``own`` blocks), and the
-    check's state after the ones before it (None: they do not pass it)."""
+    """A stable prefix converted alone: its system prompt and wire messages (never handed
+    out), the last of which the rest of a request may extend (``last``; its own ``own``
+    blocks), and the check's state after the ones before it (None: they do not pass it).
+    ``joins``: a request that adds messages without a system one converts as this
+    conversion followed by theirs alone (no call left open at its end, which would keep
+    what comes between calls and results waiting, and no system message but leading ones,
+    which a model that takes them would keep in place)."""
 
     prefix: tuple[Message, ...]
+    system: str | None
     messages: list[Json]
     last: int
     own: int
     state: _CheckState | None
+    joins: bool
 
     def begins(self, messages: list[Json]) -> bool:
         """Whether a request's ``messages`` begin as the prefix alone converts: the same
@@ -444,7 +466,7 @@ def _prefix_conversion(prefix: tuple[Message, ...]) -> _PrefixConversion | None:
         known = _prefixes.get(key)
     if known is not None and begins_with(prefix, known.prefix):
         return known
-    _, alone = to_anthropic(prefix)
+    system, alone = to_anthropic(prefix)
     if not alone:
         return None
     last = len(alone) - 1
@@ -452,7 +474,9 @@ def _prefix_conversion(prefix: tuple[Message, ...]) -> _PrefixConversion | None:
         state: _CheckState | None = _checked(alone[:last], 0, _UNCHECKED)
     except HistoryError:  # the request's check says so, from the start
         state = None
-    known = _PrefixConversion(prefix, alone, last, len(alone[-1]["content"]), state)
+    leading = next((i for i, m in enumerate(prefix) if m.role != "system"), len(prefix))
+    joins = not calls_open(results_first(prefix[leading:])) and all(m.role != "system" for m in prefix[leading:])
+    known = _PrefixConversion(prefix, system, alone, last, len(alone[-1]["content"]), state, joins)
     with _prefixes_lock:
         _prefixes[key] = known
         while len(_prefixes) > _PREFIXES_KEPT:

@@ -44,17 +44,17 @@ def results_first(messages: Sequence[Message]) -> list[Message]:
             out.append(message if not others else Message("tool", results, id=f"{message.id}-results"))
         elif results:
             out.append(Message("tool", results, id=f"{message.id}-results") if others or message.role != "tool" else message)
-        if waiting and not _calls_open(out):  # every call answered: what waited goes next
+        if waiting and not calls_open(out):  # every call answered: what waited goes next
             out.extend(waiting)
             waiting = []
         if others:
             rest = message if not results else message.with_content(others)
-            (waiting if _calls_open(out) else out).append(rest)
+            (waiting if calls_open(out) else out).append(rest)
     out.extend(waiting)
     return out
 
 
-def _calls_open(out: Sequence[Message]) -> bool:
+def calls_open(out: Sequence[Message]) -> bool:
     """Whether the last assistant message in ``out`` has calls not yet answered in ``out``."""
     answered: set[str] = set()
     for message in reversed(out):
