@@ -257,7 +257,7 @@ def check_anthropic(messages: Sequence[Json], *, max_images: int | None = None) 
     ``WEB_IMAGE_TYPES`` type; at most ``max_images`` images. A ``system`` message (a
     mid-conversation system message) may come after the first, of text only, where
     no tool call waits for its result; it does not count in the alternation."""
-    _checked_to_end(messages, _checked(messages, 0, _UNCHECKED), max_images)
+    _checked_to_end(_checked(messages, 0, _UNCHECKED), max_images)
 
 
 #: What ``check_anthropic`` carries from one message to the next: (images so far, the
@@ -318,7 +318,7 @@ def _checked(messages: Sequence[Json], start: int, state: _CheckState) -> _Check
     return images, open_calls, turns
 
 
-def _checked_to_end(messages: Sequence[Json], state: _CheckState, max_images: int | None) -> None:
+def _checked_to_end(state: _CheckState, max_images: int | None) -> None:
     """What ``check_anthropic`` checks of the whole once every message was (``state``)."""
     images, open_calls, _ = state
     if open_calls:
@@ -392,7 +392,7 @@ class AnthropicMessages(ProviderApi):
             _mark(messages[alone.last], alone.own)
             if alone.state is not None:
                 start, state = alone.last, alone.state
-        _checked_to_end(messages, _checked(messages, start, state), profile.max_images)
+        _checked_to_end(_checked(messages, start, state), profile.max_images)
         if messages:
             _mark(messages[-1])
         return self.create_arguments(model, system, messages)
