@@ -313,19 +313,22 @@ def test_two_sdk_clients_with_their_own_keys_on_one_proxy_keep_their_conversatio
     import anthropic
 
     model = FakeModel([Turn(text="alpha-answer"), Turn(text="bravo-answer"), Turn(text="alpha-second"), Turn(text="bravo-second")])
-    with Workspace(tmp_path / "ws") as workspace, FakeUpstream(model) as upstream, Running(Proxy(Recorder(workspace), upstream.url)) as proxy:
-        alpha = anthropic.Anthropic(base_url=proxy.url, api_key="sk-alpha-key", max_retries=0)
-        bravo = anthropic.Anthropic(base_url=proxy.url, api_key="sk-bravo-key", max_retries=0)
-        opening = [{"role": "user", "content": OPENING}]
-        first = alpha.messages.create(model="claude-sonnet-4-5", max_tokens=100, messages=opening).content[0].text
-        bravo.messages.create(model="claude-sonnet-4-5", max_tokens=100, messages=opening)
-        # Bravo sends alpha's answer as if its own: that goes on in bravo's conversation
-        # (from before bravo's answer, which the tree keeps), never in alpha's.
-        theirs = [*opening, {"role": "assistant", "content": first}, {"role": "user", "content": "bravo-question"}]
-        bravo.messages.create(model="claude-sonnet-4-5", max_tokens=100, messages=theirs)
-        named = httpx.post(proxy.url + "/v1/messages", json={"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": opening},
-                           headers={"x-api-key": "sk-bravo-key", CONVERSATION_HEADER: "a b"})
-        assert named.status_code == 400 and named.json()["error"]["type"] == "invalid_request_error"
+    with Workspace(tmp_path / "ws") as workspace, FakeUpstream(model) as upstream:
+        # A whole answer in a stored conversation is recorded after the client has it:
+        # the workspace is read once the proxy has stopped, every record written.
+        with Running(Proxy(Recorder(workspace), upstream.url)) as proxy:
+            alpha = anthropic.Anthropic(base_url=proxy.url, api_key="sk-alpha-key", max_retries=0)
+            bravo = anthropic.Anthropic(base_url=proxy.url, api_key="sk-bravo-key", max_retries=0)
+            opening = [{"role": "user", "content": OPENING}]
+            first = alpha.messages.create(model="claude-sonnet-4-5", max_tokens=100, messages=opening).content[0].text
+            bravo.messages.create(model="claude-sonnet-4-5", max_tokens=100, messages=opening)
+            # Bravo sends alpha's answer as if its own: that goes on in bravo's conversation
+            # (from before bravo's answer, which the tree keeps), never in alpha's.
+            theirs = [*opening, {"role": "assistant", "content": first}, {"role": "user", "content": "bravo-question"}]
+            bravo.messages.create(model="claude-sonnet-4-5", max_tokens=100, messages=theirs)
+            named = httpx.post(proxy.url + "/v1/messages", json={"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": opening},
+                               headers={"x-api-key": "sk-bravo-key", CONVERSATION_HEADER: "a b"})
+            assert named.status_code == 400 and named.json()["error"]["type"] == "invalid_request_error"
         conversations = {c for c, _ in workspace.transcripts()}
         texts = {c: _everything_of(workspace, c) for c in conversations}
     assert len(conversations) == 2
