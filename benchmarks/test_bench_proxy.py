@@ -576,16 +576,14 @@ def test_against_litellm(tmp_path: Path) -> None:
     own: it pins its own httpx and openai)."""
     import os
     import shutil
-    import socket
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from postgres_server import free_port  # a port for LiteLLM, which binds its own
 
     litellm = os.environ.get("GLYPHPACK_LITELLM") or shutil.which("litellm")
     if not litellm:
         pytest.skip("LiteLLM is not installed: pip install 'litellm[proxy]' and set GLYPHPACK_LITELLM to its litellm command")
-    def free_port() -> int:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            return int(probe.getsockname()[1])
-
     model = FakeModel([Turn(text="ok")])
     lines = _table(
         "direct, LiteLLM's proxy (pass-through, /anthropic) and glyphpack's proxy, each with one worker process and with two, "

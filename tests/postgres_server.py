@@ -46,7 +46,8 @@ def _bindir() -> Path:
     raise Unavailable("no PostgreSQL server binaries (initdb): install the distribution's postgresql package")
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A port on 127.0.0.1 nothing listened on a moment ago (for a server that binds it itself)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -61,7 +62,7 @@ class Cluster:
         bindir = _bindir()
         self.base = Path(tempfile.mkdtemp(prefix="glyphpack-pg-"))
         self.password = secrets.token_hex(12)
-        self.port = _free_port()
+        self.port = free_port()
         self.user = "glyphpack"
         run_as = None
         if os.geteuid() == 0:
@@ -99,7 +100,7 @@ class Cluster:
         """A hot standby of this cluster (a read-only replica, streaming from it), on a
         port of its own; returns the port."""
         data = self.base / f"standby{len(self._standbys)}"
-        port = _free_port()
+        port = free_port()
         env = dict(os.environ, PGPASSWORD=self.password)
         self._call([str(self._bindir / "pg_basebackup"), "-D", str(data), "-R", "-X", "stream", "-c", "fast",
                     "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user], env=env)

@@ -353,11 +353,9 @@ def test_a_damaged_results_file_is_named_with_what_is_wrong(tmp_path, capsys, co
 
 def test_a_server_that_is_down_is_named_with_what_to_check(tmp_path, monkeypatch, capsys):
     """Not "internal error (APIConnectionError)": the URL, and what to check."""
-    import socket
+    from postgres_server import free_port
 
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # a port nothing listens on
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     url = f"http://127.0.0.1:{port}/v1"
     args = ["eval", "--model", "gpt-5.4", "--api", "openai-chat", "--base-url", url, "--shapes", "5x8", "--per-shape", "1",

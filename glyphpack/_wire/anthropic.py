@@ -156,15 +156,18 @@ def to_anthropic(messages: Sequence[Message], *, system_messages: bool = False) 
     API wants user and assistant to alternate). System messages go to the system
     prompt, except, with ``system_messages`` (a model that takes them), those after
     the first turn: they stay where they are, as ``system`` messages."""
-    leading = 0
-    while leading < len(messages) and messages[leading].role == "system":
-        leading += 1
+    leading = _leading_system(messages)
     hoisted = [m for i, m in enumerate(messages) if m.role == "system" and (i < leading or not system_messages)]
     system = "\n\n".join(m.text for m in hoisted) or None
     out = _turns(results_first(messages[leading:]), system_messages, [])
     if out and out[0]["role"] != "user":  # the API wants the user first
         out.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUES}]})
     return system, out
+
+
+def _leading_system(messages: Sequence[Message]) -> int:
+    """How many system messages ``messages`` begin with (they go to the system prompt)."""
+    return next((i for i, m in enumerate(messages) if m.role != "system"), len(messages))
 
 
 def _turns(ordered: Sequence[Message], system_messages: bool, out: list[Json]) -> list[Json]:
@@ -474,7 +477,7 @@ def _prefix_conversion(prefix: tuple[Message, ...]) -> _PrefixConversion | None:
         state: _CheckState | None = _checked(alone[:last], 0, _UNCHECKED)
     except HistoryError:  # the request's check says so, from the start
         state = None
-    leading = next((i for i, m in enumerate(prefix) if m.role != "system"), len(prefix))
+    leading = _leading_system(prefix)
     joins = not calls_open(results_first(prefix[leading:])) and all(m.role != "system" for m in prefix[leading:])
     known = _PrefixConversion(prefix, system, alone, last, len(alone[-1]["content"]), state, joins)
     with _prefixes_lock:
